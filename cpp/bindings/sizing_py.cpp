@@ -1,0 +1,51 @@
+// Python face of the sizing math (bloomline/sizing.hpp).
+#include <pybind11/pybind11.h>
+
+#include "args_py.hpp"
+#include "bloomline/sizing.hpp"
+#include "register.hpp"
+
+namespace bloomline {
+
+namespace py = pybind11;
+
+void register_sizing(py::module_& m) {
+    m.def(
+        "optimal_params",
+        [](py::handle capacity, py::handle error_rate, py::handle layout) {
+            const auto n = py_args::to_u64(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
+            const double p = py_args::to_double(error_rate, "error_rate");
+            const Params r = optimal_params(static_cast<double>(n), p, py_args::to_layout(layout));
+            return py::make_tuple(r.num_bits, r.num_hashes, r.bits_per_key, r.expected_fp_rate);
+        },
+        py::arg("capacity"), py::arg("error_rate"), py::arg("layout") = "blocked");
+    m.def(
+        "false_positive_rate",
+        [](py::handle n, py::handle num_bits, py::handle num_hashes, py::handle layout) {
+            return false_positive_rate(py_args::to_double(n, "n"),
+                                       py_args::to_u64(num_bits, "num_bits", 1, kMaxBits, "[1, 2**48]"),
+                                       static_cast<std::uint32_t>(
+                                           py_args::to_u64(num_hashes, "num_hashes", 1, kMaxHashes, "[1, 64]")),
+                                       py_args::to_layout(layout));
+        },
+        py::arg("n"), py::arg("num_bits"), py::arg("num_hashes"), py::arg("layout") = "blocked");
+    m.def(
+        "optimal_num_hashes",
+        [](py::handle num_bits, py::handle n, py::handle layout) {
+            return optimal_num_hashes(py_args::to_u64(num_bits, "num_bits", 1, kMaxBits, "[1, 2**48]"),
+                                      py_args::to_double(n, "n"), py_args::to_layout(layout));
+        },
+        py::arg("num_bits"), py::arg("n"), py::arg("layout") = "blocked");
+    m.def(
+        "estimate_count",
+        [](py::handle bits_set, py::handle num_bits, py::handle num_hashes, py::handle layout) {
+            return estimate_count(py_args::to_u64(bits_set, "bits_set", 0, kMaxBits, "[0, 2**48]"),
+                                  py_args::to_u64(num_bits, "num_bits", 1, kMaxBits, "[1, 2**48]"),
+                                  static_cast<std::uint32_t>(
+                                      py_args::to_u64(num_hashes, "num_hashes", 1, kMaxHashes, "[1, 64]")),
+                                  py_args::to_layout(layout));
+        },
+        py::arg("bits_set"), py::arg("num_bits"), py::arg("num_hashes"), py::arg("layout") = "blocked");
+}
+
+}  // namespace bloomline

@@ -1,0 +1,67 @@
+// Small shared vocabulary of the core: layouts, limits, the 64x64->128
+// multiply, the error type and value formatting for error messages.
+//
+// Errors: the core throws std::invalid_argument (a bad parameter or a bad
+// file) with a message that names the parameter and shows its value; the
+// bindings map it to Python's ValueError unchanged.
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace bloomline {
+
+// How the k positions of a key are spread over the array.
+//  - standard: k positions anywhere in [0, m) (k cache lines per key).
+//  - blocked:  all k positions in one 512-bit, 64-byte-aligned block
+//              (one cache line per key; ~4% more memory at 1%).
+enum class Layout : std::uint8_t { standard = 0, blocked = 1 };
+
+constexpr unsigned kBlockBits = 512;   // one cache line
+constexpr unsigned kBlockBytes = kBlockBits / 8;
+constexpr unsigned kBlockWords = kBlockBits / 64;
+
+// k beyond 64 buys nothing real (error rates below about 1e-19) and would
+// make a corrupt header expensive to probe with.
+constexpr std::uint32_t kMaxHashes = 64;
+// 2**48 bits = 32 TiB: far beyond any single machine, small enough that all
+// size arithmetic stays exact in 64 bits (and in a double).
+constexpr std::uint64_t kMaxBits = std::uint64_t{1} << 48;
+
+inline const char* layout_name(Layout l) { return l == Layout::blocked ? "blocked" : "standard"; }
+
+inline Layout parse_layout(const std::string& s) {
+    if (s == "blocked") return Layout::blocked;
+    if (s == "standard") return Layout::standard;
+    throw std::invalid_argument("layout must be 'blocked' or 'standard', got '" + s + "'");
+}
+
+// High 64 bits of a * b: maps a uniform 64-bit hash onto [0, b) without the
+// bias or the cost of %, ("multiply-shift", Lemire 2016).
+inline std::uint64_t mul_hi(std::uint64_t a, std::uint64_t b) {
+#if defined(__SIZEOF_INT128__)
+    __extension__ typedef unsigned __int128 u128;
+    return static_cast<std::uint64_t>((static_cast<u128>(a) * b) >> 64);
+#else
+    const std::uint64_t a_lo = a & 0xffffffffu, a_hi = a >> 32;
+    const std::uint64_t b_lo = b & 0xffffffffu, b_hi = b >> 32;
+    const std::uint64_t lo_lo = a_lo * b_lo, hi_lo = a_hi * b_lo;
+    const std::uint64_t lo_hi = a_lo * b_hi, hi_hi = a_hi * b_hi;
+    const std::uint64_t cross = (lo_lo >> 32) + (hi_lo & 0xffffffffu) + lo_hi;
+    return hi_hi + (hi_lo >> 32) + (cross >> 32);
+#endif
+}
+
+// Shortest text that reads back as the same double ("1.5", "0.01", "1e-300").
+inline std::string fmt(double v) {
+    char buf[32];
+    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    return r.ec == std::errc() ? std::string(buf, r.ptr) : std::string("?");
+}
+inline std::string fmt(std::uint64_t v) { return std::to_string(v); }
+inline std::string fmt(std::uint32_t v) { return std::to_string(v); }
+
+}  // namespace bloomline

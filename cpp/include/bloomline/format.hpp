@@ -1,0 +1,81 @@
+// The bloomline file format, version 1: what to_bytes, pickle and files hold.
+// Documented byte by byte in docs/FORMAT.md; this is the code that writes it.
+//
+// All integers little-endian. One 128-byte header, the payload, an 8-byte
+// trailer:
+//
+//   off  size  field
+//     0     8  magic "\x89BLOOML\n" (the high byte and the newline catch
+//              transfers that mangle text or strip the 8th bit)
+//     8     2  format_version = 1
+//    10     1  kind: 1 BloomFilter, 2 CountingBloomFilter, 3 ScalableBloomFilter
+//    11     1  layout: 0 standard, 1 blocked
+//    12     1  hash_id: 1 = MurmurHash3_x64_128
+//    13     1  slot_bits: 1 for bits; 4, 8 or 16 for counters
+//    14     2  header_size = 128
+//    16     8  seed
+//    24     8  num_slots (num_bits, or number of counters)
+//    32     4  num_hashes
+//    36     4  flags = 0 (reserved)
+//    40     8  capacity (0: built from explicit num_bits/num_hashes)
+//    48     8  error_rate, IEEE-754 double (0: not given)
+//    56     8  insert_count (adds that reported a new key)
+//    64     8  payload_offset = 128 (64-byte aligned)
+//    72     8  payload_len = ceil(num_slots * slot_bits / 512) * 64
+//    80    40  reserved, zero
+//   120     8  header_checksum = low 64 bits of MurmurHash3_x64_128(bytes 0..119, seed 0)
+//   128     .  payload: bit i is bit (i % 8) of byte i / 8
+//     .     8  payload_checksum = low 64 bits of MurmurHash3_x64_128(payload, seed 0)
+//
+// Readers check, in order: length >= header + trailer, magic, version,
+// header checksum, every enum, every size against the others and against
+// the actual length (nothing is allocated from an unchecked field), then the
+// payload checksum. Each failure is std::invalid_argument saying what.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bloomline/bloom_filter.hpp"
+
+namespace bloomline {
+
+enum class Kind : std::uint8_t { bloom = 1, counting = 2, scalable = 3 };
+
+const char* kind_name(Kind k);
+
+constexpr std::uint16_t kFormatVersion = 1;
+constexpr std::size_t kHeaderSize = 128;
+constexpr std::size_t kTrailerSize = 8;
+constexpr std::uint8_t kHashMurmur3 = 1;
+
+struct Header {
+    Kind kind = Kind::bloom;
+    Layout layout = Layout::blocked;
+    std::uint8_t slot_bits = 1;
+    std::uint64_t seed = 0;
+    std::uint64_t num_slots = 0;
+    std::uint32_t num_hashes = 0;
+    std::uint64_t capacity = 0;
+    double error_rate = 0;
+    std::uint64_t insert_count = 0;
+    std::uint64_t payload_len = 0;
+
+    std::size_t total_size() const { return kHeaderSize + payload_len + kTrailerSize; }
+};
+
+std::uint64_t checksum64(const void* data, std::size_t len);
+
+void encode_header(const Header& h, unsigned char* out);
+
+// Parse and validate a header; `len` is the whole input's length.
+Header decode_header(const unsigned char* data, std::size_t len);
+
+// BloomFilter <-> bytes. out must hold header_of(f).total_size() bytes.
+Header header_of(const BloomFilter& f);
+void write_bloom(const BloomFilter& f, unsigned char* out);
+std::unique_ptr<BloomFilter> read_bloom(const unsigned char* data, std::size_t len);
+
+}  // namespace bloomline

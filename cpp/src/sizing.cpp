@@ -1,0 +1,165 @@
+#include "bloomline/sizing.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace bloomline {
+
+namespace {
+
+constexpr double kLn2 = 0.69314718055994530942;
+
+double fp_standard(double n, double m, double k) { return std::pow(-std::expm1(-k * n / m), k); }
+
+// The Poisson mixture over block loads; see the header.
+double fp_blocked(double n, double m, double k) {
+    const double blocks = m / kBlockBits;
+    const double lambda = n / blocks;
+    if (lambda <= 0) return 0.0;
+    // ln(1 - 1/512) * k: a block with j keys has each bit clear with
+    // probability (1 - 1/512)^(j k).
+    const double log_clear_per_key = k * std::log1p(-1.0 / kBlockBits);
+    const double sd = std::sqrt(lambda);
+    const double lo = std::max(0.0, std::floor(lambda - 14 * sd - 10));
+    const double hi = std::ceil(lambda + 14 * sd + 30);
+    double sum = 0.0;
+    for (double j = lo; j <= hi; j += 1.0) {
+        const double log_pmf = j * std::log(lambda) - lambda - std::lgamma(j + 1.0);
+        const double fill = -std::expm1(j * log_clear_per_key);
+        sum += std::exp(log_pmf + k * std::log(fill > 0 ? fill : std::numeric_limits<double>::min()));
+    }
+    return std::min(sum, 1.0);
+}
+
+double fp_any(double n, double m, std::uint32_t k, Layout layout) {
+    return layout == Layout::blocked ? fp_blocked(n, m, k) : fp_standard(n, m, k);
+}
+
+// Best k and its rate: the rate is unimodal in k, so walk up while it falls.
+std::pair<std::uint32_t, double> best_k(double n, double m, Layout layout) {
+    std::uint32_t k = 1;
+    double best = fp_any(n, m, 1, layout);
+    for (std::uint32_t j = 2; j <= kMaxHashes; ++j) {
+        const double f = fp_any(n, m, j, layout);
+        if (!(f < best)) break;
+        best = f;
+        k = j;
+    }
+    return {k, best};
+}
+
+}  // namespace
+
+void check_capacity(double capacity) {
+    if (!(capacity >= 1) || !std::isfinite(capacity))
+        throw std::invalid_argument("capacity must be a positive integer, got " + fmt(capacity));
+}
+
+void check_error_rate(double error_rate) {
+    if (!(error_rate > 0 && error_rate < 1))
+        throw std::invalid_argument("error_rate must be in (0, 1), got " + fmt(error_rate));
+}
+
+void check_geometry(std::uint64_t num_bits, std::uint32_t num_hashes, Layout layout) {
+    if (num_bits < 1 || num_bits > kMaxBits)
+        throw std::invalid_argument("num_bits must be in [1, 2**48], got " + fmt(num_bits));
+    if (layout == Layout::blocked && num_bits % kBlockBits != 0)
+        throw std::invalid_argument("num_bits must be a multiple of 512 for layout 'blocked', got " +
+                                    fmt(num_bits));
+    if (num_hashes < 1 || num_hashes > kMaxHashes)
+        throw std::invalid_argument("num_hashes must be in [1, 64], got " + fmt(num_hashes));
+}
+
+double false_positive_rate(double n, std::uint64_t num_bits, std::uint32_t num_hashes, Layout layout) {
+    if (!(n >= 0) || !std::isfinite(n)) throw std::invalid_argument("n must be >= 0, got " + fmt(n));
+    check_geometry(num_bits, num_hashes, layout);
+    return fp_any(n, static_cast<double>(num_bits), num_hashes, layout);
+}
+
+std::uint32_t optimal_num_hashes(std::uint64_t num_bits, double n, Layout layout) {
+    if (!(n > 0) || !std::isfinite(n)) throw std::invalid_argument("n must be > 0, got " + fmt(n));
+    check_geometry(num_bits, 1, layout);
+    const double m = static_cast<double>(num_bits);
+    if (layout == Layout::standard) {
+        const double k = std::round(m / n * kLn2);
+        return static_cast<std::uint32_t>(std::clamp(k, 1.0, static_cast<double>(kMaxHashes)));
+    }
+    return best_k(n, m, layout).first;
+}
+
+Params optimal_params(double capacity, double error_rate, Layout layout) {
+    check_capacity(capacity);
+    check_error_rate(error_rate);
+    const double n = capacity;
+    const double m_formula = std::ceil(-n * std::log(error_rate) / (kLn2 * kLn2));
+    // k needed at the formula's optimum is log2(1/p); refuse what we cannot
+    // store before computing anything larger.
+    if (std::ceil(-std::log2(error_rate)) > kMaxHashes)
+        throw std::invalid_argument("error_rate " + fmt(error_rate) +
+                                    " needs more than 64 hashes; the smallest supported is about 1e-19");
+    auto too_big = [&](double m) {
+        return std::invalid_argument("capacity " + fmt(capacity) + " at error_rate " + fmt(error_rate) +
+                                     " needs " + fmt(m) + " bits, over the limit of 2**48");
+    };
+    if (m_formula > static_cast<double>(kMaxBits)) throw too_big(m_formula);
+
+    Params p{};
+    if (layout == Layout::standard) {
+        // The formula's m with k rounded to an integer can miss p by a hair
+        // (1.004% at 1%); grow m by 0.05% steps until the rate is met.
+        double m = std::max(1.0, m_formula);
+        for (;;) {
+            const double k_real = m / n * kLn2;
+            const std::uint32_t k_lo = static_cast<std::uint32_t>(std::clamp(std::floor(k_real), 1.0, 64.0));
+            const std::uint32_t k_hi = static_cast<std::uint32_t>(std::clamp(std::ceil(k_real), 1.0, 64.0));
+            const double f_lo = fp_standard(n, m, k_lo), f_hi = fp_standard(n, m, k_hi);
+            const std::uint32_t k = f_hi < f_lo ? k_hi : k_lo;
+            const double f = std::min(f_lo, f_hi);
+            if (f <= error_rate) {
+                p.num_bits = static_cast<std::uint64_t>(m);
+                p.num_hashes = k;
+                p.expected_fp_rate = f;
+                break;
+            }
+            m = std::ceil(m * 1.0005);
+            if (m > static_cast<double>(kMaxBits)) throw too_big(m);
+        }
+    } else {
+        // Smallest number of blocks whose best-k rate meets p. The rate falls
+        // as blocks are added, so bracket then bisect.
+        auto rate = [&](double blocks) { return best_k(n, blocks * kBlockBits, layout).second; };
+        const double max_blocks = static_cast<double>(kMaxBits / kBlockBits);
+        double lo = 0;  // rate(lo) > p (0 blocks: nothing fits)
+        double hi = std::max(1.0, std::ceil(m_formula / kBlockBits));
+        while (rate(hi) > error_rate) {
+            lo = hi;
+            hi = std::ceil(hi * 1.25);
+            if (hi > max_blocks) throw too_big(hi * kBlockBits);
+        }
+        while (hi - lo > 1) {
+            const double mid = std::floor((lo + hi) / 2);
+            (rate(mid) > error_rate ? lo : hi) = mid;
+        }
+        const auto [k, f] = best_k(n, hi * kBlockBits, layout);
+        p.num_bits = static_cast<std::uint64_t>(hi) * kBlockBits;
+        p.num_hashes = k;
+        p.expected_fp_rate = f;
+    }
+    p.bits_per_key = static_cast<double>(p.num_bits) / n;
+    return p;
+}
+
+double estimate_count(std::uint64_t bits_set, std::uint64_t num_bits, std::uint32_t num_hashes, Layout layout) {
+    check_geometry(num_bits, num_hashes, layout);
+    if (bits_set > num_bits)
+        throw std::invalid_argument("bits_set must be <= num_bits (" + fmt(bits_set) + " > " + fmt(num_bits) + ")");
+    if (bits_set == num_bits) return std::numeric_limits<double>::infinity();
+    const double m = static_cast<double>(num_bits);
+    const double log_empty = std::log1p(-static_cast<double>(bits_set) / m);
+    if (layout == Layout::standard) return -(m / num_hashes) * log_empty;
+    const double new_bits_per_key = -std::expm1(num_hashes * std::log1p(-1.0 / kBlockBits));
+    return -(m / kBlockBits) * log_empty / new_bits_per_key;
+}
+
+}  // namespace bloomline

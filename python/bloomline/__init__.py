@@ -1,0 +1,58 @@
+"""bloomline: fast Bloom filters with a C++ core.
+
+Quick tour::
+
+    >>> import bloomline
+    >>> bf = bloomline.BloomFilter(capacity=1_000_000, error_rate=0.01)
+    >>> bf.add("https://example.com/")        # True: the key was new
+    True
+    >>> "https://example.com/" in bf
+    True
+
+See README.md for batches (NumPy), set algebra, pickling and the file format.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from . import _core
+from ._core import (
+    BloomFilter,
+    __version__,
+    estimate_count,
+    false_positive_rate,
+    murmur3_128,
+    optimal_num_hashes,
+)
+
+__all__ = [
+    "BloomFilter",
+    "Params",
+    "__version__",
+    "estimate_count",
+    "false_positive_rate",
+    "murmur3_128",
+    "optimal_num_hashes",
+    "optimal_params",
+]
+
+
+class Params(NamedTuple):
+    """Geometry that meets an error rate at a capacity (see optimal_params)."""
+
+    num_bits: int
+    num_hashes: int
+    bits_per_key: float
+    expected_fp_rate: float
+
+
+def optimal_params(capacity: int, error_rate: float, layout: str = "blocked") -> Params:
+    """The smallest num_bits (and the best num_hashes for it) whose
+    false-positive rate at ``capacity`` keys, by ``layout``'s own formula, is
+    at most ``error_rate``.
+
+    >>> optimal_params(1_000_000, 0.01, layout="standard").num_hashes
+    7
+    """
+    return Params(*_core.optimal_params(capacity, error_rate, layout))
