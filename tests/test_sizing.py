@@ -1,0 +1,123 @@
+"""Sizing math against published numbers and the textbook formulas."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import bloomline
+from bloomline import estimate_count, false_positive_rate, optimal_num_hashes, optimal_params
+
+
+def test_standard_published_points() -> None:
+    # m/n = 20, k = 10 -> 8.89e-5; m/n = 10, k = 7 -> 0.00819 (Bloom's tables)
+    assert false_positive_rate(1000, 20_000, 10, "standard") == pytest.approx(8.89e-5, rel=2e-3)
+    assert false_positive_rate(1000, 10_000, 7, "standard") == pytest.approx(0.00819, rel=2e-3)
+
+
+def test_blocked_published_point() -> None:
+    # 512-bit blocks, 10 bits/key, k = 6: about 0.954% (RocksDB's model),
+    # 0.9576% by the exact Poisson mixture we use.
+    rate = false_positive_rate(100_000, 1_000_000 // 512 * 512, 6, "blocked")
+    assert 0.0095 <= rate <= 0.0096
+    exact = false_positive_rate(51_200, 512_000, 6, "blocked")
+    assert exact == pytest.approx(0.009576, rel=1e-3)
+
+
+def test_blocked_costs_more_than_standard_at_equal_memory() -> None:
+    assert false_positive_rate(51_200, 512_000, 6, "blocked") > false_positive_rate(51_200, 512_000, 7, "standard")
+
+
+@pytest.mark.parametrize("p", [0.1, 0.01, 0.001, 1e-4, 1e-6])
+def test_standard_params_follow_the_formulas(p: float) -> None:
+    n = 1_000_000
+    params = optimal_params(n, p, "standard")
+    m_formula = -n * math.log(p) / math.log(2) ** 2
+    # m within 1% of -n ln p / (ln 2)^2 (a hair more so that an integer k meets p)
+    assert m_formula <= params.num_bits <= m_formula * 1.01
+    k_formula = params.num_bits / n * math.log(2)
+    assert abs(params.num_hashes - k_formula) <= 1
+    assert params.expected_fp_rate <= p
+    assert params.expected_fp_rate == pytest.approx(p, rel=0.02)
+    assert params.bits_per_key == pytest.approx(params.num_bits / n)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.01, 0.001, 1e-4])
+def test_blocked_params_meet_the_target_by_their_own_formula(p: float) -> None:
+    n = 1_000_000
+    params = optimal_params(n, p, "blocked")
+    assert params.num_bits % 512 == 0
+    assert params.expected_fp_rate <= p
+    assert false_positive_rate(n, params.num_bits, params.num_hashes, "blocked") == params.expected_fp_rate
+    # minimal: one block fewer misses the target at every k
+    fewer = params.num_bits - 512
+    assert all(false_positive_rate(n, fewer, k, "blocked") > p for k in range(1, 30))
+    std = optimal_params(n, p, "standard")
+    assert std.num_bits < params.num_bits
+
+
+def test_blocked_memory_overhead_at_one_percent() -> None:
+    std = optimal_params(10_000_000, 0.01, "standard")
+    blk = optimal_params(10_000_000, 0.01, "blocked")
+    assert blk.bits_per_key / std.bits_per_key <= 1.10
+
+
+def test_published_bits_per_key() -> None:
+    for p, bpk in [(0.01, 9.59), (0.001, 14.38), (1e-4, 19.17)]:
+        assert optimal_params(1_000_000, p, "standard").bits_per_key == pytest.approx(bpk, rel=0.01)
+
+
+def test_optimal_num_hashes() -> None:
+    assert optimal_num_hashes(10_000, 1000, "standard") == 7  # 10 ln 2 = 6.93
+    assert optimal_num_hashes(20_000, 1000, "standard") == 14
+    # blocked, 10 bits/key: k = 6 and 7 are nearly tied (0.9576% vs 0.9571%)
+    k = optimal_num_hashes(512_000, 51_200, "blocked")
+    assert k == 7
+    rates = {j: false_positive_rate(51_200, 512_000, j, "blocked") for j in range(1, 20)}
+    assert rates[k] == min(rates.values())
+    m, n = 1_000_000, 70_000
+    k = optimal_num_hashes(m, n, "standard")
+    assert k == round(m / n * math.log(2))
+
+
+def test_estimate_count_inverts_the_fill() -> None:
+    m, k = 1_000_000, 7
+    for n in [1, 100, 10_000, 100_000]:
+        x = m * -math.expm1(-k * n / m)
+        assert estimate_count(round(x), m, k, "standard") == pytest.approx(n, rel=0.01, abs=0.5)
+    assert estimate_count(0, m, k, "standard") == 0
+    assert estimate_count(m, m, k, "standard") == math.inf
+    assert estimate_count(100, 512_000, 6, "blocked") == pytest.approx(100 / 6, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "message"),
+    [
+        ({"capacity": 0, "error_rate": 0.01}, ValueError, r"capacity must be in \[1, 2\*\*48\], got 0"),
+        ({"capacity": -5, "error_rate": 0.01}, ValueError, r"capacity must be in \[1, 2\*\*48\], got -5"),
+        ({"capacity": 1.5, "error_rate": 0.01}, TypeError, r"capacity must be an int, got float"),
+        ({"capacity": 10, "error_rate": 1.5}, ValueError, r"error_rate must be in \(0, 1\), got 1.5"),
+        ({"capacity": 10, "error_rate": 0}, ValueError, r"error_rate must be in \(0, 1\), got 0"),
+        ({"capacity": 10, "error_rate": float("nan")}, ValueError, r"error_rate must be in \(0, 1\), got nan"),
+        ({"capacity": 10, "error_rate": 1e-30}, ValueError, r"error_rate 1e-30 needs more than 64 hashes"),
+        ({"capacity": 10, "error_rate": 0.01, "layout": "fast"}, ValueError, r"layout must be 'blocked' or 'standard', got 'fast'"),
+    ],
+)
+def test_bad_arguments(kwargs: dict[str, object], exc: type[Exception], message: str) -> None:
+    with pytest.raises(exc, match=message):
+        optimal_params(**kwargs)  # type: ignore[arg-type]
+
+
+def test_geometry_checks() -> None:
+    with pytest.raises(ValueError, match=r"num_hashes must be in \[1, 64\], got 0"):
+        false_positive_rate(10, 1000, 0, "standard")
+    with pytest.raises(ValueError, match="num_bits must be a multiple of 512 for layout 'blocked', got 1000"):
+        false_positive_rate(10, 1000, 3, "blocked")
+    with pytest.raises(ValueError, match=r"n must be >= 0, got -1"):
+        false_positive_rate(-1, 1000, 3, "standard")
+
+
+def test_params_is_a_named_tuple() -> None:
+    p = bloomline.optimal_params(1000, 0.01)
+    assert p == (p.num_bits, p.num_hashes, p.bits_per_key, p.expected_fp_rate)
