@@ -53,6 +53,13 @@ double to_double(py::handle v, const char* name) {
     return d;
 }
 
+BytesView::BytesView(py::handle obj, const char* name) {
+    if (PyObject_GetBuffer(obj.ptr(), &view_, PyBUF_SIMPLE) != 0) {
+        PyErr_Clear();
+        raise(PyExc_TypeError, std::string(name) + " must be bytes-like, got " + py_keys::type_name(obj.ptr()));
+    }
+}
+
 Layout to_layout(py::handle v) {
     if (!PyUnicode_Check(v.ptr()))
         raise(PyExc_TypeError, "layout must be 'blocked' or 'standard', got " + py_keys::type_name(v.ptr()));

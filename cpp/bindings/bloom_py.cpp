@@ -64,16 +64,8 @@ py::bytes to_bytes(const BloomFilter& f) {
 }
 
 std::unique_ptr<BloomFilter> from_bytes(py::handle data) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
-        PyErr_Clear();
-        throw py::type_error("data must be bytes-like, got " + py_keys::type_name(data.ptr()));
-    }
-    struct Release {
-        Py_buffer* v;
-        ~Release() { PyBuffer_Release(v); }
-    } release{&view};
-    return read_bloom(static_cast<const unsigned char*>(view.buf), static_cast<std::size_t>(view.len));
+    const py_args::BytesView view(data, "data");
+    return read_bloom(view.data(), view.size());
 }
 
 std::string repr(const BloomFilter& f) {
@@ -263,8 +255,13 @@ whole array (k cache lines, ~4% less memory at 1%).
     cls.def("to_bytes", &to_bytes, "The filter in the versioned, checksummed bloomline format (docs/FORMAT.md).")
         .def_static("from_bytes", &from_bytes, py::arg("data"),
                     "Read a filter written by to_bytes; ValueError says what is wrong with bad data.")
-        .def(py::pickle([](const BloomFilter& f) { return to_bytes(f); },
-                        [](const py::bytes& b) { return from_bytes(b); }))
+        // Pickle stores only our checked bytes, restored by bloomline.from_bytes
+        // (a module-level function, so every protocol 0-5 can name it).
+        .def("__reduce__",
+             [](const BloomFilter& f) {
+                 return py::make_tuple(py::module_::import("bloomline._core").attr("from_bytes"),
+                                       py::make_tuple(to_bytes(f)));
+             })
         .def_buffer([](const BloomFilter& f) {
             // Read-only bytes of the bits, no copy; the exporter (the filter)
             // stays alive while a view exists and its memory never moves.
@@ -272,6 +269,7 @@ whole array (k cache lines, ~4% less memory at 1%).
                                    {static_cast<py::ssize_t>(f.bits().nbytes())}, {1}, /*readonly=*/true);
         });
     cls.attr("__module__") = "bloomline";
+    register_reader(Kind::bloom, [](py::handle data) -> py::object { return py::cast(from_bytes(data)); });
 }
 
 }  // namespace bloomline

@@ -13,6 +13,34 @@
 
 namespace py = pybind11;
 
+namespace bloomline {
+
+namespace {
+Reader readers[4] = {};
+}
+
+void register_reader(Kind kind, Reader reader) { readers[static_cast<int>(kind)] = reader; }
+
+void register_from_bytes(py::module_& m) {
+    m.def(
+        "from_bytes",
+        [](py::handle data) {
+            Header h;
+            {
+                const py_args::BytesView view(data, "data");
+                h = decode_header(view.data(), view.size());
+            }
+            const Reader r = readers[static_cast<int>(h.kind)];
+            if (r == nullptr) throw std::invalid_argument(std::string("this bloomline cannot read a ") + kind_name(h.kind));
+            return r(data);
+        },
+        py::arg("data"),
+        "Read any filter written by to_bytes (or a saved file's bytes); the kind comes from the header.");
+    m.attr("from_bytes").attr("__module__") = "bloomline";
+}
+
+}  // namespace bloomline
+
 PYBIND11_MODULE(_core, m) {
     m.doc() = "bloomline's C++ core (use the bloomline package, not this module)";
     m.attr("__version__") = BLOOMLINE_VERSION;
@@ -38,4 +66,5 @@ mmh3.hash128(data, seed, x64arch=True, signed=False).)doc");
 
     bloomline::register_sizing(m);
     bloomline::register_bloom(m);
+    bloomline::register_from_bytes(m);
 }

@@ -22,6 +22,7 @@ from ._core import (
     __version__,
     estimate_count,
     false_positive_rate,
+    from_bytes,
     murmur3_128,
     optimal_num_hashes,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "__version__",
     "estimate_count",
     "false_positive_rate",
+    "from_bytes",
     "murmur3_128",
     "optimal_num_hashes",
     "optimal_params",

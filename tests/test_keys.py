@@ -1,0 +1,221 @@
+"""Every key rule of DESIGN.md: a value gives the same bytes, and so the same
+answers, whichever path it arrives by."""
+
+from __future__ import annotations
+
+import array
+
+import numpy as np
+import pytest
+
+from bloomline import BloomFilter, murmur3_128
+
+
+@pytest.fixture
+def bf(layout: str) -> BloomFilter:
+    return BloomFilter(10_000, 0.001, layout=layout)
+
+
+def fresh(bf: BloomFilter) -> BloomFilter:
+    return BloomFilter(10_000, 0.001, layout=bf.layout)
+
+
+def same_key(bf: BloomFilter, a: object, b: object) -> None:
+    """a and b are one key: adding a makes b present, and b is not new."""
+    f = fresh(bf)
+    assert f.add(a) is True
+    assert b in f
+    assert f.add(b) is False
+    assert f.contains_many([b]).tolist() == [True]
+
+
+def test_str_is_its_utf8(bf: BloomFilter) -> None:
+    same_key(bf, "abc", b"abc")
+    same_key(bf, "héllo wörld ✓", "héllo wörld ✓".encode())
+    same_key(bf, "", b"")
+    assert murmur3_128("abc") == murmur3_128(b"abc")
+
+
+def test_buffers_are_their_raw_bytes(bf: BloomFilter) -> None:
+    same_key(bf, b"\x00\x01\x02", bytearray(b"\x00\x01\x02"))
+    same_key(bf, b"\x00\x01\x02", memoryview(b"\x00\x01\x02"))
+    same_key(bf, array.array("B", [1, 2, 3]), b"\x01\x02\x03")
+    same_key(bf, np.bytes_(b"xyz"), b"xyz")
+    same_key(bf, np.str_("xyz"), "xyz")
+
+
+def test_non_contiguous_buffer_is_refused(bf: BloomFilter) -> None:
+    view = memoryview(b"abcdef")[::2]
+    with pytest.raises(ValueError, match="key of type memoryview is not a C-contiguous buffer"):
+        bf.add(view)
+
+
+def test_int_is_8_bytes_little_endian_twos_complement(bf: BloomFilter) -> None:
+    same_key(bf, 5, (5).to_bytes(8, "little"))
+    same_key(bf, -1, b"\xff" * 8)
+    same_key(bf, -(2**63), (2**63).to_bytes(8, "little"))
+    same_key(bf, 2**64 - 1, b"\xff" * 8)  # the same 8 bytes as -1
+    same_key(bf, True, 1)
+    same_key(bf, False, 0)
+
+
+def test_numpy_integer_scalars_are_ints(bf: BloomFilter) -> None:
+    for t in [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]:
+        same_key(bf, t(5), 5)
+    same_key(bf, np.int8(-3), -3)
+    same_key(bf, np.uint64(2**64 - 1), 2**64 - 1)
+    same_key(bf, np.bool_(True), 1)
+
+
+def test_int_range(bf: BloomFilter) -> None:
+    with pytest.raises(OverflowError, match=r"key must be in \[-2\*\*63, 2\*\*64\) as an int key, got 18446744073709551616"):
+        bf.add(2**64)
+    with pytest.raises(OverflowError, match=r"got -9223372036854775809"):
+        _ = -(2**63) - 1 in bf
+    with pytest.raises(OverflowError, match="an integer of 1001 bits"):
+        bf.add(2**1000)
+
+
+@pytest.mark.parametrize("key", [1.5, None, {"a": 1}, [1, 2], (1, 2), object(), np.float64(1.0), 2j])
+def test_other_types_are_refused(bf: BloomFilter, key: object) -> None:
+    with pytest.raises(TypeError, match="key must be str, bytes-like or int, got"):
+        bf.add(key)
+    with pytest.raises(TypeError, match="key must be str, bytes-like or int, got"):
+        _ = key in bf
+
+
+def test_float_message_names_the_type(bf: BloomFilter) -> None:
+    with pytest.raises(TypeError, match="key must be str, bytes-like or int, got float"):
+        bf.add(1.5)
+
+
+def test_ndarray_as_single_key_is_refused(bf: BloomFilter) -> None:
+    with pytest.raises(TypeError, match="pass arrays to add_many/contains_many"):
+        bf.add(np.arange(3))
+
+
+# ---- batches ---------------------------------------------------------------
+
+INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_integer_arrays_widen_to_64_bits(bf: BloomFilter, dtype: type) -> None:
+    values = [0, 1, 5, 100, 127]
+    if np.issubdtype(dtype, np.signedinteger):
+        values += [-1, -128]
+    f = fresh(bf)
+    f.update(values)  # Python ints
+    arr = np.array(values, dtype=dtype)
+    assert f.contains_many(arr).all()
+    g = fresh(bf)
+    assert g.add_many(arr).all()
+    assert all(v in g for v in values)
+    # e.g. add(5) then contains_many(np.array([5], dtype=np.int32))
+    h = fresh(bf)
+    h.add(5)
+    assert h.contains_many(np.array([5], dtype=dtype)).tolist() == [True]
+
+
+def test_bool_arrays_are_0_and_1(bf: BloomFilter) -> None:
+    f = fresh(bf)
+    f.add_many(np.array([True, False]))
+    assert 1 in f and 0 in f
+
+
+def test_non_native_byte_order_and_strides(bf: BloomFilter) -> None:
+    f = fresh(bf)
+    f.update([5, 7, 9, 1000])
+    assert f.contains_many(np.array([5, 1000], dtype=">i4")).all()
+    assert f.contains_many(np.array([5, 6, 7, 8, 9], dtype=np.int64)[::2]).all()
+    f.add("x")
+    assert f.contains_many(np.array(["x", "zzz"], dtype=">U3")).tolist() == [True, False]
+
+
+def test_S_arrays_drop_trailing_nuls(bf: BloomFilter) -> None:
+    f = fresh(bf)
+    arr = np.array([b"abc", b"a", b""], dtype="S5")
+    assert f.add_many(arr).all()
+    assert b"abc" in f and b"a" in f and b"" in f
+    assert b"abc\x00\x00" not in f  # the raw 5-byte element is not the key
+    # embedded NULs are kept, only trailing ones go
+    g = fresh(bf)
+    g.add(b"a\x00b")
+    assert g.contains_many(np.array([b"a\x00b"], dtype="S6")).tolist() == [True]
+
+
+def test_U_arrays_are_utf8(bf: BloomFilter) -> None:
+    words = ["abc", "héllo", "日本語", "😀 emoji", ""]
+    f = fresh(bf)
+    f.add_many(np.array(words))
+    for w in words:
+        assert w in f
+        assert w.encode() in f
+    g = fresh(bf)
+    g.update(words)
+    assert g.contains_many(np.array(words, dtype="U20")).all()
+
+
+def test_U_array_with_surrogate_is_a_clear_error(bf: BloomFilter) -> None:
+    arr = np.array(["ok", "\ud800"])
+    with pytest.raises(ValueError, match=r"keys\[1\] is not encodable as UTF-8 \(code point 0xd800\)"):
+        bf.contains_many(arr)
+
+
+def test_lone_surrogate_str_is_refused(bf: BloomFilter) -> None:
+    with pytest.raises(UnicodeEncodeError):
+        bf.add("\ud800")
+
+
+def test_lists_tuples_iterables_and_object_arrays(bf: BloomFilter) -> None:
+    keys: list[object] = ["a", b"b", 3, np.int16(4), bytearray(b"e")]
+    for container in [list(keys), tuple(keys), iter(keys), (k for k in keys), np.array(keys, dtype=object)]:
+        f = fresh(bf)
+        assert f.add_many(container).tolist() == [True] * 5  # type: ignore[arg-type]
+        assert f.contains_many(["a", "b", 3, 4, "e"]).all()
+
+
+def test_bad_elements_in_batches_are_named(bf: BloomFilter) -> None:
+    with pytest.raises(TypeError, match=r"keys\[2\] must be str, bytes-like or int, got float"):
+        bf.add_many(["a", "b", 2.5])
+    with pytest.raises(OverflowError, match=r"keys\[1\] must be in"):
+        bf.contains_many(iter([1, 2**70]))
+    with pytest.raises(TypeError, match=r"keys\[0\] must be str, bytes-like or int, got NoneType"):
+        bf.add_many(np.array([None], dtype=object))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128, "datetime64[s]", "V4"])
+def test_bad_array_dtypes(bf: BloomFilter, dtype: object) -> None:
+    with pytest.raises(TypeError, match="array dtype .* is not a key type"):
+        bf.add_many(np.zeros(3, dtype=dtype))  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("bad", ["abc", b"abc", 5, None, 1.5])
+def test_a_single_key_is_not_a_batch(bf: BloomFilter, bad: object) -> None:
+    with pytest.raises(TypeError, match="keys must be an iterable of keys or a NumPy array"):
+        bf.add_many(bad)  # type: ignore[arg-type]
+
+
+def test_batch_result_shape_follows_the_input(bf: BloomFilter) -> None:
+    f = fresh(bf)
+    grid = np.arange(12, dtype=np.uint32).reshape(3, 4)
+    out = f.add_many(grid)
+    assert out.shape == (3, 4) and out.dtype == np.bool_
+    assert f.contains_many(grid).all()
+    assert f.contains_many(np.array([], dtype=np.int64)).shape == (0,)
+    assert f.contains_many([]).shape == (0,)
+    assert f.contains_many(np.array(7)).shape == ()
+
+
+def test_scalar_and_batch_paths_agree_on_random_keys(bf: BloomFilter, rng: np.random.Generator) -> None:
+    ints = rng.integers(-(2**63), 2**63, size=2000, dtype=np.int64)
+    words = [f"https://example.com/{i}" for i in rng.integers(0, 10**9, size=2000)]
+    f = fresh(bf)
+    f.add_many(ints)
+    f.add_many(np.array(words))
+    g = fresh(bf)
+    for i in ints.tolist():
+        g.add(i)
+    for w in words:
+        g.add(w)
+    assert f == g
