@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 import bloomline
@@ -17,12 +18,27 @@ def test_standard_published_points() -> None:
 
 
 def test_blocked_published_point() -> None:
-    # 512-bit blocks, 10 bits/key, k = 6: about 0.954% (RocksDB's model),
-    # 0.9576% by the exact Poisson mixture we use.
-    rate = false_positive_rate(100_000, 1_000_000 // 512 * 512, 6, "blocked")
-    assert 0.0095 <= rate <= 0.0096
-    exact = false_positive_rate(51_200, 512_000, 6, "blocked")
-    assert exact == pytest.approx(0.009576, rel=1e-3)
+    # 512-bit blocks, 10 bits/key, k = 6: published 0.9576% ("Poisson mixture"
+    # with the mean fill per block; RocksDB's model: 0.954%). Our model also
+    # counts the spread of the fill inside a block and gives 0.9665%, which
+    # is what the filter measures (test below): about 0.954-0.97%.
+    rate = false_positive_rate(51_200, 512_000, 6, "blocked")
+    assert rate == pytest.approx(0.009576, rel=0.015)
+    assert rate == pytest.approx(0.0096647, rel=1e-3)
+
+
+def test_blocked_formula_matches_measurement(rng: np.random.Generator) -> None:
+    n = 1_000_000
+    m = n * 10 // 512 * 512
+    bf = bloomline.BloomFilter.from_params(m, 6, layout="blocked", seed=int(rng.integers(2**32)))
+    bf.add_many(rng.permutation(2 * n)[:n].astype(np.uint64))
+    probes = 10_000_000
+    measured = bf.contains_many(np.arange(probes, dtype=np.uint64) + np.uint64(2**40)).mean()
+    theory = false_positive_rate(n, m, 6, "blocked")
+    # ~96,600 expected hits: one sigma is 0.32% of the rate (plus ~0.5% from
+    # the filter's own randomness); 2.5% is beyond 3.5 sigma, and the
+    # mean-fill model (0.9576%) sits 0.9% below the truth.
+    assert measured == pytest.approx(theory, rel=0.025)
 
 
 def test_blocked_costs_more_than_standard_at_equal_memory() -> None:
@@ -71,9 +87,9 @@ def test_published_bits_per_key() -> None:
 def test_optimal_num_hashes() -> None:
     assert optimal_num_hashes(10_000, 1000, "standard") == 7  # 10 ln 2 = 6.93
     assert optimal_num_hashes(20_000, 1000, "standard") == 14
-    # blocked, 10 bits/key: k = 6 and 7 are nearly tied (0.9576% vs 0.9571%)
+    # blocked, 10 bits/key: k = 6 (0.9665%) just beats k = 7
     k = optimal_num_hashes(512_000, 51_200, "blocked")
-    assert k == 7
+    assert k == 6
     rates = {j: false_positive_rate(51_200, 512_000, j, "blocked") for j in range(1, 20)}
     assert rates[k] == min(rates.values())
     m, n = 1_000_000, 70_000

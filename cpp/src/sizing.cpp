@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <vector>
 
 namespace bloomline {
 
@@ -12,22 +15,72 @@ constexpr double kLn2 = 0.69314718055994530942;
 
 double fp_standard(double n, double m, double k) { return std::pow(-std::expm1(-k * n / m), k); }
 
+// Probability that a foreign key's k bits are all set in a block that holds
+// j keys: E[(X/512)^k], X the number of distinct bits hit by j*k uniform
+// draws. The occupancy distribution of X is built ball by ball (a DP over
+// 513 states) and cached per k; the cache only grows, under a mutex.
+class BlockOccupancy {
+public:
+    double fp(std::uint32_t k, std::size_t j) {
+        std::lock_guard<std::mutex> lock(mu_);
+        Table& t = tables_[k];
+        if (t.occ.empty()) {
+            t.occ.assign(kBlockBits + 1, 0.0);
+            t.occ[0] = 1.0;
+            t.fp_by_j.push_back(0.0);  // j = 0: an empty block answers no
+        }
+        while (t.fp_by_j.size() <= j) {
+            for (std::uint32_t ball = 0; ball < k; ++ball) add_ball(t.occ);
+            double e = 0.0;
+            for (unsigned x = 1; x <= kBlockBits; ++x) e += t.occ[x] * std::pow(static_cast<double>(x) / kBlockBits, k);
+            t.fp_by_j.push_back(e);
+        }
+        return t.fp_by_j[j];
+    }
+
+private:
+    struct Table {
+        std::vector<double> occ;      // P(X = x) after fp_by_j.size() - 1 keys
+        std::vector<double> fp_by_j;  // fp for a block with j keys
+    };
+    static void add_ball(std::vector<double>& p) {
+        for (unsigned x = kBlockBits; x > 0; --x)
+            p[x] = p[x] * x / kBlockBits + p[x - 1] * (kBlockBits - x + 1) / kBlockBits;
+        p[0] = 0.0;
+    }
+    std::mutex mu_;
+    std::map<std::uint32_t, Table> tables_;
+};
+
+BlockOccupancy& occupancy() {
+    static BlockOccupancy o;
+    return o;
+}
+
+// Blocks with more keys than this are treated with the mean-fill formula:
+// their rate is within 1e-6 of 1 either way, and the table stays small.
+constexpr double kExactBlockLoad = 2048;
+
 // The Poisson mixture over block loads; see the header.
 double fp_blocked(double n, double m, double k) {
     const double blocks = m / kBlockBits;
     const double lambda = n / blocks;
     if (lambda <= 0) return 0.0;
-    // ln(1 - 1/512) * k: a block with j keys has each bit clear with
-    // probability (1 - 1/512)^(j k).
+    const auto ki = static_cast<std::uint32_t>(k);
     const double log_clear_per_key = k * std::log1p(-1.0 / kBlockBits);
     const double sd = std::sqrt(lambda);
     const double lo = std::max(0.0, std::floor(lambda - 14 * sd - 10));
     const double hi = std::ceil(lambda + 14 * sd + 30);
     double sum = 0.0;
     for (double j = lo; j <= hi; j += 1.0) {
-        const double log_pmf = j * std::log(lambda) - lambda - std::lgamma(j + 1.0);
-        const double fill = -std::expm1(j * log_clear_per_key);
-        sum += std::exp(log_pmf + k * std::log(fill > 0 ? fill : std::numeric_limits<double>::min()));
+        const double pmf = std::exp(j * std::log(lambda) - lambda - std::lgamma(j + 1.0));
+        double f;
+        if (j <= kExactBlockLoad) {
+            f = occupancy().fp(ki, static_cast<std::size_t>(j));
+        } else {
+            f = std::pow(-std::expm1(j * log_clear_per_key), k);
+        }
+        sum += pmf * f;
     }
     return std::min(sum, 1.0);
 }
