@@ -40,13 +40,6 @@ std::string type_name(PyObject* o);
 // 64-bit pattern of a Python int key; OverflowError outside [-2**63, 2**64).
 std::uint64_t int_key(PyObject* o, const char* what);
 
-// Hash an integer key: widened to 64 bits, sign-extended when signed.
-template <class T>
-inline Hash128 hash_int(T v, std::uint64_t seed) {
-    using Wide = typename std::conditional<std::is_signed<T>::value, std::int64_t, std::uint64_t>::type;
-    return murmur3_128_u64(static_cast<std::uint64_t>(static_cast<Wide>(v)), seed);
-}
-
 // Hash one key. `what` names it in errors ("key", "keys[3]").
 Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what = "key");
 

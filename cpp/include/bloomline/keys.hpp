@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "bloomline/murmur3.hpp"
 
@@ -57,13 +58,12 @@ inline std::ptrdiff_t utf32_to_utf8(const std::uint32_t* cp, std::size_t n, unsi
     return o - out;
 }
 
-// Hash n integers of type T (widened to 64 bits: sign-extended when signed).
+// Hash an integer key: widened to 64 bits (sign-extended when signed), then
+// the 8 little-endian bytes.
 template <class T>
-inline void hash_ints(const T* v, std::size_t n, std::uint64_t seed, Hash128* out) {
-    for (std::size_t i = 0; i < n; ++i)
-        out[i] = murmur3_128_u64(static_cast<std::uint64_t>(static_cast<
-                                     typename std::conditional<std::is_signed<T>::value, std::int64_t, std::uint64_t>::type>(v[i])),
-                                 seed);
+inline Hash128 hash_int(T v, std::uint64_t seed) {
+    using Wide = typename std::conditional<std::is_signed<T>::value, std::int64_t, std::uint64_t>::type;
+    return murmur3_128_u64(static_cast<std::uint64_t>(static_cast<Wide>(v)), seed);
 }
 
 }  // namespace bloomline
