@@ -107,8 +107,8 @@ void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
 // Hash keys chunk by chunk (512 at a time, 8 KiB on the stack) and feed
 // op(hashes, n, out). Chunks also let writers on other threads take turns
 // at the filter's writer lock.
-template <class Source, class Op>
-void run_chunks(Source& source, std::size_t n, bool* out, Op& op) {
+template <class Source, class Out, class Op>
+void run_chunks(Source& source, std::size_t n, Out* out, Op& op) {
     constexpr std::size_t kChunk = 512;
     Hash128 hashes[kChunk];
     for (std::size_t start = 0; start < n; start += kChunk) {
@@ -122,15 +122,15 @@ void run_chunks(Source& source, std::size_t n, bool* out, Op& op) {
 // receives the answer for key i. The result has the input's shape for NumPy
 // arrays, else 1-D. Fixed-width NumPy keys are hashed without the GIL too;
 // lists, iterables and object arrays are hashed first, with it.
-template <class Op>
-py::array_t<bool> run_batch(py::handle keys, std::uint64_t seed, const char* param, Op op) {
+template <class Out = bool, class Op>
+py::array_t<Out> run_batch(py::handle keys, std::uint64_t seed, const char* param, Op op) {
     std::vector<Hash128> hashes;
     std::vector<py::ssize_t> shape;
     if (is_ndarray(keys)) {
         ArrayKeys a = prepare_array(keys, param);
         if (a.kind != 'O') {
-            py::array_t<bool> result(a.shape);
-            bool* out = result.mutable_data();
+            py::array_t<Out> result(a.shape);
+            Out* out = result.mutable_data();
             std::string error;
             {
                 // Safe without the GIL: `a.arr` keeps the keys' memory alive,
@@ -149,8 +149,8 @@ py::array_t<bool> run_batch(py::handle keys, std::uint64_t seed, const char* par
         hashes = hash_iterable(keys, seed, param);
         shape = {static_cast<py::ssize_t>(hashes.size())};
     }
-    py::array_t<bool> result(shape);
-    bool* out = result.mutable_data();
+    py::array_t<Out> result(shape);
+    Out* out = result.mutable_data();
     {
         py::gil_scoped_release nogil;
         const Hash128* h = hashes.data();

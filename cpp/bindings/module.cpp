@@ -37,6 +37,65 @@ void register_from_bytes(py::module_& m) {
         py::arg("data"),
         "Read any filter written by to_bytes (or a saved file's bytes); the kind comes from the header.");
     m.attr("from_bytes").attr("__module__") = "bloomline";
+
+    // Scalable filters are assembled in Python (bloomline/scalable.py).
+    register_reader(Kind::scalable, [](py::handle data) -> py::object {
+        return py::module_::import("bloomline.scalable").attr("ScalableBloomFilter").attr("from_bytes")(data);
+    });
+
+    m.def(
+        "read_header",
+        [](py::handle data) {
+            const py_args::BytesView view(data, "data");
+            const Header h = decode_header(view.data(), view.size());
+            checked_payload(view.data(), view.size(), h);
+            py::dict d;
+            d["format_version"] = kFormatVersion;
+            d["kind"] = kind_name(h.kind);
+            d["layout"] = layout_name(h.layout);
+            d["hash"] = "murmur3_x64_128";
+            d["slot_bits"] = h.slot_bits;
+            d["seed"] = h.seed;
+            d["num_slots"] = h.num_slots;
+            d["num_hashes"] = h.num_hashes;
+            d["capacity"] = h.capacity;
+            d["error_rate"] = h.error_rate;
+            d["insert_count"] = h.insert_count;
+            d["payload_offset"] = kHeaderSize;
+            d["payload_len"] = h.payload_len;
+            if (h.kind == Kind::scalable) d["tightening"] = scalable_tightening(view.data());
+            return d;
+        },
+        py::arg("data"),
+        "The header of bloomline bytes as a dict, after every check a reader makes (checksums included).");
+
+    m.def(
+        "_write_container",
+        [](py::handle kind_code, std::uint64_t num_slots, std::uint32_t num_hashes, const std::string& layout,
+           std::uint64_t seed, std::uint64_t capacity, double error_rate, std::uint64_t insert_count,
+           double tightening, py::handle payload) {
+            // Used by ScalableBloomFilter.to_bytes: the kind-3 envelope around
+            // its stages' own encodings.
+            if (kind_code.cast<int>() != static_cast<int>(Kind::scalable))
+                throw std::invalid_argument("only kind 3 containers are written here");
+            const py_args::BytesView body(payload, "payload");
+            Header h;
+            h.kind = Kind::scalable;
+            h.layout = parse_layout(layout);
+            h.slot_bits = 1;
+            h.seed = seed;
+            h.num_slots = num_slots;
+            h.num_hashes = num_hashes;
+            h.capacity = capacity;
+            h.error_rate = error_rate;
+            h.insert_count = insert_count;
+            h.payload_len = body.size();
+            py::bytes out(nullptr, static_cast<py::ssize_t>(h.total_size()));
+            auto* o = reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
+            write_filter(h, body.data(), o);
+            set_scalable_tightening(o, tightening);
+            return out;
+        });
 }
 
 }  // namespace bloomline
@@ -66,5 +125,6 @@ mmh3.hash128(data, seed, x64arch=True, signed=False).)doc");
 
     bloomline::register_sizing(m);
     bloomline::register_bloom(m);
+    bloomline::register_counting(m);
     bloomline::register_from_bytes(m);
 }

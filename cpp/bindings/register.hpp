@@ -7,6 +7,7 @@
 
 namespace bloomline {
 void register_bloom(pybind11::module_& m);
+void register_counting(pybind11::module_& m);
 void register_sizing(pybind11::module_& m);
 
 // bloomline.from_bytes dispatches on the header's kind to the reader that

@@ -109,15 +109,26 @@ Header decode_header(const unsigned char* in, std::size_t len) {
     h.insert_count = get<std::uint64_t>(in, 56);
     if (get<std::uint64_t>(in, 64) != kHeaderSize) bad("payload_offset is not 128");
     h.payload_len = get<std::uint64_t>(in, 72);
-    for (std::size_t off = 80; off < 120; ++off)
+    for (std::size_t off = h.kind == Kind::scalable ? 88 : 80; off < 120; ++off)
         if (in[off] != 0) bad("reserved header bytes are not zero");
+    if (!(h.error_rate >= 0 && h.error_rate < 1)) bad("error_rate " + fmt(h.error_rate) + " is outside [0, 1)");
 
+    if (h.kind == Kind::scalable) {
+        if (h.num_slots < 1 || h.num_slots > kMaxStages)
+            bad("a scalable filter must have 1 to 64 stages, got " + fmt(h.num_slots));
+        if (h.num_hashes != 2 && h.num_hashes != 4) bad("growth must be 2 or 4, got " + fmt(h.num_hashes));
+        const double t = scalable_tightening(in);
+        if (!(t > 0 && t < 1)) bad("tightening must be in (0, 1), got " + fmt(t));
+        if (h.payload_len > len || h.total_size() != len)
+            bad("got " + std::to_string(len) + " bytes, the header describes " +
+                fmt(h.payload_len + kHeaderSize + kTrailerSize) + " (truncated or padded?)");
+        return h;
+    }
     try {
         check_geometry(h.num_slots, h.num_hashes, h.layout);
     } catch (const std::invalid_argument& e) {
         bad(e.what());
     }
-    if (!(h.error_rate >= 0 && h.error_rate < 1)) bad("error_rate " + fmt(h.error_rate) + " is outside [0, 1)");
     if (h.payload_len != payload_bytes(h.num_slots, h.slot_bits))
         bad("payload_len " + fmt(h.payload_len) + " does not match num_slots " + fmt(h.num_slots) + " (expected " +
             fmt(static_cast<std::uint64_t>(payload_bytes(h.num_slots, h.slot_bits))) + ")");
@@ -127,38 +138,76 @@ Header decode_header(const unsigned char* in, std::size_t len) {
     return h;
 }
 
-Header header_of(const BloomFilter& f) {
+double scalable_tightening(const unsigned char* data) { return bits_double(get<std::uint64_t>(data, 80)); }
+
+void set_scalable_tightening(unsigned char* header, double tightening) {
+    put<std::uint64_t>(header, 80, double_bits(tightening));
+    put<std::uint64_t>(header, 120, checksum64(header, 120));
+}
+
+const unsigned char* checked_payload(const unsigned char* data, std::size_t len, const Header& h) {
+    (void)len;
+    const unsigned char* payload = data + kHeaderSize;
+    if (get<std::uint64_t>(data, kHeaderSize + h.payload_len) != checksum64(payload, h.payload_len))
+        bad("payload checksum mismatch (the payload is corrupt)");
+    return payload;
+}
+
+void write_filter(const Header& h, const unsigned char* payload, unsigned char* out) {
+    encode_header(h, out);
+    std::memcpy(out + kHeaderSize, payload, h.payload_len);
+    put<std::uint64_t>(out, kHeaderSize + h.payload_len, checksum64(out + kHeaderSize, h.payload_len));
+}
+
+namespace {
+
+template <class F>
+Header common_header(const F& f, Kind kind, unsigned slot_bits, std::size_t payload_len) {
     Header h;
-    h.kind = Kind::bloom;
+    h.kind = kind;
     h.layout = f.geometry().layout;
-    h.slot_bits = 1;
+    h.slot_bits = static_cast<std::uint8_t>(slot_bits);
     h.seed = f.geometry().seed;
     h.num_slots = f.geometry().num_slots;
     h.num_hashes = f.geometry().num_hashes;
     h.capacity = f.capacity();
     h.error_rate = f.error_rate();
     h.insert_count = f.insert_count();
-    h.payload_len = f.bits().nbytes();
+    h.payload_len = payload_len;
     return h;
 }
 
-void write_bloom(const BloomFilter& f, unsigned char* out) {
-    const Header h = header_of(f);
-    encode_header(h, out);
-    std::memcpy(out + kHeaderSize, f.bits().bytes(), h.payload_len);
-    put<std::uint64_t>(out, kHeaderSize + h.payload_len, checksum64(out + kHeaderSize, h.payload_len));
+// Header checks, kind check, payload checksum, then a private copy of the
+// payload (the input may be a bytes object about to be freed).
+Header read_checked(const unsigned char* data, std::size_t len, Kind want, Memory* mem) {
+    const Header h = decode_header(data, len);
+    if (h.kind != want) bad(std::string("this holds a ") + kind_name(h.kind) + ", not a " + kind_name(want));
+    const unsigned char* payload = checked_payload(data, len, h);
+    *mem = Memory::zeroed(h.payload_len);
+    std::memcpy(mem->data, payload, h.payload_len);
+    return h;
 }
 
+}  // namespace
+
+Header header_of(const BloomFilter& f) { return common_header(f, Kind::bloom, 1, f.bits().nbytes()); }
+
 std::unique_ptr<BloomFilter> read_bloom(const unsigned char* data, std::size_t len) {
-    const Header h = decode_header(data, len);
-    if (h.kind != Kind::bloom) bad(std::string("this holds a ") + kind_name(h.kind) + ", not a BloomFilter");
-    const unsigned char* payload = data + kHeaderSize;
-    if (get<std::uint64_t>(data, kHeaderSize + h.payload_len) != checksum64(payload, h.payload_len))
-        bad("payload checksum mismatch (the bits are corrupt)");
-    Memory mem = Memory::zeroed(h.payload_len);
-    std::memcpy(mem.data, payload, h.payload_len);
-    Geometry g{h.layout, h.num_slots, h.num_hashes, h.seed};
-    return std::make_unique<BloomFilter>(g, h.capacity, h.error_rate, std::move(mem), h.insert_count);
+    Memory mem;
+    const Header h = read_checked(data, len, Kind::bloom, &mem);
+    return std::make_unique<BloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.capacity,
+                                         h.error_rate, std::move(mem), h.insert_count);
+}
+
+Header header_of(const CountingBloomFilter& f) {
+    return common_header(f, Kind::counting, f.counter_bits(), f.counters().nbytes());
+}
+
+std::unique_ptr<CountingBloomFilter> read_counting(const unsigned char* data, std::size_t len) {
+    Memory mem;
+    const Header h = read_checked(data, len, Kind::counting, &mem);
+    return std::make_unique<CountingBloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.slot_bits,
+                                                 h.capacity, h.error_rate, std::move(mem), h.insert_count);
 }
 
 }  // namespace bloomline

@@ -19,16 +19,23 @@ from typing import NamedTuple
 from . import _core
 from ._core import (
     BloomFilter,
+    CountingBloomFilter,
     __version__,
     estimate_count,
     false_positive_rate,
     from_bytes,
     murmur3_128,
     optimal_num_hashes,
+    read_header,
 )
+from .frontier import DedupQueue
+from .scalable import ScalableBloomFilter
 
 __all__ = [
     "BloomFilter",
+    "CountingBloomFilter",
+    "DedupQueue",
+    "ScalableBloomFilter",
     "Params",
     "__version__",
     "estimate_count",
@@ -37,6 +44,7 @@ __all__ = [
     "murmur3_128",
     "optimal_num_hashes",
     "optimal_params",
+    "read_header",
 ]
 
 

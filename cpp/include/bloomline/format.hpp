@@ -9,6 +9,7 @@
 //              transfers that mangle text or strip the 8th bit)
 //     8     2  format_version = 1
 //    10     1  kind: 1 BloomFilter, 2 CountingBloomFilter, 3 ScalableBloomFilter
+//              (kind 3 reuses some fields; see docs/FORMAT.md)
 //    11     1  layout: 0 standard, 1 blocked
 //    12     1  hash_id: 1 = MurmurHash3_x64_128
 //    13     1  slot_bits: 1 for bits; 4, 8 or 16 for counters
@@ -39,6 +40,7 @@
 #include <string>
 
 #include "bloomline/bloom_filter.hpp"
+#include "bloomline/counting_filter.hpp"
 
 namespace bloomline {
 
@@ -73,9 +75,23 @@ void encode_header(const Header& h, unsigned char* out);
 // Parse and validate a header; `len` is the whole input's length.
 Header decode_header(const unsigned char* data, std::size_t len);
 
-// BloomFilter <-> bytes. out must hold header_of(f).total_size() bytes.
+// Header, then the payload checked against its checksum: the payload start.
+const unsigned char* checked_payload(const unsigned char* data, std::size_t len, const Header& h);
+
+// out must hold h.total_size() bytes.
+void write_filter(const Header& h, const unsigned char* payload, unsigned char* out);
+
+// Scalable filters (kind 3): num_slots = number of stages (1..64), num_hashes
+// = growth factor (2 or 4), bytes 80..87 = tightening ratio (double in
+// (0, 1)); the payload is the stages' own kind-1 encodings, each preceded by
+// its length as a u64. The Python layer reads the stages.
+constexpr std::uint32_t kMaxStages = 64;
+double scalable_tightening(const unsigned char* data);
+void set_scalable_tightening(unsigned char* header, double tightening);
+
 Header header_of(const BloomFilter& f);
-void write_bloom(const BloomFilter& f, unsigned char* out);
 std::unique_ptr<BloomFilter> read_bloom(const unsigned char* data, std::size_t len);
+Header header_of(const CountingBloomFilter& f);
+std::unique_ptr<CountingBloomFilter> read_counting(const unsigned char* data, std::size_t len);
 
 }  // namespace bloomline

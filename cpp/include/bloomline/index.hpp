@@ -93,14 +93,19 @@ inline void for_each_slot(const Geometry& g, const Hash128& h, F&& f) {
 // helper whose only statement is a prefetch "const" and deletes the call
 // (no prefetch was emitted at all when it sat in a lambda, and a batch ran
 // 8x slower than the memory allows).
-template <bool kForWrite, class Addr, class Op>
+//
+// kOneLinePerBlock: a block of 512 one-bit slots is one cache line, so one
+// prefetch per key covers it; a counter block (4 to 16 lines) is prefetched
+// slot by slot like the standard layout.
+template <bool kForWrite, bool kOneLinePerBlock = true, class Addr, class Op>
 inline void pipelined(const Geometry& g, const Hash128* hashes, std::size_t n, Addr&& addr, Op&& op) {
     constexpr int kRw = kForWrite ? 1 : 0;
-    const std::size_t distance = g.layout == Layout::blocked ? 16 : 4;
+    const bool one_line = kOneLinePerBlock && g.layout == Layout::blocked;
+    const std::size_t distance = one_line ? 16 : 4;
     std::uint64_t slots[kMaxHashes];
     for (std::size_t i = 0; i < n + distance; ++i) {
         if (i < n) {
-            if (g.layout == Layout::blocked) {
+            if (one_line) {
                 __builtin_prefetch(addr(block_of(g, hashes[i]) * kBlockBits), kRw, 3);
             } else {
                 std::uint32_t count = 0;

@@ -1,0 +1,176 @@
+// Python face of bloomline::CountingBloomFilter: removal, counts, the
+// saturating union, to_bloom and the buffer of counters; the shared parts
+// are in filter_py.hpp.
+#include "bloomline/counting_filter.hpp"
+#include "filter_py.hpp"
+#include "register.hpp"
+
+namespace bloomline {
+
+namespace py = pybind11;
+using namespace py_filter;
+
+namespace {
+
+void check_compatible(const CountingBloomFilter& a, const CountingBloomFilter& b) {
+    check_same_geometry(a.geometry(), b.geometry(), "num_counters");
+    if (a.counter_bits() != b.counter_bits())
+        differ("counter_bits", std::to_string(a.counter_bits()), std::to_string(b.counter_bits()));
+}
+
+std::unique_ptr<CountingBloomFilter> from_bytes(py::handle data) {
+    const py_args::BytesView view(data, "data");
+    return read_counting(view.data(), view.size());
+}
+
+unsigned parse_counter_bits(py::handle v) {
+    return static_cast<unsigned>(py_args::to_u64(v, "counter_bits", 0, 64, "{4, 8, 16}"));
+}
+
+[[noreturn]] void raise_key_error(py::handle key) {
+    PyErr_SetObject(PyExc_KeyError, key.ptr());
+    throw py::error_already_set();
+}
+
+}  // namespace
+
+void register_counting(py::module_& m) {
+    py::class_<CountingBloomFilter> cls(m, "CountingBloomFilter", py::buffer_protocol(), R"doc(
+A counting Bloom filter: a Bloom filter whose keys can be removed.
+
+CountingBloomFilter(capacity, error_rate=0.01, *, counter_bits=4, layout="blocked", seed=0)
+
+Each of the m slots is a saturating counter of 4, 8 or 16 bits (memory is
+counter_bits times a BloomFilter's). remove() raises KeyError for a key that
+is certainly absent, changing nothing. A counter that reaches its maximum
+sticks there and is never decremented, so removals never cause a false
+negative; saturated_counters tells how many stuck. With the same geometry
+a key's counters sit where a BloomFilter puts its bits: to_bloom() gives
+the BloomFilter of the same keys.
+)doc");
+
+    cls.def(py::init([](py::handle capacity, py::handle error_rate, py::handle counter_bits, py::handle layout,
+                        py::handle seed) {
+                const unsigned bits = parse_counter_bits(counter_bits);
+                check_counter_bits(bits);
+                const Target t = parse_target(capacity, error_rate, layout, seed);
+                return std::make_unique<CountingBloomFilter>(
+                    Geometry{t.layout, t.params.num_bits, t.params.num_hashes, t.seed}, bits, t.capacity, t.error_rate);
+            }),
+            py::arg("capacity"), py::arg("error_rate") = 0.01, py::kw_only(), py::arg("counter_bits") = 4,
+            py::arg("layout") = "blocked", py::arg("seed") = 0)
+        .def_static(
+            "from_params",
+            [](py::handle num_counters, py::handle num_hashes, py::handle counter_bits, py::handle layout,
+               py::handle seed) {
+                const unsigned bits = parse_counter_bits(counter_bits);
+                check_counter_bits(bits);
+                return std::make_unique<CountingBloomFilter>(parse_geometry(num_counters, num_hashes, layout, seed),
+                                                             bits, 0, 0.0);
+            },
+            py::arg("num_counters"), py::arg("num_hashes"), py::kw_only(), py::arg("counter_bits") = 4,
+            py::arg("layout") = "blocked", py::arg("seed") = 0, "A filter with explicit m and k.")
+        .def(
+            "remove",
+            [](CountingBloomFilter& f, py::handle key) {
+                if (!f.remove(py_keys::hash_key(key.ptr(), f.geometry().seed))) raise_key_error(key);
+            },
+            py::arg("key"), "Remove one occurrence of a key; KeyError (and no change) if it is certainly absent.")
+        .def(
+            "discard",
+            [](CountingBloomFilter& f, py::handle key) {
+                return f.remove(py_keys::hash_key(key.ptr(), f.geometry().seed));
+            },
+            py::arg("key"), "Remove one occurrence if present. Returns whether something was removed.")
+        .def(
+            "count",
+            [](const CountingBloomFilter& f, py::handle key) {
+                return f.count(py_keys::hash_key(key.ptr(), f.geometry().seed));
+            },
+            py::arg("key"),
+            "The smallest of the key's counters: an upper bound on its adds minus removes (0: certainly absent).")
+        .def(
+            "remove_many",
+            [](CountingBloomFilter& f, py::handle keys) {
+                return py_keys::run_batch(keys, f.geometry().seed, "keys",
+                                          [&f](const Hash128* h, std::size_t n, bool* out) {
+                                              f.remove_batch(h, n, out);
+                                          });
+            },
+            py::arg("keys"),
+            "Remove a batch, one occurrence per element. Returns a bool array: True where removed, False where the "
+            "key was certainly absent (nothing changed for it).")
+        .def(
+            "count_many",
+            [](const CountingBloomFilter& f, py::handle keys) {
+                return py_keys::run_batch<std::uint32_t>(keys, f.geometry().seed, "keys",
+                                                         [&f](const Hash128* h, std::size_t n, std::uint32_t* out) {
+                                                             f.count_batch(h, n, out);
+                                                         });
+            },
+            py::arg("keys"), "count() of each key, as a uint32 array.")
+        .def("to_bloom", &CountingBloomFilter::to_bloom, "The BloomFilter of the same keys (bit set where counter > 0).")
+        .def(
+            "__or__",
+            [](const CountingBloomFilter& a, const CountingBloomFilter& b) {
+                check_compatible(a, b);
+                auto r = a.copy();
+                r->add_counts(b);
+                return r;
+            },
+            py::is_operator())
+        .def(
+            "__ior__",
+            [](py::object self, const CountingBloomFilter& b) {
+                auto& a = self.cast<CountingBloomFilter&>();
+                check_compatible(a, b);
+                a.add_counts(b);
+                return self;
+            },
+            py::is_operator())
+        .def(
+            "__eq__",
+            [](const CountingBloomFilter& a, const CountingBloomFilter& b) {
+                check_compatible(a, b);
+                return a.same_counters(b);
+            },
+            py::is_operator())
+        .def(
+            "__ne__",
+            [](const CountingBloomFilter& a, const CountingBloomFilter& b) {
+                check_compatible(a, b);
+                return !a.same_counters(b);
+            },
+            py::is_operator())
+        .def_property_readonly(
+            "num_counters", [](const CountingBloomFilter& f) { return f.geometry().num_slots; },
+            "m, the number of counters.")
+        .def_property_readonly("counter_bits", &CountingBloomFilter::counter_bits, "Bits per counter: 4, 8 or 16.")
+        .def_property_readonly("saturated_counters", &CountingBloomFilter::saturated_counters,
+                               "Counters stuck at their maximum (never decremented again).")
+        .def_property_readonly("nonzero_counters", &CountingBloomFilter::nonzero_counters,
+                               "Counters above zero (exact, O(1)).")
+        .def_property_readonly(
+            "nbytes", [](const CountingBloomFilter& f) { return f.counters().nbytes(); },
+            "Bytes of counter storage (whole 64-byte blocks).")
+        .def("__repr__",
+             [](const CountingBloomFilter& f) {
+                 return repr(f, "CountingBloomFilter", " counter_bits=" + std::to_string(f.counter_bits()));
+             })
+        .def_buffer([](const CountingBloomFilter& f) {
+            // Read-only, no copy. 8- and 16-bit counters are shown as uint8 /
+            // little-endian uint16 arrays of the counters; 4-bit counters as
+            // the packed bytes (two counters per byte, low nibble first).
+            const auto* p = f.counters().bytes();
+            const auto nbytes = static_cast<py::ssize_t>(f.counters().nbytes());
+            if (f.counter_bits() == 16)
+                return py::buffer_info(const_cast<unsigned char*>(p), 2, "<H", 1, {nbytes / 2}, {2}, true);
+            return py::buffer_info(const_cast<unsigned char*>(p), 1, "B", 1, {nbytes}, {1}, true);
+        });
+    bind_common(cls, "CountingBloomFilter", &from_bytes);
+    install_fast_paths(cls, "add(key) -> bool\n\nAdd a key (one more occurrence). Returns True if it was absent "
+                            "before (some counter was 0).");
+    register_reader(Kind::counting, [](py::handle data) -> py::object { return py::cast(from_bytes(data)); });
+}
+
+}  // namespace bloomline

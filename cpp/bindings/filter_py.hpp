@@ -1,0 +1,246 @@
+// What every bound filter kind shares: construction arguments, the scalar
+// fast paths, batches, compatibility checks, properties, bytes, pickle,
+// copies and repr. Each kind's file (bloom_py.cpp, counting_py.cpp) binds
+// only what is its own. T is a core filter class with geometry(),
+// capacity(), error_rate(), approx_count(), expected_fp_rate(), add(),
+// contains(), add_batch(), contains_batch(), clear(), copy().
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "args_py.hpp"
+#include "bloomline/format.hpp"
+#include "keys_py.hpp"
+
+namespace bloomline::py_filter {
+
+namespace py = pybind11;
+
+constexpr std::uint64_t kU64Max = ~std::uint64_t{0};
+
+// The arguments every constructor shares, checked and named in errors.
+struct Target {
+    std::uint64_t capacity;
+    double error_rate;
+    Layout layout;
+    std::uint64_t seed;
+    Params params;
+};
+
+inline Target parse_target(py::handle capacity, py::handle error_rate, py::handle layout, py::handle seed) {
+    Target t{};
+    t.capacity = py_args::to_u64(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
+    t.error_rate = py_args::to_double(error_rate, "error_rate");
+    check_error_rate(t.error_rate);
+    t.layout = py_args::to_layout(layout);
+    t.seed = py_args::to_u64(seed, "seed", 0, kU64Max, "[0, 2**64)");
+    t.params = optimal_params(static_cast<double>(t.capacity), t.error_rate, t.layout);
+    return t;
+}
+
+inline Geometry parse_geometry(py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed) {
+    const std::uint64_t m = py_args::to_u64(num_bits, "num_bits", 1, kMaxBits, "[1, 2**48]");
+    const auto k = static_cast<std::uint32_t>(py_args::to_u64(num_hashes, "num_hashes", 1, kMaxHashes, "[1, 64]"));
+    const Layout l = py_args::to_layout(layout);
+    const std::uint64_t s = py_args::to_u64(seed, "seed", 0, kU64Max, "[0, 2**64)");
+    check_geometry(m, k, l);
+    return Geometry{l, m, k, s};
+}
+
+[[noreturn]] inline void differ(const char* field, const std::string& l, const std::string& r) {
+    throw std::invalid_argument(std::string("filters differ in ") + field + " (" + l + " != " + r + ")");
+}
+
+// |, &, ==: the same layout, size, k and seed, or a ValueError naming the
+// first field that differs.
+inline void check_same_geometry(const Geometry& x, const Geometry& y, const char* size_name = "num_bits") {
+    if (x.layout != y.layout) differ("layout", layout_name(x.layout), layout_name(y.layout));
+    if (x.num_slots != y.num_slots) differ(size_name, fmt(x.num_slots), fmt(y.num_slots));
+    if (x.num_hashes != y.num_hashes) differ("num_hashes", fmt(x.num_hashes), fmt(y.num_hashes));
+    if (x.seed != y.seed) differ("seed", fmt(x.seed), fmt(y.seed));
+}
+
+// ---- scalar fast paths -------------------------------------------------------
+// `f.add(key)` and `key in f` are called millions of times from Python loops,
+// where pybind11's generic dispatcher (argument records, overload resolution,
+// and for `in` a trip through the __contains__ slot wrapper) costs more than
+// hashing and probing. Both are installed as plain CPython entry points: `add`
+// as a METH_O method descriptor, `in` as the type's sq_contains slot.
+// Measured on 1M fresh 70-byte URLs: add 400 -> 160 ns, in 300 -> 130 ns
+// (rbloom: 250 and 300 ns in the same run; benchmarks/RESULTS.md).
+
+template <class T>
+T* self_ptr(PyObject* self) {
+    // pybind11 keeps a single registered C++ base in its "simple layout": the
+    // value pointer sits in the instance, null until __init__ has run.
+    auto* inst = reinterpret_cast<py::detail::instance*>(self);
+    void* p = inst->simple_layout ? inst->simple_value_holder[0] : py::handle(self).cast<T*>();
+    if (p == nullptr) {
+        PyErr_SetString(PyExc_TypeError, "the filter is not initialised (call __init__ first)");
+        throw py::error_already_set();
+    }
+    return static_cast<T*>(p);
+}
+
+template <class F>
+auto guarded(F&& f, decltype(f()) on_error) noexcept -> decltype(f()) {
+    try {
+        return f();
+    } catch (py::error_already_set& e) {
+        e.restore();
+    } catch (const std::exception& e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+    return on_error;
+}
+
+template <class T>
+PyObject* fast_add(PyObject* self, PyObject* key) {
+    return guarded(
+        [&]() -> PyObject* {
+            T* f = self_ptr<T>(self);
+            return PyBool_FromLong(f->add(py_keys::hash_key(key, f->geometry().seed)));
+        },
+        nullptr);
+}
+
+template <class T>
+int fast_contains(PyObject* self, PyObject* key) {
+    return guarded(
+        [&]() -> int {
+            const T* f = self_ptr<T>(self);
+            return f->contains(py_keys::hash_key(key, f->geometry().seed)) ? 1 : 0;
+        },
+        -1);
+}
+
+template <class T>
+void install_fast_paths(py::class_<T>& cls, const char* add_doc) {
+    static PyMethodDef def = {"add", fast_add<T>, METH_O, add_doc};
+    auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+    py::object add = py::reinterpret_steal<py::object>(PyDescr_NewMethod(type, &def));
+    if (!add) throw py::error_already_set();
+    cls.attr("add") = add;
+    type->tp_as_sequence->sq_contains = fast_contains<T>;
+    PyType_Modified(type);
+}
+
+// ---- bytes ---------------------------------------------------------------------
+
+template <class T>
+const unsigned char* payload_of(const T& f);
+template <>
+inline const unsigned char* payload_of(const BloomFilter& f) {
+    return f.bits().bytes();
+}
+template <>
+inline const unsigned char* payload_of(const CountingBloomFilter& f) {
+    return f.counters().bytes();
+}
+
+template <class T>
+py::bytes to_bytes(const T& f) {
+    const Header h = header_of(f);
+    py::bytes out(nullptr, static_cast<py::ssize_t>(h.total_size()));
+    write_filter(h, payload_of(f), reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr())));
+    return out;
+}
+
+// ---- repr --------------------------------------------------------------------
+
+template <class T>
+std::string repr(const T& f, const char* kind, const std::string& extra) {
+    const Geometry& g = f.geometry();
+    std::ostringstream s;
+    s << "<" << kind;
+    if (f.capacity() != 0) s << " capacity=" << f.capacity() << " error_rate=" << fmt(f.error_rate());
+    s << " layout='" << layout_name(g.layout) << "' num_bits=" << g.num_slots << " num_hashes=" << g.num_hashes
+      << extra << " seed=" << g.seed << " approx_count=";
+    const double n = f.approx_count();
+    if (std::isfinite(n))
+        s << static_cast<std::uint64_t>(std::llround(n));
+    else
+        s << "inf";
+    s << ">";
+    return s.str();
+}
+
+// ---- everything shared -----------------------------------------------------------
+
+template <class T>
+void bind_common(py::class_<T>& cls, const char* kind, std::unique_ptr<T> (*from_bytes)(py::handle)) {
+    cls.def(
+           "add_many",
+           [](T& f, py::handle keys) {
+               return py_keys::run_batch(keys, f.geometry().seed, "keys",
+                                         [&f](const Hash128* h, std::size_t n, bool* out) { f.add_batch(h, n, out); });
+           },
+           py::arg("keys"),
+           "Add a batch (NumPy array or iterable). Returns a bool array: True where the key was new; a key repeated "
+           "in the batch is new only at its first place.")
+        .def(
+            "contains_many",
+            [](const T& f, py::handle keys) {
+                return py_keys::run_batch(keys, f.geometry().seed, "keys",
+                                          [&f](const Hash128* h, std::size_t n, bool* out) {
+                                              f.contains_batch(h, n, out);
+                                          });
+            },
+            py::arg("keys"), "Test a batch (NumPy array or iterable). Returns a bool array: True where maybe present.")
+        .def(
+            "update",
+            [](T& f, py::args iterables) {
+                for (py::handle keys : iterables)
+                    py_keys::run_batch(keys, f.geometry().seed, "keys",
+                                       [&f](const Hash128* h, std::size_t n, bool* out) { f.add_batch(h, n, out); });
+            },
+            "Add every key of each iterable (like set.update).")
+        .def(
+            "__contains__",
+            [](const T& f, py::handle key) { return f.contains(py_keys::hash_key(key.ptr(), f.geometry().seed)); },
+            py::arg("key"))
+        .def("copy", &T::copy, "An independent copy.")
+        .def("__copy__", &T::copy)
+        .def(
+            "__deepcopy__", [](const T& f, py::handle) { return f.copy(); }, py::arg("memo"))
+        .def("clear", &T::clear, "Remove every key.")
+        .def_property_readonly(
+            "capacity",
+            [](const T& f) -> py::object { return f.capacity() ? py::int_(f.capacity()) : py::object(py::none()); },
+            "Keys it was sized for (None when built by from_params).")
+        .def_property_readonly(
+            "error_rate",
+            [](const T& f) -> py::object {
+                return f.capacity() ? py::float_(f.error_rate()) : py::object(py::none());
+            },
+            "False-positive rate it was sized for at capacity (None when built by from_params).")
+        .def_property_readonly(
+            "num_hashes", [](const T& f) { return f.geometry().num_hashes; }, "k, the slots per key.")
+        .def_property_readonly(
+            "layout", [](const T& f) { return layout_name(f.geometry().layout); }, "'blocked' or 'standard'.")
+        .def_property_readonly(
+            "seed", [](const T& f) { return f.geometry().seed; }, "Hash seed.")
+        .def_property_readonly("approx_count", &T::approx_count,
+                               "Estimated number of distinct keys present, from the fill (inf when full).")
+        .def_property_readonly("expected_fp_rate", &T::expected_fp_rate,
+                               "False-positive rate expected at the current fill (not the design target).")
+        .def("to_bytes", &to_bytes<T>, "The filter in the versioned, checksummed bloomline format (docs/FORMAT.md).")
+        .def_static("from_bytes", from_bytes, py::arg("data"),
+                    "Read a filter written by to_bytes; ValueError says what is wrong with bad data.")
+        // Pickle stores only our checked bytes, restored by bloomline.from_bytes
+        // (a module-level function, so every protocol 0-5 can name it).
+        .def("__reduce__", [](const T& f) {
+            return py::make_tuple(py::module_::import("bloomline._core").attr("from_bytes"),
+                                  py::make_tuple(to_bytes(f)));
+        });
+    cls.attr("__hash__") = py::none();
+    cls.attr("__module__") = "bloomline";
+    (void)kind;
+}
+
+}  // namespace bloomline::py_filter

@@ -1,0 +1,226 @@
+// CountingBloomFilter: the same geometry and index generator as BloomFilter
+// (index.hpp), over saturating counters (counters.hpp) instead of bits, so
+// keys can be removed. With equal m, k, layout and seed a key's counters sit
+// exactly where a BloomFilter puts its bits: to_bloom() is "counter > 0".
+//
+// Memory is m * counter_bits: 4-bit counters (the default) cost 4x a
+// BloomFilter. With 4 bits the chance that a counter saturates is tiny at the
+// sizes optimal_params picks (a counter's load is about Poisson(ln 2)); a
+// key added many times saturates its own counters, which then stick
+// (never decremented), so removals never cause a false negative.
+//
+// Kept on the side, exact: nonzero counters (for approx_count, as bits_set),
+// saturated counters, adds that found the key absent.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "bloomline/bloom_filter.hpp"
+#include "bloomline/counters.hpp"
+#include "bloomline/index.hpp"
+#include "bloomline/sizing.hpp"
+
+namespace bloomline {
+
+inline void check_counter_bits(unsigned counter_bits) {
+    if (counter_bits != 4 && counter_bits != 8 && counter_bits != 16)
+        throw std::invalid_argument("counter_bits must be 4, 8 or 16, got " + std::to_string(counter_bits));
+}
+
+class CountingBloomFilter {
+public:
+    CountingBloomFilter(const Geometry& g, unsigned counter_bits, std::uint64_t capacity, double error_rate)
+        : geo_(g), capacity_(capacity), error_rate_(error_rate) {
+        check_geometry(g.num_slots, g.num_hashes, g.layout);
+        check_counter_bits(counter_bits);
+        counters_ = CounterArray::zeroed(g.num_slots, counter_bits);
+    }
+
+    CountingBloomFilter(const Geometry& g, unsigned counter_bits, std::uint64_t capacity, double error_rate,
+                        Memory payload, std::uint64_t insert_count)
+        : geo_(g), capacity_(capacity), error_rate_(error_rate), counters_(std::move(payload), counter_bits) {
+        check_geometry(g.num_slots, g.num_hashes, g.layout);
+        check_counter_bits(counter_bits);
+        recount();
+        insert_count_ = insert_count;
+    }
+
+    CountingBloomFilter(const CountingBloomFilter&) = delete;
+    CountingBloomFilter& operator=(const CountingBloomFilter&) = delete;
+
+    std::unique_ptr<CountingBloomFilter> copy() const {
+        Memory mem = Memory::zeroed(counters_.nbytes());
+        std::memcpy(mem.data, counters_.bytes(), counters_.nbytes());
+        return std::make_unique<CountingBloomFilter>(geo_, counters_.counter_bits(), capacity_, error_rate_,
+                                                     std::move(mem), insert_count());
+    }
+
+    // ---- single keys -------------------------------------------------
+    // True when the key was absent before (some counter was 0).
+    bool add(const Hash128& h) {
+        std::lock_guard<std::mutex> lock(writer_);
+        return add_one(h);
+    }
+
+    // Remove one occurrence. False (and nothing changed) when the key is
+    // certainly absent.
+    bool remove(const Hash128& h) {
+        std::lock_guard<std::mutex> lock(writer_);
+        return remove_one(h);
+    }
+
+    bool contains(const Hash128& h) const { return count(h) > 0; }
+
+    // The smallest of the key's counters: an upper bound on how many times it
+    // was added (minus removed), unless a counter saturated.
+    std::uint32_t count(const Hash128& h) const {
+        std::uint32_t m = counters_.max_value();
+        for_each_slot(geo_, h, [&](std::uint64_t s) {
+            const std::uint32_t c = counters_.get(s);
+            m = c < m ? c : m;
+        });
+        return m;
+    }
+
+    // ---- batches (same shape as BloomFilter's) ------------------------
+    void add_batch(const Hash128* hashes, std::size_t n, bool* out) {
+        std::lock_guard<std::mutex> lock(writer_);
+        run<true>(hashes, n, [&](std::size_t i) {
+            const bool r = add_one(hashes[i]);
+            if (out) out[i] = r;
+        });
+    }
+    void remove_batch(const Hash128* hashes, std::size_t n, bool* out) {
+        std::lock_guard<std::mutex> lock(writer_);
+        run<true>(hashes, n, [&](std::size_t i) {
+            const bool r = remove_one(hashes[i]);
+            if (out) out[i] = r;
+        });
+    }
+    void contains_batch(const Hash128* hashes, std::size_t n, bool* out) const {
+        run<false>(hashes, n, [&](std::size_t i) { out[i] = contains(hashes[i]); });
+    }
+    void count_batch(const Hash128* hashes, std::size_t n, std::uint32_t* out) const {
+        run<false>(hashes, n, [&](std::size_t i) { out[i] = count(hashes[i]); });
+    }
+
+    // ---- whole filter ----------------------------------------------------
+    // Saturating sum of counters (caller checks compatibility).
+    void add_counts(const CountingBloomFilter& o) {
+        std::lock_guard<std::mutex> lock(writer_);
+        const std::uint32_t mx = counters_.max_value();
+        for (std::uint64_t i = 0; i < geo_.num_slots; ++i) {
+            const std::uint32_t s = counters_.get(i) + o.counters_.get(i);
+            counters_.put(i, s < mx ? s : mx);
+        }
+        recount();
+        insert_count_ = insert_count_ + o.insert_count();
+    }
+
+    // The BloomFilter of the same keys: bit i set where counter i > 0.
+    std::unique_ptr<BloomFilter> to_bloom() const {
+        Memory mem = Memory::zeroed(payload_bytes(geo_.num_slots, 1));
+        for (std::uint64_t i = 0; i < geo_.num_slots; ++i)
+            if (counters_.get(i) != 0) mem.data[i >> 3] = static_cast<unsigned char>(mem.data[i >> 3] | (1u << (i & 7)));
+        return std::make_unique<BloomFilter>(geo_, capacity_, error_rate_, std::move(mem), insert_count());
+    }
+
+    bool same_counters(const CountingBloomFilter& o) const {
+        return std::memcmp(counters_.bytes(), o.counters_.bytes(), counters_.nbytes()) == 0;
+    }
+
+    void clear() {
+        std::lock_guard<std::mutex> lock(writer_);
+        counters_.clear();
+        nonzero_ = 0;
+        saturated_ = 0;
+        insert_count_ = 0;
+    }
+
+    // ---- facts -------------------------------------------------------------
+    const Geometry& geometry() const { return geo_; }
+    unsigned counter_bits() const { return counters_.counter_bits(); }
+    std::uint64_t capacity() const { return capacity_; }
+    double error_rate() const { return error_rate_; }
+    std::uint64_t nonzero_counters() const { return nonzero_.load(std::memory_order_relaxed); }
+    std::uint64_t saturated_counters() const { return saturated_.load(std::memory_order_relaxed); }
+    std::uint64_t insert_count() const { return insert_count_.load(std::memory_order_relaxed); }
+    double approx_count() const {
+        return estimate_count(nonzero_counters(), geo_.num_slots, geo_.num_hashes, geo_.layout);
+    }
+    double expected_fp_rate() const {
+        const double n = approx_count();
+        if (!(n < 1e300)) return 1.0;
+        return false_positive_rate(n, geo_.num_slots, geo_.num_hashes, geo_.layout);
+    }
+    const CounterArray& counters() const { return counters_; }
+
+private:
+    template <bool kWrite, class Op>
+    void run(const Hash128* hashes, std::size_t n, Op&& op) const {
+        pipelined<kWrite, false>(
+            geo_, hashes, n, [&](std::uint64_t s) { return counters_.address_of(s); }, op);
+    }
+
+    // Writer mutex held.
+    bool add_one(const Hash128& h) {
+        const std::uint32_t mx = counters_.max_value();
+        bool was_absent = false;
+        std::int64_t nonzero = 0, saturated = 0;
+        for_each_slot(geo_, h, [&](std::uint64_t s) {
+            const std::uint32_t c = counters_.get(s);
+            if (c == 0) {
+                was_absent = true;
+                ++nonzero;
+            }
+            if (c < mx) {
+                counters_.put(s, c + 1);
+                saturated += (c + 1 == mx);
+            }
+        });
+        nonzero_.store(nonzero_.load(std::memory_order_relaxed) + nonzero, std::memory_order_relaxed);
+        saturated_.store(saturated_.load(std::memory_order_relaxed) + saturated, std::memory_order_relaxed);
+        if (was_absent) insert_count_.store(insert_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        return was_absent;
+    }
+
+    bool remove_one(const Hash128& h) {
+        if (!contains(h)) return false;
+        const std::uint32_t mx = counters_.max_value();
+        std::int64_t zeroed = 0;
+        for_each_slot(geo_, h, [&](std::uint64_t s) {
+            const std::uint32_t c = counters_.get(s);
+            if (c == 0 || c == mx) return;  // saturated counters stick
+            counters_.put(s, c - 1);
+            zeroed += (c == 1);
+        });
+        nonzero_.store(nonzero_.load(std::memory_order_relaxed) - zeroed, std::memory_order_relaxed);
+        return true;
+    }
+
+    void recount() {
+        std::uint64_t nz = 0, sat = 0;
+        const std::uint32_t mx = counters_.max_value();
+        for (std::uint64_t i = 0; i < geo_.num_slots; ++i) {
+            const std::uint32_t c = counters_.get(i);
+            nz += c != 0;
+            sat += c == mx;
+        }
+        nonzero_ = nz;
+        saturated_ = sat;
+    }
+
+    Geometry geo_;
+    std::uint64_t capacity_;
+    double error_rate_;
+    CounterArray counters_;
+    std::atomic<std::uint64_t> nonzero_{0};
+    std::atomic<std::uint64_t> saturated_{0};
+    std::atomic<std::uint64_t> insert_count_{0};
+    std::mutex writer_;
+};
+
+}  // namespace bloomline

@@ -1,0 +1,133 @@
+"""DedupQueue: a crawl frontier that enqueues each URL at most once.
+
+The "seen" set is a Bloom filter, so it costs about 1-2 bytes per URL
+instead of the URL itself; the queue holds only URLs still to visit. A false
+positive means a never-seen URL is dropped (at most ``error_rate`` of new
+URLs); a URL is never enqueued twice.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any, Hashable, Union
+
+from ._core import BloomFilter
+from .scalable import ScalableBloomFilter
+
+__all__ = ["DedupQueue"]
+
+log = logging.getLogger("bloomline")
+
+Seen = Union[BloomFilter, ScalableBloomFilter]
+
+
+class DedupQueue:
+    """FIFO queue of keys never seen before.
+
+    ``DedupQueue()`` keeps its seen-set in a ``ScalableBloomFilter`` that grows
+    as needed; ``DedupQueue(BloomFilter(...))`` uses a fixed filter and logs a
+    warning (once) when its estimated count passes its capacity, from which
+    point false positives (dropped new URLs) rise above its error rate.
+
+    >>> q = DedupQueue()
+    >>> q.push("https://a.example/"), q.push("https://a.example/")
+    (True, False)
+    >>> q.pop()
+    'https://a.example/'
+    >>> q.seen("https://a.example/")
+    True
+    """
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        seen: Seen | None = None,
+        *,
+        initial_capacity: int = 100_000,
+        error_rate: float = 1e-4,
+    ) -> None:
+        if seen is None:
+            seen = ScalableBloomFilter(initial_capacity, error_rate)
+        elif not isinstance(seen, (BloomFilter, ScalableBloomFilter)):
+            raise TypeError(f"seen must be a BloomFilter or ScalableBloomFilter, got {type(seen).__name__}")
+        self._seen: Seen = seen
+        self._queue: collections.deque[Any] = collections.deque()
+        self._warned = False
+
+    @property
+    def filter(self) -> Seen:
+        """The seen-set (shared, not a copy)."""
+        return self._seen
+
+    def push(self, key: Hashable) -> bool:
+        """Enqueue key if it was never seen; return whether it was enqueued."""
+        if not self._seen.add(key):
+            return False
+        self._queue.append(key)
+        self._check_fill()
+        return True
+
+    def push_many(self, keys: Iterable[Any]) -> int:
+        """Enqueue, in order, each key never seen (a repeat inside keys counts
+        once). Returns how many were enqueued."""
+        items = list(keys)
+        new = self._seen.add_many(items)
+        fresh = [k for k, is_new in zip(items, new.tolist()) if is_new]
+        self._queue.extend(fresh)
+        self._check_fill()
+        return len(fresh)
+
+    def pop(self) -> Any:
+        """The oldest enqueued key (IndexError when empty)."""
+        try:
+            return self._queue.popleft()
+        except IndexError:
+            raise IndexError("pop from an empty DedupQueue") from None
+
+    def seen(self, key: Hashable) -> bool:
+        """Whether key was (probably) pushed before, queued or already popped."""
+        return key in self._seen
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def __bool__(self) -> bool:
+        return bool(self._queue)
+
+    def __iter__(self) -> Iterator[Any]:
+        """The queued keys, oldest first, without removing them."""
+        return iter(list(self._queue))
+
+    def _check_fill(self) -> None:
+        if self._warned or not isinstance(self._seen, BloomFilter):
+            return
+        capacity = self._seen.capacity
+        if capacity is not None and self._seen.approx_count > capacity:
+            self._warned = True
+            log.warning(
+                "DedupQueue: about %.0f keys seen, over the filter's capacity %d; new URLs are now dropped "
+                "as false positives at about %.2g (target %s). Use a larger filter or a ScalableBloomFilter.",
+                self._seen.approx_count,
+                capacity,
+                self._seen.expected_fp_rate,
+                self._seen.error_rate,
+            )
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"seen": self._seen.to_bytes(), "queue": list(self._queue), "warned": self._warned}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from ._core import from_bytes
+
+        seen = from_bytes(state["seen"])
+        if not isinstance(seen, (BloomFilter, ScalableBloomFilter)):
+            raise ValueError(f"a DedupQueue's filter must be a BloomFilter or ScalableBloomFilter, got {type(seen).__name__}")
+        self._seen = seen
+        self._queue = collections.deque(state["queue"])
+        self._warned = bool(state["warned"])
+
+    def __repr__(self) -> str:
+        return f"<DedupQueue queued={len(self._queue)} seen~{round(self._seen.approx_count)} filter={type(self._seen).__name__}>"

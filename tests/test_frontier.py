@@ -1,0 +1,65 @@
+"""DedupQueue: a crawl frontier that never enqueues a URL twice."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+
+import pytest
+
+from bloomline import BloomFilter, DedupQueue, ScalableBloomFilter
+
+
+def test_push_pop_fifo_and_seen() -> None:
+    q = DedupQueue()
+    urls = [f"https://example.com/{i % 50}" for i in range(200)]
+    pushed = [q.push(u) for u in urls]
+    assert sum(pushed) == 50
+    assert len(q) == 50 and bool(q)
+    assert list(q) == [f"https://example.com/{i}" for i in range(50)]  # iteration does not consume
+    assert len(q) == 50
+    assert q.pop() == "https://example.com/0"
+    assert q.seen("https://example.com/0") and not q.push("https://example.com/0")
+    assert not q.seen("https://example.org/")
+    while q:
+        q.pop()
+    with pytest.raises(IndexError, match="pop from an empty DedupQueue"):
+        q.pop()
+
+
+def test_push_many() -> None:
+    q = DedupQueue()
+    assert q.push_many(["a", "b", "a", "c"]) == 3
+    assert q.push_many(["c", "d"]) == 1
+    assert list(q) == ["a", "b", "c", "d"]
+
+
+def test_default_filter_grows() -> None:
+    q = DedupQueue(initial_capacity=100)
+    q.push_many(f"u{i}" for i in range(10_000))
+    assert isinstance(q.filter, ScalableBloomFilter) and q.filter.num_stages > 1
+    assert len(q) >= 9_990
+
+
+def test_fixed_filter_warns_once_past_capacity(caplog: pytest.LogCaptureFixture) -> None:
+    q = DedupQueue(BloomFilter(1000, 0.01))
+    with caplog.at_level(logging.WARNING, logger="bloomline"):
+        for i in range(3000):
+            q.push(f"u{i}")
+    warnings = [r for r in caplog.records if "over the filter's capacity" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_pickle_keeps_queue_and_filter() -> None:
+    q = DedupQueue()
+    q.push_many(["a", "b", "c"])
+    q.pop()
+    r = pickle.loads(pickle.dumps(q))
+    assert list(r) == ["b", "c"]
+    assert r.seen("a") and not r.push("a")
+    assert r.push("d") and list(r) == ["b", "c", "d"]
+
+
+def test_bad_filter_type() -> None:
+    with pytest.raises(TypeError, match="seen must be a BloomFilter or ScalableBloomFilter, got set"):
+        DedupQueue(set())  # type: ignore[arg-type]

@@ -1,0 +1,112 @@
+"""ScalableBloomFilter: grows without passing its error rate."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import bloomline
+from bloomline import BloomFilter, ScalableBloomFilter
+
+
+def test_add_reports_new_across_the_chain(layout: str) -> None:
+    s = ScalableBloomFilter(100, 0.01, layout=layout)
+    keys = [f"k{i}" for i in range(5000)]
+    new = [s.add(k) for k in keys]
+    assert sum(new) >= 5000 * (1 - 0.01)  # each add faces a rate below 1%
+    assert s.num_stages > 1
+    assert all(k in s for k in keys)
+    assert not any(s.add(k) for k in keys)
+
+
+def test_batches_match_scalar_semantics(layout: str) -> None:
+    s = ScalableBloomFilter(1000, 0.001, layout=layout)
+    arr = np.concatenate([np.arange(50_000), np.arange(100)]).astype(np.int64)
+    out = s.add_many(arr)
+    assert out[:50_000].sum() >= 50_000 - 50
+    assert not out[50_000:].any()  # repeats inside the batch, across stages
+    assert s.contains_many(arr).all()
+    assert s.add_many(list(range(100))).sum() == 0
+    # every stage took at most its capacity of new keys
+    for stage, count in zip(s.stages, s._stage_counts):
+        assert stage.capacity is not None and count <= stage.capacity
+
+
+@pytest.mark.slow
+def test_grows_from_10k_to_10m_within_its_error_rate(rng: np.random.Generator) -> None:
+    s = ScalableBloomFilter(10_000, 0.01)
+    keys = rng.permutation(20_000_000)[:10_000_000].astype(np.uint64)
+    for chunk in np.array_split(keys, 20):
+        s.add_many(chunk)
+    assert s.contains_many(keys).all()
+    absent = np.arange(2_000_000, dtype=np.uint64) + np.uint64(2**40)
+    measured = s.contains_many(absent).mean()
+    assert measured <= 0.01
+    assert s.num_stages == 10  # 10k * (2**10 - 1) = 10.23M >= 10M > 10k * (2**9 - 1)
+    assert s.expected_fp_rate <= 0.01
+
+
+def test_compound_rate_bound() -> None:
+    s = ScalableBloomFilter(1000, 0.01, growth=4, tightening=0.5)
+    rates = [s._stage_params(i)[1] for i in range(64)]
+    assert sum(rates) < 0.01
+    assert rates[0] == pytest.approx(0.005)
+
+
+def test_bytes_pickle_copy(layout: str) -> None:
+    s = ScalableBloomFilter(500, 0.01, layout=layout, seed=9, growth=4, tightening=0.8)
+    s.update(range(5000))
+    data = s.to_bytes()
+    assert bloomline.read_header(data)["kind"] == "ScalableBloomFilter"
+    t = ScalableBloomFilter.from_bytes(data)
+    assert t == s and t.num_stages == s.num_stages and t.growth == 4 and t.tightening == 0.8
+    assert t.contains_many(range(5000)).all()
+    u = pickle.loads(pickle.dumps(s))
+    assert isinstance(u, ScalableBloomFilter) and u == s
+    assert bloomline.from_bytes(data) == s
+    c = copy.deepcopy(s)
+    c.add("extra")
+    assert c != s
+    # growing state survives: the copy keeps counting toward the same capacity
+    assert c.add_many(range(5000, 6000)).sum() >= 990
+
+
+def test_corrupt_container_is_refused() -> None:
+    s = ScalableBloomFilter(100, 0.01)
+    s.update(range(1000))
+    data = bytearray(s.to_bytes())
+    data[300] ^= 0xFF
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        ScalableBloomFilter.from_bytes(bytes(data))
+    with pytest.raises(ValueError, match="this holds a BloomFilter, not a ScalableBloomFilter"):
+        ScalableBloomFilter.from_bytes(BloomFilter(10).to_bytes())
+    with pytest.raises(ValueError, match="truncated"):
+        ScalableBloomFilter.from_bytes(s.to_bytes()[:-9])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "message"),
+    [
+        ({"initial_capacity": 0}, ValueError, "initial_capacity must be >= 1, got 0"),
+        ({"initial_capacity": 1.5}, TypeError, "initial_capacity must be an int, got float"),
+        ({"initial_capacity": 10, "error_rate": 1.5}, ValueError, r"error_rate must be in \(0, 1\), got 1.5"),
+        ({"initial_capacity": 10, "growth": 3}, ValueError, "growth must be 2 or 4, got 3"),
+        ({"initial_capacity": 10, "tightening": 1.0}, ValueError, r"tightening must be in \(0, 1\), got 1.0"),
+        ({"initial_capacity": 10, "layout": "x"}, ValueError, "layout must be 'blocked' or 'standard', got 'x'"),
+    ],
+)
+def test_bad_arguments(kwargs: dict[str, object], exc: type, message: str) -> None:
+    with pytest.raises(exc, match=message):
+        ScalableBloomFilter(**kwargs)  # type: ignore[arg-type]
+
+
+def test_clear_and_repr() -> None:
+    s = ScalableBloomFilter(10)
+    s.update(range(100))
+    assert s.num_stages > 1
+    s.clear()
+    assert s.num_stages == 1 and 5 not in s
+    assert repr(s).startswith("<ScalableBloomFilter initial_capacity=10")
