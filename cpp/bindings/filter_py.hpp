@@ -14,6 +14,7 @@
 #include <string>
 
 #include "args_py.hpp"
+#include "bloomline/file.hpp"
 #include "bloomline/format.hpp"
 #include "keys_py.hpp"
 
@@ -93,6 +94,8 @@ auto guarded(F&& f, decltype(f()) on_error) noexcept -> decltype(f()) {
         return f();
     } catch (py::error_already_set& e) {
         e.restore();
+    } catch (const std::invalid_argument& e) {
+        PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const std::exception& e) {
         PyErr_SetString(PyExc_RuntimeError, e.what());
     }
@@ -149,6 +152,80 @@ py::bytes to_bytes(const T& f) {
     py::bytes out(nullptr, static_cast<py::ssize_t>(h.total_size()));
     write_filter(h, payload_of(f), reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr())));
     return out;
+}
+
+// ---- files ---------------------------------------------------------------------
+
+inline std::string fs_path(py::handle path) {
+    return py::module_::import("os").attr("fsencode")(path).cast<std::string>();
+}
+
+template <class T>
+std::unique_ptr<T> read_memory(const unsigned char* data, std::size_t len);
+template <>
+inline std::unique_ptr<BloomFilter> read_memory(const unsigned char* data, std::size_t len) {
+    return read_bloom(data, len);
+}
+template <>
+inline std::unique_ptr<CountingBloomFilter> read_memory(const unsigned char* data, std::size_t len) {
+    return read_counting(data, len);
+}
+
+template <class T>
+Kind kind_of();
+template <>
+inline Kind kind_of<BloomFilter>() {
+    return Kind::bloom;
+}
+template <>
+inline Kind kind_of<CountingBloomFilter>() {
+    return Kind::counting;
+}
+
+inline std::unique_ptr<BloomFilter> adopt(MappedFilter&& m, Backing b, BloomFilter*) {
+    const Header& h = m.header;
+    const bool fill_known = !(h.flags & kFlagDirty);
+    return std::make_unique<BloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.capacity,
+                                         h.error_rate, std::move(m.payload), h.insert_count,
+                                         fill_known ? h.fill : BloomFilter::kUnknown, std::move(b));
+}
+inline std::unique_ptr<CountingBloomFilter> adopt(MappedFilter&& m, Backing b, CountingBloomFilter*) {
+    const Header& h = m.header;
+    return std::make_unique<CountingBloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.slot_bits,
+                                                 h.capacity, h.error_rate, std::move(m.payload), h.insert_count,
+                                                 std::move(b));
+}
+
+template <class T>
+std::unique_ptr<T> map_as(const std::string& path, bool writable, bool verify) {
+    MappedFilter m = map_filter(path, writable, verify);
+    if (m.header.kind != kind_of<T>())
+        throw std::invalid_argument(std::string("invalid bloomline data: this holds a ") + kind_name(m.header.kind) +
+                                    ", not a " + kind_name(kind_of<T>()));
+    Backing b;
+    b.file = m.file;
+    b.read_only = !writable;
+    return adopt(std::move(m), std::move(b), static_cast<T*>(nullptr));
+}
+
+template <class T>
+std::unique_ptr<T> load(py::handle path, bool mmap, py::handle verify) {
+    const std::string p = fs_path(path);
+    const bool check = verify.is_none() ? !mmap : verify.cast<bool>();
+    py::gil_scoped_release nogil;
+    if (mmap) return map_as<T>(p, false, check);
+    std::size_t size = 0;
+    const Memory whole = read_file(p, &size);  // a whole read is always verified
+    return read_memory<T>(whole.data, size);
+}
+
+template <class T>
+void save(const T& f, py::handle path) {
+    const std::string p = fs_path(path);
+    f.backing().check_open();
+    const Header h = header_of(f);
+    py::gil_scoped_release nogil;
+    save_atomic(h, payload_of(f), p);
 }
 
 // ---- repr --------------------------------------------------------------------
@@ -232,6 +309,42 @@ void bind_common(py::class_<T>& cls, const char* kind, std::unique_ptr<T> (*from
         .def("to_bytes", &to_bytes<T>, "The filter in the versioned, checksummed bloomline format (docs/FORMAT.md).")
         .def_static("from_bytes", from_bytes, py::arg("data"),
                     "Read a filter written by to_bytes; ValueError says what is wrong with bad data.")
+        .def("save", &save<T>, py::arg("path"),
+             "Write the filter to path atomically (temporary file, fsync, rename, fsync of the directory): after a "
+             "crash the path holds the old file or the new one, never a mix.")
+        .def_static("load", &load<T>, py::arg("path"), py::kw_only(), py::arg("mmap") = false,
+                    py::arg("verify") = py::none(),
+                    "Read a saved filter. mmap=True maps the file read-only instead of reading it: constant-time, "
+                    "pages load on use, and the payload checksum is checked only if verify=True (the default "
+                    "verifies unless mmap).")
+        .def_static(
+            "open",
+            [](py::handle path, const std::string& mode) {
+                if (mode != "r+" && mode != "r")
+                    throw std::invalid_argument("mode must be 'r' or 'r+', got '" + mode + "'");
+                const std::string p = fs_path(path);
+                py::gil_scoped_release nogil;
+                return map_as<T>(p, mode == "r+", false);
+            },
+            py::arg("path"), py::arg("mode") = "r+",
+            "Map a saved filter; with 'r+' adds go straight to the file (a killed process loses nothing it added). "
+            "flush() writes the header and syncs; close() also makes the checksum current. A context manager.")
+        .def(
+            "flush", [](T& f) { f.flush(); }, py::call_guard<py::gil_scoped_release>(),
+            "Mapped files: bring the header up to date and write pages back (msync).")
+        .def(
+            "close", [](T& f) { f.close(); }, py::call_guard<py::gil_scoped_release>(),
+            "Mapped files: flush, make the payload checksum current, and refuse further use.")
+        .def("__enter__", [](py::object self) { return self; })
+        .def(
+            "__exit__", [](T& f, py::args) { f.close(); return false; })
+        .def_property_readonly(
+            "closed", [](const T& f) { return f.backing().closed; }, "True after close().")
+        .def_property_readonly(
+            "mapped", [](const T& f) { return static_cast<bool>(f.backing().file); },
+            "True when the filter lives in a memory-mapped file.")
+        .def_property_readonly(
+            "read_only", [](const T& f) { return f.backing().read_only; }, "True when loaded with mmap=True.")
         // Pickle stores only our checked bytes, restored by bloomline.from_bytes
         // (a module-level function, so every protocol 0-5 can name it).
         .def("__reduce__", [](const T& f) {

@@ -2,6 +2,8 @@
 // (python/bloomline/__init__.py) re-exports it.
 #include <pybind11/pybind11.h>
 
+#include <system_error>
+
 #include "bloomline/murmur3.hpp"
 #include "args_py.hpp"
 #include "keys_py.hpp"
@@ -102,6 +104,15 @@ void register_from_bytes(py::module_& m) {
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "bloomline's C++ core (use the bloomline package, not this module)";
+    // I/O errors from the core carry errno: raise them as OSError.
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const std::system_error& e) {
+            py::object err = py::reinterpret_borrow<py::object>(PyExc_OSError)(e.code().value(), e.what());
+            PyErr_SetObject(PyExc_OSError, err.ptr());
+        }
+    });
     m.attr("__version__") = BLOOMLINE_VERSION;
     bloomline::py_keys::init_numpy_types();
 

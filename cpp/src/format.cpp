@@ -68,12 +68,13 @@ void encode_header(const Header& h, unsigned char* out) {
     put<std::uint64_t>(out, 16, h.seed);
     put<std::uint64_t>(out, 24, h.num_slots);
     put<std::uint32_t>(out, 32, h.num_hashes);
-    put<std::uint32_t>(out, 36, 0);
+    put<std::uint32_t>(out, 36, h.flags);
     put<std::uint64_t>(out, 40, h.capacity);
     put<std::uint64_t>(out, 48, double_bits(h.error_rate));
     put<std::uint64_t>(out, 56, h.insert_count);
     put<std::uint64_t>(out, 64, kHeaderSize);
     put<std::uint64_t>(out, 72, h.payload_len);
+    if (h.kind != Kind::scalable) put<std::uint64_t>(out, 80, h.fill);
     put<std::uint64_t>(out, 120, checksum64(out, 120));
 }
 
@@ -103,13 +104,15 @@ Header decode_header(const unsigned char* in, std::size_t len) {
     h.seed = get<std::uint64_t>(in, 16);
     h.num_slots = get<std::uint64_t>(in, 24);
     h.num_hashes = get<std::uint32_t>(in, 32);
-    if (get<std::uint32_t>(in, 36) != 0) bad("unknown flags set");
+    h.flags = get<std::uint32_t>(in, 36);
+    if ((h.flags & ~kFlagDirty) != 0 || (h.flags != 0 && h.kind == Kind::scalable)) bad("unknown flags set");
     h.capacity = get<std::uint64_t>(in, 40);
     h.error_rate = bits_double(get<std::uint64_t>(in, 48));
     h.insert_count = get<std::uint64_t>(in, 56);
     if (get<std::uint64_t>(in, 64) != kHeaderSize) bad("payload_offset is not 128");
     h.payload_len = get<std::uint64_t>(in, 72);
-    for (std::size_t off = h.kind == Kind::scalable ? 88 : 80; off < 120; ++off)
+    if (h.kind != Kind::scalable) h.fill = get<std::uint64_t>(in, 80);
+    for (std::size_t off = 88; off < 120; ++off)
         if (in[off] != 0) bad("reserved header bytes are not zero");
     if (!(h.error_rate >= 0 && h.error_rate < 1)) bad("error_rate " + fmt(h.error_rate) + " is outside [0, 1)");
 
@@ -129,6 +132,7 @@ Header decode_header(const unsigned char* in, std::size_t len) {
     } catch (const std::invalid_argument& e) {
         bad(e.what());
     }
+    if (h.fill > h.num_slots) bad("fill " + fmt(h.fill) + " exceeds num_slots " + fmt(h.num_slots));
     if (h.payload_len != payload_bytes(h.num_slots, h.slot_bits))
         bad("payload_len " + fmt(h.payload_len) + " does not match num_slots " + fmt(h.num_slots) + " (expected " +
             fmt(static_cast<std::uint64_t>(payload_bytes(h.num_slots, h.slot_bits))) + ")");
@@ -137,6 +141,9 @@ Header decode_header(const unsigned char* in, std::size_t len) {
             " (truncated or padded?)");
     return h;
 }
+
+std::size_t trailer_offset(const Header& h) { return kHeaderSize + h.payload_len; }
+void write_u64(unsigned char* out, std::size_t off, std::uint64_t v) { put<std::uint64_t>(out, off, v); }
 
 double scalable_tightening(const unsigned char* data) { return bits_double(get<std::uint64_t>(data, 80)); }
 
@@ -148,6 +155,7 @@ void set_scalable_tightening(unsigned char* header, double tightening) {
 const unsigned char* checked_payload(const unsigned char* data, std::size_t len, const Header& h) {
     (void)len;
     const unsigned char* payload = data + kHeaderSize;
+    if (h.flags & kFlagDirty) return payload;
     if (get<std::uint64_t>(data, kHeaderSize + h.payload_len) != checksum64(payload, h.payload_len))
         bad("payload checksum mismatch (the payload is corrupt)");
     return payload;
@@ -190,7 +198,11 @@ Header read_checked(const unsigned char* data, std::size_t len, Kind want, Memor
 
 }  // namespace
 
-Header header_of(const BloomFilter& f) { return common_header(f, Kind::bloom, 1, f.bits().nbytes()); }
+Header header_of(const BloomFilter& f) {
+    Header h = common_header(f, Kind::bloom, 1, f.bits().nbytes());
+    h.fill = f.bits_set();
+    return h;
+}
 
 std::unique_ptr<BloomFilter> read_bloom(const unsigned char* data, std::size_t len) {
     Memory mem;
@@ -200,7 +212,9 @@ std::unique_ptr<BloomFilter> read_bloom(const unsigned char* data, std::size_t l
 }
 
 Header header_of(const CountingBloomFilter& f) {
-    return common_header(f, Kind::counting, f.counter_bits(), f.counters().nbytes());
+    Header h = common_header(f, Kind::counting, f.counter_bits(), f.counters().nbytes());
+    h.fill = f.nonzero_counters();
+    return h;
 }
 
 std::unique_ptr<CountingBloomFilter> read_counting(const unsigned char* data, std::size_t len) {

@@ -25,6 +25,7 @@
 #include <mutex>
 
 #include "bloomline/bits.hpp"
+#include "bloomline/mapped.hpp"
 #include "bloomline/index.hpp"
 #include "bloomline/sizing.hpp"
 
@@ -42,18 +43,24 @@ public:
 
     // Adopt existing payload memory (read from bytes or a file); payload
     // size must already have been checked by the caller.
+    // Adopt existing payload memory (read from bytes, or a file map); its
+    // size must already have been checked. bits_set is counted unless known
+    // (a mapped open must not touch every page).
     BloomFilter(const Geometry& g, std::uint64_t capacity, double error_rate, Memory payload,
-                std::uint64_t insert_count)
-        : geo_(g), capacity_(capacity), error_rate_(error_rate), bits_(std::move(payload)) {
+                std::uint64_t insert_count, std::uint64_t known_bits_set = kUnknown, Backing backing = {})
+        : geo_(g), capacity_(capacity), error_rate_(error_rate), bits_(std::move(payload)), backing_(std::move(backing)) {
         check_geometry(g.num_slots, g.num_hashes, g.layout);
-        bits_set_ = bits_.popcount();
+        bits_set_ = known_bits_set == kUnknown ? bits_.popcount() : known_bits_set;
         insert_count_ = insert_count;
     }
+
+    static constexpr std::uint64_t kUnknown = ~std::uint64_t{0};
 
     BloomFilter(const BloomFilter&) = delete;
     BloomFilter& operator=(const BloomFilter&) = delete;
 
     std::unique_ptr<BloomFilter> copy() const {
+        backing_.check_open();
         Memory mem = Memory::zeroed(bits_.nbytes());
         std::memcpy(mem.data, bits_.bytes(), bits_.nbytes());
         return std::make_unique<BloomFilter>(geo_, capacity_, error_rate_, std::move(mem), insert_count());
@@ -61,6 +68,7 @@ public:
 
     // ---- single keys -------------------------------------------------
     bool add(const Hash128& h) {
+        backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
         const unsigned changed = add_one(h);
         if (changed == 0) return false;
@@ -69,6 +77,7 @@ public:
     }
 
     bool contains(const Hash128& h) const {
+        backing_.check_open();
         if (geo_.layout == Layout::blocked) {
             unsigned offs[kMaxHashes];
             offsets_in_block(geo_.num_hashes, h.h2, offs);
@@ -83,6 +92,7 @@ public:
     // add_batch: out[i] is true when key i changed a bit, i.e. was new; a key
     // repeated later in the same batch finds its bits set and gets false.
     std::size_t add_batch(const Hash128* hashes, std::size_t n, bool* out) {
+        backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
         std::uint64_t changed_bits = 0;
         std::size_t new_keys = 0;
@@ -113,6 +123,7 @@ public:
         return std::memcmp(bits_.bytes(), o.bits_.bytes(), bits_.nbytes()) == 0;
     }
     void clear() {
+        backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
         bits_.clear();
         bits_set_ = 0;
@@ -133,6 +144,21 @@ public:
         return false_positive_rate(n, geo_.num_slots, geo_.num_hashes, geo_.layout);
     }
     const BitArray& bits() const { return bits_; }
+    const Backing& backing() const { return backing_; }
+
+    // Mapped files: header up to date and pages written back; close() also
+    // makes the payload checksum current and refuses further use.
+    void flush() {
+        backing_.check_open();
+        std::lock_guard<std::mutex> lock(writer_);
+        backing_.flush(insert_count(), false);
+    }
+    void close() {
+        if (backing_.closed) return;
+        std::lock_guard<std::mutex> lock(writer_);
+        backing_.flush(insert_count(), true);
+        backing_.closed = true;
+    }
 
 private:
     // Under the writer mutex: plain read-then-store, no locked instruction.
@@ -155,6 +181,8 @@ private:
 
     template <class Op>
     void combine(const BloomFilter& o, Op op) {
+        backing_.check_write();
+        o.backing_.check_open();
         std::lock_guard<std::mutex> lock(writer_);
         std::uint64_t* a = bits_.words();
         const std::uint64_t* b = o.bits_.words();
@@ -176,6 +204,7 @@ private:
     BitArray bits_;
     std::atomic<std::uint64_t> bits_set_{0};
     std::atomic<std::uint64_t> insert_count_{0};
+    Backing backing_;
     std::mutex writer_;
 };
 

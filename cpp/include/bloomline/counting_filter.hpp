@@ -20,6 +20,7 @@
 
 #include "bloomline/bloom_filter.hpp"
 #include "bloomline/counters.hpp"
+#include "bloomline/mapped.hpp"
 #include "bloomline/index.hpp"
 #include "bloomline/sizing.hpp"
 
@@ -39,12 +40,20 @@ public:
         counters_ = CounterArray::zeroed(g.num_slots, counter_bits);
     }
 
+    // Adopt checked payload memory (bytes or a file map). The nonzero count
+    // is taken from the header when known; saturated counters are counted
+    // lazily on first use, so a mapped open stays constant-time.
     CountingBloomFilter(const Geometry& g, unsigned counter_bits, std::uint64_t capacity, double error_rate,
-                        Memory payload, std::uint64_t insert_count)
-        : geo_(g), capacity_(capacity), error_rate_(error_rate), counters_(std::move(payload), counter_bits) {
+                        Memory payload, std::uint64_t insert_count, Backing backing = {})
+        : geo_(g),
+          capacity_(capacity),
+          error_rate_(error_rate),
+          counters_(std::move(payload), counter_bits),
+          backing_(std::move(backing)) {
         check_geometry(g.num_slots, g.num_hashes, g.layout);
         check_counter_bits(counter_bits);
-        recount();
+        if (!backing_.file) recount();
+        else counted_ = false;
         insert_count_ = insert_count;
     }
 
@@ -52,6 +61,7 @@ public:
     CountingBloomFilter& operator=(const CountingBloomFilter&) = delete;
 
     std::unique_ptr<CountingBloomFilter> copy() const {
+        backing_.check_open();
         Memory mem = Memory::zeroed(counters_.nbytes());
         std::memcpy(mem.data, counters_.bytes(), counters_.nbytes());
         return std::make_unique<CountingBloomFilter>(geo_, counters_.counter_bits(), capacity_, error_rate_,
@@ -61,14 +71,18 @@ public:
     // ---- single keys -------------------------------------------------
     // True when the key was absent before (some counter was 0).
     bool add(const Hash128& h) {
+        backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
+        ensure_counted();
         return add_one(h);
     }
 
     // Remove one occurrence. False (and nothing changed) when the key is
     // certainly absent.
     bool remove(const Hash128& h) {
+        backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
+        ensure_counted();
         return remove_one(h);
     }
 
@@ -77,6 +91,7 @@ public:
     // The smallest of the key's counters: an upper bound on how many times it
     // was added (minus removed), unless a counter saturated.
     std::uint32_t count(const Hash128& h) const {
+        backing_.check_open();
         std::uint32_t m = counters_.max_value();
         for_each_slot(geo_, h, [&](std::uint64_t s) {
             const std::uint32_t c = counters_.get(s);
@@ -87,14 +102,18 @@ public:
 
     // ---- batches (same shape as BloomFilter's) ------------------------
     void add_batch(const Hash128* hashes, std::size_t n, bool* out) {
+        backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
+        ensure_counted();
         run<true>(hashes, n, [&](std::size_t i) {
             const bool r = add_one(hashes[i]);
             if (out) out[i] = r;
         });
     }
     void remove_batch(const Hash128* hashes, std::size_t n, bool* out) {
+        backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
+        ensure_counted();
         run<true>(hashes, n, [&](std::size_t i) {
             const bool r = remove_one(hashes[i]);
             if (out) out[i] = r;
@@ -110,7 +129,9 @@ public:
     // ---- whole filter ----------------------------------------------------
     // Saturating sum of counters (caller checks compatibility).
     void add_counts(const CountingBloomFilter& o) {
+        backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
+        ensure_counted();
         const std::uint32_t mx = counters_.max_value();
         for (std::uint64_t i = 0; i < geo_.num_slots; ++i) {
             const std::uint32_t s = counters_.get(i) + o.counters_.get(i);
@@ -133,7 +154,9 @@ public:
     }
 
     void clear() {
+        backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
+        ensure_counted();
         counters_.clear();
         nonzero_ = 0;
         saturated_ = 0;
@@ -145,8 +168,14 @@ public:
     unsigned counter_bits() const { return counters_.counter_bits(); }
     std::uint64_t capacity() const { return capacity_; }
     double error_rate() const { return error_rate_; }
-    std::uint64_t nonzero_counters() const { return nonzero_.load(std::memory_order_relaxed); }
-    std::uint64_t saturated_counters() const { return saturated_.load(std::memory_order_relaxed); }
+    std::uint64_t nonzero_counters() const {
+        const_cast<CountingBloomFilter*>(this)->ensure_counted_locked();
+        return nonzero_.load(std::memory_order_relaxed);
+    }
+    std::uint64_t saturated_counters() const {
+        const_cast<CountingBloomFilter*>(this)->ensure_counted_locked();
+        return saturated_.load(std::memory_order_relaxed);
+    }
     std::uint64_t insert_count() const { return insert_count_.load(std::memory_order_relaxed); }
     double approx_count() const {
         return estimate_count(nonzero_counters(), geo_.num_slots, geo_.num_hashes, geo_.layout);
@@ -157,6 +186,19 @@ public:
         return false_positive_rate(n, geo_.num_slots, geo_.num_hashes, geo_.layout);
     }
     const CounterArray& counters() const { return counters_; }
+    const Backing& backing() const { return backing_; }
+
+    void flush() {
+        backing_.check_open();
+        std::lock_guard<std::mutex> lock(writer_);
+        backing_.flush(insert_count(), false);
+    }
+    void close() {
+        if (backing_.closed) return;
+        std::lock_guard<std::mutex> lock(writer_);
+        backing_.flush(insert_count(), true);
+        backing_.closed = true;
+    }
 
 private:
     template <bool kWrite, class Op>
@@ -201,6 +243,20 @@ private:
         return true;
     }
 
+    // Mapped files count their counters on first need (writer mutex held, or
+    // taken here), not at open.
+    void ensure_counted() {
+        if (!counted_) {
+            recount();
+            counted_ = true;
+        }
+    }
+    void ensure_counted_locked() {
+        if (counted_) return;
+        std::lock_guard<std::mutex> lock(writer_);
+        ensure_counted();
+    }
+
     void recount() {
         std::uint64_t nz = 0, sat = 0;
         const std::uint32_t mx = counters_.max_value();
@@ -220,6 +276,8 @@ private:
     std::atomic<std::uint64_t> nonzero_{0};
     std::atomic<std::uint64_t> saturated_{0};
     std::atomic<std::uint64_t> insert_count_{0};
+    Backing backing_;
+    std::atomic<bool> counted_{true};
     std::mutex writer_;
 };
 

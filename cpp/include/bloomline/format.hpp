@@ -17,13 +17,16 @@
 //    16     8  seed
 //    24     8  num_slots (num_bits, or number of counters)
 //    32     4  num_hashes
-//    36     4  flags = 0 (reserved)
+//    36     4  flags: bit 0 "dirty" = open for writing through a mapping; the
+//              payload checksum is not current (other bits reserved, 0)
 //    40     8  capacity (0: built from explicit num_bits/num_hashes)
 //    48     8  error_rate, IEEE-754 double (0: not given)
 //    56     8  insert_count (adds that reported a new key)
 //    64     8  payload_offset = 128 (64-byte aligned)
 //    72     8  payload_len = ceil(num_slots * slot_bits / 512) * 64
-//    80    40  reserved, zero
+//    80     8  fill: bits set (kind 1) or nonzero counters (kind 2), so a
+//              mapped open need not count them; kind 3: tightening (double)
+//    88    32  reserved, zero
 //   120     8  header_checksum = low 64 bits of MurmurHash3_x64_128(bytes 0..119, seed 0)
 //   128     .  payload: bit i is bit (i % 8) of byte i / 8
 //     .     8  payload_checksum = low 64 bits of MurmurHash3_x64_128(payload, seed 0)
@@ -53,7 +56,10 @@ constexpr std::size_t kHeaderSize = 128;
 constexpr std::size_t kTrailerSize = 8;
 constexpr std::uint8_t kHashMurmur3 = 1;
 
+constexpr std::uint32_t kFlagDirty = 1;
+
 struct Header {
+    std::uint32_t flags = 0;
     Kind kind = Kind::bloom;
     Layout layout = Layout::blocked;
     std::uint8_t slot_bits = 1;
@@ -64,6 +70,7 @@ struct Header {
     double error_rate = 0;
     std::uint64_t insert_count = 0;
     std::uint64_t payload_len = 0;
+    std::uint64_t fill = 0;  // kinds 1 and 2
 
     std::size_t total_size() const { return kHeaderSize + payload_len + kTrailerSize; }
 };
@@ -76,7 +83,12 @@ void encode_header(const Header& h, unsigned char* out);
 Header decode_header(const unsigned char* data, std::size_t len);
 
 // Header, then the payload checked against its checksum: the payload start.
+// A dirty payload (flags bit 0) has no current checksum and is returned as is.
 const unsigned char* checked_payload(const unsigned char* data, std::size_t len, const Header& h);
+
+// The offset of the payload checksum; rewrite header fields in place.
+std::size_t trailer_offset(const Header& h);
+void write_u64(unsigned char* out, std::size_t off, std::uint64_t v);
 
 // out must hold h.total_size() bytes.
 void write_filter(const Header& h, const unsigned char* payload, unsigned char* out);
