@@ -16,7 +16,10 @@ header and the stages' own checked encodings.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import struct
+import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any, Union
 
@@ -309,8 +312,43 @@ class ScalableBloomFilter:
             raise ValueError("invalid bloomline data: bytes left over after the last stage")
         return self
 
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write to path atomically (temporary file, fsync, rename, fsync of
+        the directory), like BloomFilter.save."""
+        _atomic_write(os.fspath(path), self.to_bytes())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> ScalableBloomFilter:
+        """Read a file written by save (always verified; no mmap: the stages are
+        small next to one fixed filter of the same total size)."""
+        with open(path, "rb") as f:
+            return cls.from_bytes(f.read())
+
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:
         return (_core.from_bytes, (self.to_bytes(),))
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-", dir=directory)
+    try:
+        os.fchmod(fd, 0o644)  # as the C++ save does (mkstemp makes 0600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    except OSError:  # some file systems refuse directory fsync
+        pass
+    finally:
+        os.close(dfd)
 
 
 def _as_batch(keys: Keys) -> npt.NDArray[Any]:

@@ -1,0 +1,42 @@
+"""Write the golden files of tests/data (run once per format version, by hand).
+
+These files are never rewritten: tests/test_files.py checks that every later
+bloomline still reads them and gives the same answers. Keys: "golden-0" ..
+"golden-999" (present), "absent-0" .. "absent-999" (expected counts of false
+positives are recorded in golden.json).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import bloomline
+
+HERE = Path(__file__).resolve().parent
+PRESENT = [f"golden-{i}" for i in range(1000)]
+ABSENT = [f"absent-{i}" for i in range(1000)]
+
+
+def main() -> None:
+    filters = {
+        "v1_bloom_blocked.blf": bloomline.BloomFilter(1000, 0.01, layout="blocked", seed=7),
+        "v1_bloom_standard.blf": bloomline.BloomFilter(1000, 0.01, layout="standard", seed=7),
+        "v1_counting4_blocked.blf": bloomline.CountingBloomFilter(1000, 0.01, counter_bits=4, seed=7),
+        "v1_counting16_standard.blf": bloomline.CountingBloomFilter(1000, 0.01, counter_bits=16, layout="standard"),
+        "v1_scalable.blf": bloomline.ScalableBloomFilter(200, 0.01, seed=7),
+    }
+    meta = {}
+    for name, f in filters.items():
+        f.update(PRESENT)
+        f.save(HERE / name)
+        meta[name] = {
+            "kind": type(f).__name__,
+            "absent_hits": int(f.contains_many(ABSENT).sum()),
+            "bloomline": bloomline.__version__,
+        }
+    (HERE / "golden.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""Files: atomic saves that survive SIGKILL, mapped loads and writes, golden
+files from earlier versions, and hostile bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bloomline
+from bloomline import BloomFilter, CountingBloomFilter, ScalableBloomFilter
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def kinds(layout: str) -> list[object]:
+    return [
+        BloomFilter(20_000, 0.01, layout=layout, seed=5),
+        CountingBloomFilter(20_000, 0.01, layout=layout, counter_bits=8, seed=5),
+        ScalableBloomFilter(2_000, 0.01, layout=layout, seed=5),
+    ]
+
+
+def test_save_load_every_kind(layout: str, tmp_path: Path) -> None:
+    for f in kinds(layout):
+        f.update(range(10_000))  # type: ignore[attr-defined]
+        path = tmp_path / f"{type(f).__name__}.blf"
+        f.save(path)  # type: ignore[attr-defined]
+        back = type(f).load(path)  # type: ignore[attr-defined]
+        assert back == f
+        assert bloomline.read_header(path.read_bytes())["kind"] == type(f).__name__
+        assert not list(tmp_path.glob("*.tmp-*"))  # no temporary left behind
+        assert (path.stat().st_mode & 0o777) == 0o644
+
+
+def test_save_replaces_atomically(tmp_path: Path) -> None:
+    path = tmp_path / "f.blf"
+    a = BloomFilter(1000)
+    a.add("old")
+    a.save(path)
+    b = BloomFilter(1000)
+    b.add("new")
+    b.save(str(path))
+    assert "new" in BloomFilter.load(path) and "old" not in BloomFilter.load(path)
+
+
+def test_io_errors_are_oserrors(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        BloomFilter.load(tmp_path / "missing.blf")
+    with pytest.raises(FileNotFoundError):
+        BloomFilter(10).save(tmp_path / "no-such-dir" / "f.blf")
+    (tmp_path / "short").write_bytes(b"abc")
+    with pytest.raises(ValueError, match="shorter than the 136-byte minimum"):
+        BloomFilter.load(tmp_path / "short", mmap=True)
+    with pytest.raises(ValueError, match="shorter than the 136-byte minimum"):
+        BloomFilter.load(tmp_path / "short")
+
+
+def test_mmap_load_is_read_only_and_lazy(layout: str, tmp_path: Path) -> None:
+    bf = BloomFilter(100_000, 0.01, layout=layout)
+    keys = np.arange(100_000, dtype=np.uint64)
+    bf.add_many(keys)
+    bf.save(tmp_path / "f.blf")
+    m = BloomFilter.load(tmp_path / "f.blf", mmap=True)
+    assert m.mapped and m.read_only
+    assert m == bf and m.contains_many(keys).all()
+    assert m.bits_set == bf.bits_set  # from the header, not counted
+    with pytest.raises(ValueError, match="read-only"):
+        m.add("x")
+    with pytest.raises(ValueError, match="read-only"):
+        m.add_many(["x"])
+    with pytest.raises(ValueError, match="read-only"):
+        m.clear()
+    c = m.copy()
+    assert c.add("x") and not c.mapped
+    # verify=True checks the payload checksum of a mapped file too
+    raw = bytearray((tmp_path / "f.blf").read_bytes())
+    raw[200] ^= 1
+    (tmp_path / "bad.blf").write_bytes(bytes(raw))
+    assert BloomFilter.load(tmp_path / "bad.blf", mmap=True)  # constant time: not checked
+    with pytest.raises(ValueError, match="payload checksum mismatch"):
+        BloomFilter.load(tmp_path / "bad.blf", mmap=True, verify=True)
+    with pytest.raises(ValueError, match="payload checksum mismatch"):
+        BloomFilter.load(tmp_path / "bad.blf")
+
+
+def test_open_r_plus_writes_through(layout: str, tmp_path: Path) -> None:
+    path = tmp_path / "f.blf"
+    CountingBloomFilter(10_000, 0.01, layout=layout).save(path)
+    BloomFilter(10_000, 0.01, layout=layout).save(tmp_path / "b.blf")
+    with BloomFilter.open(tmp_path / "b.blf") as f:
+        assert f.mapped and not f.read_only
+        f.update(range(5000))
+        assert bloomline.read_header((tmp_path / "b.blf").read_bytes())["insert_count"] == 0
+        f.flush()
+        # while open, the file is flagged dirty but loads (checksum not current)
+        assert BloomFilter.load(tmp_path / "b.blf").contains_many(range(5000)).all()
+    assert f.closed
+    with pytest.raises(ValueError, match="closed"):
+        _ = 1 in f
+    with pytest.raises(ValueError, match="closed"):
+        f.add(1)
+    back = BloomFilter.load(tmp_path / "b.blf")  # verified: the checksum is current again
+    assert back.contains_many(range(5000)).all()
+    assert bloomline.read_header((tmp_path / "b.blf").read_bytes())["insert_count"] >= 4990
+    with CountingBloomFilter.open(path) as c:
+        c.update(["a", "a", "b"])
+        c.remove("b")
+    c2 = CountingBloomFilter.load(path)
+    assert c2.count("a") >= 2 and "b" not in c2
+    with pytest.raises(ValueError, match="mode must be 'r' or 'r\\+', got 'w'"):
+        BloomFilter.open(path, "w")
+    with pytest.raises(ValueError, match="this holds a CountingBloomFilter, not a BloomFilter"):
+        BloomFilter.open(path)
+    with pytest.raises(ValueError, match="cannot be memory-mapped"):
+        ScalableBloomFilter(10).save(tmp_path / "s.blf")
+        BloomFilter.load(tmp_path / "s.blf", mmap=True)
+
+
+# ---- crashes -----------------------------------------------------------------
+
+SAVER = """
+import sys, numpy as np, bloomline
+path = sys.argv[1]
+bf = bloomline.BloomFilter(2_000_000, 0.01)
+gen = 0
+while True:
+    gen += 1
+    bf.add_many(np.arange(gen * 1000, dtype=np.uint64))
+    bf.add(f"generation-{gen}")
+    bf.save(path)
+    sys.stdout.write(f"{gen}\\n"); sys.stdout.flush()
+"""
+
+
+def test_sigkill_during_saves_leaves_a_loadable_file(tmp_path: Path) -> None:
+    path = tmp_path / "seen.blf"
+    script = tmp_path / "saver.py"
+    script.write_text(SAVER)
+    rng = random.Random(6019)
+    kills = 0
+    deadline = time.monotonic() + 240
+    while kills < 50 and time.monotonic() < deadline:
+        proc = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        if kills == 0 or not path.exists():
+            proc.stdout.readline()  # let one save complete first
+        time.sleep(rng.uniform(0.0, 0.4))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        kills += 1
+        f = BloomFilter.load(path)  # verifies both checksums
+        header = bloomline.read_header(path.read_bytes())
+        assert header["kind"] == "BloomFilter" and f.num_bits == header["num_slots"]
+        assert "generation-1" in f
+    assert kills >= 50
+    leftovers = list(tmp_path.glob("seen.blf.tmp-*"))
+    assert len(leftovers) <= kills  # a killed save may leave its temporary, never a broken target
+
+
+WRITER = """
+import sys, bloomline
+f = bloomline.BloomFilter.open(sys.argv[1], "r+")
+i = 0
+while True:
+    batch = [f"url-{i}-{j}" for j in range(100)]
+    f.add_many(batch)
+    sys.stdout.write(f"{i}\\n"); sys.stdout.flush()
+    i += 1
+"""
+
+
+def test_sigkill_of_a_mapped_writer_loses_nothing_reported(tmp_path: Path) -> None:
+    path = tmp_path / "live.blf"
+    BloomFilter(1_000_000, 0.001).save(path)
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    proc = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    reported = -1
+    deadline = time.monotonic() + 60
+    while reported < 300 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        reported = int(line)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    assert reported >= 300
+    f = BloomFilter.load(path)  # dirty (never closed): loads, counts its bits
+    assert bloomline.read_header(path.read_bytes())["insert_count"] == 0
+    keys = [f"url-{i}-{j}" for i in range(reported + 1) for j in range(100)]
+    assert f.contains_many(keys).all()
+
+
+# ---- golden files ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(json.loads((DATA / "golden.json").read_text())))
+def test_golden_files_still_load(name: str) -> None:
+    meta = json.loads((DATA / "golden.json").read_text())[name]
+    f = bloomline.from_bytes((DATA / name).read_bytes())
+    assert type(f).__name__ == meta["kind"]
+    present = [f"golden-{i}" for i in range(1000)]
+    absent = [f"absent-{i}" for i in range(1000)]
+    assert f.contains_many(present).all()
+    assert int(f.contains_many(absent).sum()) == meta["absent_hits"]
+    again = type(f).load(DATA / name)
+    assert again == f
