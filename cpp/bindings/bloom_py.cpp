@@ -58,6 +58,32 @@ whole array (k cache lines, ~3% less memory at 1%).
             },
             py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
             py::arg("seed") = 0, "A filter with explicit num_bits (m) and num_hashes (k); capacity and error_rate are None.")
+        .def_static(
+            "from_buffer",
+            [](py::handle payload, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed,
+               py::handle capacity, py::handle error_rate) {
+                const Geometry g = parse_geometry(num_bits, num_hashes, layout, seed);
+                std::uint64_t cap = 0;
+                double rate = 0.0;
+                if (!capacity.is_none()) {
+                    cap = py_args::to_u64(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
+                    rate = py_args::to_double(error_rate, "error_rate");
+                    check_error_rate(rate);
+                }
+                const py_args::BytesView view(payload, "payload");
+                const std::size_t want = payload_bytes(g.num_slots, 1);
+                if (view.size() != want)
+                    throw std::invalid_argument("payload must be " + std::to_string(want) + " bytes for num_bits " +
+                                                fmt(g.num_slots) + ", got " + std::to_string(view.size()));
+                Memory mem = Memory::zeroed(want);
+                std::memcpy(mem.data, view.data(), want);
+                return std::make_unique<BloomFilter>(g, cap, rate, std::move(mem), 0);
+            },
+            py::arg("payload"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(),
+            py::arg("layout") = "blocked", py::arg("seed") = 0, py::arg("capacity") = py::none(),
+            py::arg("error_rate") = py::none(),
+            "A filter holding a copy of raw bits (bit i = bit i % 8 of byte i // 8, as memoryview(bf) shows them); "
+            "payload must be exactly nbytes long.")
         .def(
             "__or__", [](const BloomFilter& a, const BloomFilter& b) { return combined(a, b, true); }, py::is_operator())
         .def(

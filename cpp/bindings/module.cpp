@@ -6,6 +6,7 @@
 
 #include "bloomline/murmur3.hpp"
 #include "args_py.hpp"
+#include "filter_py.hpp"
 #include "keys_py.hpp"
 #include "register.hpp"
 
@@ -65,11 +66,35 @@ void register_from_bytes(py::module_& m) {
             d["insert_count"] = h.insert_count;
             d["payload_offset"] = kHeaderSize;
             d["payload_len"] = h.payload_len;
+            d["dirty"] = (h.flags & kFlagDirty) != 0;
+            if (h.kind != Kind::scalable) d["fill"] = h.fill;
             if (h.kind == Kind::scalable) d["tightening"] = scalable_tightening(view.data());
             return d;
         },
         py::arg("data"),
         "The header of bloomline bytes as a dict, after every check a reader makes (checksums included).");
+
+    m.def(
+        "key_positions",
+        [](py::handle keys, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed) {
+            // The slot indices each key sets, as a (n, k) uint64 array: what
+            // a filter of this geometry touches, for stores kept elsewhere
+            // (bloomline.redis).
+            const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
+            std::vector<Hash128> hashes;
+            py_keys::run_batch(keys, g.seed, "keys", [&hashes](const Hash128* h, std::size_t n, bool*) {
+                hashes.insert(hashes.end(), h, h + n);
+            });
+            py::array_t<std::uint64_t> out({static_cast<py::ssize_t>(hashes.size()), static_cast<py::ssize_t>(g.num_hashes)});
+            std::uint64_t* o = out.mutable_data();
+            {
+                py::gil_scoped_release nogil;
+                for (const Hash128& h : hashes) for_each_slot(g, h, [&o](std::uint64_t s) { *o++ = s; });
+            }
+            return out;
+        },
+        py::arg("keys"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
+        py::arg("seed") = 0, "The k slot indices of each key for this geometry, as an (n, k) uint64 array.");
 
     m.def(
         "_write_container",

@@ -137,11 +137,12 @@ void MappedFile::sync() const {
     if (writable_ && ::msync(base_, size_, MS_SYNC) != 0) os_error("cannot msync", path_);
 }
 
-void Backing::flush(std::uint64_t insert_count, bool final) const {
+void Backing::flush(std::uint64_t insert_count, std::uint64_t fill, bool final) const {
     if (!file || !file->writable()) return;
     unsigned char* base = file->data();
     Header h = decode_header(base, file->size());
     h.insert_count = insert_count;
+    h.fill = fill;
     h.flags = final ? 0 : kFlagDirty;
     if (final) {
         write_u64(base, trailer_offset(h), checksum64(base + kHeaderSize, h.payload_len));

@@ -151,12 +151,12 @@ public:
     void flush() {
         backing_.check_open();
         std::lock_guard<std::mutex> lock(writer_);
-        backing_.flush(insert_count(), false);
+        backing_.flush(insert_count(), bits_set(), false);
     }
     void close() {
         if (backing_.closed) return;
         std::lock_guard<std::mutex> lock(writer_);
-        backing_.flush(insert_count(), true);
+        backing_.flush(insert_count(), bits_set(), true);
         backing_.closed = true;
     }
 

@@ -191,12 +191,14 @@ public:
     void flush() {
         backing_.check_open();
         std::lock_guard<std::mutex> lock(writer_);
-        backing_.flush(insert_count(), false);
+        ensure_counted();
+        backing_.flush(insert_count(), nonzero_.load(std::memory_order_relaxed), false);
     }
     void close() {
         if (backing_.closed) return;
         std::lock_guard<std::mutex> lock(writer_);
-        backing_.flush(insert_count(), true);
+        ensure_counted();
+        backing_.flush(insert_count(), nonzero_.load(std::memory_order_relaxed), true);
         backing_.closed = true;
     }
 

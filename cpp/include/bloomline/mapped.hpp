@@ -46,9 +46,9 @@ struct Backing {
         if (read_only)
             throw std::invalid_argument("the filter is read-only (loaded with mmap=True); use copy() or open(path, 'r+')");
     }
-    // Bring the mapped header up to date (insert count; with final, a current
+    // Bring the mapped header up to date (insert count, fill; with final, a current
     // payload checksum and the dirty flag cleared) and msync.
-    void flush(std::uint64_t insert_count, bool final) const;
+    void flush(std::uint64_t insert_count, std::uint64_t fill, bool final) const;
 };
 
 }  // namespace bloomline
