@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import pickle
 import subprocess
 import sys
@@ -293,8 +294,8 @@ def test_pickle_gives_same_answers_in_another_process(layout: str, tmp_path: Pat
         "sys.stdout.write(''.join('1' if x else '0' for x in bf.contains_many(probes)))\n"
     )
     # A different PYTHONHASHSEED: nothing may depend on Python's salted hash().
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"})
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     there = np.array([c == "1" for c in out.stdout])
     assert there.tolist() == here.tolist()
     assert there[:2000].all() and there[2000:].mean() < 0.02
