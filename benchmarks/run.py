@@ -601,7 +601,12 @@ def main() -> int:
     print("E: memory and false positives", flush=True)
     results["E"] = workload_e([lib for lib in libs if lib.bits is not None], args.capacity_e, args.pure_e, args.probes)
     text = report(results, libs, args)
-    args.out.write_text(text)
+    # Sections written by other benchmark scripts (redis_bench.py, ...) are kept.
+    if args.out.exists():
+        import re
+
+        blocks = re.finditer(r"<!-- (\w+):begin -->.*?<!-- \1:end -->", args.out.read_text(), flags=re.S)
+        text = text.rstrip("\n") + "".join("\n\n" + b.group(0) for b in blocks) + "\n"
     (args.out.with_suffix(".json")).write_text(json.dumps(results, indent=1, default=str))
     print(f"wrote {args.out}")
     return 0

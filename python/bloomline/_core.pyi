@@ -145,6 +145,9 @@ def from_bytes(data: Buffer) -> Any:
     """A BloomFilter, CountingBloomFilter or ScalableBloomFilter, by the header's kind."""
 
 def read_header(data: Buffer) -> dict[str, Any]: ...
+def key_positions(
+    keys: Keys, num_bits: int, num_hashes: int, *, layout: Layout = "blocked", seed: int = 0
+) -> npt.NDArray[np.uint64]: ...
 def _write_container(
     kind: int,
     num_stages: int,
