@@ -37,6 +37,12 @@ _KIND_SCALABLE = 3
 _MAX_STAGES = 64
 
 
+def stage_params(initial_capacity: int, error_rate: float, growth: int, tightening: float, i: int) -> tuple[int, float]:
+    """Capacity and error rate of stage i of a scalable chain whose compound
+    rate stays under error_rate: p_i = error_rate * (1 - t) * t**i."""
+    return initial_capacity * growth**i, error_rate * (1.0 - tightening) * tightening**i
+
+
 class ScalableBloomFilter:
     """A Bloom filter that grows: ``add`` never degrades past ``error_rate``.
 
@@ -86,9 +92,7 @@ class ScalableBloomFilter:
     # ---- stages ---------------------------------------------------------------
 
     def _stage_params(self, i: int) -> tuple[int, float]:
-        capacity = self._initial_capacity * self._growth**i
-        rate = self._error_rate * (1.0 - self._tightening) * self._tightening**i
-        return capacity, rate
+        return stage_params(self._initial_capacity, self._error_rate, self._growth, self._tightening, i)
 
     def _new_stage(self) -> BloomFilter:
         i = len(self._stages)

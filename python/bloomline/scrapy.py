@@ -1,0 +1,273 @@
+"""Scrapy dupefilters backed by bloomline.
+
+``DUPEFILTER_CLASS = "bloomline.scrapy.BloomDupeFilter"``
+    A local filter: about 2.4 bytes per request at the default 1e-4 error
+    rate, instead of Scrapy's set of fingerprints. With ``JOBDIR`` its
+    stages are files in the job directory, mapped for writing, so a paused
+    crawl resumes from them and a crawl killed with SIGKILL loses none of
+    the requests it recorded (the kernel writes the mapped pages back). It
+    grows past ``BLOOMLINE_CAPACITY`` by adding stages (a scalable filter)
+    instead of degrading, and logs when it grows.
+
+``DUPEFILTER_CLASS = "bloomline.scrapy.RedisBloomDupeFilter"``
+    One filter in Redis shared by every crawl process (and usable as
+    scrapy-redis's dupefilter): ``request_seen`` is one atomic add-if-new
+    round trip, so two processes never both fetch a page.
+
+Settings: ``BLOOMLINE_CAPACITY`` (10,000,000), ``BLOOMLINE_ERROR_RATE``
+(0.0001: a false positive drops a page), ``BLOOMLINE_LAYOUT`` ("blocked"),
+``BLOOMLINE_REDIS_URL`` (falls back to scrapy-redis's ``REDIS_URL``),
+``BLOOMLINE_REDIS_KEY`` ("%(spider)s:bloomfilter"), and Scrapy's own
+``DUPEFILTER_DEBUG`` and ``JOBDIR``. Fingerprints come from
+``crawler.request_fingerprinter`` (bytes of any length).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.http import Request
+from scrapy.utils.job import job_dir
+from scrapy.utils.request import referer_str
+
+from ._core import BloomFilter
+from .scalable import ScalableBloomFilter, stage_params
+
+__all__ = ["BloomDupeFilter", "RedisBloomDupeFilter"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CAPACITY = 10_000_000
+DEFAULT_ERROR_RATE = 1e-4
+GROWTH = 2
+TIGHTENING = 0.9
+
+
+class _MappedChain:
+    """A scalable chain whose stages are mapped files in a directory
+    (``bloomline-seen.{i}.blf``): the same stage sizes as
+    ScalableBloomFilter, but every add goes straight to a file."""
+
+    def __init__(self, directory: str, capacity: int, error_rate: float, layout: str) -> None:
+        self.dir = Path(directory)
+        self.capacity, self.error_rate, self.layout = capacity, error_rate, layout
+        self.stages: list[BloomFilter] = []
+        i = 0
+        while (self.dir / f"bloomline-seen.{i}.blf").exists():
+            self.stages.append(self._open(i))
+            i += 1
+        if not self.stages:
+            self._grow()
+
+    def _path(self, i: int) -> Path:
+        return self.dir / f"bloomline-seen.{i}.blf"
+
+    def _open(self, i: int) -> BloomFilter:
+        stage = BloomFilter.open(self._path(i), "r+")
+        cap, rate = stage_params(self.capacity, self.error_rate, GROWTH, TIGHTENING, i)
+        if (stage.capacity, stage.error_rate, stage.layout) != (cap, rate, self.layout):
+            stage.close()
+            raise ValueError(
+                f"{self._path(i)} was made with other settings (capacity {stage.capacity}, error rate "
+                f"{stage.error_rate}, layout {stage.layout!r}); use the same BLOOMLINE_* settings to resume"
+            )
+        return stage
+
+    def _grow(self) -> None:
+        i = len(self.stages)
+        cap, rate = stage_params(self.capacity, self.error_rate, GROWTH, TIGHTENING, i)
+        BloomFilter(cap, rate, layout=self.layout).save(self._path(i))
+        self.stages.append(self._open(i))
+        if i:
+            logger.info("BloomDupeFilter: grew to %d stages (next holds %d requests at error rate %.2g)", i + 1, cap, rate)
+
+    def add(self, key: bytes) -> bool:
+        for stage in self.stages[:-1]:
+            if key in stage:
+                return False
+        current = self.stages[-1]
+        assert current.capacity is not None
+        if current.approx_count >= current.capacity:
+            if key in current:
+                return False
+            self._grow()
+            current = self.stages[-1]
+        return current.add(key)
+
+    def __contains__(self, key: bytes) -> bool:
+        return any(key in s for s in self.stages)
+
+    @property
+    def approx_count(self) -> float:
+        return float(sum(s.approx_count for s in self.stages))
+
+    def close(self) -> None:
+        for s in self.stages:
+            s.close()
+
+
+class _LogMixin:
+    """Scrapy's logging and stats for filtered requests."""
+
+    debug: bool
+    logdupes: bool
+    stats: Any
+
+    def log(self, request: Request, spider: Any) -> None:
+        if self.debug:
+            logger.debug(
+                "Filtered duplicate request: %(request)s (referer: %(referer)s)",
+                {"request": request, "referer": referer_str(request)},
+                extra={"spider": spider},
+            )
+        elif self.logdupes:
+            logger.debug(
+                "Filtered duplicate request: %(request)s - no more duplicates will be shown"
+                " (see DUPEFILTER_DEBUG to show all duplicates)",
+                {"request": request},
+                extra={"spider": spider},
+            )
+            self.logdupes = False
+        stats = self.stats if self.stats is not None else getattr(getattr(spider, "crawler", None), "stats", None)
+        if stats is not None:
+            stats.inc_value("dupefilter/filtered", spider=spider)
+
+
+def _settings(settings: Any) -> tuple[int, float, str]:
+    capacity = settings.getint("BLOOMLINE_CAPACITY", DEFAULT_CAPACITY)
+    error_rate = settings.getfloat("BLOOMLINE_ERROR_RATE", DEFAULT_ERROR_RATE)
+    layout = settings.get("BLOOMLINE_LAYOUT", "blocked")
+    if capacity < 1:
+        raise ValueError(f"BLOOMLINE_CAPACITY must be >= 1, got {capacity}")
+    if not 0 < error_rate < 1:
+        raise ValueError(f"BLOOMLINE_ERROR_RATE must be in (0, 1), got {error_rate}")
+    if layout not in ("blocked", "standard"):
+        raise ValueError(f"BLOOMLINE_LAYOUT must be 'blocked' or 'standard', got {layout!r}")
+    return capacity, error_rate, layout
+
+
+class BloomDupeFilter(_LogMixin, BaseDupeFilter):
+    """Scrapy's duplicate filter on a growing Bloom filter (see the module doc)."""
+
+    def __init__(
+        self,
+        path: str | None = None,
+        debug: bool = False,
+        *,
+        fingerprinter: Any = None,
+        capacity: int = DEFAULT_CAPACITY,
+        error_rate: float = DEFAULT_ERROR_RATE,
+        layout: str = "blocked",
+        stats: Any = None,
+    ) -> None:
+        if fingerprinter is None:
+            from scrapy.utils.request import RequestFingerprinter
+
+            fingerprinter = RequestFingerprinter()
+        self.fingerprinter = fingerprinter
+        self.debug = debug
+        self.logdupes = True
+        self.stats = stats
+        self.path = path
+        if path:
+            os.makedirs(path, exist_ok=True)
+            self.seen: _MappedChain | ScalableBloomFilter = _MappedChain(path, capacity, error_rate, layout)
+        else:
+            self.seen = ScalableBloomFilter(capacity, error_rate, growth=GROWTH, tightening=TIGHTENING, layout=layout)
+        self._stages = self._num_stages()
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> BloomDupeFilter:
+        capacity, error_rate, layout = _settings(crawler.settings)
+        return cls(
+            job_dir(crawler.settings),
+            crawler.settings.getbool("DUPEFILTER_DEBUG"),
+            fingerprinter=crawler.request_fingerprinter,
+            capacity=capacity,
+            error_rate=error_rate,
+            layout=layout,
+            stats=crawler.stats,
+        )
+
+    def _num_stages(self) -> int:
+        return len(self.seen.stages) if isinstance(self.seen, _MappedChain) else self.seen.num_stages
+
+    def request_seen(self, request: Request) -> bool:
+        fp = self.fingerprinter.fingerprint(request)
+        new = self.seen.add(fp)
+        if not isinstance(self.seen, _MappedChain):
+            stages = self.seen.num_stages
+            if stages != self._stages:
+                self._stages = stages
+                logger.info("BloomDupeFilter: grew to %d stages (about %d requests seen)", stages, self.seen.approx_count)
+        return not new
+
+    def close(self, reason: str) -> None:
+        if isinstance(self.seen, _MappedChain):
+            self.seen.close()
+
+
+class RedisBloomDupeFilter(_LogMixin, BaseDupeFilter):
+    """Scrapy's duplicate filter on one RedisBloomFilter shared by many crawl
+    processes; also works as scrapy-redis's dupefilter (from_spider, clear)."""
+
+    def __init__(
+        self,
+        server: Any,
+        key: str,
+        debug: bool = False,
+        *,
+        fingerprinter: Any = None,
+        capacity: int = DEFAULT_CAPACITY,
+        error_rate: float = DEFAULT_ERROR_RATE,
+        layout: str = "blocked",
+        stats: Any = None,
+    ) -> None:
+        from .redis import RedisBloomFilter
+
+        if fingerprinter is None:
+            from scrapy.utils.request import RequestFingerprinter
+
+            fingerprinter = RequestFingerprinter()
+        self.fingerprinter = fingerprinter
+        self.debug = debug
+        self.logdupes = True
+        self.stats = stats
+        self.key = key
+        self.filter = RedisBloomFilter(server, key, capacity, error_rate, layout=layout)
+
+    @classmethod
+    def _from(cls, crawler: Any, spider_name: str) -> RedisBloomDupeFilter:
+        s = crawler.settings
+        url = s.get("BLOOMLINE_REDIS_URL") or s.get("REDIS_URL")
+        if not url:
+            raise ValueError("RedisBloomDupeFilter needs BLOOMLINE_REDIS_URL (or scrapy-redis's REDIS_URL)")
+        key = s.get("BLOOMLINE_REDIS_KEY", "%(spider)s:bloomfilter") % {"spider": spider_name}
+        capacity, error_rate, layout = _settings(s)
+        return cls(url, key, s.getbool("DUPEFILTER_DEBUG"), fingerprinter=crawler.request_fingerprinter,
+                   capacity=capacity, error_rate=error_rate, layout=layout, stats=crawler.stats)
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> RedisBloomDupeFilter:
+        spider = getattr(crawler, "spider", None)
+        return cls._from(crawler, spider.name if spider is not None else "scrapy")
+
+    @classmethod
+    def from_spider(cls, spider: Any) -> RedisBloomDupeFilter:
+        """scrapy-redis's scheduler calls this when it opens."""
+        return cls._from(spider.crawler, spider.name)
+
+    def request_seen(self, request: Request) -> bool:
+        fp = self.fingerprinter.fingerprint(request)
+        return not self.filter.add(fp)  # one atomic round trip
+
+    def clear(self) -> None:
+        """scrapy-redis calls this on close unless SCHEDULER_PERSIST."""
+        self.filter.delete()
+
+    def close(self, reason: str = "") -> None:
+        pass
