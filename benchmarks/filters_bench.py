@@ -61,7 +61,9 @@ def main() -> int:
         t_addp, _ = timed(lambda: [p.add(k) for k in strs])
         t_inp, hitsp = timed(lambda: [k in p for k in absent_s])
         bits = sum(f.num_bits for f in p.filters)
-        rows.append((f"pybloom-live {pybloom_live.__version__ if hasattr(pybloom_live, '__version__') else ''} ScalableBloomFilter",
+        import importlib.metadata
+
+        rows.append((f"pybloom-live {importlib.metadata.version('pybloom-live')} ScalableBloomFilter",
                      m, len(p.filters), bits / m, float(np.mean(hitsp)), t_addp / m * 1e9, t_inp / len(absent_s) * 1e9))
     except ImportError:
         pass
