@@ -111,3 +111,83 @@ def test_dedup_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     )
     assert p.stdout == b"0\n"
     assert b"Traceback" not in p.stderr
+
+
+def test_dedup_state_resumes_across_runs(tmp_path: Path) -> None:
+    state = tmp_path / "seen.blf"
+    (tmp_path / "day1").write_text("a\nb\nc\n")
+    (tmp_path / "day2").write_text("c\nd\na\ne\n")
+    r1 = run("dedup", "--state", str(state), "--capacity", "1000", str(tmp_path / "day1"))
+    assert r1.returncode == 0 and r1.stdout == b"a\nb\nc\n"
+    assert state.exists()
+    r2 = run("dedup", "--state", str(state), "--capacity", "1000", str(tmp_path / "day2"))
+    assert r2.returncode == 0 and r2.stdout == b"d\ne\n"
+    state.write_bytes(b"garbage" * 30)
+    r3 = run("dedup", "--state", str(state), str(tmp_path / "day2"))
+    assert r3.returncode == 1 and b"invalid bloomline data" in r3.stderr and r3.stderr.count(b"\n") == 1
+
+
+def test_build_query_info_round_trip(tmp_path: Path) -> None:
+    keys = [f"https://example.com/{i}" for i in range(3000)]
+    (tmp_path / "keys").write_text("\n".join(keys) + "\n")
+    r = run("build", str(tmp_path / "f.blf"), str(tmp_path / "keys"), "--error-rate", "0.001")
+    assert r.returncode == 0, r.stderr
+    probes = keys[:100] + [f"https://example.org/{i}" for i in range(2000)]
+    (tmp_path / "probes").write_text("\n".join(probes) + "\n")
+    present = run("query", str(tmp_path / "f.blf"), str(tmp_path / "probes"))
+    absent = run("query", "--absent", str(tmp_path / "f.blf"), str(tmp_path / "probes"))
+    got_present = present.stdout.decode().splitlines()
+    got_absent = absent.stdout.decode().splitlines()
+    assert set(keys[:100]) <= set(got_present)
+    assert sorted(got_present + got_absent) == sorted(probes)
+    assert len(got_present) - 100 <= 10  # false positives at 0.1% of 2,000
+    info = run("info", "--json", str(tmp_path / "f.blf"))
+    assert info.returncode == 0
+    import json
+
+    meta = json.loads(info.stdout)
+    assert meta["kind"] == "BloomFilter" and meta["capacity"] == 3000 and meta["error_rate"] == 0.001
+    assert meta["approx_count"] == pytest.approx(3000, rel=0.05)
+    counting = run("build", "--counting", str(tmp_path / "c.blf"), str(tmp_path / "keys"))
+    assert counting.returncode == 0
+    assert json.loads(run("info", "--json", str(tmp_path / "c.blf")).stdout)["kind"] == "CountingBloomFilter"
+
+
+def test_params_prints_both_layouts() -> None:
+    r = run("params", "--capacity", "1000000", "--error-rate", "0.01")
+    assert r.returncode == 0
+    out = r.stdout.decode()
+    assert "9,594,647" in out and "blocked" in out and "standard" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["dedup", "--redis", "redis://127.0.0.1:1/0"], "--redis and --key go together"),
+        (["params", "--capacity", "10"], "the following arguments are required: --error-rate"),
+        (["build"], "the following arguments are required: OUT"),
+        (["query", "--absent"], "the following arguments are required: FILTER"),
+    ],
+)
+def test_more_bad_usage_exits_2(args: list[str], message: str) -> None:
+    r = run(*args)
+    assert r.returncode == 2
+    assert r.stderr.decode().count("\n") == 1 and message in r.stderr.decode()
+
+
+def test_dedup_through_redis(tmp_path: Path, redis_server: object) -> None:
+    pytest.importorskip("redis")
+    url = redis_server.url  # type: ignore[attr-defined]
+    (tmp_path / "a").write_text("x\ny\nx\n")
+    (tmp_path / "b").write_text("y\nz\n")
+    r1 = run("dedup", "--redis", url, "--key", "k", "--capacity", "1000", str(tmp_path / "a"))
+    r2 = run("dedup", "--redis", url, "--key", "k", "--capacity", "1000", str(tmp_path / "b"))
+    assert (r1.stdout, r2.stdout) == (b"x\ny\n", b"z\n")
+    bad = run("dedup", "--redis", "redis://127.0.0.1:1/0", "--key", "k", str(tmp_path / "a"))
+    assert bad.returncode == 1 and bad.stderr.startswith(b"bloomline: error: redis:") and bad.stderr.count(b"\n") == 1
+
+
+def test_bench_runs() -> None:
+    r = run("bench", "--keys", "20000")
+    assert r.returncode == 0, r.stderr
+    assert "ns/key" in r.stdout.decode() and "Python set" in r.stdout.decode()

@@ -29,8 +29,13 @@ from ._core import (
     optimal_num_hashes,
     read_header,
 )
+from .display import filter_html as _filter_html
 from .frontier import DedupQueue
 from .scalable import ScalableBloomFilter
+
+# Jupyter shows filters as a small table with a fill bar (display.py).
+BloomFilter._repr_html_ = _filter_html  # type: ignore[attr-defined]
+CountingBloomFilter._repr_html_ = _filter_html  # type: ignore[attr-defined]
 
 __all__ = [
     "BloomFilter",

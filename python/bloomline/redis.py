@@ -346,6 +346,11 @@ class RedisBloomFilter:
     def shard_keys(self) -> list[str]:
         return [self._shard_key(i) for i in range(self._shards)]
 
+    def _repr_html_(self) -> str:
+        from .display import filter_html
+
+        return filter_html(self)
+
     def __repr__(self) -> str:
         return (
             f"<RedisBloomFilter key={self._key!r} capacity={self._capacity} error_rate={self._error_rate} "

@@ -249,6 +249,11 @@ class ScalableBloomFilter:
             return NotImplemented
         return self.to_bytes() == other.to_bytes()
 
+    def _repr_html_(self) -> str:
+        from .display import filter_html
+
+        return filter_html(self)
+
     def __repr__(self) -> str:
         return (
             f"<ScalableBloomFilter initial_capacity={self._initial_capacity} error_rate={self._error_rate} "
