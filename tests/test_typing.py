@@ -1,0 +1,18 @@
+"""The stubs are complete enough for `mypy --strict` on a typed program."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def test_mypy_strict_on_a_typed_example() -> None:
+    pytest.importorskip("mypy")
+    example = Path(__file__).resolve().parent / "typed_example.py"
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(example)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Success" in r.stdout
