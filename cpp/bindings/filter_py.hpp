@@ -72,8 +72,9 @@ inline void check_same_geometry(const Geometry& x, const Geometry& y, const char
 // and for `in` a trip through the __contains__ slot wrapper) costs more than
 // hashing and probing. Both are installed as plain CPython entry points: `add`
 // as a METH_O method descriptor, `in` as the type's sq_contains slot.
-// Measured on 1M fresh 70-byte URLs: add 400 -> 160 ns, in 300 -> 130 ns
-// (rbloom: 250 and 300 ns in the same run; benchmarks/RESULTS.md).
+// Measured on 1M fresh 70-byte URLs, before -> after: add 400 -> 140 ns,
+// in 300 -> 130 ns; in benchmarks/RESULTS.md (workload A) 164-185 and
+// 158-271 ns against rbloom's 265 and 423 ns in the same run.
 
 template <class T>
 T* self_ptr(PyObject* self) {

@@ -111,11 +111,23 @@ class _MappedChain:
 
 
 class _LogMixin:
-    """Scrapy's logging and stats for filtered requests."""
+    """What both dupefilters share: the fingerprinter, and Scrapy's logging
+    and stats for filtered requests."""
 
     debug: bool
     logdupes: bool
     stats: Any
+    fingerprinter: Any
+
+    def _init_common(self, fingerprinter: Any, debug: bool, stats: Any) -> None:
+        if fingerprinter is None:
+            from scrapy.utils.request import RequestFingerprinter
+
+            fingerprinter = RequestFingerprinter()
+        self.fingerprinter = fingerprinter
+        self.debug = debug
+        self.logdupes = True
+        self.stats = stats
 
     def log(self, request: Request, spider: Any) -> None:
         if self.debug:
@@ -164,14 +176,7 @@ class BloomDupeFilter(_LogMixin, BaseDupeFilter):
         layout: str = "blocked",
         stats: Any = None,
     ) -> None:
-        if fingerprinter is None:
-            from scrapy.utils.request import RequestFingerprinter
-
-            fingerprinter = RequestFingerprinter()
-        self.fingerprinter = fingerprinter
-        self.debug = debug
-        self.logdupes = True
-        self.stats = stats
+        self._init_common(fingerprinter, debug, stats)
         self.path = path
         if path:
             os.makedirs(path, exist_ok=True)
@@ -229,14 +234,7 @@ class RedisBloomDupeFilter(_LogMixin, BaseDupeFilter):
     ) -> None:
         from .redis import RedisBloomFilter
 
-        if fingerprinter is None:
-            from scrapy.utils.request import RequestFingerprinter
-
-            fingerprinter = RequestFingerprinter()
-        self.fingerprinter = fingerprinter
-        self.debug = debug
-        self.logdupes = True
-        self.stats = stats
+        self._init_common(fingerprinter, debug, stats)
         self.key = key
         self.filter = RedisBloomFilter(server, key, capacity, error_rate, layout=layout)
 
