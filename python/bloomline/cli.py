@@ -343,7 +343,8 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     if not args.quiet:
         sys.stderr.write(
             f"{PROG} dedup: {read:,} lines read, {written:,} written, {read - written:,} dropped as seen "
-            f"(of which about {expected_fp:.2g} may be false positives)\n"
+            + (f"(of which about {expected_fp:,.1f} may be false positives)\n" if expected_fp >= 0.05
+               else "(no false positive expected at this fill)\n")
         )
         capacity = getattr(bf, "capacity", None)
         if capacity and bf.approx_count > capacity:

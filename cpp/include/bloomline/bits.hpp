@@ -10,7 +10,8 @@
 // serialised by the owner (BloomFilter holds a writer mutex per batch chunk):
 // then a set is a plain load, or, store with no locked instruction. That was
 // measured 3-4x faster for adds of new keys than one atomic fetch-or per
-// word (which also needed a branch per word): 110 -> ~35 ns/key at 120 MB.
+// word (which also needed a branch per word): 110 -> 45 ns/key at 120 MB
+// (core only, pre-hashed keys).
 // The old word value tells exactly which bits a set changed, so `add` knows
 // a key was new and bits_set stays exact without a popcount.
 #pragma once

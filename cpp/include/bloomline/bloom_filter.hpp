@@ -2,9 +2,11 @@
 // precomputed 128-bit hashes. No Python, no I/O: the bindings turn keys into
 // hashes and the format module turns filters into bytes.
 //
-// Batches run in one pass with a prefetch ring (see index.hpp): at 120 MB,
-// a blocked lookup costs about one DRAM line, ~17 ns/key on the development
-// machine; the standard layout pays about k lines.
+// Batches run in one pass with a prefetch ring (see index.hpp). Measured on
+// the development VM at 124 MB (benchmarks/RESULTS.md, D): contains_many of
+// uint64 keys 55 ns/key, add_many 61 ns/key, against 15 ns for a bare
+// prefetched random line read; core alone (pre-hashed) 27 and 45 ns. The
+// standard layout pays about k lines: 107 and 111 ns/key.
 //
 // Threads: lookups never lock. Writes (add, add_batch, clear, |=, &=) hold
 // a mutex, taken once per call (a batch arrives in chunks of 512 hashes, so

@@ -84,8 +84,8 @@ inline void for_each_slot(const Geometry& g, const Hash128& h, F&& f) {
 // Run op(i) over a batch of hashes while the memory of key i + D is being
 // fetched: step i asks for the line(s) of key i + D (addr(slot) gives a
 // slot's address), so by the time op reaches a key its line is (usually) in
-// cache. Random DRAM line reads cost 35-50 ns each here but overlap about
-// tenfold this way. The blocked layout needs one line per key, the standard
+// cache. A random DRAM line read costs 36-49 ns here alone and about 15 ns
+// when prefetched 16 ahead (benchmarks/limit_probe.cpp). The blocked layout needs one line per key, the standard
 // layout k. (Hashing inside this loop, D keys ahead, was tried so that it
 // would overlap the memory waits: no faster, measured 55 vs 55 ns/key.)
 //
