@@ -457,7 +457,7 @@ def report(results: dict[str, Any], libs: list[Lib], args: argparse.Namespace) -
     lines: list[str] = []
     w = lines.append
     w("# Benchmark results\n")
-    w(f"Written by `python benchmarks/run.py{' --quick' if args.quick else ''}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.")
+    w(f"Written by `python benchmarks/run.py{' --quick' if args.quick else ''}`; run at {results.get('when', '?')}.")
     w("One process, the same keys for every library; times are medians of "
       f"{args.repeats} repeats (1 for pure-Python peers); ratios are from this run. "
       "Absolute times on this shared virtual machine are noisy; compare ratios.\n")
@@ -521,7 +521,10 @@ def report(results: dict[str, Any], libs: list[Lib], args: argparse.Namespace) -
         for op in ("add", "contains"):
             ratio = best_ours_a[op] / peers_a["rbloom"][op]
             rows.append(f"| A: scalar {op} vs rbloom | <= 1.0x | {fmt_ratio(ratio)} | {verdict(ratio <= 1.0)} |")
-    peer_b = {k: v for k, v in b.items() if not k.startswith("bloomline")}
+    def is_peer(name: str) -> bool:  # the other libraries; a Python set is a baseline, not a peer
+        return not name.startswith(("bloomline", "Python set"))
+
+    peer_b = {k: v for k, v in b.items() if is_peer(k)}
     ours_b = {k: v for k, v in b.items() if k.startswith("bloomline") and k.endswith("list[str]")}
     if peer_b and ours_b:
         for op in ("add", "contains"):
@@ -530,7 +533,7 @@ def report(results: dict[str, Any], libs: list[Lib], args: argparse.Namespace) -
             speedup = best_peer[1][op] / best
             rows.append(f"| B: batch {op} on list[str] vs fastest peer ({best_peer[0]}) | >= 1.5x faster | "
                         f"{speedup:.2f}x faster | {verdict(speedup >= 1.5)} |")
-    peer_c = {k: v for k, v in c.items() if not k.startswith("bloomline")}
+    peer_c = {k: v for k, v in c.items() if is_peer(k)}
     ours_c = {k: v for k, v in c.items() if k.startswith("bloomline")}
     if peer_c:
         for op in ("add", "contains"):
@@ -572,12 +575,24 @@ def report(results: dict[str, Any], libs: list[Lib], args: argparse.Namespace) -
     return "\n".join(lines) + "\n"
 
 
+def _write(text: str, results: dict[str, Any], args: argparse.Namespace) -> None:
+    # Sections written by other benchmark scripts (redis_bench.py, ...) are kept.
+    if args.out.exists():
+        import re
+
+        old = args.out.read_text()
+        blocks = re.finditer(r"<!-- (\w+):begin -->.*?<!-- \1:end -->", old, flags=re.S)
+        text = text.rstrip("\n") + "".join("\n\n" + b.group(0) for b in blocks) + "\n"
+    args.out.write_text(text)
+    args.out.with_suffix(".json").write_text(json.dumps(results, indent=1, default=str))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes, 1 repeat: a smoke run")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
-    ap.add_argument("--only", default="ABCDE", help="workloads to run (e.g. AB)")
+    ap.add_argument("--from-json", type=Path, help="re-render RESULTS.md from a saved RESULTS.json (no run)")
     args = ap.parse_args()
     if args.quick:
         args.repeats, args.n_a, args.n_c, args.pure_n, args.pure_e = 1, 100_000, 1_000_000, 5_000, 5_000
@@ -587,7 +602,11 @@ def main() -> int:
         args.capacity_d, args.n_d, args.capacity_e, args.probes = 100_000_000, 10_000_000, 1_000_000, 5_000_000
 
     libs = [ours("blocked"), ours("standard"), *peers(), python_set()]
-    results: dict[str, Any] = {"machine": machine()}
+    if args.from_json:
+        results = json.loads(args.from_json.read_text())
+        _write(report(results, libs, args), results, args)
+        return 0
+    results: dict[str, Any] = {"machine": machine(), "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     print("building the limit probe", flush=True)
     exe = build_probe()
     print("A: scalar calls", flush=True)
@@ -600,14 +619,7 @@ def main() -> int:
     results["D"] = workload_d(args.n_d, args.capacity_d, args.repeats, exe)
     print("E: memory and false positives", flush=True)
     results["E"] = workload_e([lib for lib in libs if lib.bits is not None], args.capacity_e, args.pure_e, args.probes)
-    text = report(results, libs, args)
-    # Sections written by other benchmark scripts (redis_bench.py, ...) are kept.
-    if args.out.exists():
-        import re
-
-        blocks = re.finditer(r"<!-- (\w+):begin -->.*?<!-- \1:end -->", args.out.read_text(), flags=re.S)
-        text = text.rstrip("\n") + "".join("\n\n" + b.group(0) for b in blocks) + "\n"
-    (args.out.with_suffix(".json")).write_text(json.dumps(results, indent=1, default=str))
+    _write(report(results, libs, args), results, args)
     print(f"wrote {args.out}")
     return 0
 
