@@ -40,9 +40,9 @@ public:
         counters_ = CounterArray::zeroed(g.num_slots, counter_bits);
     }
 
-    // Adopt checked payload memory (bytes or a file map). The nonzero count
-    // is taken from the header when known; saturated counters are counted
-    // lazily on first use, so a mapped open stays constant-time.
+    // Adopt checked payload memory (bytes or a file map). For a mapped file
+    // the nonzero and saturated counts are made on first need, not at open,
+    // so opening stays constant-time.
     CountingBloomFilter(const Geometry& g, unsigned counter_bits, std::uint64_t capacity, double error_rate,
                         Memory payload, std::uint64_t insert_count, Backing backing = {})
         : geo_(g),
@@ -52,8 +52,10 @@ public:
           backing_(std::move(backing)) {
         check_geometry(g.num_slots, g.num_hashes, g.layout);
         check_counter_bits(counter_bits);
-        if (!backing_.file) recount();
-        else counted_ = false;
+        if (backing_.file)
+            counted_ = false;
+        else
+            recount();
         insert_count_ = insert_count;
     }
 
