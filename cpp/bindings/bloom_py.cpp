@@ -11,20 +11,15 @@ using namespace py_filter;
 
 namespace {
 
-void check_compatible(const BloomFilter& a, const BloomFilter& b) { check_same_geometry(a.geometry(), b.geometry()); }
-
 std::unique_ptr<BloomFilter> from_bytes(py::handle data) {
     const py_args::BytesView view(data, "data");
-    return read_bloom(view.data(), view.size());
+    return read_filter<BloomFilter>(view.data(), view.size());
 }
 
-std::unique_ptr<BloomFilter> combined(const BloomFilter& a, const BloomFilter& b, bool is_union) {
+std::unique_ptr<BloomFilter> intersected(const BloomFilter& a, const BloomFilter& b) {
     check_compatible(a, b);
     auto r = a.copy();
-    if (is_union)
-        r->union_with(b);
-    else
-        r->intersect_with(b);
+    r->intersect_with(b);
     return r;
 }
 
@@ -85,18 +80,7 @@ whole array (k cache lines, ~3% less memory at 1%).
             "A filter holding a copy of raw bits (bit i = bit i % 8 of byte i // 8, as memoryview(bf) shows them); "
             "payload must be exactly nbytes long.")
         .def(
-            "__or__", [](const BloomFilter& a, const BloomFilter& b) { return combined(a, b, true); }, py::is_operator())
-        .def(
-            "__and__", [](const BloomFilter& a, const BloomFilter& b) { return combined(a, b, false); },
-            py::is_operator())
-        .def(
-            "__ior__",
-            [](py::object self, const BloomFilter& b) {
-                auto& a = self.cast<BloomFilter&>();
-                check_compatible(a, b);
-                a.union_with(b);
-                return self;
-            },
+            "__and__", [](const BloomFilter& a, const BloomFilter& b) { return intersected(a, b); },
             py::is_operator())
         .def(
             "__iand__",
@@ -108,27 +92,13 @@ whole array (k cache lines, ~3% less memory at 1%).
             },
             py::is_operator())
         .def(
-            "__eq__",
-            [](const BloomFilter& a, const BloomFilter& b) {
-                check_compatible(a, b);
-                return a.same_bits(b);
-            },
-            py::is_operator())
-        .def(
-            "__ne__",
-            [](const BloomFilter& a, const BloomFilter& b) {
-                check_compatible(a, b);
-                return !a.same_bits(b);
-            },
-            py::is_operator())
-        .def(
             "approx_union_count",
-            [](const BloomFilter& a, const BloomFilter& b) { return combined(a, b, true)->approx_count(); },
+            [](const BloomFilter& a, const BloomFilter& b) { return united(a, b)->approx_count(); },
             py::arg("other"), "Estimated number of distinct keys in either filter, from the bits of their union.")
         .def(
             "approx_intersection_count",
             [](const BloomFilter& a, const BloomFilter& b) {
-                const double u = combined(a, b, true)->approx_count();
+                const double u = united(a, b)->approx_count();
                 return std::max(0.0, a.approx_count() + b.approx_count() - u);
             },
             py::arg("other"), "Estimated number of keys in both filters: |A| + |B| - |A or B|, each estimated from bits.")

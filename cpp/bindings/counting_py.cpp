@@ -12,15 +12,9 @@ using namespace py_filter;
 
 namespace {
 
-void check_compatible(const CountingBloomFilter& a, const CountingBloomFilter& b) {
-    check_same_geometry(a.geometry(), b.geometry(), "num_counters");
-    if (a.counter_bits() != b.counter_bits())
-        differ("counter_bits", std::to_string(a.counter_bits()), std::to_string(b.counter_bits()));
-}
-
 std::unique_ptr<CountingBloomFilter> from_bytes(py::handle data) {
     const py_args::BytesView view(data, "data");
-    return read_counting(view.data(), view.size());
+    return read_filter<CountingBloomFilter>(view.data(), view.size());
 }
 
 unsigned parse_counter_bits(py::handle v) {
@@ -110,38 +104,6 @@ the BloomFilter of the same keys.
             },
             py::arg("keys"), "count() of each key, as a uint32 array.")
         .def("to_bloom", &CountingBloomFilter::to_bloom, "The BloomFilter of the same keys (bit set where counter > 0).")
-        .def(
-            "__or__",
-            [](const CountingBloomFilter& a, const CountingBloomFilter& b) {
-                check_compatible(a, b);
-                auto r = a.copy();
-                r->add_counts(b);
-                return r;
-            },
-            py::is_operator())
-        .def(
-            "__ior__",
-            [](py::object self, const CountingBloomFilter& b) {
-                auto& a = self.cast<CountingBloomFilter&>();
-                check_compatible(a, b);
-                a.add_counts(b);
-                return self;
-            },
-            py::is_operator())
-        .def(
-            "__eq__",
-            [](const CountingBloomFilter& a, const CountingBloomFilter& b) {
-                check_compatible(a, b);
-                return a.same_counters(b);
-            },
-            py::is_operator())
-        .def(
-            "__ne__",
-            [](const CountingBloomFilter& a, const CountingBloomFilter& b) {
-                check_compatible(a, b);
-                return !a.same_counters(b);
-            },
-            py::is_operator())
         .def_property_readonly(
             "num_counters", [](const CountingBloomFilter& f) { return f.geometry().num_slots; },
             "m, the number of counters.")

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "args_py.hpp"
+#include "bloomline/counting_filter.hpp"
 #include "bloomline/file.hpp"
 #include "bloomline/format.hpp"
 #include "keys_py.hpp"
@@ -64,6 +65,25 @@ inline void check_same_geometry(const Geometry& x, const Geometry& y, const char
     if (x.num_slots != y.num_slots) differ(size_name, fmt(x.num_slots), fmt(y.num_slots));
     if (x.num_hashes != y.num_hashes) differ("num_hashes", fmt(x.num_hashes), fmt(y.num_hashes));
     if (x.seed != y.seed) differ("seed", fmt(x.seed), fmt(y.seed));
+}
+
+// Both kinds: the same geometry and seed (and counter width), or a
+// ValueError naming the first field that differs.
+inline void check_compatible(const BloomFilter& a, const BloomFilter& b) {
+    check_same_geometry(a.geometry(), b.geometry());
+}
+inline void check_compatible(const CountingBloomFilter& a, const CountingBloomFilter& b) {
+    check_same_geometry(a.geometry(), b.geometry(), "num_counters");
+    if (a.counter_bits() != b.counter_bits())
+        differ("counter_bits", std::to_string(a.counter_bits()), std::to_string(b.counter_bits()));
+}
+
+template <class T>
+std::unique_ptr<T> united(const T& a, const T& b) {
+    check_compatible(a, b);
+    auto r = a.copy();
+    r->union_with(b);
+    return r;
 }
 
 // ---- scalar fast paths -------------------------------------------------------
@@ -162,51 +182,16 @@ inline std::string fs_path(py::handle path) {
 }
 
 template <class T>
-std::unique_ptr<T> read_memory(const unsigned char* data, std::size_t len);
-template <>
-inline std::unique_ptr<BloomFilter> read_memory(const unsigned char* data, std::size_t len) {
-    return read_bloom(data, len);
-}
-template <>
-inline std::unique_ptr<CountingBloomFilter> read_memory(const unsigned char* data, std::size_t len) {
-    return read_counting(data, len);
-}
-
-template <class T>
-Kind kind_of();
-template <>
-inline Kind kind_of<BloomFilter>() {
-    return Kind::bloom;
-}
-template <>
-inline Kind kind_of<CountingBloomFilter>() {
-    return Kind::counting;
-}
-
-inline std::unique_ptr<BloomFilter> adopt(MappedFilter&& m, Backing b, BloomFilter*) {
-    const Header& h = m.header;
-    const bool fill_known = !(h.flags & kFlagDirty);
-    return std::make_unique<BloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.capacity,
-                                         h.error_rate, std::move(m.payload), h.insert_count,
-                                         fill_known ? h.fill : BloomFilter::kUnknown, std::move(b));
-}
-inline std::unique_ptr<CountingBloomFilter> adopt(MappedFilter&& m, Backing b, CountingBloomFilter*) {
-    const Header& h = m.header;
-    return std::make_unique<CountingBloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.slot_bits,
-                                                 h.capacity, h.error_rate, std::move(m.payload), h.insert_count,
-                                                 std::move(b));
-}
-
-template <class T>
 std::unique_ptr<T> map_as(const std::string& path, bool writable, bool verify) {
     MappedFilter m = map_filter(path, writable, verify);
-    if (m.header.kind != kind_of<T>())
+    if (m.header.kind != KindOf<T>::value)
         throw std::invalid_argument(std::string("invalid bloomline data: this holds a ") + kind_name(m.header.kind) +
-                                    ", not a " + kind_name(kind_of<T>()));
+                                    ", not a " + kind_name(KindOf<T>::value));
     Backing b;
     b.file = m.file;
     b.read_only = !writable;
-    return adopt(std::move(m), std::move(b), static_cast<T*>(nullptr));
+    const bool fill_known = !(m.header.flags & kFlagDirty);
+    return filter_from<T>(m.header, std::move(m.payload), std::move(b), fill_known);
 }
 
 template <class T>
@@ -217,7 +202,7 @@ std::unique_ptr<T> load(py::handle path, bool mmap, py::handle verify) {
     if (mmap) return map_as<T>(p, false, check);
     std::size_t size = 0;
     const Memory whole = read_file(p, &size);  // a whole read is always verified
-    return read_memory<T>(whole.data, size);
+    return read_filter<T>(whole.data, size);
 }
 
 template <class T>
@@ -282,6 +267,31 @@ void bind_common(py::class_<T>& cls, const char* kind, std::unique_ptr<T> (*from
             "__contains__",
             [](const T& f, py::handle key) { return f.contains(py_keys::hash_key(key.ptr(), f.geometry().seed)); },
             py::arg("key"))
+        .def(
+            "__or__", [](const T& a, const T& b) { return united(a, b); }, py::is_operator())
+        .def(
+            "__ior__",
+            [](py::object self, const T& b) {
+                auto& a = self.cast<T&>();
+                check_compatible(a, b);
+                a.union_with(b);
+                return self;
+            },
+            py::is_operator())
+        .def(
+            "__eq__",
+            [](const T& a, const T& b) {
+                check_compatible(a, b);
+                return a.same_content(b);
+            },
+            py::is_operator())
+        .def(
+            "__ne__",
+            [](const T& a, const T& b) {
+                check_compatible(a, b);
+                return !a.same_content(b);
+            },
+            py::is_operator())
         .def("copy", &T::copy, "An independent copy.")
         .def("__copy__", &T::copy)
         .def(

@@ -204,24 +204,35 @@ Header header_of(const BloomFilter& f) {
     return h;
 }
 
-std::unique_ptr<BloomFilter> read_bloom(const unsigned char* data, std::size_t len) {
-    Memory mem;
-    const Header h = read_checked(data, len, Kind::bloom, &mem);
-    return std::make_unique<BloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.capacity,
-                                         h.error_rate, std::move(mem), h.insert_count);
-}
-
 Header header_of(const CountingBloomFilter& f) {
     Header h = common_header(f, Kind::counting, f.counter_bits(), f.counters().nbytes());
     h.fill = f.nonzero_counters();
     return h;
 }
 
-std::unique_ptr<CountingBloomFilter> read_counting(const unsigned char* data, std::size_t len) {
-    Memory mem;
-    const Header h = read_checked(data, len, Kind::counting, &mem);
-    return std::make_unique<CountingBloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.slot_bits,
-                                                 h.capacity, h.error_rate, std::move(mem), h.insert_count);
+template <>
+std::unique_ptr<BloomFilter> filter_from(const Header& h, Memory payload, Backing backing, bool trust_fill) {
+    return std::make_unique<BloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.capacity,
+                                         h.error_rate, std::move(payload), h.insert_count,
+                                         trust_fill ? h.fill : BloomFilter::kUnknown, std::move(backing));
 }
+
+template <>
+std::unique_ptr<CountingBloomFilter> filter_from(const Header& h, Memory payload, Backing backing, bool) {
+    // Counts of a mapped file are made on first need (counting_filter.hpp).
+    return std::make_unique<CountingBloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.slot_bits,
+                                                 h.capacity, h.error_rate, std::move(payload), h.insert_count,
+                                                 std::move(backing));
+}
+
+template <class T>
+std::unique_ptr<T> read_filter(const unsigned char* data, std::size_t len) {
+    Memory mem;
+    const Header h = read_checked(data, len, KindOf<T>::value, &mem);
+    return filter_from<T>(h, std::move(mem), Backing{}, false);
+}
+
+template std::unique_ptr<BloomFilter> read_filter<BloomFilter>(const unsigned char*, std::size_t);
+template std::unique_ptr<CountingBloomFilter> read_filter<CountingBloomFilter>(const unsigned char*, std::size_t);
 
 }  // namespace bloomline

@@ -27,39 +27,28 @@
 #include <mutex>
 
 #include "bloomline/bits.hpp"
-#include "bloomline/mapped.hpp"
+#include "bloomline/filter_common.hpp"
 #include "bloomline/index.hpp"
-#include "bloomline/sizing.hpp"
 
 namespace bloomline {
 
-class BloomFilter {
+class BloomFilter : public FilterCommon<BloomFilter> {
 public:
     // An empty filter. capacity and error_rate are the targets it was sized
     // for (0 when built from explicit num_bits/num_hashes).
     BloomFilter(const Geometry& g, std::uint64_t capacity, double error_rate)
-        : geo_(g), capacity_(capacity), error_rate_(error_rate) {
-        check_geometry(g.num_slots, g.num_hashes, g.layout);
-        bits_ = BitArray::zeroed(g.num_slots);
-    }
+        : FilterCommon(g, capacity, error_rate, 0, {}), bits_(BitArray::zeroed(g.num_slots)) {}
 
-    // Adopt existing payload memory (read from bytes or a file); payload
-    // size must already have been checked by the caller.
     // Adopt existing payload memory (read from bytes, or a file map); its
     // size must already have been checked. bits_set is counted unless known
     // (a mapped open must not touch every page).
     BloomFilter(const Geometry& g, std::uint64_t capacity, double error_rate, Memory payload,
                 std::uint64_t insert_count, std::uint64_t known_bits_set = kUnknown, Backing backing = {})
-        : geo_(g), capacity_(capacity), error_rate_(error_rate), bits_(std::move(payload)), backing_(std::move(backing)) {
-        check_geometry(g.num_slots, g.num_hashes, g.layout);
+        : FilterCommon(g, capacity, error_rate, insert_count, std::move(backing)), bits_(std::move(payload)) {
         bits_set_ = known_bits_set == kUnknown ? bits_.popcount() : known_bits_set;
-        insert_count_ = insert_count;
     }
 
     static constexpr std::uint64_t kUnknown = ~std::uint64_t{0};
-
-    BloomFilter(const BloomFilter&) = delete;
-    BloomFilter& operator=(const BloomFilter&) = delete;
 
     std::unique_ptr<BloomFilter> copy() const {
         backing_.check_open();
@@ -80,14 +69,7 @@ public:
 
     bool contains(const Hash128& h) const {
         backing_.check_open();
-        if (geo_.layout == Layout::blocked) {
-            unsigned offs[kMaxHashes];
-            offsets_in_block(geo_.num_hashes, h.h2, offs);
-            return bits_.block_has(block_of(geo_, h), offs, geo_.num_hashes);
-        }
-        bool all = true;
-        for_each_slot(geo_, h, [&](std::uint64_t s) { all = all && bits_.test(s); });
-        return all;
+        return probe(h);
     }
 
     // ---- batches: out[i] (may be null for adds) gets the answer for hashes[i]
@@ -111,9 +93,10 @@ public:
     }
 
     void contains_batch(const Hash128* hashes, std::size_t n, bool* out) const {
+        backing_.check_open();
         pipelined<false>(
             geo_, hashes, n, [&](std::uint64_t slot) { return bits_.address_of(slot); },
-            [&](std::size_t i) { out[i] = contains(hashes[i]); });
+            [&](std::size_t i) { out[i] = probe(hashes[i]); });
     }
 
     // ---- whole-filter operations (caller checks compatibility) -------
@@ -121,7 +104,7 @@ public:
     void intersect_with(const BloomFilter& o) {
         combine(o, [](std::uint64_t a, std::uint64_t b) { return a & b; });
     }
-    bool same_bits(const BloomFilter& o) const {
+    bool same_content(const BloomFilter& o) const {
         return std::memcmp(bits_.bytes(), o.bits_.bytes(), bits_.nbytes()) == 0;
     }
     void clear() {
@@ -133,40 +116,30 @@ public:
     }
 
     // ---- facts ---------------------------------------------------------
-    const Geometry& geometry() const { return geo_; }
-    std::uint64_t capacity() const { return capacity_; }
-    double error_rate() const { return error_rate_; }
     std::uint64_t bits_set() const { return bits_set_.load(std::memory_order_relaxed); }
-    std::uint64_t insert_count() const { return insert_count_.load(std::memory_order_relaxed); }
     double approx_count() const { return estimate_count(bits_set(), geo_.num_slots, geo_.num_hashes, geo_.layout); }
-    // The false-positive rate the current fill gives (not the design target).
-    double expected_fp_rate() const {
-        const double n = approx_count();
-        if (!(n < 1e300)) return 1.0;
-        return false_positive_rate(n, geo_.num_slots, geo_.num_hashes, geo_.layout);
-    }
     const BitArray& bits() const { return bits_; }
-    const Backing& backing() const { return backing_; }
-
-    // Mapped files: header up to date and pages written back; close() also
-    // makes the payload checksum current and refuses further use.
-    void flush() {
-        backing_.check_open();
-        std::lock_guard<std::mutex> lock(writer_);
-        backing_.flush(insert_count(), bits_set(), false);
-    }
-    void close() {
-        if (backing_.closed) return;
-        std::lock_guard<std::mutex> lock(writer_);
-        backing_.flush(insert_count(), bits_set(), true);
-        backing_.closed = true;
-    }
 
 private:
+    friend class FilterCommon<BloomFilter>;
+    std::uint64_t fill_locked() const { return bits_set(); }
+
+    // Are all of a key's bits set? (No open/closed check: callers make it.)
+    bool probe(const Hash128& h) const {
+        if (geo_.layout == Layout::blocked) {
+            unsigned offs[kMaxHashes];
+            offsets_in_block(geo_.num_hashes, h.h2, offs);
+            return bits_.block_has(block_of(geo_, h), offs, geo_.num_hashes);
+        }
+        bool all = true;
+        for_each_slot(geo_, h, [&](std::uint64_t s) { all = all && bits_.test(s); });
+        return all;
+    }
+
     // Under the writer mutex: plain read-then-store, no locked instruction.
     void bump(std::uint64_t bits, std::uint64_t keys) {
         bits_set_.store(bits_set_.load(std::memory_order_relaxed) + bits, std::memory_order_relaxed);
-        insert_count_.store(insert_count_.load(std::memory_order_relaxed) + keys, std::memory_order_relaxed);
+        count_inserts(keys);
     }
 
     // Sets a key's bits (writer mutex held); returns how many were clear.
@@ -200,14 +173,8 @@ private:
         insert_count_ = est < 1e18 ? static_cast<std::uint64_t>(est + 0.5) : 0;
     }
 
-    Geometry geo_;
-    std::uint64_t capacity_;
-    double error_rate_;
     BitArray bits_;
     std::atomic<std::uint64_t> bits_set_{0};
-    std::atomic<std::uint64_t> insert_count_{0};
-    Backing backing_;
-    std::mutex writer_;
 };
 
 }  // namespace bloomline

@@ -20,9 +20,8 @@
 
 #include "bloomline/bloom_filter.hpp"
 #include "bloomline/counters.hpp"
-#include "bloomline/mapped.hpp"
+#include "bloomline/filter_common.hpp"
 #include "bloomline/index.hpp"
-#include "bloomline/sizing.hpp"
 
 namespace bloomline {
 
@@ -31,11 +30,10 @@ inline void check_counter_bits(unsigned counter_bits) {
         throw std::invalid_argument("counter_bits must be 4, 8 or 16, got " + std::to_string(counter_bits));
 }
 
-class CountingBloomFilter {
+class CountingBloomFilter : public FilterCommon<CountingBloomFilter> {
 public:
     CountingBloomFilter(const Geometry& g, unsigned counter_bits, std::uint64_t capacity, double error_rate)
-        : geo_(g), capacity_(capacity), error_rate_(error_rate) {
-        check_geometry(g.num_slots, g.num_hashes, g.layout);
+        : FilterCommon(g, capacity, error_rate, 0, {}) {
         check_counter_bits(counter_bits);
         counters_ = CounterArray::zeroed(g.num_slots, counter_bits);
     }
@@ -45,22 +43,14 @@ public:
     // so opening stays constant-time.
     CountingBloomFilter(const Geometry& g, unsigned counter_bits, std::uint64_t capacity, double error_rate,
                         Memory payload, std::uint64_t insert_count, Backing backing = {})
-        : geo_(g),
-          capacity_(capacity),
-          error_rate_(error_rate),
-          counters_(std::move(payload), counter_bits),
-          backing_(std::move(backing)) {
-        check_geometry(g.num_slots, g.num_hashes, g.layout);
+        : FilterCommon(g, capacity, error_rate, insert_count, std::move(backing)),
+          counters_(std::move(payload), counter_bits) {
         check_counter_bits(counter_bits);
         if (backing_.file)
             counted_ = false;
         else
             recount();
-        insert_count_ = insert_count;
     }
-
-    CountingBloomFilter(const CountingBloomFilter&) = delete;
-    CountingBloomFilter& operator=(const CountingBloomFilter&) = delete;
 
     std::unique_ptr<CountingBloomFilter> copy() const {
         backing_.check_open();
@@ -94,12 +84,7 @@ public:
     // was added (minus removed), unless a counter saturated.
     std::uint32_t count(const Hash128& h) const {
         backing_.check_open();
-        std::uint32_t m = counters_.max_value();
-        for_each_slot(geo_, h, [&](std::uint64_t s) {
-            const std::uint32_t c = counters_.get(s);
-            m = c < m ? c : m;
-        });
-        return m;
+        return min_count(h);
     }
 
     // ---- batches (same shape as BloomFilter's) ------------------------
@@ -122,15 +107,18 @@ public:
         });
     }
     void contains_batch(const Hash128* hashes, std::size_t n, bool* out) const {
-        run<false>(hashes, n, [&](std::size_t i) { out[i] = contains(hashes[i]); });
+        backing_.check_open();
+        run<false>(hashes, n, [&](std::size_t i) { out[i] = min_count(hashes[i]) > 0; });
     }
     void count_batch(const Hash128* hashes, std::size_t n, std::uint32_t* out) const {
-        run<false>(hashes, n, [&](std::size_t i) { out[i] = count(hashes[i]); });
+        backing_.check_open();
+        run<false>(hashes, n, [&](std::size_t i) { out[i] = min_count(hashes[i]); });
     }
 
     // ---- whole filter ----------------------------------------------------
-    // Saturating sum of counters (caller checks compatibility).
-    void add_counts(const CountingBloomFilter& o) {
+    // The union of two multisets: the saturating sum of counters (caller
+    // checks compatibility).
+    void union_with(const CountingBloomFilter& o) {
         backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
         ensure_counted();
@@ -151,7 +139,7 @@ public:
         return std::make_unique<BloomFilter>(geo_, capacity_, error_rate_, std::move(mem), insert_count());
     }
 
-    bool same_counters(const CountingBloomFilter& o) const {
+    bool same_content(const CountingBloomFilter& o) const {
         return std::memcmp(counters_.bytes(), o.counters_.bytes(), counters_.nbytes()) == 0;
     }
 
@@ -166,10 +154,7 @@ public:
     }
 
     // ---- facts -------------------------------------------------------------
-    const Geometry& geometry() const { return geo_; }
     unsigned counter_bits() const { return counters_.counter_bits(); }
-    std::uint64_t capacity() const { return capacity_; }
-    double error_rate() const { return error_rate_; }
     std::uint64_t nonzero_counters() const {
         const_cast<CountingBloomFilter*>(this)->ensure_counted_locked();
         return nonzero_.load(std::memory_order_relaxed);
@@ -178,33 +163,28 @@ public:
         const_cast<CountingBloomFilter*>(this)->ensure_counted_locked();
         return saturated_.load(std::memory_order_relaxed);
     }
-    std::uint64_t insert_count() const { return insert_count_.load(std::memory_order_relaxed); }
     double approx_count() const {
         return estimate_count(nonzero_counters(), geo_.num_slots, geo_.num_hashes, geo_.layout);
     }
-    double expected_fp_rate() const {
-        const double n = approx_count();
-        if (!(n < 1e300)) return 1.0;
-        return false_positive_rate(n, geo_.num_slots, geo_.num_hashes, geo_.layout);
-    }
     const CounterArray& counters() const { return counters_; }
-    const Backing& backing() const { return backing_; }
-
-    void flush() {
-        backing_.check_open();
-        std::lock_guard<std::mutex> lock(writer_);
-        ensure_counted();
-        backing_.flush(insert_count(), nonzero_.load(std::memory_order_relaxed), false);
-    }
-    void close() {
-        if (backing_.closed) return;
-        std::lock_guard<std::mutex> lock(writer_);
-        ensure_counted();
-        backing_.flush(insert_count(), nonzero_.load(std::memory_order_relaxed), true);
-        backing_.closed = true;
-    }
 
 private:
+    friend class FilterCommon<CountingBloomFilter>;
+
+    // The smallest of a key's counters (no open/closed check: callers make it).
+    std::uint32_t min_count(const Hash128& h) const {
+        std::uint32_t m = counters_.max_value();
+        for_each_slot(geo_, h, [&](std::uint64_t s) {
+            const std::uint32_t c = counters_.get(s);
+            m = c < m ? c : m;
+        });
+        return m;
+    }
+    std::uint64_t fill_locked() {
+        ensure_counted();
+        return nonzero_.load(std::memory_order_relaxed);
+    }
+
     template <bool kWrite, class Op>
     void run(const Hash128* hashes, std::size_t n, Op&& op) const {
         pipelined<kWrite, false>(
@@ -229,12 +209,12 @@ private:
         });
         nonzero_.store(nonzero_.load(std::memory_order_relaxed) + nonzero, std::memory_order_relaxed);
         saturated_.store(saturated_.load(std::memory_order_relaxed) + saturated, std::memory_order_relaxed);
-        if (was_absent) insert_count_.store(insert_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        if (was_absent) count_inserts(1);
         return was_absent;
     }
 
     bool remove_one(const Hash128& h) {
-        if (!contains(h)) return false;
+        if (min_count(h) == 0) return false;
         const std::uint32_t mx = counters_.max_value();
         std::int64_t zeroed = 0;
         for_each_slot(geo_, h, [&](std::uint64_t s) {
@@ -273,16 +253,10 @@ private:
         saturated_ = sat;
     }
 
-    Geometry geo_;
-    std::uint64_t capacity_;
-    double error_rate_;
     CounterArray counters_;
     std::atomic<std::uint64_t> nonzero_{0};
     std::atomic<std::uint64_t> saturated_{0};
-    std::atomic<std::uint64_t> insert_count_{0};
-    Backing backing_;
     std::atomic<bool> counted_{true};
-    std::mutex writer_;
 };
 
 }  // namespace bloomline

@@ -102,8 +102,26 @@ double scalable_tightening(const unsigned char* data);
 void set_scalable_tightening(unsigned char* header, double tightening);
 
 Header header_of(const BloomFilter& f);
-std::unique_ptr<BloomFilter> read_bloom(const unsigned char* data, std::size_t len);
 Header header_of(const CountingBloomFilter& f);
-std::unique_ptr<CountingBloomFilter> read_counting(const unsigned char* data, std::size_t len);
+
+// Per filter class: its kind code, a filter over checked payload memory
+// described by a header (trust_fill: take the header's fill instead of
+// counting; only for a clean mapped file, whose pages must not all be
+// touched), and a fully checked read of bytes (payload copied).
+template <class T>
+struct KindOf;
+template <>
+struct KindOf<BloomFilter> {
+    static constexpr Kind value = Kind::bloom;
+};
+template <>
+struct KindOf<CountingBloomFilter> {
+    static constexpr Kind value = Kind::counting;
+};
+
+template <class T>
+std::unique_ptr<T> filter_from(const Header& h, Memory payload, Backing backing, bool trust_fill);
+template <class T>
+std::unique_ptr<T> read_filter(const unsigned char* data, std::size_t len);
 
 }  // namespace bloomline
