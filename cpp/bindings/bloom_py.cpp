@@ -11,11 +11,6 @@ using namespace py_filter;
 
 namespace {
 
-std::unique_ptr<BloomFilter> from_bytes(py::handle data) {
-    const py_args::BytesView view(data, "data");
-    return read_filter<BloomFilter>(view.data(), view.size());
-}
-
 std::unique_ptr<BloomFilter> intersected(const BloomFilter& a, const BloomFilter& b) {
     check_compatible(a, b);
     auto r = a.copy();
@@ -115,10 +110,9 @@ whole array (k cache lines, ~3% less memory at 1%).
             return py::buffer_info(f.bits().bytes(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
                                    {static_cast<py::ssize_t>(f.bits().nbytes())}, {1}, /*readonly=*/true);
         });
-    bind_common(cls, "BloomFilter", &from_bytes);
+    bind_common(cls);
     install_fast_paths(cls, "add(key) -> bool\n\nAdd a key. Returns True if it was new (some bit changed), "
                             "False if it may have been seen.");
-    register_reader(Kind::bloom, [](py::handle data) -> py::object { return py::cast(from_bytes(data)); });
 }
 
 }  // namespace bloomline

@@ -12,11 +12,6 @@ using namespace py_filter;
 
 namespace {
 
-std::unique_ptr<CountingBloomFilter> from_bytes(py::handle data) {
-    const py_args::BytesView view(data, "data");
-    return read_filter<CountingBloomFilter>(view.data(), view.size());
-}
-
 unsigned parse_counter_bits(py::handle v) {
     return static_cast<unsigned>(py_args::to_u64(v, "counter_bits", 0, 64, "{4, 8, 16}"));
 }
@@ -129,10 +124,9 @@ the BloomFilter of the same keys.
                 return py::buffer_info(const_cast<unsigned char*>(p), 2, "<H", 1, {nbytes / 2}, {2}, true);
             return py::buffer_info(const_cast<unsigned char*>(p), 1, "B", 1, {nbytes}, {1}, true);
         });
-    bind_common(cls, "CountingBloomFilter", &from_bytes);
+    bind_common(cls);
     install_fast_paths(cls, "add(key) -> bool\n\nAdd a key (one more occurrence). Returns True if it was absent "
                             "before (some counter was 0).");
-    register_reader(Kind::counting, [](py::handle data) -> py::object { return py::cast(from_bytes(data)); });
 }
 
 }  // namespace bloomline

@@ -18,6 +18,7 @@
 #include "bloomline/file.hpp"
 #include "bloomline/format.hpp"
 #include "keys_py.hpp"
+#include "register.hpp"
 
 namespace bloomline::py_filter {
 
@@ -236,7 +237,15 @@ std::string repr(const T& f, const char* kind, const std::string& extra) {
 // ---- everything shared -----------------------------------------------------------
 
 template <class T>
-void bind_common(py::class_<T>& cls, const char* kind, std::unique_ptr<T> (*from_bytes)(py::handle)) {
+std::unique_ptr<T> from_bytes(py::handle data) {
+    const py_args::BytesView view(data, "data");
+    return read_filter<T>(view.data(), view.size());
+}
+
+// Everything both kinds bind the same way, and the kind's reader for
+// bloomline.from_bytes.
+template <class T>
+void bind_common(py::class_<T>& cls) {
     cls.def(
            "add_many",
            [](T& f, py::handle keys) {
@@ -318,7 +327,7 @@ void bind_common(py::class_<T>& cls, const char* kind, std::unique_ptr<T> (*from
         .def_property_readonly("expected_fp_rate", &T::expected_fp_rate,
                                "False-positive rate expected at the current fill (not the design target).")
         .def("to_bytes", &to_bytes<T>, "The filter in the versioned, checksummed bloomline format (docs/FORMAT.md).")
-        .def_static("from_bytes", from_bytes, py::arg("data"),
+        .def_static("from_bytes", &from_bytes<T>, py::arg("data"),
                     "Read a filter written by to_bytes; ValueError says what is wrong with bad data.")
         .def("save", &save<T>, py::arg("path"),
              "Write the filter to path atomically (temporary file, fsync, rename, fsync of the directory): after a "
@@ -364,7 +373,7 @@ void bind_common(py::class_<T>& cls, const char* kind, std::unique_ptr<T> (*from
         });
     cls.attr("__hash__") = py::none();
     cls.attr("__module__") = "bloomline";
-    (void)kind;
+    register_reader(KindOf<T>::value, [](py::handle data) -> py::object { return py::cast(from_bytes<T>(data)); });
 }
 
 }  // namespace bloomline::py_filter
