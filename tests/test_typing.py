@@ -16,3 +16,14 @@ def test_mypy_strict_on_a_typed_example() -> None:
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Success" in r.stdout
+
+
+def test_mypy_strict_on_the_package_itself() -> None:
+    """The Python modules type-check against the stubs of the compiled core,
+    so a method missing from _core.pyi shows up here."""
+    pytest.importorskip("mypy")
+    package = Path(__file__).resolve().parent.parent / "python" / "bloomline"
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(package)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Success" in r.stdout

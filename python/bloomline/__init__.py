@@ -14,7 +14,7 @@ See README.md for batches (NumPy), set algebra, pickling and the file format.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import _core
 from ._core import (
@@ -33,9 +33,12 @@ from .display import filter_html as _filter_html
 from .frontier import DedupQueue
 from .scalable import ScalableBloomFilter
 
+if TYPE_CHECKING:
+    from ._core import Layout
+
 # Jupyter shows filters as a small table with a fill bar (display.py).
-BloomFilter._repr_html_ = _filter_html  # type: ignore[attr-defined]
-CountingBloomFilter._repr_html_ = _filter_html  # type: ignore[attr-defined]
+BloomFilter._repr_html_ = _filter_html  # type: ignore[method-assign, assignment]
+CountingBloomFilter._repr_html_ = _filter_html  # type: ignore[method-assign, assignment]
 
 __all__ = [
     "BloomFilter",
@@ -64,7 +67,7 @@ class Params(NamedTuple):
     expected_fp_rate: float
 
 
-def optimal_params(capacity: int, error_rate: float, layout: str = "blocked") -> Params:
+def optimal_params(capacity: int, error_rate: float, layout: Layout = "blocked") -> Params:
     """The smallest num_bits (and the best num_hashes for it) whose
     false-positive rate at ``capacity`` keys, by ``layout``'s own formula, is
     at most ``error_rate``.

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ._core import BloomFilter, false_positive_rate
+
+if TYPE_CHECKING:
+    from ._core import Layout
 
 __all__ = [
     "FPResult",
@@ -67,7 +70,7 @@ class FPResult:
     def to_pandas(self) -> Any:
         """A pandas DataFrame of the rows (needs pandas)."""
         try:
-            import pandas as pd
+            import pandas as pd  # type: ignore[import-untyped, unused-ignore]
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("to_pandas() needs pandas: pip install pandas") from exc
         return pd.DataFrame(self.as_dict())
@@ -125,7 +128,7 @@ def _result(rows: list[dict[str, Any]]) -> FPResult:
 def fp_experiment(
     capacities: Iterable[int] = (100_000,),
     error_rates: Iterable[float] = (0.01,),
-    layouts: Iterable[str] = ("blocked", "standard"),
+    layouts: Iterable[Layout] = ("blocked", "standard"),
     fills: Iterable[float] = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0),
     *,
     probes: int = 1_000_000,
@@ -166,7 +169,7 @@ def fp_experiment(
 def bits_per_key_experiment(
     bits_per_key: Iterable[float] = (4, 6, 8, 10, 12, 16, 20),
     num_hashes: Iterable[int] = (1, 2, 4, 6, 8, 10),
-    layouts: Sequence[str] = ("standard",),
+    layouts: Sequence[Layout] = ("standard",),
     *,
     keys: int = 100_000,
     probes: int = 1_000_000,

@@ -22,13 +22,13 @@ def _fmt_bytes(n: float) -> str:
 
 def _fill_of(f: Any) -> float:
     if hasattr(f, "bits_set") and hasattr(f, "num_bits"):
-        return float(f.bits_set) / f.num_bits
+        return float(f.bits_set) / float(f.num_bits)
     if hasattr(f, "nonzero_counters"):
-        return float(f.nonzero_counters) / f.num_counters
+        return float(f.nonzero_counters) / float(f.num_counters)
     stages = getattr(f, "stages", None)
     if stages:
         total = sum(s.num_bits for s in stages)
-        return sum(s.bits_set for s in stages) / total
+        return float(sum(s.bits_set for s in stages)) / float(total)
     return float("nan")
 
 

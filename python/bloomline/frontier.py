@@ -64,7 +64,7 @@ class DedupQueue:
 
     def push(self, key: Hashable) -> bool:
         """Enqueue key if it was never seen; return whether it was enqueued."""
-        if not self._seen.add(key):
+        if not self._seen.add(key):  # type: ignore[arg-type]  # the filter names the types it takes
             return False
         self._queue.append(key)
         self._check_fill()

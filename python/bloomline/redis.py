@@ -30,13 +30,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _core, optimal_params
 from ._core import BloomFilter
+
+if TYPE_CHECKING:
+    from ._core import Layout
 
 try:
     import redis as _redis
@@ -77,7 +80,7 @@ class RedisBloomFilter:
         capacity: int | None = None,
         error_rate: float | None = None,
         *,
-        layout: str = "blocked",
+        layout: Layout = "blocked",
         seed: int = 0,
         shards: int | None = None,
         shard_bits: int = DEFAULT_SHARD_BITS,
@@ -112,7 +115,7 @@ class RedisBloomFilter:
                     given["shards"] = shards
             self._check(stored, given)
         self._meta = stored
-        self._layout = str(stored["layout"])
+        self._layout = cast("Layout", str(stored["layout"]))
         self._num_bits = int(stored["num_bits"])
         self._num_hashes = int(stored["num_hashes"])
         self._seed = int(stored["seed"])
@@ -124,7 +127,7 @@ class RedisBloomFilter:
     # ---- metadata -------------------------------------------------------------
 
     @staticmethod
-    def _plan(capacity: int, error_rate: float, layout: str, seed: int, shards: int | None, shard_bits: int) -> dict[str, Any]:
+    def _plan(capacity: int, error_rate: float, layout: Layout, seed: int, shards: int | None, shard_bits: int) -> dict[str, Any]:
         params = optimal_params(capacity, error_rate, layout)  # checks capacity, error_rate, layout
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
             raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
@@ -210,7 +213,7 @@ class RedisBloomFilter:
             pipe.execute_command(command, self._shard_key(s), *args)
         # A failure anywhere raises (redis.ConnectionError, ...): no partial
         # result is returned as if it were complete.
-        return pipe.execute()
+        return list(pipe.execute())
 
     # ---- the API ------------------------------------------------------------------
 
@@ -320,7 +323,7 @@ class RedisBloomFilter:
         return self._num_hashes
 
     @property
-    def layout(self) -> str:
+    def layout(self) -> Layout:
         return self._layout
 
     @property

@@ -21,13 +21,16 @@ import os
 import struct
 import tempfile
 from collections.abc import Iterable, Iterator
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _core
 from ._core import BloomFilter
+
+if TYPE_CHECKING:
+    from ._core import Layout
 
 __all__ = ["ScalableBloomFilter"]
 
@@ -62,7 +65,7 @@ class ScalableBloomFilter:
         *,
         growth: int = 2,
         tightening: float = 0.9,
-        layout: str = "blocked",
+        layout: Layout = "blocked",
         seed: int = 0,
     ) -> None:
         if isinstance(initial_capacity, bool) or not isinstance(initial_capacity, (int, np.integer)):
@@ -189,7 +192,7 @@ class ScalableBloomFilter:
         return self._tightening
 
     @property
-    def layout(self) -> str:
+    def layout(self) -> Layout:
         return self._layout
 
     @property

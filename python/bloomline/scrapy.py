@@ -24,20 +24,30 @@ Settings: ``BLOOMLINE_CAPACITY`` (10,000,000), ``BLOOMLINE_ERROR_RATE``
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+import pickle
+import struct
+import zlib
+from array import array
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from scrapy.core.scheduler import Scheduler
 from scrapy.dupefilters import BaseDupeFilter
-from scrapy.http import Request
+from scrapy.http import Request, Response
 from scrapy.utils.job import job_dir
-from scrapy.utils.request import referer_str
+from scrapy.utils.request import referer_str, request_from_dict
 
 from ._core import BloomFilter
 from .scalable import ScalableBloomFilter, stage_params
 
-__all__ = ["BloomDupeFilter", "RedisBloomDupeFilter"]
+if TYPE_CHECKING:
+    from ._core import Layout
+
+__all__ = ["BloomDupeFilter", "JournalDoneMiddleware", "JournalScheduler", "RedisBloomDupeFilter"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +62,7 @@ class _MappedChain:
     (``bloomline-seen.{i}.blf``): the same stage sizes as
     ScalableBloomFilter, but every add goes straight to a file."""
 
-    def __init__(self, directory: str, capacity: int, error_rate: float, layout: str) -> None:
+    def __init__(self, directory: str, capacity: int, error_rate: float, layout: Layout) -> None:
         self.dir = Path(directory)
         self.capacity, self.error_rate, self.layout = capacity, error_rate, layout
         self.stages: list[BloomFilter] = []
@@ -149,7 +159,7 @@ class _LogMixin:
             stats.inc_value("dupefilter/filtered", spider=spider)
 
 
-def _settings(settings: Any) -> tuple[int, float, str]:
+def _settings(settings: Any) -> tuple[int, float, Layout]:
     capacity = settings.getint("BLOOMLINE_CAPACITY", DEFAULT_CAPACITY)
     error_rate = settings.getfloat("BLOOMLINE_ERROR_RATE", DEFAULT_ERROR_RATE)
     layout = settings.get("BLOOMLINE_LAYOUT", "blocked")
@@ -159,7 +169,7 @@ def _settings(settings: Any) -> tuple[int, float, str]:
         raise ValueError(f"BLOOMLINE_ERROR_RATE must be in (0, 1), got {error_rate}")
     if layout not in ("blocked", "standard"):
         raise ValueError(f"BLOOMLINE_LAYOUT must be 'blocked' or 'standard', got {layout!r}")
-    return capacity, error_rate, layout
+    return capacity, error_rate, cast("Layout", layout)
 
 
 class BloomDupeFilter(_LogMixin, BaseDupeFilter):
@@ -173,7 +183,7 @@ class BloomDupeFilter(_LogMixin, BaseDupeFilter):
         fingerprinter: Any = None,
         capacity: int = DEFAULT_CAPACITY,
         error_rate: float = DEFAULT_ERROR_RATE,
-        layout: str = "blocked",
+        layout: Layout = "blocked",
         stats: Any = None,
     ) -> None:
         self._init_common(fingerprinter, debug, stats)
@@ -202,14 +212,21 @@ class BloomDupeFilter(_LogMixin, BaseDupeFilter):
         return len(self.seen.stages) if isinstance(self.seen, _MappedChain) else self.seen.num_stages
 
     def request_seen(self, request: Request) -> bool:
-        fp = self.fingerprinter.fingerprint(request)
+        return not self.record_fingerprint(self.fingerprinter.fingerprint(request))
+
+    def has_fingerprint(self, fp: bytes) -> bool:
+        """Was this fingerprint recorded (or is it a false positive)? Records nothing."""
+        return fp in self.seen
+
+    def record_fingerprint(self, fp: bytes) -> bool:
+        """Record a fingerprint; True when it was new."""
         new = self.seen.add(fp)
         if not isinstance(self.seen, _MappedChain):
             stages = self.seen.num_stages
             if stages != self._stages:
                 self._stages = stages
                 logger.info("BloomDupeFilter: grew to %d stages (about %d requests seen)", stages, self.seen.approx_count)
-        return not new
+        return new
 
     def close(self, reason: str) -> None:
         if isinstance(self.seen, _MappedChain):
@@ -229,7 +246,7 @@ class RedisBloomDupeFilter(_LogMixin, BaseDupeFilter):
         fingerprinter: Any = None,
         capacity: int = DEFAULT_CAPACITY,
         error_rate: float = DEFAULT_ERROR_RATE,
-        layout: str = "blocked",
+        layout: Layout = "blocked",
         stats: Any = None,
     ) -> None:
         from .redis import RedisBloomFilter
@@ -269,3 +286,386 @@ class RedisBloomDupeFilter(_LogMixin, BaseDupeFilter):
 
     def close(self, reason: str = "") -> None:
         pass
+
+
+# ---- a JOBDIR request queue that survives kill -9 -----------------------------
+#
+# Scrapy's JOBDIR queue (queuelib disk queues plus an active.json written on
+# close) loses every pending request when the process is killed: the crawl
+# resumes with whatever active.json said at the last clean stop. Our
+# scheduler keeps its disk queue in one append-only journal instead.
+
+JOURNAL_NAME = "requests.journal"
+_JOURNAL_MAGIC = b"BLMJRNL1"
+# state u8, reserved u8, fingerprint length u16, payload length u32,
+# priority i64, crc32 u32 (over bytes 2..15, the fingerprint and the payload)
+_REC = struct.Struct("<BBHIqI")
+_PENDING, _DONE = 0, 1
+_META_ID = "bloomline_journal_id"
+_COMPACT_MIN_BYTES = 64 << 20
+
+#: Signal sent by JournalDoneMiddleware: the response to the request with
+#: journal id ``request_id`` has been handled, its new requests scheduled.
+request_done = object()
+
+
+class _RequestJournal:
+    """The disk queue of a JOBDIR crawl: one append-only file of records.
+
+    Layout (little-endian), documented here next to the code that writes it:
+    8 magic bytes ``BLMJRNL1``, then records of a 20-byte header
+    (state u8: 0 pending, 1 done; reserved u8 = 0; fingerprint length u16;
+    payload length u32; priority i64; CRC-32 u32 of header bytes 2..15, the
+    fingerprint and the payload, i.e. of everything but the state byte),
+    the dupefilter's fingerprint of the request (empty for dont_filter
+    requests) and the payload, a pickled ``Request.to_dict()``.
+
+    A push is one ``pwrite`` at the end of the file; a request is finished
+    by a one-byte ``pwrite`` of its state. Both are in the kernel when the
+    call returns, so killing the process at any moment leaves only whole
+    records (a tail torn by a machine crash fails its CRC and is cut off
+    when the journal is opened). On open every record still pending is
+    queued again, including the requests the engine had taken but not
+    finished: a request is delivered at least once, never lost.
+
+    Memory: 8 bytes per pending request (its offset), by priority. The file
+    is rewritten with only the pending records when it is opened, when it
+    is closed, and when it is over 64 MiB and three quarters dead.
+    """
+
+    def __init__(self, path: Path, spider: Any, *, fifo: bool, on_fingerprint: Any = None) -> None:
+        self.path, self.spider, self.fifo = path, spider, fifo
+        self._queues: dict[int, array[int]] = {}  # priority -> offsets of pending records, in file order
+        self._heads: dict[int, int] = {}  # FIFO: index of the next offset in each queue
+        self._pending = 0
+        self._handed: dict[int, tuple[int, int, list[int]]] = {}  # id -> (offset, length, ids finished with it)
+        self._chained: dict[int, list[int]] = {}  # offset of a queued retry/redirect -> ids it finishes
+        self._ids = itertools.count(1)
+        self._fd = -1
+        self._size = 0
+        self._live_bytes = 0
+        self.recovered = self._rewrite(on_fingerprint)
+
+    # -- writing -------------------------------------------------------------
+    def push(self, request: Request, fingerprint: bytes = b"") -> None:
+        """Queue a request (ValueError if it cannot be serialized)."""
+        parent = request.meta.pop(_META_ID, None)  # a retry or redirect of a request we handed out
+        try:
+            payload = pickle.dumps(request.to_dict(spider=self.spider), protocol=4)
+        except Exception as e:  # unpicklable callback, meta or body: Scrapy's memory queue takes it
+            if parent is not None:
+                request.meta[_META_ID] = parent
+            raise ValueError(f"cannot serialize {request}: {e}") from e
+        if len(fingerprint) > 0xFFFF:
+            raise ValueError(f"fingerprint must be at most 65535 bytes, got {len(fingerprint)}")
+        body = fingerprint + payload
+        head = _REC.pack(_PENDING, 0, len(fingerprint), len(payload), request.priority, 0)
+        rec = head[:-4] + struct.pack("<I", _record_crc(head, body)) + body
+        offset = self._size
+        os.pwrite(self._fd, rec, offset)
+        self._size += len(rec)
+        self._live_bytes += len(rec)
+        self._enqueue(request.priority, offset)
+        if parent is not None and parent in self._handed:
+            self._chained.setdefault(offset, []).append(parent)
+
+    def pop(self) -> Request | None:
+        """The next request (highest priority; LIFO or FIFO within one), or None."""
+        while self._queues:
+            priority = max(self._queues)
+            queue = self._queues[priority]
+            if self.fifo:
+                head = self._heads[priority]
+                offset = queue[head]
+                head += 1
+                if head == len(queue):
+                    del self._queues[priority], self._heads[priority]
+                elif head >= 4096 and head * 2 >= len(queue):
+                    del queue[:head]
+                    head = 0
+                if priority in self._heads:
+                    self._heads[priority] = head
+            else:
+                offset = queue.pop()
+                if not queue:
+                    del self._queues[priority]
+            self._pending -= 1
+            rid = next(self._ids)
+            try:
+                _, payload, length = self._read(offset)
+                request = request_from_dict(pickle.loads(payload), spider=self.spider)
+            except Exception as e:  # damaged on disk, or the spider changed (a callback renamed)
+                logger.error("%s: dropped the request at offset %d, it cannot be read back: %s", self.path, offset, e)
+                self._handed[rid] = (offset, _REC.size, self._chained.pop(offset, []))
+                self.done(rid)
+                continue
+            request.meta[_META_ID] = rid
+            self._handed[rid] = (offset, length, self._chained.pop(offset, []))
+            return request
+        return None
+
+    def done(self, rid: int) -> None:
+        """The request with this id is finished: mark its record (and the
+        records of the requests it retried or redirected) done."""
+        entry = self._handed.pop(rid, None)
+        if entry is None:
+            return
+        offset, length, parents = entry
+        os.pwrite(self._fd, bytes((_DONE,)), offset)
+        self._live_bytes -= length
+        for p in parents:
+            self.done(p)
+        if self._size > _COMPACT_MIN_BYTES and self._live_bytes * 4 < self._size:
+            self._rewrite(None)
+
+    def close(self) -> None:
+        """A clean stop: the engine has finished every request it took."""
+        for rid in list(self._handed):
+            self.done(rid)
+        self._rewrite(None)
+        os.close(self._fd)
+        self._fd = -1
+
+    def __len__(self) -> int:
+        return self._pending
+
+    # -- reading and rewriting -------------------------------------------------
+    def _enqueue(self, priority: int, offset: int) -> None:
+        queue = self._queues.get(priority)
+        if queue is None:
+            queue = self._queues[priority] = array("q")
+            self._heads[priority] = 0
+        queue.append(offset)
+        self._pending += 1
+
+    def _read(self, offset: int) -> tuple[int, bytes, int]:
+        head = os.pread(self._fd, _REC.size, offset)
+        _, _, fp_len, payload_len, _, crc = _REC.unpack(head)
+        body = os.pread(self._fd, fp_len + payload_len, offset + _REC.size)
+        if len(body) != fp_len + payload_len or _record_crc(head, body) != crc:
+            raise ValueError(f"{self.path}: the record at offset {offset} is damaged")
+        return fp_len, body[fp_len:], _REC.size + len(body)
+
+    def _rewrite(self, on_fingerprint: Any) -> int:
+        """Copy the records still pending into a new file and queue them
+        again (those handed out stay handed out, at their new offsets).
+        Returns how many records are queued."""
+        old: Iterator[tuple[int, bytes, bytes]] = iter(())
+        src = None
+        if self.path.exists():
+            src = open(self.path, "rb")  # noqa: SIM115 - closed below
+            magic = src.read(len(_JOURNAL_MAGIC))
+            if magic != _JOURNAL_MAGIC:
+                src.close()
+                raise ValueError(f"{self.path} is not a bloomline request journal (starts {magic[:8]!r})")
+            old = _records(src, self.path)
+        handed_at = {entry[0]: rid for rid, entry in self._handed.items()}
+        chained, self._chained = self._chained, {}
+        self._queues, self._heads, self._pending, self._live_bytes = {}, {}, 0, 0
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "wb") as out:
+            out.write(_JOURNAL_MAGIC)
+            pos = len(_JOURNAL_MAGIC)
+            for offset, head, body in old:
+                out.write(head)
+                out.write(body)
+                length = len(head) + len(body)
+                rid = handed_at.get(offset)
+                if rid is not None:
+                    _, _, parents = self._handed[rid]
+                    self._handed[rid] = (pos, length, parents)
+                else:
+                    priority = _REC.unpack(head)[4]
+                    self._enqueue(priority, pos)
+                    if offset in chained:
+                        self._chained[pos] = chained[offset]
+                    if on_fingerprint is not None:
+                        fp_len = head[2] | head[3] << 8
+                        if fp_len:
+                            on_fingerprint(body[:fp_len])
+                self._live_bytes += length
+                pos += length
+            out.flush()
+            os.fsync(out.fileno())
+        if src is not None:
+            src.close()
+        os.replace(tmp, self.path)
+        _fsync_dir(self.path.parent)
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = os.open(self.path, os.O_RDWR)
+        self._size = pos
+        return self._pending
+
+
+def _record_crc(head: bytes, body: bytes) -> int:
+    return zlib.crc32(body, zlib.crc32(head[2 : _REC.size - 4]))
+
+
+def _records(f: Any, path: Path) -> Iterator[tuple[int, bytes, bytes]]:
+    """(offset, header, body) of every pending record of an open journal;
+    stops, with a warning, at a torn or damaged tail."""
+    offset = len(_JOURNAL_MAGIC)
+    size = os.fstat(f.fileno()).st_size
+    while offset < size:
+        head = f.read(_REC.size)
+        bad = len(head) < _REC.size
+        if not bad:
+            state, reserved, fp_len, payload_len, _, crc = _REC.unpack(head)
+            n = fp_len + payload_len
+            bad = state not in (_PENDING, _DONE) or reserved != 0 or offset + _REC.size + n > size
+        if not bad:
+            body = f.read(n)
+            bad = len(body) != n or _record_crc(head, body) != crc
+        if bad:
+            logger.warning("%s: dropped %d damaged bytes at its end (offset %d)", path, size - offset, offset)
+            return
+        if state == _PENDING:
+            yield offset, head, body
+        offset += _REC.size + n
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_MIDDLEWARE = "bloomline.scrapy.JournalDoneMiddleware"
+
+
+class JournalScheduler(Scheduler):
+    """Scrapy's scheduler with a JOBDIR queue that survives kill -9.
+
+    Enable it with::
+
+        SCHEDULER = "bloomline.scrapy.JournalScheduler"
+        SPIDER_MIDDLEWARES = {"bloomline.scrapy.JournalDoneMiddleware": 0}
+
+    Without ``JOBDIR`` it is Scrapy's scheduler. With it, the disk queue is
+    ``JOBDIR/requests.journal`` (see _RequestJournal): every request pushed
+    is on disk before ``enqueue_request`` returns, and a request the engine
+    took stays in the journal until JournalDoneMiddleware reports its
+    response handled (its callback's requests scheduled). A crawl killed at
+    any moment resumes with every request it had not finished: none is
+    lost; the few that were in flight at the kill (at most about
+    ``CONCURRENT_REQUESTS``) are fetched again.
+
+    With BloomDupeFilter, a request is journaled before its fingerprint is
+    recorded, and on resume the fingerprints of the journaled requests are
+    recorded again, so no kill between the two can lose or repeat a request.
+    Order: highest priority first; LIFO within a priority (Scrapy's
+    default), FIFO if ``SCHEDULER_DISK_QUEUE`` names a FIFO queue.
+    """
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> JournalScheduler:
+        middlewares = crawler.settings.getwithbase("SPIDER_MIDDLEWARES")
+        if not any(_is_middleware(k) and v is not None for k, v in middlewares.items()):
+            raise ValueError(
+                f"JournalScheduler needs its spider middleware: add SPIDER_MIDDLEWARES = {{{_MIDDLEWARE!r}: 0}}"
+                " (it tells the scheduler when a request is finished)"
+            )
+        scheduler = super().from_crawler(crawler)
+        scheduler.fifo = "fifo" in str(crawler.settings.get("SCHEDULER_DISK_QUEUE", "")).lower()
+        return scheduler
+
+    fifo = False
+
+    def _dqdir(self, jobdir: str | None) -> str | None:
+        if jobdir:
+            os.makedirs(jobdir, exist_ok=True)
+        return jobdir or None
+
+    def open(self, spider: Any) -> Any:
+        self.spider = spider
+        self.mqs = self._mq()
+        self.dqs = None
+        result = self.df.open()
+        if self.dqdir:
+            df = self.df
+            reseed = df.record_fingerprint if isinstance(df, BloomDupeFilter) else None
+            journal = _RequestJournal(Path(self.dqdir, JOURNAL_NAME), spider, fifo=self.fifo,
+                                      on_fingerprint=reseed)
+            self.dqs = journal  # type: ignore[assignment]
+            assert self.crawler is not None
+            self.crawler.signals.connect(self._request_done, signal=request_done)
+            if journal.recovered:
+                logger.info("Resuming crawl (%(queuesize)d requests scheduled)", {"queuesize": journal.recovered},
+                            extra={"spider": spider})
+        return result
+
+    def close(self, reason: str) -> Any:
+        if self.dqs is not None:
+            self.dqs.close()
+        return self.df.close(reason)
+
+    def enqueue_request(self, request: Request) -> bool:
+        df = self.df
+        if self.dqs is None or request.dont_filter or not isinstance(df, BloomDupeFilter):
+            return super().enqueue_request(request)
+        # Journal first, record second: a kill between the two leaves the
+        # request queued and its fingerprint re-recorded on resume.
+        fp = df.fingerprinter.fingerprint(request)
+        if df.has_fingerprint(fp):
+            df.log(request, self.spider)
+            return False
+        assert self.stats is not None
+        try:
+            self.dqs.push(request, fp)  # type: ignore[call-arg]
+            self.stats.inc_value("scheduler/enqueued/disk")
+        except ValueError:
+            self._mqpush(request)
+            self.stats.inc_value("scheduler/unserializable")
+            self.stats.inc_value("scheduler/enqueued/memory")
+        df.record_fingerprint(fp)
+        self.stats.inc_value("scheduler/enqueued")
+        return True
+
+    def _request_done(self, request_id: int) -> None:
+        if self.dqs is not None:
+            self.dqs.done(request_id)  # type: ignore[attr-defined]
+
+
+def _is_middleware(key: Any) -> bool:
+    return key is JournalDoneMiddleware or key == _MIDDLEWARE
+
+
+class JournalDoneMiddleware:
+    """Spider middleware for JournalScheduler: once a response's output has
+    all been handed to the engine (so its new requests are in the journal),
+    or its callback failed, the request is finished. Give it the lowest
+    order (0), so that it wraps every other middleware's output."""
+
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> JournalDoneMiddleware:
+        return cls(crawler)
+
+    def _finished(self, response: Response) -> None:
+        request = getattr(response, "request", None)
+        rid = request.meta.get(_META_ID) if request is not None else None
+        if rid is not None:
+            self.crawler.signals.send_catch_log(signal=request_done, request_id=rid)
+
+    def process_spider_output(self, response: Response, result: Iterable[Any], spider: Any = None) -> Iterator[Any]:
+        try:
+            yield from result
+        finally:
+            self._finished(response)
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Any = None
+    ) -> AsyncIterator[Any]:
+        try:
+            async for item in result:
+                yield item
+        finally:
+            self._finished(response)
+
+    def process_spider_exception(self, response: Response, exception: BaseException, spider: Any = None) -> None:
+        self._finished(response)
