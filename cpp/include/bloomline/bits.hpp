@@ -48,34 +48,38 @@ public:
     std::size_t nbytes() const { return mem_.size; }
     const Memory& memory() const { return mem_; }
 
-    bool test(std::uint64_t i) const { return (load_le(word(i)) >> (i & 63)) & 1; }
+    // The bit operations are static, on raw words: batch loops call them with
+    // the words pointer and the geometry held in locals. Through members,
+    // every store to the bits (a uint64_t) may alias the geometry (uint64_t
+    // too), so the compiler must reload it after each store.
 
-    // Set bit i (writers serialised); true when it was clear.
-    bool set(std::uint64_t i) {
-        std::uint64_t* w = word(i);
+    static bool test_word_bit(const std::uint64_t* w, std::uint64_t bit_index) {
+        return (load_le(w) >> bit_index) & 1;
+    }
+
+    // Set a bit of a word (writers serialised); true when it was clear.
+    static bool set_word_bit(std::uint64_t* w, std::uint64_t bit_index) {
         const std::uint64_t old = load_le(w);
-        const std::uint64_t bit = std::uint64_t{1} << (i & 63);
+        const std::uint64_t bit = std::uint64_t{1} << bit_index;
         if (old & bit) return false;
         atomic_store(w, to_le64(old | bit));
         return true;
     }
 
-    // Are the bits at offsets offs[0..k) (each 0..511) of a block all set?
-    // Branch-free: the line is in cache by now and the k loads overlap.
-    bool block_has(std::uint64_t block, const unsigned* offs, std::uint32_t k) const {
-        const std::uint64_t* w = block_words(block);
+    // Are the bits at offsets offs[0..k) (each 0..511) of the block at w all
+    // set? Branch-free: the line is in cache by now and the k loads overlap.
+    static bool has_in(const std::uint64_t* w, const unsigned* offs, std::uint32_t k) {
         std::uint64_t all = 1;
         for (std::uint32_t i = 0; i < k; ++i) all &= load_le(w + (offs[i] >> 6)) >> (offs[i] & 63);
         return all != 0;
     }
 
-    // Set those bits (writers serialised); returns how many were clear. A
-    // block that has them all is not written, so re-adding known keys leaves
-    // its cache line clean; otherwise each bit is a branch-free
+    // Set those bits (writers serialised); returns how many were clear.
+    // A block that has all the bits is not written, so re-adding known keys
+    // leaves its cache line clean; otherwise each bit is a branch-free
     // load/or/store on the (cached) line.
-    unsigned block_set(std::uint64_t block, const unsigned* offs, std::uint32_t k) {
-        if (block_has(block, offs, k)) return 0;
-        std::uint64_t* w = block_words(block);
+    static unsigned set_in(std::uint64_t* w, const unsigned* offs, std::uint32_t k) {
+        if (has_in(w, offs, k)) return 0;
         unsigned changed = 0;
         for (std::uint32_t i = 0; i < k; ++i) {
             std::uint64_t* p = w + (offs[i] >> 6);
@@ -86,9 +90,6 @@ public:
         }
         return changed;
     }
-
-    // Where bit i lives, for prefetching.
-    const void* address_of(std::uint64_t i) const { return word(i); }
 
     std::uint64_t popcount() const {
         std::uint64_t total = 0;
@@ -102,8 +103,6 @@ public:
     std::uint64_t* words() const { return reinterpret_cast<std::uint64_t*>(mem_.data); }
 
 private:
-    std::uint64_t* word(std::uint64_t i) const { return words() + (i >> 6); }
-    std::uint64_t* block_words(std::uint64_t block) const { return words() + block * kBlockWords; }
     static std::uint64_t load_le(const std::uint64_t* p) { return to_le64(atomic_load(p)); }
 
     Memory mem_;

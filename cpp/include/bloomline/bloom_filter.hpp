@@ -80,10 +80,12 @@ public:
         std::lock_guard<std::mutex> lock(writer_);
         std::uint64_t changed_bits = 0;
         std::size_t new_keys = 0;
+        const Geometry g = geo_;  // locals, not members: see bits.hpp
+        std::uint64_t* const words = bits_.words();
         pipelined<true>(
-            geo_, hashes, n, [&](std::uint64_t slot) { return bits_.address_of(slot); },
-            [&](std::size_t i) {
-                const unsigned changed = add_one(hashes[i]);
+            g, hashes, n, [words](std::uint64_t slot) { return words + (slot >> 6); },
+            [&, g, words](std::size_t i) {
+                const unsigned changed = add_at(g, words, hashes[i]);
                 changed_bits += changed;
                 new_keys += changed != 0;
                 if (out) out[i] = changed != 0;
@@ -94,9 +96,11 @@ public:
 
     void contains_batch(const Hash128* hashes, std::size_t n, bool* out) const {
         backing_.check_open();
+        const Geometry g = geo_;
+        const std::uint64_t* const words = bits_.words();
         pipelined<false>(
-            geo_, hashes, n, [&](std::uint64_t slot) { return bits_.address_of(slot); },
-            [&](std::size_t i) { out[i] = probe(hashes[i]); });
+            g, hashes, n, [words](std::uint64_t slot) { return words + (slot >> 6); },
+            [&, g, words](std::size_t i) { out[i] = probe_at(g, words, hashes[i]); });
     }
 
     // ---- whole-filter operations (caller checks compatibility) -------
@@ -125,14 +129,16 @@ private:
     std::uint64_t fill_locked() const { return bits_set(); }
 
     // Are all of a key's bits set? (No open/closed check: callers make it.)
-    bool probe(const Hash128& h) const {
-        if (geo_.layout == Layout::blocked) {
+    bool probe(const Hash128& h) const { return probe_at(geo_, bits_.words(), h); }
+
+    static bool probe_at(const Geometry& g, const std::uint64_t* words, const Hash128& h) {
+        if (g.layout == Layout::blocked) {
             unsigned offs[kMaxHashes];
-            offsets_in_block(geo_.num_hashes, h.h2, offs);
-            return bits_.block_has(block_of(geo_, h), offs, geo_.num_hashes);
+            offsets_in_block(g.num_hashes, h.h2, offs);
+            return BitArray::has_in(words + block_of(g, h) * kBlockWords, offs, g.num_hashes);
         }
         bool all = true;
-        for_each_slot(geo_, h, [&](std::uint64_t s) { all = all && bits_.test(s); });
+        for_each_slot(g, h, [&](std::uint64_t s) { all = all && BitArray::test_word_bit(words + (s >> 6), s & 63); });
         return all;
     }
 
@@ -143,14 +149,16 @@ private:
     }
 
     // Sets a key's bits (writer mutex held); returns how many were clear.
-    unsigned add_one(const Hash128& h) {
-        if (geo_.layout == Layout::blocked) {
+    unsigned add_one(const Hash128& h) { return add_at(geo_, bits_.words(), h); }
+
+    static unsigned add_at(const Geometry& g, std::uint64_t* words, const Hash128& h) {
+        if (g.layout == Layout::blocked) {
             unsigned offs[kMaxHashes];
-            offsets_in_block(geo_.num_hashes, h.h2, offs);
-            return bits_.block_set(block_of(geo_, h), offs, geo_.num_hashes);
+            offsets_in_block(g.num_hashes, h.h2, offs);
+            return BitArray::set_in(words + block_of(g, h) * kBlockWords, offs, g.num_hashes);
         }
         unsigned changed = 0;
-        for_each_slot(geo_, h, [&](std::uint64_t s) { changed += bits_.set(s); });
+        for_each_slot(g, h, [&](std::uint64_t s) { changed += BitArray::set_word_bit(words + (s >> 6), s & 63); });
         return changed;
     }
 

@@ -97,15 +97,13 @@ inline void for_each_slot(const Geometry& g, const Hash128& h, F&& f) {
 // kOneLinePerBlock: a block of 512 one-bit slots is one cache line, so one
 // prefetch per key covers it; a counter block (4 to 16 lines) is prefetched
 // slot by slot like the standard layout.
-template <bool kForWrite, bool kOneLinePerBlock = true, class Addr, class Op>
-inline void pipelined(const Geometry& g, const Hash128* hashes, std::size_t n, Addr&& addr, Op&& op) {
+template <bool kForWrite, bool kOneLine, std::size_t kDistance, class Addr, class Op>
+inline void pipelined_loop(const Geometry& g, const Hash128* hashes, std::size_t n, Addr& addr, Op& op) {
     constexpr int kRw = kForWrite ? 1 : 0;
-    const bool one_line = kOneLinePerBlock && g.layout == Layout::blocked;
-    const std::size_t distance = one_line ? 16 : 4;
     std::uint64_t slots[kMaxHashes];
-    for (std::size_t i = 0; i < n + distance; ++i) {
+    for (std::size_t i = 0; i < n + kDistance; ++i) {
         if (i < n) {
-            if (one_line) {
+            if (kOneLine) {
                 __builtin_prefetch(addr(block_of(g, hashes[i]) * kBlockBits), kRw, 3);
             } else {
                 std::uint32_t count = 0;
@@ -113,8 +111,18 @@ inline void pipelined(const Geometry& g, const Hash128* hashes, std::size_t n, A
                 for (std::uint32_t j = 0; j < count; ++j) __builtin_prefetch(addr(slots[j]), kRw, 3);
             }
         }
-        if (i >= distance) op(i - distance);
+        if (i >= kDistance) op(i - kDistance);
     }
+}
+
+// The distance is a constant of each loop (16 keys ahead for one line per
+// key, 4 for k lines per key): as a run-time value it cost about 3 ns/key.
+template <bool kForWrite, bool kOneLinePerBlock = true, class Addr, class Op>
+inline void pipelined(const Geometry& g, const Hash128* hashes, std::size_t n, Addr&& addr, Op&& op) {
+    if (kOneLinePerBlock && g.layout == Layout::blocked)
+        pipelined_loop<kForWrite, true, 16>(g, hashes, n, addr, op);
+    else
+        pipelined_loop<kForWrite, false, 4>(g, hashes, n, addr, op);
 }
 
 }  // namespace bloomline
