@@ -3,10 +3,11 @@
 // hashes and the format module turns filters into bytes.
 //
 // Batches run in one pass with a prefetch ring (see index.hpp). Measured on
-// the development VM at 124 MB (benchmarks/RESULTS.md, D): contains_many of
-// uint64 keys 55 ns/key, add_many 61 ns/key, against 15 ns for a bare
-// prefetched random line read; core alone (pre-hashed) 27 and 45 ns. The
-// standard layout pays about k lines: 107 and 111 ns/key.
+// the development VM at 124 MB (benchmarks/RESULTS.md, D, final run):
+// contains_many of uint64 keys 26 ns/key, add_many 41 ns/key, against 11 ns
+// for a bare prefetched random line read. The standard layout pays about k
+// lines: 83 and 81 ns/key. At 12 MB the in-block bit tests dominate: about
+// 1.2 ns each (benchmarks/NOTES.md).
 //
 // Threads: lookups never lock. Writes (add, add_batch, clear, |=, &=) hold
 // a mutex, taken once per call (a batch arrives in chunks of 512 hashes, so
