@@ -102,6 +102,13 @@ def test_unserializable_request_is_refused_unchanged(tmp_path: Path) -> None:
     assert len(j) == 0 and j.pop() is None
 
 
+def test_priority_beyond_64_bits_is_refused(tmp_path: Path) -> None:
+    j = journal(tmp_path / "j")
+    with pytest.raises(ValueError, match="priority must fit in 64 bits"):
+        j.push(Request("http://127.0.0.1/x", priority=2**70))
+    assert len(j) == 0
+
+
 def test_retry_finishes_its_original_when_it_finishes(tmp_path: Path) -> None:
     path = tmp_path / "requests.journal"
     j = journal(path)

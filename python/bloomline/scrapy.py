@@ -358,6 +358,9 @@ class _RequestJournal:
             raise ValueError(f"cannot serialize {request}: {e}") from e
         if len(fingerprint) > 0xFFFF:
             raise ValueError(f"fingerprint must be at most 65535 bytes, got {len(fingerprint)}")
+        if not -(2**63) <= request.priority < 2**63 or len(payload) >= 2**32:
+            raise ValueError(f"request priority must fit in 64 bits and its pickle in 4 GiB, got priority "
+                             f"{request.priority} and {len(payload)} bytes")
         body = fingerprint + payload
         head = _REC.pack(_PENDING, 0, len(fingerprint), len(payload), request.priority, 0)
         rec = head[:-4] + struct.pack("<I", _record_crc(head, body)) + body
