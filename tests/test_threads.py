@@ -77,3 +77,53 @@ def test_threads_mixing_scalar_and_batch_adds(layout: str) -> None:
 
     _run_threads([threading.Thread(target=batch), threading.Thread(target=scalar)])
     assert bf.contains_many(words).all()
+
+
+# ---- threads= on batch calls: the same answers as one thread ---------------
+
+import pytest  # noqa: E402
+
+from bloomline import CountingBloomFilter  # noqa: E402
+
+
+@pytest.mark.parametrize("threads", [2, 3, 0])
+def test_add_many_with_threads_equals_one_thread(layout: str, threads: int) -> None:
+    rng = np.random.default_rng(11)
+    keys = rng.integers(0, 2**63, size=700_000, dtype=np.uint64)
+    keys[::5] = keys[3::5][: len(keys[::5])]  # repeats inside the batch, far apart and near
+    keys[1::9] = keys[::9][: len(keys[1::9])]
+    one = BloomFilter(500_000, 0.01, layout=layout)
+    many = BloomFilter(500_000, 0.01, layout=layout)
+    new_one = one.add_many(keys)
+    new_many = many.add_many(keys, threads=threads)
+    assert np.array_equal(new_one, new_many)  # a repeat is new only at its first place
+    assert one.to_bytes() == many.to_bytes()  # same bits, bits_set and insert count
+    probe = rng.integers(0, 2**63, size=300_000, dtype=np.uint64)
+    assert np.array_equal(one.contains_many(probe), many.contains_many(probe, threads=threads))
+
+
+def test_threads_on_every_input_kind() -> None:
+    strs = [f"https://example.test/{i}" for i in range(120_000)]
+    arrays = [np.array(strs), np.array(strs, dtype="S"), strs, np.arange(120_000, dtype=np.int32)]
+    for keys in arrays:
+        one, many = BloomFilter(200_000, 0.01), BloomFilter(200_000, 0.01)
+        assert np.array_equal(one.add_many(keys), many.add_many(keys, threads=4))
+        assert one == many
+        assert many.contains_many(keys, threads=4).all()
+
+
+def test_counting_filter_threads_equal_one_thread() -> None:
+    keys = np.random.default_rng(5).integers(0, 1000_000, size=400_000, dtype=np.uint64)
+    one, many = CountingBloomFilter(300_000, 0.01), CountingBloomFilter(300_000, 0.01)
+    assert np.array_equal(one.add_many(keys), many.add_many(keys, threads=2))
+    assert one.to_bytes() == many.to_bytes()
+    assert np.array_equal(one.contains_many(keys[::-1]), many.contains_many(keys[::-1], threads=2))
+
+
+@pytest.mark.parametrize("bad", [-1, 1025, 2.0, "2", None])
+def test_threads_must_be_a_small_count(bad: object) -> None:
+    bf = BloomFilter(1000)
+    with pytest.raises((ValueError, TypeError), match="threads"):
+        bf.add_many([1, 2], threads=bad)  # type: ignore[arg-type]
+    with pytest.raises((ValueError, TypeError), match="threads"):
+        bf.contains_many([1, 2], threads=bad)  # type: ignore[arg-type]

@@ -12,9 +12,13 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <type_traits>
 
 #include "args_py.hpp"
+#include "bloomline/bloom_filter.hpp"
 #include "bloomline/counting_filter.hpp"
+#include "bloomline/parallel.hpp"
 #include "bloomline/file.hpp"
 #include "bloomline/format.hpp"
 #include "keys_py.hpp"
@@ -242,28 +246,67 @@ std::unique_ptr<T> from_bytes(py::handle data) {
     return read_filter<T>(view.data(), view.size());
 }
 
+// threads= of the batch calls: 0 means one per CPU.
+inline unsigned parse_threads(py::handle threads) {
+    const auto t = static_cast<unsigned>(py_args::to_u64(threads, "threads", 0, 1024, "[0, 1024]"));
+    if (t != 0) return t;
+    const unsigned cpus = std::thread::hardware_concurrency();
+    return cpus == 0 ? 1 : cpus;
+}
+
+// Fewer threads for small batches: starting one costs tens of microseconds.
+inline unsigned batch_threads(unsigned threads, std::size_t n) {
+    const std::size_t useful = std::max<std::size_t>(1, n / 16384);
+    return static_cast<unsigned>(std::min<std::size_t>(threads, useful));
+}
+
+// BloomFilter splits its adds by block; other kinds hash in parallel and
+// add on one thread (parallel.hpp).
+template <class T, class HashAt>
+void add_threads(T& f, HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
+    if constexpr (std::is_same_v<T, BloomFilter>)
+        f.add_parallel(hash_at, n, out, threads);
+    else
+        add_parallel_hashing(f, hash_at, n, out, threads);
+}
+
 // Everything both kinds bind the same way, and the kind's reader for
 // bloomline.from_bytes.
 template <class T>
 void bind_common(py::class_<T>& cls) {
     cls.def(
            "add_many",
-           [](T& f, py::handle keys) {
+           [](T& f, py::handle keys, py::handle threads) {
+               const unsigned t = parse_threads(threads);
+               if (t > 1)
+                   return py_keys::run_batch_threads(keys, f.geometry().seed, "keys",
+                                                     [&f, t](auto& hash_at, std::size_t n, bool* out) {
+                                                         add_threads(f, hash_at, n, out, batch_threads(t, n));
+                                                     });
                return py_keys::run_batch(keys, f.geometry().seed, "keys",
                                          [&f](const Hash128* h, std::size_t n, bool* out) { f.add_batch(h, n, out); });
            },
-           py::arg("keys"),
+           py::arg("keys"), py::kw_only(), py::arg("threads") = 1,
            "Add a batch (NumPy array or iterable). Returns a bool array: True where the key was new; a key repeated "
-           "in the batch is new only at its first place.")
+           "in the batch is new only at its first place. threads=N uses N threads (0: one per CPU); the result "
+           "is the same as with one.")
         .def(
             "contains_many",
-            [](const T& f, py::handle keys) {
+            [](const T& f, py::handle keys, py::handle threads) {
+                const unsigned t = parse_threads(threads);
+                if (t > 1)
+                    return py_keys::run_batch_threads(keys, f.geometry().seed, "keys",
+                                                      [&f, t](auto& hash_at, std::size_t n, bool* out) {
+                                                          contains_parallel(f, hash_at, n, out, batch_threads(t, n));
+                                                      });
                 return py_keys::run_batch(keys, f.geometry().seed, "keys",
                                           [&f](const Hash128* h, std::size_t n, bool* out) {
                                               f.contains_batch(h, n, out);
                                           });
             },
-            py::arg("keys"), "Test a batch (NumPy array or iterable). Returns a bool array: True where maybe present.")
+            py::arg("keys"), py::kw_only(), py::arg("threads") = 1,
+            "Test a batch (NumPy array or iterable). Returns a bool array: True where maybe present. threads=N "
+            "uses N threads (0: one per CPU).")
         .def(
             "update",
             [](T& f, py::args iterables) {

@@ -65,6 +65,7 @@ std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const ch
 [[noreturn]] void raise_value_error(const std::string& msg);
 
 // Call f(source) with source(i) = hash of element i of a fixed-width array.
+// A source may be called from several threads at once.
 template <class F>
 void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
     const unsigned char* p = a.data();
@@ -91,16 +92,17 @@ void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
                 const unsigned char* e = p + i * w;
                 return murmur3_128(e, strip_trailing_nuls(e, w), seed);
             });
-        default: {  // 'U', already checked by check_unicode
-            std::vector<unsigned char> utf8(w);  // 4 bytes per code point at most
-            unsigned char* buf = utf8.data();
-            return f([p, w, seed, buf](std::size_t i) {
+        default:  // 'U', already checked by check_unicode
+            return f([p, w, seed](std::size_t i) {
+                // One buffer per thread: sources are called from every
+                // thread of a threads= batch. 4 bytes per code point at most.
+                thread_local std::vector<unsigned char> utf8;
+                if (utf8.size() < w) utf8.resize(w);
                 const auto* cps = reinterpret_cast<const std::uint32_t*>(p + i * w);
                 std::uint32_t bad = 0;
-                const std::ptrdiff_t len = utf32_to_utf8(cps, strip_trailing_nuls(cps, w / 4), buf, &bad);
-                return murmur3_128(buf, static_cast<std::size_t>(len < 0 ? 0 : len), seed);
+                const std::ptrdiff_t len = utf32_to_utf8(cps, strip_trailing_nuls(cps, w / 4), utf8.data(), &bad);
+                return murmur3_128(utf8.data(), static_cast<std::size_t>(len < 0 ? 0 : len), seed);
             });
-        }
     }
 }
 
@@ -156,6 +158,45 @@ py::array_t<Out> run_batch(py::handle keys, std::uint64_t seed, const char* para
         const Hash128* h = hashes.data();
         for (std::size_t start = 0; start < hashes.size(); start += 512)
             op(h + start, std::min<std::size_t>(512, hashes.size() - start), out + start);
+    }
+    return result;
+}
+
+// The batch driver for threads=: body(hash_at, n, out) runs with the GIL
+// released; hash_at(i) is key i's hash and may be called from any thread.
+// Fixed-width NumPy keys are hashed by the threads themselves; lists,
+// iterables and object arrays are hashed first, with the GIL.
+template <class Body>
+py::array_t<bool> run_batch_threads(py::handle keys, std::uint64_t seed, const char* param, Body body) {
+    std::vector<Hash128> hashes;
+    std::vector<py::ssize_t> shape;
+    if (is_ndarray(keys)) {
+        ArrayKeys a = prepare_array(keys, param);
+        if (a.kind != 'O') {
+            py::array_t<bool> result(a.shape);
+            bool* out = result.mutable_data();
+            std::string error;
+            {
+                py::gil_scoped_release nogil;
+                if (a.kind == 'U') error = check_unicode(a, param);
+                if (error.empty()) with_array_source(a, seed, [&](auto source) { body(source, a.n, out); });
+            }
+            if (!error.empty()) raise_value_error(error);
+            return result;
+        }
+        shape = a.shape;
+        hashes = hash_iterable(a.arr, seed, param);
+    } else {
+        hashes = hash_iterable(keys, seed, param);
+        shape = {static_cast<py::ssize_t>(hashes.size())};
+    }
+    py::array_t<bool> result(shape);
+    bool* out = result.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        const Hash128* h = hashes.data();
+        auto hash_at = [h](std::size_t i) { return h[i]; };
+        body(hash_at, hashes.size(), out);
     }
     return result;
 }
