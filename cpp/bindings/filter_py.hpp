@@ -279,7 +279,7 @@ void bind_common(py::class_<T>& cls) {
            [](T& f, py::handle keys, py::handle threads) {
                const unsigned t = parse_threads(threads);
                if (t > 1)
-                   return py_keys::run_batch_threads(keys, f.geometry().seed, "keys",
+                   return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
                                                      [&f, t](auto& hash_at, std::size_t n, bool* out) {
                                                          add_threads(f, hash_at, n, out, batch_threads(t, n));
                                                      });
@@ -295,7 +295,7 @@ void bind_common(py::class_<T>& cls) {
             [](const T& f, py::handle keys, py::handle threads) {
                 const unsigned t = parse_threads(threads);
                 if (t > 1)
-                    return py_keys::run_batch_threads(keys, f.geometry().seed, "keys",
+                    return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
                                                       [&f, t](auto& hash_at, std::size_t n, bool* out) {
                                                           contains_parallel(f, hash_at, n, out, batch_threads(t, n));
                                                       });

@@ -120,12 +120,14 @@ void run_chunks(Source& source, std::size_t n, Out* out, Op& op) {
     }
 }
 
-// The batch driver: op(hashes, n, out) runs with the GIL released; out[i]
-// receives the answer for key i. The result has the input's shape for NumPy
-// arrays, else 1-D. Fixed-width NumPy keys are hashed without the GIL too;
-// lists, iterables and object arrays are hashed first, with it.
-template <class Out = bool, class Op>
-py::array_t<Out> run_batch(py::handle keys, std::uint64_t seed, const char* param, Op op) {
+// The batch driver: body(hash_at, n, out) runs with the GIL released, where
+// hash_at(i) is key i's hash (callable from any thread) and out[i] receives
+// the answer for key i. The result has the input's shape for NumPy arrays,
+// else 1-D. Fixed-width NumPy keys are hashed inside body, without the GIL
+// (by every thread of a threads= batch); lists, iterables and object arrays
+// are hashed first, with it.
+template <class Out = bool, class Body>
+py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const char* param, Body body) {
     std::vector<Hash128> hashes;
     std::vector<py::ssize_t> shape;
     if (is_ndarray(keys)) {
@@ -139,8 +141,7 @@ py::array_t<Out> run_batch(py::handle keys, std::uint64_t seed, const char* para
                 // and a filter's memory never moves.
                 py::gil_scoped_release nogil;
                 if (a.kind == 'U') error = check_unicode(a, param);
-                if (error.empty())
-                    with_array_source(a, seed, [&](auto source) { run_chunks(source, a.n, out, op); });
+                if (error.empty()) with_array_source(a, seed, [&](auto source) { body(source, a.n, out); });
             }
             if (!error.empty()) raise_value_error(error);
             return result;
@@ -156,49 +157,17 @@ py::array_t<Out> run_batch(py::handle keys, std::uint64_t seed, const char* para
     {
         py::gil_scoped_release nogil;
         const Hash128* h = hashes.data();
-        for (std::size_t start = 0; start < hashes.size(); start += 512)
-            op(h + start, std::min<std::size_t>(512, hashes.size() - start), out + start);
-    }
-    return result;
-}
-
-// The batch driver for threads=: body(hash_at, n, out) runs with the GIL
-// released; hash_at(i) is key i's hash and may be called from any thread.
-// Fixed-width NumPy keys are hashed by the threads themselves; lists,
-// iterables and object arrays are hashed first, with the GIL.
-template <class Body>
-py::array_t<bool> run_batch_threads(py::handle keys, std::uint64_t seed, const char* param, Body body) {
-    std::vector<Hash128> hashes;
-    std::vector<py::ssize_t> shape;
-    if (is_ndarray(keys)) {
-        ArrayKeys a = prepare_array(keys, param);
-        if (a.kind != 'O') {
-            py::array_t<bool> result(a.shape);
-            bool* out = result.mutable_data();
-            std::string error;
-            {
-                py::gil_scoped_release nogil;
-                if (a.kind == 'U') error = check_unicode(a, param);
-                if (error.empty()) with_array_source(a, seed, [&](auto source) { body(source, a.n, out); });
-            }
-            if (!error.empty()) raise_value_error(error);
-            return result;
-        }
-        shape = a.shape;
-        hashes = hash_iterable(a.arr, seed, param);
-    } else {
-        hashes = hash_iterable(keys, seed, param);
-        shape = {static_cast<py::ssize_t>(hashes.size())};
-    }
-    py::array_t<bool> result(shape);
-    bool* out = result.mutable_data();
-    {
-        py::gil_scoped_release nogil;
-        const Hash128* h = hashes.data();
         auto hash_at = [h](std::size_t i) { return h[i]; };
         body(hash_at, hashes.size(), out);
     }
     return result;
+}
+
+// One thread: op(hashes, n, out) on chunks of 512 hashes.
+template <class Out = bool, class Op>
+py::array_t<Out> run_batch(py::handle keys, std::uint64_t seed, const char* param, Op op) {
+    return with_batch_hashes<Out>(keys, seed, param,
+                                  [&op](auto& hash_at, std::size_t n, Out* out) { run_chunks(hash_at, n, out, op); });
 }
 
 }  // namespace bloomline::py_keys
