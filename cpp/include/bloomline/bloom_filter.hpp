@@ -104,7 +104,7 @@ public:
         std::uint64_t* const words = bits_.words();
         const std::size_t chunk = std::min(n, kParallelChunk);
         std::vector<Hash128> buf(chunk);
-        struct Part {
+        struct alignas(64) Part {  // one cache line apart: push_back writes each vector's end pointer
             Tally tally;
             std::vector<Hash128> mine;
             std::vector<std::uint32_t> where;
