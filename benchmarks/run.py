@@ -90,46 +90,36 @@ def version_of(dist: str) -> str:
         return "not installed"
 
 
+def set_like(dist: str, make: Callable[[int, float], Any], bits: Callable[[Any], int], note: str = "") -> Lib:
+    """A peer with a set's API: add, in, update (its batch add), no batch lookup."""
+    return Lib(
+        dist,
+        version_of(dist),
+        make=make,
+        add=lambda f: f.add,
+        contains=lambda f, k: k in f,
+        batch_add=lambda f, keys: f.update(keys),
+        batch_contains=lambda f, keys: [k in f for k in keys],
+        int_batch_add=lambda f, keys: f.update(keys),
+        int_batch_contains=lambda f, keys: [k in f for k in keys],
+        bits=bits,
+        notes=[note + "no batch lookup (a comprehension is used)"],
+    )
+
+
 def peers() -> list[Lib]:
     libs: list[Lib] = []
     try:
         import rbloom
 
-        libs.append(
-            Lib(
-                "rbloom",
-                version_of("rbloom"),
-                make=lambda n, p: rbloom.Bloom(n, p),
-                add=lambda f: f.add,
-                contains=lambda f, k: k in f,
-                batch_add=lambda f, keys: f.update(keys),
-                batch_contains=lambda f, keys: [k in f for k in keys],
-                int_batch_add=lambda f, keys: f.update(keys),
-                int_batch_contains=lambda f, keys: [k in f for k in keys],
-                bits=lambda f: f.size_in_bits,
-                notes=["hashes with Python's salted hash(); no batch lookup (a comprehension is used)"],
-            )
-        )
+        libs.append(set_like("rbloom", lambda n, p: rbloom.Bloom(n, p), lambda f: f.size_in_bits,
+                             "hashes with Python's salted hash(); "))
     except ImportError:
         pass
     try:
         import pybloomfilter
 
-        libs.append(
-            Lib(
-                "pybloomfiltermmap3",
-                version_of("pybloomfiltermmap3"),
-                make=lambda n, p: pybloomfilter.BloomFilter(n, p),
-                add=lambda f: f.add,
-                contains=lambda f, k: k in f,
-                batch_add=lambda f, keys: f.update(keys),
-                batch_contains=lambda f, keys: [k in f for k in keys],
-                int_batch_add=lambda f, keys: f.update(keys),
-                int_batch_contains=lambda f, keys: [k in f for k in keys],
-                bits=lambda f: f.num_bits,
-                notes=["no batch lookup (a comprehension is used)"],
-            )
-        )
+        libs.append(set_like("pybloomfiltermmap3", lambda n, p: pybloomfilter.BloomFilter(n, p), lambda f: f.num_bits))
     except ImportError:
         pass
     try:

@@ -16,7 +16,8 @@ import bloomline.scrapy as bs  # noqa: E402
 
 
 def journal(path: Path, *, fifo: bool = False, seen: list[bytes] | None = None) -> bs._RequestJournal:
-    return bs._RequestJournal(path, None, fifo=fifo, on_fingerprint=None if seen is None else seen.append)
+    return bs._RequestJournal(path, None, fifo=fifo, fingerprint_of=lambda r: r.meta.get("fp", b""),
+                              on_fingerprint=None if seen is None else seen.append)
 
 
 def urls(j: bs._RequestJournal) -> list[str]:
@@ -41,7 +42,7 @@ def test_unfinished_requests_survive_an_unclean_stop(tmp_path: Path) -> None:
     path = tmp_path / "requests.journal"
     j = journal(path)
     for i in range(10):
-        j.push(Request(f"http://127.0.0.1/{i}", meta={"i": i}), fingerprint=bytes([i]) * 20)
+        j.push(Request(f"http://127.0.0.1/{i}", meta={"i": i, "fp": bytes([i]) * 20}))
     taken = [j.pop() for _ in range(4)]
     assert all(r is not None for r in taken)
     j.done(taken[0].meta[bs._META_ID])  # type: ignore[union-attr]

@@ -260,11 +260,15 @@ inline unsigned batch_threads(unsigned threads, std::size_t n) {
     return static_cast<unsigned>(std::min<std::size_t>(threads, useful));
 }
 
-// BloomFilter splits its adds by block; other kinds hash in parallel and
-// add on one thread (parallel.hpp).
+// Adds on `threads` threads. One thread: add_batch on chunks of 512. More:
+// BloomFilter splits its adds by block; other kinds hash in parallel and add
+// on one thread (parallel.hpp).
 template <class T, class HashAt>
 void add_threads(T& f, HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
-    if constexpr (std::is_same_v<T, BloomFilter>)
+    auto op = [&f](const Hash128* h, std::size_t m, bool* o) { f.add_batch(h, m, o); };
+    if (threads <= 1)
+        hash_chunks(hash_at, 0, n, out, op);
+    else if constexpr (std::is_same_v<T, BloomFilter>)
         f.add_parallel(hash_at, n, out, threads);
     else
         add_parallel_hashing(f, hash_at, n, out, threads);
@@ -278,13 +282,10 @@ void bind_common(py::class_<T>& cls) {
            "add_many",
            [](T& f, py::handle keys, py::handle threads) {
                const unsigned t = parse_threads(threads);
-               if (t > 1)
-                   return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
-                                                     [&f, t](auto& hash_at, std::size_t n, bool* out) {
-                                                         add_threads(f, hash_at, n, out, batch_threads(t, n));
-                                                     });
-               return py_keys::run_batch(keys, f.geometry().seed, "keys",
-                                         [&f](const Hash128* h, std::size_t n, bool* out) { f.add_batch(h, n, out); });
+               return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
+                                                 [&f, t](auto& hash_at, std::size_t n, bool* out) {
+                                                     add_threads(f, hash_at, n, out, batch_threads(t, n));
+                                                 });
            },
            py::arg("keys"), py::kw_only(), py::arg("threads") = 1,
            "Add a batch (NumPy array or iterable). Returns a bool array: True where the key was new; a key repeated "
@@ -294,15 +295,10 @@ void bind_common(py::class_<T>& cls) {
             "contains_many",
             [](const T& f, py::handle keys, py::handle threads) {
                 const unsigned t = parse_threads(threads);
-                if (t > 1)
-                    return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
-                                                      [&f, t](auto& hash_at, std::size_t n, bool* out) {
-                                                          contains_parallel(f, hash_at, n, out, batch_threads(t, n));
-                                                      });
-                return py_keys::run_batch(keys, f.geometry().seed, "keys",
-                                          [&f](const Hash128* h, std::size_t n, bool* out) {
-                                              f.contains_batch(h, n, out);
-                                          });
+                return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
+                                                  [&f, t](auto& hash_at, std::size_t n, bool* out) {
+                                                      contains_parallel(f, hash_at, n, out, batch_threads(t, n));
+                                                  });
             },
             py::arg("keys"), py::kw_only(), py::arg("threads") = 1,
             "Test a batch (NumPy array or iterable). Returns a bool array: True where maybe present. threads=N "
@@ -311,8 +307,10 @@ void bind_common(py::class_<T>& cls) {
             "update",
             [](T& f, py::args iterables) {
                 for (py::handle keys : iterables)
-                    py_keys::run_batch(keys, f.geometry().seed, "keys",
-                                       [&f](const Hash128* h, std::size_t n, bool* out) { f.add_batch(h, n, out); });
+                    py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
+                                               [&f](auto& hash_at, std::size_t n, bool* out) {
+                                                   add_threads(f, hash_at, n, out, 1);
+                                               });
             },
             "Add every key of each iterable (like set.update).")
         .def(

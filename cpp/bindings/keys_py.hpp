@@ -20,6 +20,7 @@
 
 #include "bloomline/keys.hpp"
 #include "bloomline/murmur3.hpp"
+#include "bloomline/parallel.hpp"
 
 namespace bloomline::py_keys {
 
@@ -106,20 +107,6 @@ void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
     }
 }
 
-// Hash keys chunk by chunk (512 at a time, 8 KiB on the stack) and feed
-// op(hashes, n, out). Chunks also let writers on other threads take turns
-// at the filter's writer lock.
-template <class Source, class Out, class Op>
-void run_chunks(Source& source, std::size_t n, Out* out, Op& op) {
-    constexpr std::size_t kChunk = 512;
-    Hash128 hashes[kChunk];
-    for (std::size_t start = 0; start < n; start += kChunk) {
-        const std::size_t m = std::min(kChunk, n - start);
-        for (std::size_t i = 0; i < m; ++i) hashes[i] = source(start + i);
-        op(static_cast<const Hash128*>(hashes), m, out + start);
-    }
-}
-
 // The batch driver: body(hash_at, n, out) runs with the GIL released, where
 // hash_at(i) is key i's hash (callable from any thread) and out[i] receives
 // the answer for key i. The result has the input's shape for NumPy arrays,
@@ -163,11 +150,11 @@ py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const ch
     return result;
 }
 
-// One thread: op(hashes, n, out) on chunks of 512 hashes.
+// One thread: op(hashes, m, out) on chunks of 512 hashes.
 template <class Out = bool, class Op>
 py::array_t<Out> run_batch(py::handle keys, std::uint64_t seed, const char* param, Op op) {
     return with_batch_hashes<Out>(keys, seed, param,
-                                  [&op](auto& hash_at, std::size_t n, Out* out) { run_chunks(hash_at, n, out, op); });
+                                  [&op](auto& hash_at, std::size_t n, Out* out) { hash_chunks(hash_at, 0, n, out, op); });
 }
 
 }  // namespace bloomline::py_keys

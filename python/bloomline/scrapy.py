@@ -333,8 +333,14 @@ class _RequestJournal:
     is closed, and when it is over 64 MiB and three quarters dead.
     """
 
-    def __init__(self, path: Path, spider: Any, *, fifo: bool, on_fingerprint: Any = None) -> None:
+    def __init__(
+        self, path: Path, spider: Any, *, fifo: bool, fingerprint_of: Any = None, on_fingerprint: Any = None
+    ) -> None:
+        """fingerprint_of(request) -> bytes: the dupefilter's fingerprint,
+        kept with each filtered request (none if None); on_fingerprint(fp)
+        is called for each pending record's fingerprint on open."""
         self.path, self.spider, self.fifo = path, spider, fifo
+        self._fingerprint_of = fingerprint_of
         self._queues: dict[int, array[int]] = {}  # priority -> offsets of pending records, in file order
         self._heads: dict[int, int] = {}  # FIFO: index of the next offset in each queue
         self._pending = 0
@@ -347,8 +353,11 @@ class _RequestJournal:
         self.recovered = self._rewrite(on_fingerprint)
 
     # -- writing -------------------------------------------------------------
-    def push(self, request: Request, fingerprint: bytes = b"") -> None:
+    def push(self, request: Request) -> None:
         """Queue a request (ValueError if it cannot be serialized)."""
+        fingerprint = b""
+        if self._fingerprint_of is not None and not request.dont_filter:
+            fingerprint = self._fingerprint_of(request)
         parent = request.meta.pop(_META_ID, None)  # a retry or redirect of a request we handed out
         try:
             payload = pickle.dumps(request.to_dict(spider=self.spider), protocol=4)
@@ -589,9 +598,11 @@ class JournalScheduler(Scheduler):
         result = self.df.open()
         if self.dqdir:
             df = self.df
-            reseed = df.record_fingerprint if isinstance(df, BloomDupeFilter) else None
+            fingerprint_of = on_fingerprint = None
+            if isinstance(df, BloomDupeFilter):
+                fingerprint_of, on_fingerprint = df.fingerprinter.fingerprint, df.record_fingerprint
             journal = _RequestJournal(Path(self.dqdir, JOURNAL_NAME), spider, fifo=self.fifo,
-                                      on_fingerprint=reseed)
+                                      fingerprint_of=fingerprint_of, on_fingerprint=on_fingerprint)
             self.dqs = journal  # type: ignore[assignment]
             assert self.crawler is not None
             self.crawler.signals.connect(self._request_done, signal=request_done)
@@ -616,12 +627,10 @@ class JournalScheduler(Scheduler):
             df.log(request, self.spider)
             return False
         assert self.stats is not None
-        try:
-            self.dqs.push(request, fp)  # type: ignore[call-arg]
+        if self._dqpush(request):  # the journal keeps fp (the fingerprinter caches it per request)
             self.stats.inc_value("scheduler/enqueued/disk")
-        except ValueError:
+        else:  # unserializable: Scrapy's memory queue, logged and counted by _dqpush
             self._mqpush(request)
-            self.stats.inc_value("scheduler/unserializable")
             self.stats.inc_value("scheduler/enqueued/memory")
         df.record_fingerprint(fp)
         self.stats.inc_value("scheduler/enqueued")

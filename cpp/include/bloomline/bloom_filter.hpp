@@ -103,8 +103,6 @@ public:
         std::lock_guard<std::mutex> lock(writer_);
         const Geometry g = geo_;
         std::uint64_t* const words = bits_.words();
-        const std::size_t chunk = std::min(n, kParallelChunk);
-        std::vector<Hash128> buf(chunk);
         struct alignas(64) Part {  // one cache line apart: push_back writes each vector's end pointer
             Tally tally;
             std::vector<Hash128> mine;
@@ -112,15 +110,10 @@ public:
             std::vector<unsigned char> fresh;  // 1 where this part found key i new
         };
         std::vector<Part> parts(threads);
-        for (std::size_t start = 0; start < n; start += kParallelChunk) {
-            const std::size_t m = std::min(kParallelChunk, n - start);
-            run_on_threads(threads, [&](unsigned t) {
-                for (std::size_t i = part_begin(m, threads, t), e = part_begin(m, threads, t + 1); i < e; ++i)
-                    buf[i] = hash_at(start + i);
-            });
+        for_each_hashed_chunk(hash_at, n, threads, [&](const Hash128* buf, std::size_t m, std::size_t start) {
             if (g.layout != Layout::blocked) {
-                add_unlocked(buf.data(), m, out ? out + start : nullptr, parts[0].tally);
-                continue;
+                add_unlocked(buf, m, out ? out + start : nullptr, parts[0].tally);
+                return;
             }
             run_on_threads(threads, [&](unsigned t) {
                 Part& part = parts[t];
@@ -151,7 +144,7 @@ public:
                 part.tally.bits += bits;
                 part.tally.keys += keys;
             });
-            if (!out) continue;
+            if (!out) return;
             run_on_threads(threads, [&](unsigned t) {
                 for (std::size_t i = part_begin(m, threads, t), e = part_begin(m, threads, t + 1); i < e; ++i) {
                     unsigned char any = 0;
@@ -159,7 +152,7 @@ public:
                     out[start + i] = any != 0;
                 }
             });
-        }
+        });
         Tally total;
         for (const Part& part : parts) {
             total.bits += part.tally.bits;

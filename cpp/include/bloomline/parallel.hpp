@@ -1,4 +1,5 @@
-// Batches on several threads (the `threads=` of add_many / contains_many).
+// Batches: hashing in chunks, and on several threads (the `threads=` of
+// add_many / contains_many).
 //
 // Lookups never lock, so a batch of lookups is simply cut into one slice
 // per thread. Adds are split differently, so that the result is exactly
@@ -72,30 +73,29 @@ void run_on_threads(unsigned threads, F&& f) {
         if (e) std::rethrow_exception(e);
 }
 
+// Hash keys [lo, hi) 512 at a time (8 KiB on the stack) and feed
+// op(hashes, m, out + first) for each chunk. The one-thread batch path; the
+// chunks also let writers on other threads take turns at a writer lock.
+template <class HashAt, class Out, class Op>
+void hash_chunks(HashAt& hash_at, std::size_t lo, std::size_t hi, Out* out, Op& op) {
+    constexpr std::size_t kChunk = 512;
+    Hash128 hashes[kChunk];
+    for (std::size_t start = lo; start < hi; start += kChunk) {
+        const std::size_t m = std::min(kChunk, hi - start);
+        for (std::size_t i = 0; i < m; ++i) hashes[i] = hash_at(start + i);
+        op(static_cast<const Hash128*>(hashes), m, out + start);
+    }
+}
+
 // Keys per super-chunk: hashed in parallel into one buffer (4 MiB of
 // hashes), then added. Large enough that starting threads costs nothing
 // measurable, small enough to stay near the cache.
 constexpr std::size_t kParallelChunk = std::size_t{1} << 18;
 
-// Lookups: slices of the batch, each hashed and probed by its own thread in
-// chunks of 512. hash_at(i) must be callable from any thread.
-template <class Filter, class HashAt>
-void contains_parallel(const Filter& f, HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
-    run_on_threads(threads, [&](unsigned t) {
-        const std::size_t lo = part_begin(n, threads, t), hi = part_begin(n, threads, t + 1);
-        Hash128 chunk[512];
-        for (std::size_t start = lo; start < hi; start += 512) {
-            const std::size_t m = std::min<std::size_t>(512, hi - start);
-            for (std::size_t j = 0; j < m; ++j) chunk[j] = hash_at(start + j);
-            f.contains_batch(chunk, m, out + start);
-        }
-    });
-}
-
-// Adds for filters that cannot split by block: parallel hashing, then the
-// filter's own add_batch on one thread.
-template <class Filter, class HashAt>
-void add_parallel_hashing(Filter& f, HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
+// For each super-chunk of the batch: hash it on `threads` threads into one
+// buffer, then call body(hashes, m, start) on the calling thread.
+template <class HashAt, class Body>
+void for_each_hashed_chunk(HashAt& hash_at, std::size_t n, unsigned threads, Body&& body) {
     std::vector<Hash128> buf(std::min(n, kParallelChunk));
     for (std::size_t start = 0; start < n; start += kParallelChunk) {
         const std::size_t m = std::min(kParallelChunk, n - start);
@@ -103,8 +103,28 @@ void add_parallel_hashing(Filter& f, HashAt& hash_at, std::size_t n, bool* out, 
             for (std::size_t i = part_begin(m, threads, t), e = part_begin(m, threads, t + 1); i < e; ++i)
                 buf[i] = hash_at(start + i);
         });
-        f.add_batch(buf.data(), m, out ? out + start : nullptr);
+        body(static_cast<const Hash128*>(buf.data()), m, start);
     }
+}
+
+// Lookups: slices of the batch, each hashed and probed by its own thread in
+// chunks of 512 (with one thread, exactly the one-thread path). hash_at(i)
+// must be callable from any thread.
+template <class Filter, class HashAt>
+void contains_parallel(const Filter& f, HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
+    auto op = [&f](const Hash128* h, std::size_t m, bool* o) { f.contains_batch(h, m, o); };
+    run_on_threads(threads, [&](unsigned t) {
+        hash_chunks(hash_at, part_begin(n, threads, t), part_begin(n, threads, t + 1), out, op);
+    });
+}
+
+// Adds for filters that cannot split by block: parallel hashing, then the
+// filter's own add_batch on one thread.
+template <class Filter, class HashAt>
+void add_parallel_hashing(Filter& f, HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
+    for_each_hashed_chunk(hash_at, n, threads, [&](const Hash128* hashes, std::size_t m, std::size_t start) {
+        f.add_batch(hashes, m, out ? out + start : nullptr);
+    });
 }
 
 }  // namespace bloomline
