@@ -13,7 +13,13 @@
 // is "small-pages". Both a read per key (what contains does) and a
 // read-modify-write of one word per key (what add does) are measured.
 //
-// usage: limit_probe SIZE_BYTES [KEYS] [REPEATS] [small-pages]   (prints JSON)
+// usage: limit_probe SIZE_BYTES [KEYS] [REPEATS] [small-pages] [serve]
+//   prints one JSON object with the medians of REPEATS runs; with "serve",
+//   it sets the array up once, then answers each line "read", "write" or
+//   "read-no-prefetch" on stdin with one run's {"ns_per_key": ...} on a
+//   line of stdout, until stdin ends. benchmarks/run.py uses that to time
+//   the probe right next to each filter repeat, so that both see the same
+//   state of this shared machine.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -74,13 +80,24 @@ double run(Line* lines, std::uint64_t nlines, std::uint64_t keys, bool prefetch,
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: limit_probe SIZE_BYTES [KEYS] [REPEATS] [small-pages]\n");
+        std::fprintf(stderr, "usage: limit_probe SIZE_BYTES [KEYS] [REPEATS] [small-pages] [serve]\n");
         return 2;
     }
     const std::uint64_t size = std::strtoull(argv[1], nullptr, 10);
     const std::uint64_t keys = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 10'000'000;
     const int repeats = argc > 3 ? std::atoi(argv[3]) : 5;
-    const bool huge = !(argc > 4 && std::string(argv[4]) == "small-pages");
+    bool huge = true, serve = false;
+    for (int a = 4; a < argc; ++a) {
+        const std::string flag = argv[a];
+        if (flag == "small-pages") {
+            huge = false;
+        } else if (flag == "serve") {
+            serve = true;
+        } else {
+            std::fprintf(stderr, "limit_probe: unknown option %s\n", argv[a]);
+            return 2;
+        }
+    }
     const std::uint64_t nlines = std::max<std::uint64_t>(1, size / 64);
     const std::size_t bytes = nlines * 64, huge_page = std::size_t{2} << 20;
     void* raw = mmap(nullptr, bytes + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -93,6 +110,27 @@ int main(int argc, char** argv) {
     for (std::uint64_t i = 0; i < nlines; ++i)
         for (int j = 0; j < 8; ++j) lines[i].w[j] = i * 8 + static_cast<std::uint64_t>(j);
     std::uint64_t sink = 0;
+    if (serve) {
+        char line[64];
+        while (std::fgets(line, sizeof line, stdin)) {
+            const std::string cmd = std::string(line).substr(0, std::strcspn(line, "\r\n"));
+            double ns = 0;
+            if (cmd == "read") {
+                ns = run<false>(lines, nlines, keys, true, &sink);
+            } else if (cmd == "write") {
+                ns = run<true>(lines, nlines, keys, true, &sink);
+            } else if (cmd == "read-no-prefetch") {
+                ns = run<false>(lines, nlines, keys, false, &sink);
+            } else {
+                std::fprintf(stderr, "limit_probe: unknown command %s\n", cmd.c_str());
+                return 2;
+            }
+            std::printf("{\"ns_per_key\": %.3f, \"sink\": %llu}\n", ns, static_cast<unsigned long long>(sink & 1));
+            std::fflush(stdout);
+        }
+        munmap(raw, bytes + huge_page);
+        return 0;
+    }
     std::vector<double> pre, nopre, rmw;
     for (int r = 0; r < repeats; ++r) {
         pre.push_back(run<false>(lines, nlines, keys, true, &sink));

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bloomline/hash_batch.hpp"
 #include "bloomline/keys.hpp"
 #include "bloomline/murmur3.hpp"
 #include "bloomline/parallel.hpp"
@@ -65,6 +66,33 @@ std::string check_unicode(const ArrayKeys& a, const char* param);
 std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param);
 [[noreturn]] void raise_value_error(const std::string& msg);
 
+// The keys of an integer array: key i alone, or a run of keys through the
+// batch hash (AVX2 where the CPU has it). Narrower integers are widened to
+// 64 bits (sign-extended when signed) a few hundred at a time.
+template <class T>
+struct IntKeys {
+    const T* v;
+    std::uint64_t seed;
+
+    Hash128 operator()(std::size_t i) const { return hash_int(v[i], seed); }
+
+    void range(std::size_t first, std::size_t m, Hash128* out) const {
+        if constexpr (sizeof(T) == 8) {
+            murmur3_128_u64_many(reinterpret_cast<const std::uint64_t*>(v + first), m, seed, out);
+        } else {
+            using Wide = typename std::conditional<std::is_signed<T>::value, std::int64_t, std::uint64_t>::type;
+            constexpr std::size_t kStep = 256;
+            std::uint64_t wide[kStep];
+            for (std::size_t s = 0; s < m; s += kStep) {
+                const std::size_t c = std::min(kStep, m - s);
+                for (std::size_t i = 0; i < c; ++i)
+                    wide[i] = static_cast<std::uint64_t>(static_cast<Wide>(v[first + s + i]));
+                murmur3_128_u64_many(wide, c, seed, out + s);
+            }
+        }
+    }
+};
+
 // Call f(source) with source(i) = hash of element i of a fixed-width array.
 // A source may be called from several threads at once.
 template <class F>
@@ -73,8 +101,8 @@ void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
     const std::size_t w = a.itemsize;
     auto ints = [&](auto tag) {
         using T = decltype(tag);
-        const T* v = reinterpret_cast<const T*>(p);
-        f([v, seed](std::size_t i) { return hash_int(v[i], seed); });
+        IntKeys<T> source{reinterpret_cast<const T*>(p), seed};
+        f(source);
     };
     switch (a.kind) {
         case 'b':

@@ -4,6 +4,7 @@
 
 #include <system_error>
 
+#include "bloomline/hash_batch.hpp"
 #include "bloomline/murmur3.hpp"
 #include "args_py.hpp"
 #include "filter_py.hpp"
@@ -139,6 +140,9 @@ PYBIND11_MODULE(_core, m) {
         }
     });
     m.attr("__version__") = BLOOMLINE_VERSION;
+    // The batch-hash code this process uses for integer keys (hash_batch.hpp):
+    // "avx2" or "portable" (no AVX2, not x86, or BLOOMLINE_SIMD=portable).
+    m.attr("simd_level") = bloomline::simd_level_name(bloomline::simd_level());
     bloomline::py_keys::init_numpy_types();
 
     m.def(

@@ -28,6 +28,7 @@ from ._core import (
     murmur3_128,
     optimal_num_hashes,
     read_header,
+    simd_level,
 )
 from .display import filter_html as _filter_html
 from .frontier import DedupQueue
@@ -55,6 +56,7 @@ __all__ = [
     "optimal_num_hashes",
     "optimal_params",
     "read_header",
+    "simd_level",
 ]
 
 

@@ -18,6 +18,8 @@ Layout: TypeAlias = Literal["blocked", "standard"]
 StrPath: TypeAlias = Union[str, os.PathLike[str]]
 
 __version__: str
+# The batch-hash code integer keys use in this process: "avx2" or "portable".
+simd_level: str
 
 def murmur3_128(data: Key, seed: int = 0) -> int: ...
 def optimal_params(capacity: int, error_rate: float, layout: Layout = "blocked") -> tuple[int, int, float, float]: ...

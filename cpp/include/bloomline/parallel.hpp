@@ -25,6 +25,8 @@
 #include <cstddef>
 #include <exception>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bloomline/murmur3.hpp"
@@ -73,6 +75,25 @@ void run_on_threads(unsigned threads, F&& f) {
         if (e) std::rethrow_exception(e);
 }
 
+// A key source is hash_at(i) -> key i's hash. A source that can hash a run
+// of keys faster than one by one (integer keys: hash_batch.hpp) also has
+// hash_at.range(first, m, out); hash_range uses it when it is there.
+template <class HashAt, class = void>
+struct has_range : std::false_type {};
+template <class HashAt>
+struct has_range<HashAt, std::void_t<decltype(std::declval<HashAt&>().range(std::size_t{}, std::size_t{},
+                                                                             static_cast<Hash128*>(nullptr)))>>
+    : std::true_type {};
+
+template <class HashAt>
+void hash_range(HashAt& hash_at, std::size_t first, std::size_t m, Hash128* out) {
+    if constexpr (has_range<HashAt>::value) {
+        hash_at.range(first, m, out);
+    } else {
+        for (std::size_t i = 0; i < m; ++i) out[i] = hash_at(first + i);
+    }
+}
+
 // Hash keys [lo, hi) 512 at a time (8 KiB on the stack) and feed
 // op(hashes, m, out + first) for each chunk. The one-thread batch path; the
 // chunks also let writers on other threads take turns at a writer lock.
@@ -82,7 +103,7 @@ void hash_chunks(HashAt& hash_at, std::size_t lo, std::size_t hi, Out* out, Op& 
     Hash128 hashes[kChunk];
     for (std::size_t start = lo; start < hi; start += kChunk) {
         const std::size_t m = std::min(kChunk, hi - start);
-        for (std::size_t i = 0; i < m; ++i) hashes[i] = hash_at(start + i);
+        hash_range(hash_at, start, m, hashes);
         op(static_cast<const Hash128*>(hashes), m, out + start);
     }
 }
@@ -100,8 +121,8 @@ void for_each_hashed_chunk(HashAt& hash_at, std::size_t n, unsigned threads, Bod
     for (std::size_t start = 0; start < n; start += kParallelChunk) {
         const std::size_t m = std::min(kParallelChunk, n - start);
         run_on_threads(threads, [&](unsigned t) {
-            for (std::size_t i = part_begin(m, threads, t), e = part_begin(m, threads, t + 1); i < e; ++i)
-                buf[i] = hash_at(start + i);
+            const std::size_t lo = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1);
+            hash_range(hash_at, start + lo, hi - lo, buf.data() + lo);
         });
         body(static_cast<const Hash128*>(buf.data()), m, start);
     }
