@@ -66,17 +66,11 @@ public:
         return true;
     }
 
-    // Are the k bits at offsets offset(0) .. offset(k - 1) (each 0..511) of
-    // the block at w all set? Branch-free: the line is in cache by now and
-    // the k loads overlap. K is k as a compile-time constant (the loop
-    // unrolls), or 0 for k at run time; see with_static_k in index.hpp.
-    template <std::uint32_t K, class Offset>
-    static bool has_in(const std::uint64_t* w, std::uint32_t k, Offset offset) {
+    // Are the bits at offsets offs[0..k) (each 0..511) of the block at w all
+    // set? Branch-free: the line is in cache by now and the k loads overlap.
+    static bool has_in(const std::uint64_t* w, const unsigned* offs, std::uint32_t k) {
         std::uint64_t all = 1;
-        for (std::uint32_t i = 0; i < (K ? K : k); ++i) {
-            const unsigned o = offset(i);
-            all &= load_le(w + (o >> 6)) >> (o & 63);
-        }
+        for (std::uint32_t i = 0; i < k; ++i) all &= load_le(w + (offs[i] >> 6)) >> (offs[i] & 63);
         return all != 0;
     }
 
@@ -84,15 +78,13 @@ public:
     // A block that has all the bits is not written, so re-adding known keys
     // leaves its cache line clean; otherwise each bit is a branch-free
     // load/or/store on the (cached) line.
-    template <std::uint32_t K, class Offset>
-    static unsigned set_in(std::uint64_t* w, std::uint32_t k, Offset offset) {
-        if (has_in<K>(w, k, offset)) return 0;
+    static unsigned set_in(std::uint64_t* w, const unsigned* offs, std::uint32_t k) {
+        if (has_in(w, offs, k)) return 0;
         unsigned changed = 0;
-        for (std::uint32_t i = 0; i < (K ? K : k); ++i) {
-            const unsigned o = offset(i);
-            std::uint64_t* p = w + (o >> 6);
+        for (std::uint32_t i = 0; i < k; ++i) {
+            std::uint64_t* p = w + (offs[i] >> 6);
             const std::uint64_t old = load_le(p);
-            const std::uint64_t bit = std::uint64_t{1} << (o & 63);
+            const std::uint64_t bit = std::uint64_t{1} << (offs[i] & 63);
             changed += (old & bit) == 0;
             atomic_store(p, to_le64(old | bit));
         }

@@ -133,16 +133,14 @@ public:
                 const std::uint32_t* where = part.where.data();
                 unsigned char* fresh = part.fresh.data();
                 std::uint64_t bits = 0, keys = 0;
-                with_static_k(static_k(g), [&](auto K) {
-                    pipelined<true>(
-                        g, mine, part.mine.size(), [words](std::uint64_t slot) { return words + (slot >> 6); },
-                        [&, g, words](std::size_t j) {
-                            const unsigned changed = add_at<decltype(K)::value>(g, words, mine[j]);
-                            bits += changed;
-                            keys += changed != 0;
-                            fresh[where[j]] = changed != 0;
-                        });
-                });
+                pipelined<true>(
+                    g, mine, part.mine.size(), [words](std::uint64_t slot) { return words + (slot >> 6); },
+                    [&, g, words](std::size_t j) {
+                        const unsigned changed = add_at(g, words, mine[j]);
+                        bits += changed;
+                        keys += changed != 0;
+                        fresh[where[j]] = changed != 0;
+                    });
                 part.tally.bits += bits;
                 part.tally.keys += keys;
             });
@@ -168,11 +166,9 @@ public:
         backing_.check_open();
         const Geometry g = geo_;
         const std::uint64_t* const words = bits_.words();
-        with_static_k(static_k(g), [&](auto K) {
-            pipelined<false>(
-                g, hashes, n, [words](std::uint64_t slot) { return words + (slot >> 6); },
-                [&, g, words](std::size_t i) { out[i] = probe_at<decltype(K)::value>(g, words, hashes[i]); });
-        });
+        pipelined<false>(
+            g, hashes, n, [words](std::uint64_t slot) { return words + (slot >> 6); },
+            [&, g, words](std::size_t i) { out[i] = probe_at(g, words, hashes[i]); });
     }
 
     // ---- whole-filter operations (caller checks compatibility) -------
@@ -203,18 +199,11 @@ private:
     // Are all of a key's bits set? (No open/closed check: callers make it.)
     bool probe(const Hash128& h) const { return probe_at(geo_, bits_.words(), h); }
 
-    // The k the batch loops are specialised for (with_static_k): blocked
-    // filters only, so K != 0 in probe_at/add_at means "blocked, k = K" and
-    // those instances hold no standard-layout code. (The standard layout's
-    // cost is k cache lines, not the bit tests.)
-    static std::uint32_t static_k(const Geometry& g) { return g.layout == Layout::blocked ? g.num_hashes : 0; }
-
-    template <std::uint32_t K = 0>
     static bool probe_at(const Geometry& g, const std::uint64_t* words, const Hash128& h) {
-        if (K != 0 || g.layout == Layout::blocked) {
-            const std::uint64_t h2 = h.h2;
-            return BitArray::has_in<K>(words + block_of(g, h) * kBlockWords, g.num_hashes,
-                                       [h2](std::uint32_t i) { return block_offset(h2, i); });
+        if (g.layout == Layout::blocked) {
+            unsigned offs[kMaxHashes];
+            offsets_in_block(g.num_hashes, h.h2, offs);
+            return BitArray::has_in(words + block_of(g, h) * kBlockWords, offs, g.num_hashes);
         }
         bool all = true;
         for_each_slot(g, h, [&](std::uint64_t s) { all = all && BitArray::test_word_bit(words + (s >> 6), s & 63); });
@@ -231,16 +220,14 @@ private:
     void add_unlocked(const Hash128* hashes, std::size_t n, bool* out, Tally& tally) {
         const Geometry g = geo_;  // locals, not members: see bits.hpp
         std::uint64_t* const words = bits_.words();
-        with_static_k(static_k(g), [&](auto K) {
-            pipelined<true>(
-                g, hashes, n, [words](std::uint64_t slot) { return words + (slot >> 6); },
-                [&, g, words](std::size_t i) {
-                    const unsigned changed = add_at<decltype(K)::value>(g, words, hashes[i]);
-                    tally.bits += changed;
-                    tally.keys += changed != 0;
-                    if (out) out[i] = changed != 0;
-                });
-        });
+        pipelined<true>(
+            g, hashes, n, [words](std::uint64_t slot) { return words + (slot >> 6); },
+            [&, g, words](std::size_t i) {
+                const unsigned changed = add_at(g, words, hashes[i]);
+                tally.bits += changed;
+                tally.keys += changed != 0;
+                if (out) out[i] = changed != 0;
+            });
     }
 
     // Under the writer mutex: plain read-then-store, no locked instruction.
@@ -252,12 +239,11 @@ private:
     // Sets a key's bits (writer mutex held); returns how many were clear.
     unsigned add_one(const Hash128& h) { return add_at(geo_, bits_.words(), h); }
 
-    template <std::uint32_t K = 0>
     static unsigned add_at(const Geometry& g, std::uint64_t* words, const Hash128& h) {
-        if (K != 0 || g.layout == Layout::blocked) {
-            const std::uint64_t h2 = h.h2;
-            return BitArray::set_in<K>(words + block_of(g, h) * kBlockWords, g.num_hashes,
-                                       [h2](std::uint32_t i) { return block_offset(h2, i); });
+        if (g.layout == Layout::blocked) {
+            unsigned offs[kMaxHashes];
+            offsets_in_block(g.num_hashes, h.h2, offs);
+            return BitArray::set_in(words + block_of(g, h) * kBlockWords, offs, g.num_hashes);
         }
         unsigned changed = 0;
         for_each_slot(g, h, [&](std::uint64_t s) { changed += BitArray::set_word_bit(words + (s >> 6), s & 63); });

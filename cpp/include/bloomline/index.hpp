@@ -19,8 +19,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
-#include <utility>
 
 #include "bloomline/common.hpp"
 #include "bloomline/murmur3.hpp"
@@ -59,35 +57,9 @@ inline constexpr RemixPowers kRemixPowers{};
 // Blocked layout: the block a key lives in.
 inline std::uint64_t block_of(const Geometry& g, const Hash128& h) { return mul_hi(h.h1, g.num_blocks()); }
 
-// Blocked layout: offset i (0..511) inside the key's block.
-inline unsigned block_offset(std::uint64_t h2, std::uint32_t i) {
-    return static_cast<unsigned>((h2 * kRemixPowers.p[i]) >> 55);
-}
-
-// Blocked layout: the k offsets inside the key's block.
+// Blocked layout: the k offsets (0..511) inside the key's block.
 inline void offsets_in_block(std::uint32_t k, std::uint64_t h2, unsigned* out) {
-    for (std::uint32_t i = 0; i < k; ++i) out[i] = block_offset(h2, i);
-}
-
-// f(std::integral_constant<std::uint32_t, K>{}) with K = k when k is one of
-// 1..kMaxStaticHashes, else K = 0 (k known only at run time). The blocked
-// batch loops are instantiated per K so that the loop over a key's k bits
-// unrolls and its offsets stay in registers: measured 21-24 against 30-36
-// ns/key for a lookup at 12 MB (k = 6) when the offsets went through an
-// array of k on the stack, and 23-28 with the array gone but k at run time.
-constexpr std::uint32_t kMaxStaticHashes = 16;  // 1% needs 6-7, 0.01% 13-14
-
-namespace detail {
-template <class F, std::uint32_t... Ks>
-void with_static_k(std::uint32_t k, F& f, std::integer_sequence<std::uint32_t, Ks...>) {
-    const bool done = ((k == Ks + 1 ? (f(std::integral_constant<std::uint32_t, Ks + 1>{}), true) : false) || ...);
-    if (!done) f(std::integral_constant<std::uint32_t, 0>{});
-}
-}  // namespace detail
-
-template <class F>
-void with_static_k(std::uint32_t k, F&& f) {
-    detail::with_static_k(k, f, std::make_integer_sequence<std::uint32_t, kMaxStaticHashes>{});
+    for (std::uint32_t i = 0; i < k; ++i) out[i] = static_cast<unsigned>((h2 * kRemixPowers.p[i]) >> 55);
 }
 
 // Every layout: the k slot indices of a key, in [0, num_slots).
