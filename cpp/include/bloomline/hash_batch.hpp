@@ -14,10 +14,11 @@
 // four keys per step still win.
 //
 // Measured on the development VM (2-core AMD EPYC, about 1.7 GHz as seen by
-// a dependent add chain; C++ harness, 10M keys, chunks of 512): portable
-// 5.0-5.3 ns/key, AVX2 4.0-4.3 ns/key. The probe that follows a hash costs
-// 17-25 ns/key at 12 MB, so this is a small gain; the other SIMD ideas
-// measured (benchmarks/NOTES.md) gained nothing.
+// a dependent add chain; C++ harness, 10M keys, chunks of 512, the two
+// paths alternated): portable 5.0-5.3 ns/key, AVX2 4.0-4.5 ns/key. The
+// probe that follows a hash costs 17-25 ns/key at 12 MB, so through Python
+// the gain is below this VM's noise; the other SIMD ideas measured
+// (benchmarks/NOTES.md) gained nothing.
 #pragma once
 
 #include <cstddef>
