@@ -59,14 +59,6 @@ def time_once(fn: Callable[[], object]) -> float:
         gc.enable()
 
 
-def median_time(fn: Callable[[], object], repeats: int, setup: Callable[[], object] | None = None) -> float:
-    times = []
-    for _ in range(repeats):
-        arg = setup() if setup else None
-        times.append(time_once(fn if arg is None else lambda arg=arg: fn(arg)))  # type: ignore[call-arg]
-    return statistics.median(times)
-
-
 # ---------------------------------------------------------------------------
 # peers: each adapter knows its library's API
 
@@ -245,57 +237,72 @@ def loop_contains(lib: Lib, f: Any, keys: list[Any]) -> None:
         contains(f, k)
 
 
+def round_robin(cases: dict[str, tuple[int, Callable[[], dict[str, float]]]]) -> dict[str, dict[str, float]]:
+    """Run every case in turn, round after round: case name -> (runs, run),
+    where run() does one timed run and returns {"add": ns/key, "contains":
+    ns/key}; a case takes part in its first `runs` rounds. Returns each
+    case's medians. Going round the libraries, rather than finishing one
+    library's repeats before the next, spreads this shared machine's drift
+    over all of them alike: timed one after the other, minutes apart, a ratio
+    between two libraries moved by 1.5x between runs."""
+    samples: dict[str, dict[str, list[float]]] = {name: {} for name in cases}
+    for r in range(max(runs for runs, _ in cases.values())):
+        for name, (runs, run) in cases.items():
+            if r < runs:
+                for k, v in run().items():
+                    samples[name].setdefault(k, []).append(v)
+                gc.collect()
+    return {name: {k: statistics.median(v) for k, v in s.items()} for name, s in samples.items()}
+
+
+def timed_pair(make: Callable[[], Any], add: Callable[[Any, Any], Any], contains: Callable[[Any, Any], Any],
+               keys: Callable[[], Any], lookups: Callable[[], Any], n_keys: int, n_lookups: int) -> dict[str, float]:
+    """One run: a new filter, add `keys()` to it (timed), then look up
+    `lookups()` (timed). Key objects are made before the clock starts."""
+    f = make()
+    ks = keys()
+    t_add = time_once(lambda: add(f, ks))
+    del ks
+    look = lookups()
+    t_in = time_once(lambda: contains(f, look))
+    return {"add": t_add / n_keys * 1e9, "contains": t_in / n_lookups * 1e9}
+
+
 def workload_a(libs: list[Lib], n_all: int, repeats: int, pure_n: int) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
+    cases: dict[str, tuple[int, Callable[[], dict[str, float]]]] = {}
+    sizes: dict[str, int] = {}
     for lib in libs:
         n = pure_n if lib.pure_python else n_all  # pure-Python peers: a subset, per key
         present = url_bytes(n, 1)
-        absent = url_bytes(n // 2, 2)
-        lookups = present[: n // 2] + absent  # half present
-        reps = 1 if lib.pure_python else repeats
-        state: dict[str, Any] = {}
-
-        def setup_add() -> list[str]:
-            state["f"] = lib.make(n, 0.01)
-            return fresh(present)
-
-        t_add = median_time(lambda keys: loop_add(lib, state["f"], keys), reps, setup_add)
-        f = lib.make(n, 0.01)
-        loop_add(lib, f, fresh(present))
-        t_in = median_time(lambda keys: loop_contains(lib, f, keys), reps, lambda: fresh(lookups))
-        out[lib.name] = {"add": t_add / n * 1e9, "contains": t_in / len(lookups) * 1e9, "keys": n}
-        print(f"  A {lib.name:24} add {out[lib.name]['add']:8.1f}  in {out[lib.name]['contains']:8.1f} ns/key", flush=True)
+        lookups = present[: n // 2] + url_bytes(n // 2, 2)  # half present
+        sizes[lib.name] = n
+        cases[lib.name] = (1 if lib.pure_python else repeats, lambda lib=lib, n=n, present=present, lookups=lookups: timed_pair(
+            lambda: lib.make(n, 0.01), lambda f, ks: loop_add(lib, f, ks), lambda f, ks: loop_contains(lib, f, ks),
+            lambda: fresh(present), lambda: fresh(lookups), n, len(lookups)))
+    out: dict[str, dict[str, float]] = {}
+    for name, r in round_robin(cases).items():
+        out[name] = {**r, "keys": sizes[name]}
+        print(f"  A {name:24} add {r['add']:8.1f}  in {r['contains']:8.1f} ns/key", flush=True)
     return out
 
 
 def workload_b(libs: list[Lib], n: int, repeats: int) -> dict[str, dict[str, float]]:
     present = url_bytes(n, 1)
-    absent = url_bytes(n // 2, 2)
-    lookups = present[: n // 2] + absent
-    out: dict[str, dict[str, float]] = {}
-    variants: list[tuple[str, Lib, Callable[[list[bytes]], Any]]] = []
+    lookups = present[: n // 2] + url_bytes(n // 2, 2)
+    cases: dict[str, tuple[int, Callable[[], dict[str, float]]]] = {}
     for lib in libs:
-        if lib.batch_add is None:
+        if lib.batch_add is None or lib.batch_contains is None:
             continue
-        variants.append((lib.name + (" list[str]" if lib.name.startswith("bloomline") else ""), lib, fresh))
+        variants: list[tuple[str, Callable[[list[bytes]], Any]]] = [
+            (lib.name + (" list[str]" if lib.name.startswith("bloomline") else ""), fresh)]
         if lib.name.startswith("bloomline"):
-            variants.append((lib.name + " np U", lib, lambda raw: np.array(fresh(raw))))
-            variants.append((lib.name + " np S", lib, lambda raw: np.array(raw)))
-    for label, lib, conv in variants:
-        assert lib.batch_add is not None and lib.batch_contains is not None
-        state: dict[str, Any] = {}
-
-        def setup_add(conv: Callable[[list[bytes]], Any] = conv, lib: Lib = lib) -> Any:
-            state["f"] = lib.make(n, 0.01)
-            return conv(present)
-
-        batch_add, batch_contains = lib.batch_add, lib.batch_contains
-        t_add = median_time(lambda keys: batch_add(state["f"], keys), repeats, setup_add)
-        f = lib.make(n, 0.01)
-        batch_add(f, conv(present))
-        t_in = median_time(lambda keys: batch_contains(f, keys), repeats, lambda conv=conv: conv(lookups))
-        out[label] = {"add": t_add / n * 1e9, "contains": t_in / len(lookups) * 1e9}
-        print(f"  B {label:30} add {out[label]['add']:8.1f}  in {out[label]['contains']:8.1f} ns/key", flush=True)
+            variants += [(lib.name + " np U", lambda raw: np.array(fresh(raw))), (lib.name + " np S", np.array)]
+        for label, conv in variants:
+            cases[label] = (repeats, lambda lib=lib, conv=conv, add=lib.batch_add, con=lib.batch_contains: timed_pair(
+                lambda: lib.make(n, 0.01), add, con, lambda: conv(present), lambda: conv(lookups), n, len(lookups)))
+    out = round_robin(cases)
+    for label, r in out.items():
+        print(f"  B {label:30} add {r['add']:8.1f}  in {r['contains']:8.1f} ns/key", flush=True)
     return out
 
 
@@ -304,18 +311,15 @@ def workload_c(libs: list[Lib], n: int, repeats: int, pure_n: int) -> dict[str, 
     keys = rng.integers(0, 2**63, size=n, dtype=np.uint64)
     # absent keys: fresh draws below 2**63 (fastbloom-rs takes signed 64-bit ints)
     lookups = np.concatenate([keys[: n // 2], rng.integers(0, 2**63, size=n // 2, dtype=np.uint64)])
-    out: dict[str, dict[str, float]] = {}
+    cases: dict[str, tuple[int, Callable[[], dict[str, float]]]] = {}
+    sizes: dict[str, int] = {}
     for lib in libs:
         if lib.name.startswith("bloomline"):
             conv: Callable[[np.ndarray], Any] = lambda a: a  # noqa: E731
-            m = n
-            add = lib.int_batch_add
-            con = lib.int_batch_contains
-            reps = repeats
+            m, add, con, reps = n, lib.int_batch_add, lib.int_batch_contains, repeats
         elif lib.int_batch_add is not None:
             conv = lambda a: a.tolist()  # noqa: E731
-            m = n
-            add, con, reps = lib.int_batch_add, lib.int_batch_contains, max(1, repeats // 2)
+            m, add, con, reps = n, lib.int_batch_add, lib.int_batch_contains, max(1, repeats // 2)
         else:
             conv = lambda a, lib=lib: lib.int_keys(a.tolist())  # noqa: E731
             m = pure_n  # pure-Python peers: a subset, reported per key
@@ -323,22 +327,14 @@ def workload_c(libs: list[Lib], n: int, repeats: int, pure_n: int) -> dict[str, 
             con = lambda f, ks, lib=lib: loop_contains(lib, f, ks)  # noqa: E731
             reps = 1
         assert add is not None and con is not None
-        state: dict[str, Any] = {}
-
-        def setup_add(lib: Lib = lib, m: int = m, conv: Callable[[np.ndarray], Any] = conv) -> Any:
-            state["f"] = lib.make(m, 0.01)
-            return conv(keys[:m])
-
-        t_add = median_time(lambda ks, add=add: add(state["f"], ks), reps, setup_add)
-        f = lib.make(m, 0.01)
-        add(f, conv(keys[:m]))
         probe = np.concatenate([lookups[: m // 2], lookups[n // 2 : n // 2 + m // 2]])
-        t_in = median_time(lambda ks, con=con: con(f, ks), reps, lambda probe=probe, conv=conv: conv(probe))
-        out[lib.name] = {"add": t_add / m * 1e9, "contains": t_in / len(probe) * 1e9, "keys": m}
-        print(f"  C {lib.name:24} add {out[lib.name]['add']:8.1f}  in {out[lib.name]['contains']:8.1f} ns/key ({m:,} keys)", flush=True)
-        del f
-        state.clear()
-        gc.collect()
+        sizes[lib.name] = m
+        cases[lib.name] = (reps, lambda lib=lib, m=m, add=add, con=con, conv=conv, probe=probe: timed_pair(
+            lambda: lib.make(m, 0.01), add, con, lambda: conv(keys[:m]), lambda: conv(probe), m, len(probe)))
+    out: dict[str, dict[str, float]] = {}
+    for name, r in round_robin(cases).items():
+        out[name] = {**r, "keys": sizes[name]}
+        print(f"  C {name:24} add {r['add']:8.1f}  in {r['contains']:8.1f} ns/key ({sizes[name]:,} keys)", flush=True)
     return out
 
 
@@ -508,7 +504,9 @@ def report(results: dict[str, Any], libs: list[Lib], args: argparse.Namespace) -
     reps = results.get("repeats") or {"all workloads": args.repeats}
     w("One process, the same keys for every library; times are medians of "
       + ", ".join(f"{v} repeats for {k}" for k, v in reps.items())
-      + " (1 for pure-Python peers); ratios are from this run. "
+      + " (1 for pure-Python peers, and half the repeats for the peers' 10M-key runs in C); ratios are from this run. "
+      "In A, B and C the libraries take turns within each round of repeats, so that the machine's drift falls on "
+      "all of them alike; in D each filter repeat is paired with a limit-probe run. "
       "Absolute times on this shared virtual machine are noisy; compare ratios.\n")
     w("## Machine and versions\n")
     w("| | |\n|---|---|")
