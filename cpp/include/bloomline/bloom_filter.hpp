@@ -3,12 +3,12 @@
 // hashes and the format module turns filters into bytes.
 //
 // Batches run in one pass with a prefetch ring (see index.hpp). Measured on
-// the development VM at 124 MB (benchmarks/RESULTS.md, D): contains_many of
-// uint64 keys 44 ns/key and add_many 54 ns/key against 16.8 ns for a bare
-// prefetched random line read (2.6x, 3.2x; over four runs the ratios ranged
-// 1.7-3.7x and 3.1-4.1x). The standard layout pays about k lines: 106 and
-// 105 ns/key. At 12 MB the in-block bit tests dominate: about
-// 1.2 ns each (benchmarks/NOTES.md).
+// the development VM at 124 MB (benchmarks/RESULTS.md, D, each repeat
+// paired with a limit-probe run): contains_many of uint64 keys 27 ns/key and
+// add_many 40 ns/key against 10.6 ns for a bare prefetched random line read
+// (2.6x, 3.9x; over six runs the ratios ranged 1.7-3.7x and 3.1-4.1x). The
+// standard layout pays about k lines: 68 and 79 ns/key. At 12 MB the
+// in-block bit tests dominate: about 1.2 ns each (benchmarks/NOTES.md).
 //
 // Threads: lookups never lock. Writes (add, add_batch, clear, |=, &=) hold
 // a mutex, taken once per call (a batch arrives in chunks of 512 hashes, so

@@ -15,9 +15,9 @@
 // parallel and add on one thread.
 //
 // Measured on the 2-core development VM (benchmarks/RESULTS.md, "threads";
-// 10M uint64 keys, blocked, 1%): contains_many 1.54x faster with 2 threads
-// at 12 MB and 1.43x at 124 MB; add_many 1.08x and 1.37x (every thread
-// scans the whole hashed chunk for its blocks). The standard layout's adds
+// 10M uint64 keys, blocked, 1%): contains_many 1.67x faster with 2 threads
+// at 12 MB and 2.11x at 124 MB; add_many 1.13x and 1.20x (every thread
+// scans the whole hashed chunk for its blocks; over runs 1.08-1.37x). The standard layout's adds
 // do not gain.
 #pragma once
 
