@@ -87,11 +87,16 @@ def version_of(dist: str) -> str:
         return "not installed"
 
 
-def set_like(dist: str, make: Callable[[int, float], Any], bits: Callable[[Any], int], note: str = "") -> Lib:
-    """A peer with a set's API: add, in, update (its batch add), no batch lookup."""
+NO_BATCH_LOOKUP = "no batch lookup (a comprehension is used)"
+
+
+def set_like(name: str, version: str, make: Callable[[int, float], Any], bits: Callable[[Any], int] | None,
+             notes: list[str]) -> Lib:
+    """A library with a set's API: add, in, update (its batch add), no batch
+    lookup (a comprehension stands in)."""
     return Lib(
-        dist,
-        version_of(dist),
+        name,
+        version,
         make=make,
         add=lambda f: f.add,
         contains=lambda f, k: k in f,
@@ -100,7 +105,7 @@ def set_like(dist: str, make: Callable[[int, float], Any], bits: Callable[[Any],
         int_batch_add=lambda f, keys: f.update(keys),
         int_batch_contains=lambda f, keys: [k in f for k in keys],
         bits=bits,
-        notes=[note + "no batch lookup (a comprehension is used)"],
+        notes=notes,
     )
 
 
@@ -109,14 +114,15 @@ def peers() -> list[Lib]:
     try:
         import rbloom
 
-        libs.append(set_like("rbloom", lambda n, p: rbloom.Bloom(n, p), lambda f: f.size_in_bits,
-                             "hashes with Python's salted hash(); "))
+        libs.append(set_like("rbloom", version_of("rbloom"), lambda n, p: rbloom.Bloom(n, p), lambda f: f.size_in_bits,
+                             ["hashes with Python's salted hash(); " + NO_BATCH_LOOKUP]))
     except ImportError:
         pass
     try:
         import pybloomfilter
 
-        libs.append(set_like("pybloomfiltermmap3", lambda n, p: pybloomfilter.BloomFilter(n, p), lambda f: f.num_bits))
+        libs.append(set_like("pybloomfiltermmap3", version_of("pybloomfiltermmap3"),
+                             lambda n, p: pybloomfilter.BloomFilter(n, p), lambda f: f.num_bits, [NO_BATCH_LOOKUP]))
     except ImportError:
         pass
     try:
@@ -192,18 +198,7 @@ def ours(layout: str) -> Lib:
 
 
 def python_set() -> Lib:
-    return Lib(
-        "Python set",
-        platform.python_version(),
-        make=lambda n, p: set(),
-        add=lambda f: f.add,
-        contains=lambda f, k: k in f,
-        batch_add=lambda f, keys: f.update(keys),
-        batch_contains=lambda f, keys: [k in f for k in keys],
-        int_batch_add=lambda f, keys: f.update(keys),
-        int_batch_contains=lambda f, keys: [k in f for k in keys],
-        notes=["exact; keeps every key"],
-    )
+    return set_like("Python set", platform.python_version(), lambda n, p: set(), None, ["exact; keeps every key"])
 
 
 # ---------------------------------------------------------------------------
@@ -550,7 +545,7 @@ def report(results: dict[str, Any], libs: list[Lib], args: argparse.Namespace) -
         w("Each repeat runs the probe's read, then contains_many, then the probe's read-modify-write, then "
           "add_many of 10M new keys; the ratios are medians of the per-repeat ratios (range in brackets).\n")
 
-    def ratio(r: dict[str, Any], key: str, t: str, base: str) -> str:
+    def d_ratio(r: dict[str, Any], key: str, t: str, base: str) -> str:
         if paired:
             text = f"{r[key]:.2f}x"
             if f"{key}_range" in r:
@@ -564,8 +559,8 @@ def report(results: dict[str, Any], libs: list[Lib], args: argparse.Namespace) -
     for layout in ("blocked", "standard"):
         r = d[layout]
         w(f"| {layout} | {r['nbytes'] / 1e6:.0f} | {r['num_hashes']} | {r['add']:.1f} | {r['contains']:.1f} | "
-          f"{ratio(r, 'contains_per_read', 'contains', 'read_ns_per_key')} | "
-          f"{ratio(r, 'add_per_read', 'add', 'read_ns_per_key')} | {ratio(r, 'add_per_write', 'add', 'write_ns_per_key')} |")
+          f"{d_ratio(r, 'contains_per_read', 'contains', 'read_ns_per_key')} | "
+          f"{d_ratio(r, 'add_per_read', 'add', 'read_ns_per_key')} | {d_ratio(r, 'add_per_write', 'add', 'write_ns_per_key')} |")
     w("")
     w("## E: memory and achieved false-positive rate at capacity\n")
     w(f"Capacity {args.capacity_e:,} ({args.pure_e:,} for pure-Python peers); absent URL probes as listed.\n")
