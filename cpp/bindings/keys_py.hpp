@@ -171,8 +171,7 @@ py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const ch
     Out* out = result.mutable_data();
     {
         py::gil_scoped_release nogil;
-        const Hash128* h = hashes.data();
-        auto hash_at = [h](std::size_t i) { return h[i]; };
+        Prehashed hash_at{hashes.data()};
         body(hash_at, hashes.size(), out);
     }
     return result;

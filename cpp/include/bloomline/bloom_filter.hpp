@@ -83,7 +83,7 @@ public:
         backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
         Tally tally;
-        add_unlocked(hashes, n, out, tally);
+        add_run(hashes, n, tally, MarkNew{out});
         bump(tally.bits, tally.keys);
         return tally.keys;
     }
@@ -102,7 +102,6 @@ public:
         backing_.check_write();
         std::lock_guard<std::mutex> lock(writer_);
         const Geometry g = geo_;
-        std::uint64_t* const words = bits_.words();
         struct alignas(64) Part {  // one cache line apart: push_back writes each vector's end pointer
             Tally tally;
             std::vector<Hash128> mine;
@@ -112,7 +111,7 @@ public:
         std::vector<Part> parts(threads);
         for_each_hashed_chunk(hash_at, n, threads, [&](const Hash128* buf, std::size_t m, std::size_t start) {
             if (g.layout != Layout::blocked) {
-                add_unlocked(buf, m, out ? out + start : nullptr, parts[0].tally);
+                add_run(buf, m, parts[0].tally, MarkNew{out ? out + start : nullptr});
                 return;
             }
             run_on_threads(threads, [&](unsigned t) {
@@ -129,20 +128,10 @@ public:
                         part.where.push_back(static_cast<std::uint32_t>(i));
                     }
                 }
-                const Hash128* mine = part.mine.data();
                 const std::uint32_t* where = part.where.data();
                 unsigned char* fresh = part.fresh.data();
-                std::uint64_t bits = 0, keys = 0;
-                pipelined<true>(
-                    g, mine, part.mine.size(), [words](std::uint64_t slot) { return words + (slot >> 6); },
-                    [&, g, words](std::size_t j) {
-                        const unsigned changed = add_at(g, words, mine[j]);
-                        bits += changed;
-                        keys += changed != 0;
-                        fresh[where[j]] = changed != 0;
-                    });
-                part.tally.bits += bits;
-                part.tally.keys += keys;
+                add_run(part.mine.data(), part.mine.size(), part.tally,
+                        [where, fresh](std::size_t j, bool is_new) { fresh[where[j]] = is_new; });
             });
             if (!out) return;
             run_on_threads(threads, [&](unsigned t) {
@@ -216,18 +205,33 @@ private:
         std::uint64_t keys = 0;
     };
 
-    // The add loop (writer mutex held).
-    void add_unlocked(const Hash128* hashes, std::size_t n, bool* out, Tally& tally) {
-        const Geometry g = geo_;  // locals, not members: see bits.hpp
+    // add_batch's answers: out[i] = key i was new (out may be null).
+    struct MarkNew {
+        bool* out;
+        void operator()(std::size_t i, bool is_new) const {
+            if (out) out[i] = is_new;
+        }
+    };
+
+    // The add loop (writer mutex held), for one thread's run of keys:
+    // mark(i, was_new) for each, the counts added to `tally`. Geometry,
+    // words and counts are locals, not members or references: a store to
+    // the bits (a uint64_t) may alias any uint64_t (see bits.hpp).
+    template <class Mark>
+    void add_run(const Hash128* hashes, std::size_t n, Tally& tally, Mark mark) {
+        const Geometry g = geo_;
         std::uint64_t* const words = bits_.words();
+        std::uint64_t bits = 0, keys = 0;
         pipelined<true>(
             g, hashes, n, [words](std::uint64_t slot) { return words + (slot >> 6); },
             [&, g, words](std::size_t i) {
                 const unsigned changed = add_at(g, words, hashes[i]);
-                tally.bits += changed;
-                tally.keys += changed != 0;
-                if (out) out[i] = changed != 0;
+                bits += changed;
+                keys += changed != 0;
+                mark(i, changed != 0);
             });
+        tally.bits += bits;
+        tally.keys += keys;
     }
 
     // Under the writer mutex: plain read-then-store, no locked instruction.

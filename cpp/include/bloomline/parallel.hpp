@@ -94,6 +94,34 @@ void hash_range(HashAt& hash_at, std::size_t first, std::size_t m, Hash128* out)
     }
 }
 
+// A source whose hashes already sit in memory (lists, hashed with the GIL
+// held) has hash_at.in_place(first), a pointer to hash `first`: the chunk
+// loops below probe them where they are instead of copying them.
+template <class HashAt, class = void>
+struct has_in_place : std::false_type {};
+template <class HashAt>
+struct has_in_place<HashAt, std::void_t<decltype(std::declval<HashAt&>().in_place(std::size_t{}))>>
+    : std::true_type {};
+
+// Hashes computed beforehand, as a source.
+struct Prehashed {
+    const Hash128* h;
+    Hash128 operator()(std::size_t i) const { return h[i]; }
+    const Hash128* in_place(std::size_t first) const { return h + first; }
+};
+
+// Hashes [first, first + m): in place when the source has them, else
+// computed into buf.
+template <class HashAt>
+const Hash128* hashes_at(HashAt& hash_at, std::size_t first, std::size_t m, Hash128* buf) {
+    if constexpr (has_in_place<HashAt>::value) {
+        return hash_at.in_place(first);
+    } else {
+        hash_range(hash_at, first, m, buf);
+        return buf;
+    }
+}
+
 // Hash keys [lo, hi) 512 at a time (8 KiB on the stack) and feed
 // op(hashes, m, out + first) for each chunk. The one-thread batch path; the
 // chunks also let writers on other threads take turns at a writer lock.
@@ -103,8 +131,7 @@ void hash_chunks(HashAt& hash_at, std::size_t lo, std::size_t hi, Out* out, Op& 
     Hash128 hashes[kChunk];
     for (std::size_t start = lo; start < hi; start += kChunk) {
         const std::size_t m = std::min(kChunk, hi - start);
-        hash_range(hash_at, start, m, hashes);
-        op(static_cast<const Hash128*>(hashes), m, out + start);
+        op(hashes_at(hash_at, start, m, hashes), m, out + start);
     }
 }
 
@@ -114,9 +141,15 @@ void hash_chunks(HashAt& hash_at, std::size_t lo, std::size_t hi, Out* out, Op& 
 constexpr std::size_t kParallelChunk = std::size_t{1} << 18;
 
 // For each super-chunk of the batch: hash it on `threads` threads into one
-// buffer, then call body(hashes, m, start) on the calling thread.
+// buffer (or take it in place), then call body(hashes, m, start) on the
+// calling thread.
 template <class HashAt, class Body>
 void for_each_hashed_chunk(HashAt& hash_at, std::size_t n, unsigned threads, Body&& body) {
+    if constexpr (has_in_place<HashAt>::value) {
+        for (std::size_t start = 0; start < n; start += kParallelChunk)
+            body(hash_at.in_place(start), std::min(kParallelChunk, n - start), start);
+        return;
+    }
     std::vector<Hash128> buf(std::min(n, kParallelChunk));
     for (std::size_t start = 0; start < n; start += kParallelChunk) {
         const std::size_t m = std::min(kParallelChunk, n - start);
