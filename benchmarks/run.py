@@ -479,7 +479,7 @@ def machine() -> dict[str, str]:
         "compiler": subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
         if shutil.which("g++") else "?",
         "python build": sysconfig.get_config_var("CC") or "?",
-        "bloomline integer batch hash": bloomline.simd_level,
+        "bloomline SIMD (integer hash, blocked lookups)": bloomline.simd_level,
     }
 
 

@@ -140,8 +140,9 @@ PYBIND11_MODULE(_core, m) {
         }
     });
     m.attr("__version__") = BLOOMLINE_VERSION;
-    // The batch-hash code this process uses for integer keys (hash_batch.hpp):
-    // "avx2" or "portable" (no AVX2, not x86, or BLOOMLINE_SIMD=portable).
+    // The SIMD code this process uses for the integer batch hash
+    // (hash_batch.hpp) and blocked lookups (block_probe.hpp): "avx2" or
+    // "portable" (no AVX2, not x86, or BLOOMLINE_SIMD=portable).
     m.attr("simd_level") = bloomline::simd_level_name(bloomline::simd_level());
     bloomline::py_keys::init_numpy_types();
 

@@ -5,11 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && \
-    !(defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
-#define BLOOMLINE_HAVE_AVX2_PATH 1
-#include <immintrin.h>
-#endif
+#include "simd_target.hpp"
 
 namespace bloomline {
 
@@ -20,8 +16,6 @@ void hash_portable(const std::uint64_t* values, std::size_t n, std::uint64_t see
 }
 
 #ifdef BLOOMLINE_HAVE_AVX2_PATH
-
-#define BLOOMLINE_AVX2 __attribute__((target("avx2")))
 
 // A 64-bit constant as the two 32-bit halves _mm256_mul_epu32 multiplies by.
 struct Const64 {

@@ -18,7 +18,7 @@ Layout: TypeAlias = Literal["blocked", "standard"]
 StrPath: TypeAlias = Union[str, os.PathLike[str]]
 
 __version__: str
-# The batch-hash code integer keys use in this process: "avx2" or "portable".
+# The SIMD code this process uses (integer batch hash, blocked lookups): "avx2" or "portable".
 simd_level: str
 
 def murmur3_128(data: Key, seed: int = 0) -> int: ...

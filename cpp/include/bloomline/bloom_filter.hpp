@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bloomline/bits.hpp"
+#include "bloomline/block_probe.hpp"
 #include "bloomline/filter_common.hpp"
 #include "bloomline/index.hpp"
 #include "bloomline/parallel.hpp"
@@ -155,9 +156,28 @@ public:
         backing_.check_open();
         const Geometry g = geo_;
         const std::uint64_t* const words = bits_.words();
+        if (g.layout == Layout::blocked) return contains_blocked_many(words, g.num_blocks(), g.num_hashes, hashes, n, out);
         pipelined<false>(
             g, hashes, n, [words](std::uint64_t slot) { return words + (slot >> 6); },
             [&, g, words](std::size_t i) { out[i] = probe_at(g, words, hashes[i]); });
+    }
+
+    // contains_batch for keys [lo, hi) of a key source (parallel.hpp). The
+    // blocked layout hashes them inside its lookup loop (block_probe.hpp),
+    // so the memory of earlier keys is fetched while later ones are hashed.
+    template <class HashAt>
+    void contains_keys(HashAt& hash_at, std::size_t lo, std::size_t hi, bool* out) const {
+        if (geo_.layout != Layout::blocked) return FilterCommon::contains_keys(hash_at, lo, hi, out);
+        backing_.check_open();
+        struct Range {
+            HashAt* keys;
+            std::size_t lo;
+        } range{&hash_at, lo};
+        const KeyHasher hasher{&range, [](const void* ctx, std::size_t first, std::size_t m, Hash128* h) {
+                                   const Range& r = *static_cast<const Range*>(ctx);
+                                   hash_range(*r.keys, r.lo + first, m, h);
+                               }};
+        contains_blocked_stream(bits_.words(), geo_.num_blocks(), geo_.num_hashes, hasher, hi - lo, out + lo);
     }
 
     // ---- whole-filter operations (caller checks compatibility) -------

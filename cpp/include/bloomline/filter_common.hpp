@@ -7,11 +7,13 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 
 #include "bloomline/index.hpp"
 #include "bloomline/mapped.hpp"
+#include "bloomline/parallel.hpp"
 #include "bloomline/sizing.hpp"
 
 namespace bloomline {
@@ -29,6 +31,16 @@ public:
     // Adds that found the key new.
     std::uint64_t insert_count() const { return insert_count_.load(std::memory_order_relaxed); }
     const Backing& backing() const { return backing_; }
+
+    // Lookups of keys [lo, hi) of a key source (parallel.hpp) into out[lo,
+    // hi): hashed 512 at a time, each chunk given to contains_batch. A
+    // filter with a faster way (BloomFilter's blocked stream) hides this.
+    template <class HashAt>
+    void contains_keys(HashAt& hash_at, std::size_t lo, std::size_t hi, bool* out) const {
+        const Derived& self = *static_cast<const Derived*>(this);
+        auto op = [&self](const Hash128* h, std::size_t m, bool* o) { self.contains_batch(h, m, o); };
+        hash_chunks(hash_at, lo, hi, out, op);
+    }
 
     // The false-positive rate the current fill gives (not the design target).
     double expected_fp_rate() const {

@@ -17,8 +17,8 @@
 // a dependent add chain; C++ harness, 10M keys, chunks of 512, the two
 // paths alternated): portable 5.0-5.3 ns/key, AVX2 4.0-4.5 ns/key. The
 // probe that follows a hash costs 17-25 ns/key at 12 MB, so through Python
-// the gain is below this VM's noise; the other SIMD ideas measured
-// (benchmarks/NOTES.md) gained nothing.
+// the gain is below this VM's noise. The same choice (simd_level) serves
+// the blocked layout's lookups (block_probe.hpp), where AVX2 gains more.
 #pragma once
 
 #include <cstddef>

@@ -85,9 +85,12 @@ inline void for_each_slot(const Geometry& g, const Hash128& h, F&& f) {
 // fetched: step i asks for the line(s) of key i + D (addr(slot) gives a
 // slot's address), so by the time op reaches a key its line is (usually) in
 // cache. A random DRAM line read costs 36-49 ns here alone and about 15 ns
-// when prefetched 16 ahead (benchmarks/limit_probe.cpp). The blocked layout needs one line per key, the standard
-// layout k. (Hashing inside this loop, D keys ahead, was tried so that it
-// would overlap the memory waits: no faster, measured 55 vs 55 ns/key.)
+// when prefetched 16 ahead (benchmarks/limit_probe.cpp). The blocked layout
+// needs one line per key, the standard layout k. This loop serves adds (all
+// layouts) and the standard layout's lookups; blocked lookups have their
+// own loop, which also hashes the keys in it (block_probe.hpp). For adds,
+// hashing in the loop was tried twice and was no faster (55 vs 55 ns/key;
+// later 51 chunked against 56-70 fused, 124 MB).
 //
 // __builtin_prefetch is written out in this loop on purpose: GCC 12 finds a
 // helper whose only statement is a prefetch "const" and deletes the call

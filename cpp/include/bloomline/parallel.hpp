@@ -161,14 +161,13 @@ void for_each_hashed_chunk(HashAt& hash_at, std::size_t n, unsigned threads, Bod
     }
 }
 
-// Lookups: slices of the batch, each hashed and probed by its own thread in
-// chunks of 512 (with one thread, exactly the one-thread path). hash_at(i)
-// must be callable from any thread.
+// Lookups: slices of the batch, each hashed and probed by its own thread
+// (the filter's contains_keys; with one thread, exactly the one-thread
+// path). hash_at(i) must be callable from any thread.
 template <class Filter, class HashAt>
 void contains_parallel(const Filter& f, HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
-    auto op = [&f](const Hash128* h, std::size_t m, bool* o) { f.contains_batch(h, m, o); };
     run_on_threads(threads, [&](unsigned t) {
-        hash_chunks(hash_at, part_begin(n, threads, t), part_begin(n, threads, t + 1), out, op);
+        f.contains_keys(hash_at, part_begin(n, threads, t), part_begin(n, threads, t + 1), out);
     });
 }
 
