@@ -49,14 +49,7 @@ BLOOMLINE_AVX2 void hash_avx2(const std::uint64_t* values, std::size_t n, std::u
     // then finalize(h1, h2, 8).
     const __m256i seed_len = _mm256_set1_epi64x(static_cast<long long>(seed ^ 8));
     std::size_t i = 0;
-    for (; i + 6 <= n; i += 6) {
-        // Keys i+4 and i+5 go through the scalar hash in the same step: its
-        // 64-bit multiplies run on the integer units while the vector units
-        // do keys i..i+3 (C++ harness, 10M keys in chunks of 512, alternated:
-        // 2.8 ns/key against 3.9 for four vector keys alone; one scalar key
-        // per step 3.2, four 2.8).
-        const Hash128 scalar_a = murmur3_128_u64(values[i + 4], seed);
-        const Hash128 scalar_b = murmur3_128_u64(values[i + 5], seed);
+    for (; i + 4 <= n; i += 4) {
         __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + i));
         k = mul64(rotl64x4<31>(mul64(k, c1)), c2);
         __m256i h1 = _mm256_xor_si256(seed_len, k);
@@ -72,8 +65,6 @@ BLOOMLINE_AVX2 void hash_avx2(const std::uint64_t* values, std::size_t n, std::u
         const __m256i odd = _mm256_unpackhi_epi64(h1, h2);   // key 1, key 3
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute2x128_si256(even, odd, 0x20));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 2), _mm256_permute2x128_si256(even, odd, 0x31));
-        out[i + 4] = scalar_a;
-        out[i + 5] = scalar_b;
     }
     hash_portable(values + i, n - i, seed, out + i);
 }

@@ -1,9 +1,9 @@
 // Hashing many 64-bit integer keys at once: the NumPy integer batch path.
 //
 // What: murmur3_128_u64 (the hash of a key's 8 little-endian bytes) for a
-// whole array, with a runtime-dispatched AVX2 version that hashes six keys
-// per step (four in vector lanes) and a portable loop for every other CPU
-// (x86-64 without AVX2, ARM, big-endian hosts). Both give the same hashes bit for bit; the tests
+// whole array, with a runtime-dispatched AVX2 version that hashes four keys
+// per step and a portable loop for every other CPU (x86-64 without AVX2,
+// ARM, big-endian hosts). Both give the same hashes bit for bit; the tests
 // run every integer batch through both (BLOOMLINE_SIMD=portable).
 //
 // Why this way: a wheel is built for baseline x86-64 (no -march), so the
@@ -11,15 +11,14 @@
 // chosen once, at first use, by asking the CPU (cpuid via
 // __builtin_cpu_supports). AVX2 has no 64-bit multiply, so each of
 // MurmurHash3's six multiplies per key becomes three 32x32->64 multiplies;
-// four keys per step still win. Each step also hashes two more keys with
-// the scalar code, whose multiplies use the integer units the vector code
-// leaves idle.
+// four keys per step still win.
 //
 // Measured on the development VM (2-core AMD EPYC, about 1.7 GHz as seen by
-// a dependent add chain; C++ harness, 10M keys, chunks of 512, the paths
-// alternated): portable 4.6-5.3 ns/key, four AVX2 keys per step 3.9-4.5,
-// four AVX2 and two scalar keys per step 2.8. The same choice (simd_level)
-// serves the blocked layout's lookups (block_probe.hpp).
+// a dependent add chain; C++ harness, 10M keys, chunks of 512, the two
+// paths alternated): portable 5.0-5.3 ns/key, AVX2 4.0-4.5 ns/key. The
+// probe that follows a hash costs 17-25 ns/key at 12 MB, so through Python
+// the gain is below this VM's noise. The same choice (simd_level) serves
+// the blocked layout's lookups (block_probe.hpp), where AVX2 gains more.
 #pragma once
 
 #include <cstddef>
