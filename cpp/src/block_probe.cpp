@@ -14,14 +14,11 @@ namespace bloomline {
 
 namespace {
 
-// The stream: hashes are made kGroup keys at a time into a ring, kAhead
-// keys before they are tested, and each key's block is prefetched as soon as
-// its hash exists. So the memory of about kAhead keys is in flight while
-// keys are hashed and tested: hashing a 512-key chunk first, then probing
-// it, left memory idle during the hashing (C++ harness, 124 MB, AVX2 hash
-// and test: 23.9 against 19.2 ns/key). A distance of 32 beat 16 (21.2
-// against 23.9 ns/key in the chunked loop; the bare line read likewise
-// 12.8 against 15.1) and 48 gained nothing more.
+// The stream (block_probe.hpp): kGroup keys hashed per call of the key
+// source, kAhead keys at least between a key's hash (and prefetch) and its
+// test. 32 ahead beat 16 (21.2 against 23.9 ns/key at 124 MB; the bare line
+// read likewise 12.8 against 15.1 ns); groups of 8, 32 and 64 and 64 ahead
+// were no better than 16 and 32.
 constexpr std::size_t kGroup = 16, kAhead = 32, kRing = 64;
 static_assert(kRing % kGroup == 0 && kAhead % kGroup == 0 && kAhead + kGroup <= kRing, "ring layout");
 

@@ -1,12 +1,14 @@
-// Batch lookups in the blocked layout: for each precomputed hash, are the k
-// bits of its block all set? The loop behind BloomFilter::contains_batch
-// (and so contains_many) for layout "blocked".
+// Batch lookups in the blocked layout: for each key, are the k bits of its
+// block all set? The loop behind contains_many (and BloomFilter::
+// contains_batch) for layout "blocked".
 //
 // What: the same answers as BloomFilter::contains key by key (index.hpp
-// draws the block and the k offsets), with the block of key i + 16
-// prefetched while key i is tested. Two versions, chosen at run time like
-// the integer batch hash (hash_batch.hpp, BLOOMLINE_SIMD=portable forces
-// the portable one):
+// draws the block and the k offsets). Keys are hashed 16 at a time into a
+// ring, 32 to 48 keys before they are tested, and each key's block is
+// prefetched as soon as its hash exists, so the memory of the keys ahead is
+// being fetched while later keys are hashed and earlier ones tested. The
+// bit tests come in two versions, chosen at run time like the integer batch
+// hash (hash_batch.hpp; BLOOMLINE_SIMD=portable forces the portable one):
 //  - AVX2: the k offsets of a key, eight at a time, come from h2 times
 //    eight remix powers at once (the top 9 bits of each 64-bit product,
 //    from 32-bit lane multiplies); the 64-byte block is held in two
@@ -16,12 +18,14 @@
 //
 // Why: at 10 bits/key (k = 6) the bit tests, not the line read, were most
 // of a lookup on the development VM (2-core AMD EPYC under KVM, about
-// 1.7 GHz effective). C++ harness, pre-hashed keys, the versions
-// alternated 7 times: an L2-sized filter (248 KB) 14.0 (scalar) against
-// 9.2 ns/key (AVX2); 12 MB 19.2 against 14.3; 124 MB 30.4 against 21.6,
-// where a bare prefetched line read costs 15 ns. The loop also keeps the
-// geometry and offsets in registers: the generic pipelined loop (index.hpp)
-// with an offsets array on the stack measured 22-51 ns/key on the same data.
+// 1.7 GHz effective). C++ harness, the versions alternated 5-7 times:
+//  - bit tests, pre-hashed keys: an L2-sized filter (248 KB) 11.2 ns/key
+//    (portable) against 6.4 (AVX2); 12 MB 21.9 against 18.6; 124 MB 30-38
+//    against 22-31, where a bare prefetched line read costs 13-15 ns;
+//  - hashing inside the loop, against hashing a 512-key chunk and then
+//    probing it (memory idle during the hashing): 19.2 against 23.9 ns/key
+//    at 124 MB, 17.8 against 23.7 at 12 MB.
+// benchmarks/NOTES.md ("Fourth round") has the variants that lost.
 //
 // Threads: a lookup may race a writer (lookups never lock). The portable
 // loop reads words with relaxed atomic loads; the AVX2 loop reads the

@@ -2,13 +2,16 @@
 // precomputed 128-bit hashes. No Python, no I/O: the bindings turn keys into
 // hashes and the format module turns filters into bytes.
 //
-// Batches run in one pass with a prefetch ring (see index.hpp). Measured on
-// the development VM at 124 MB (benchmarks/RESULTS.md, D, each repeat
-// paired with a limit-probe run): contains_many of uint64 keys 27 ns/key and
-// add_many 40 ns/key against 10.6 ns for a bare prefetched random line read
-// (2.6x, 3.9x; over six runs the ratios ranged 1.7-3.7x and 3.1-4.1x). The
-// standard layout pays about k lines: 68 and 79 ns/key. At 12 MB the
-// in-block bit tests dominate: about 1.2 ns each (benchmarks/NOTES.md).
+// Batches run in one pass with a prefetch ring (adds and the standard
+// layout: index.hpp; blocked lookups, which also hash inside their loop and
+// test bits with AVX2: block_probe.hpp). Measured on the development VM at
+// 124 MB (benchmarks/RESULTS.md, D, each repeat paired with a limit-probe
+// run): contains_many of uint64 keys 20 ns/key and add_many 56 ns/key
+// against 10.6 ns for a bare prefetched random line read (1.9x [1.6-2.2
+// over repeats], 5.4x; the run before, on the same lookup code, 1.6x and
+// 4.1x). The standard layout pays about k lines: 74 and 96 ns/key. Adds
+// are bound by their instructions: six scalar bit sets cost about 9 ns/key
+// more than one even in cache (benchmarks/NOTES.md, "Fourth round").
 //
 // Threads: lookups never lock. Writes (add, add_batch, clear, |=, &=) hold
 // a mutex, taken once per call (a batch arrives in chunks of 512 hashes, so

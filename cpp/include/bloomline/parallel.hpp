@@ -15,10 +15,10 @@
 // parallel and add on one thread.
 //
 // Measured on the 2-core development VM (benchmarks/RESULTS.md, "threads";
-// 10M uint64 keys, blocked, 1%): contains_many 1.67x faster with 2 threads
-// at 12 MB and 2.11x at 124 MB; add_many 1.13x and 1.20x (every thread
-// scans the whole hashed chunk for its blocks; over runs 1.08-1.37x). The standard layout's adds
-// do not gain.
+// 10M uint64 keys, blocked, 1%, thread counts taking turns): contains_many
+// 1.86x faster with 2 threads at 12 MB and 1.98x at 124 MB; add_many 1.26x
+// and 1.09x (every thread scans the whole hashed chunk for its blocks; over
+// runs 1.08-1.37x). The standard layout's adds gain little.
 #pragma once
 
 #include <algorithm>
