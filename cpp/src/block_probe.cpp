@@ -29,10 +29,10 @@ using TestRun = void (*)(const std::uint64_t* words, std::uint64_t num_blocks, s
 void test_run_portable(const std::uint64_t* words, std::uint64_t num_blocks, std::uint32_t k, const Hash128* h,
                        std::size_t m, bool* out) {
     for (std::size_t i = 0; i < m; ++i) {
-        const std::uint64_t* block = words + mul_hi(h[i].h1, num_blocks) * kBlockWords;
+        const std::uint64_t* block = words + block_index(h[i].h1, num_blocks) * kBlockWords;
         std::uint64_t all = 1;
         for (std::uint32_t j = 0; j < k; ++j) {
-            const unsigned off = static_cast<unsigned>((h[i].h2 * kRemixPowers.p[j]) >> 55);
+            const unsigned off = offset_in_block(h[i].h2, j);
             all &= BitArray::test_word_bit(block + (off >> 6), off & 63);
         }
         out[i] = all != 0;
@@ -85,7 +85,8 @@ BLOOMLINE_AVX2 inline unsigned clear_bits_of_group(__m256i lo, __m256i hi, __m25
     const __m256i word_index = _mm256_srli_epi32(off, 5);
     const __m256 from_lo = _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(lo, word_index));
     const __m256 from_hi = _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(hi, word_index));
-    const __m256i word = _mm256_castps_si256(_mm256_blendv_ps(from_lo, from_hi, _mm256_castsi256_ps(_mm256_slli_epi32(off, 23))));
+    const __m256 from_hi_half = _mm256_castsi256_ps(_mm256_slli_epi32(off, 23));
+    const __m256i word = _mm256_castps_si256(_mm256_blendv_ps(from_lo, from_hi, from_hi_half));
     const __m256i bit = _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_and_si256(off, _mm256_set1_epi32(31)));
     const __m256i clear = _mm256_cmpeq_epi32(_mm256_and_si256(word, bit), _mm256_setzero_si256());
     return static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(clear)));
@@ -96,14 +97,16 @@ BLOOMLINE_AVX2 void test_run_avx2(const std::uint64_t* words, std::uint64_t num_
     const std::uint32_t full_groups = k / 8;
     const unsigned last_lanes = (1u << (k % 8)) - 1;  // lanes in use in the partial group, if any
     for (std::size_t i = 0; i < m; ++i) {
-        const std::uint64_t* block = words + mul_hi(h[i].h1, num_blocks) * kBlockWords;
+        const std::uint64_t* block = words + block_index(h[i].h1, num_blocks) * kBlockWords;
         const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(block));
         const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(block + 4));
         const __m256i a_lo = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(h[i].h2)));
         const __m256i a_hi = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(h[i].h2 >> 32)));
         unsigned clear = 0;
-        for (std::uint32_t g = 0; g < full_groups; ++g) clear |= clear_bits_of_group(lo, hi, a_lo, a_hi, kRemixLanes.group[g]);
-        if (last_lanes) clear |= clear_bits_of_group(lo, hi, a_lo, a_hi, kRemixLanes.group[full_groups]) & last_lanes;
+        for (std::uint32_t g = 0; g < full_groups; ++g)
+            clear |= clear_bits_of_group(lo, hi, a_lo, a_hi, kRemixLanes.group[g]);
+        if (last_lanes)
+            clear |= clear_bits_of_group(lo, hi, a_lo, a_hi, kRemixLanes.group[full_groups]) & last_lanes;
         out[i] = clear == 0;
     }
 }
@@ -135,7 +138,8 @@ void contains_blocked_stream(const std::uint64_t* words, std::uint64_t num_block
             keys.hash(keys.ctx, hashed, m, h);
             // Written out here, not in a helper: see index.hpp on GCC
             // deleting calls to a function whose only statement is a prefetch.
-            for (std::size_t i = 0; i < m; ++i) __builtin_prefetch(words + mul_hi(h[i].h1, num_blocks) * kBlockWords, 0, 3);
+            for (std::size_t i = 0; i < m; ++i)
+                __builtin_prefetch(words + block_index(h[i].h1, num_blocks) * kBlockWords, 0, 3);
             hashed += m;
         }
         const std::size_t m = std::min(kGroup, n - tested);

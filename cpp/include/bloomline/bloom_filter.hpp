@@ -159,7 +159,8 @@ public:
         backing_.check_open();
         const Geometry g = geo_;
         const std::uint64_t* const words = bits_.words();
-        if (g.layout == Layout::blocked) return contains_blocked_many(words, g.num_blocks(), g.num_hashes, hashes, n, out);
+        if (g.layout == Layout::blocked)
+            return contains_blocked_many(words, g.num_blocks(), g.num_hashes, hashes, n, out);
         pipelined<false>(
             g, hashes, n, [words](std::uint64_t slot) { return words + (slot >> 6); },
             [&, g, words](std::size_t i) { out[i] = probe_at(g, words, hashes[i]); });

@@ -55,11 +55,17 @@ struct RemixPowers {
 inline constexpr RemixPowers kRemixPowers{};
 
 // Blocked layout: the block a key lives in.
-inline std::uint64_t block_of(const Geometry& g, const Hash128& h) { return mul_hi(h.h1, g.num_blocks()); }
+inline std::uint64_t block_index(std::uint64_t h1, std::uint64_t num_blocks) { return mul_hi(h1, num_blocks); }
+inline std::uint64_t block_of(const Geometry& g, const Hash128& h) { return block_index(h.h1, g.num_blocks()); }
 
-// Blocked layout: the k offsets (0..511) inside the key's block.
+// Blocked layout: offset i (0..511) inside the key's block, and all k of
+// them. (block_probe.cpp computes eight at once in AVX2 from the same
+// powers; its tests hold it to these.)
+inline unsigned offset_in_block(std::uint64_t h2, std::uint32_t i) {
+    return static_cast<unsigned>((h2 * kRemixPowers.p[i]) >> 55);
+}
 inline void offsets_in_block(std::uint32_t k, std::uint64_t h2, unsigned* out) {
-    for (std::uint32_t i = 0; i < k; ++i) out[i] = static_cast<unsigned>((h2 * kRemixPowers.p[i]) >> 55);
+    for (std::uint32_t i = 0; i < k; ++i) out[i] = offset_in_block(h2, i);
 }
 
 // Every layout: the k slot indices of a key, in [0, num_slots).
