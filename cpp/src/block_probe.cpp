@@ -3,7 +3,6 @@
 #include "bloomline/block_probe.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "bloomline/bits.hpp"
 #include "bloomline/hash_batch.hpp"
@@ -120,37 +119,62 @@ TestRun test_run() {
     return test_run_portable;
 }
 
-void copy_hashes(const void* ctx, std::size_t first, std::size_t m, Hash128* out) {
-    std::memcpy(out, static_cast<const Hash128*>(ctx) + first, m * sizeof(Hash128));
+// Hashes of keys computed as the loop needs them, kGroup at a time, into a
+// ring that holds the keys between a group's hashing and its test.
+struct RingOfHashes {
+    KeyHasher keys;
+    alignas(64) Hash128 ring[kRing];
+    const Hash128* make(std::size_t first, std::size_t m) {
+        Hash128* h = ring + first % kRing;
+        keys.hash(keys.ctx, first, m, h);
+        return h;
+    }
+    const Hash128* at(std::size_t first) const { return ring + first % kRing; }
+};
+
+// Hashes already in memory: nothing to make, nothing copied.
+struct HashesInPlace {
+    const Hash128* hashes;
+    const Hash128* make(std::size_t first, std::size_t) const { return hashes + first; }
+    const Hash128* at(std::size_t first) const { return hashes + first; }
+};
+
+// The loop of block_probe.hpp: keys are made available (and their blocks
+// prefetched) kGroup at a time, kAhead to kAhead + kGroup keys before they
+// are tested.
+template <class Source>
+void lookup_loop(const std::uint64_t* words, std::uint64_t num_blocks, std::uint32_t k, Source& src, std::size_t n,
+                 bool* out) {
+    const TestRun test = test_run();
+    std::size_t made = 0;  // keys [tested, made) are made, their blocks prefetched
+    for (std::size_t tested = 0; tested < n;) {
+        while (made < n && made < tested + kAhead + kGroup) {
+            const std::size_t m = std::min(kGroup, n - made);
+            const Hash128* h = src.make(made, m);
+            // Written out here, not in a helper: see index.hpp on GCC
+            // deleting calls to a function whose only statement is a prefetch.
+            for (std::size_t i = 0; i < m; ++i)
+                __builtin_prefetch(words + block_index(h[i].h1, num_blocks) * kBlockWords, 0, 3);
+            made += m;
+        }
+        const std::size_t m = std::min(kGroup, n - tested);
+        test(words, num_blocks, k, src.at(tested), m, out + tested);
+        tested += m;
+    }
 }
 
 }  // namespace
 
 void contains_blocked_stream(const std::uint64_t* words, std::uint64_t num_blocks, std::uint32_t k, KeyHasher keys,
                              std::size_t n, bool* out) {
-    const TestRun test = test_run();
-    alignas(64) Hash128 ring[kRing];
-    std::size_t hashed = 0;  // keys [tested, hashed) are in the ring, their blocks prefetched
-    for (std::size_t tested = 0; tested < n;) {
-        while (hashed < n && hashed < tested + kAhead + kGroup) {
-            const std::size_t m = std::min(kGroup, n - hashed);
-            Hash128* h = ring + hashed % kRing;
-            keys.hash(keys.ctx, hashed, m, h);
-            // Written out here, not in a helper: see index.hpp on GCC
-            // deleting calls to a function whose only statement is a prefetch.
-            for (std::size_t i = 0; i < m; ++i)
-                __builtin_prefetch(words + block_index(h[i].h1, num_blocks) * kBlockWords, 0, 3);
-            hashed += m;
-        }
-        const std::size_t m = std::min(kGroup, n - tested);
-        test(words, num_blocks, k, ring + tested % kRing, m, out + tested);
-        tested += m;
-    }
+    RingOfHashes src{keys, {}};
+    lookup_loop(words, num_blocks, k, src, n, out);
 }
 
 void contains_blocked_many(const std::uint64_t* words, std::uint64_t num_blocks, std::uint32_t k,
                            const Hash128* hashes, std::size_t n, bool* out) {
-    contains_blocked_stream(words, num_blocks, k, KeyHasher{hashes, copy_hashes}, n, out);
+    HashesInPlace src{hashes};
+    lookup_loop(words, num_blocks, k, src, n, out);
 }
 
 }  // namespace bloomline

@@ -168,10 +168,12 @@ public:
 
     // contains_batch for keys [lo, hi) of a key source (parallel.hpp). The
     // blocked layout hashes them inside its lookup loop (block_probe.hpp),
-    // so the memory of earlier keys is fetched while later ones are hashed.
+    // so the memory of earlier keys is fetched while later ones are hashed;
+    // hashes already in memory (lists) are looked up where they are.
     template <class HashAt>
     void contains_keys(HashAt& hash_at, std::size_t lo, std::size_t hi, bool* out) const {
         if (geo_.layout != Layout::blocked) return FilterCommon::contains_keys(hash_at, lo, hi, out);
+        if constexpr (has_in_place<HashAt>::value) return contains_batch(hash_at.in_place(lo), hi - lo, out + lo);
         backing_.check_open();
         struct Range {
             HashAt* keys;
