@@ -6,10 +6,10 @@
 // layout: index.hpp; blocked lookups, which also hash inside their loop and
 // test bits with AVX2: block_probe.hpp). Measured on the development VM at
 // 124 MB (benchmarks/RESULTS.md, D, each repeat paired with a limit-probe
-// run): contains_many of uint64 keys 20 ns/key and add_many 56 ns/key
-// against 10.6 ns for a bare prefetched random line read (1.9x [1.6-2.2
-// over repeats], 5.4x; the run before, on the same lookup code, 1.6x and
-// 4.1x). The standard layout pays about k lines: 74 and 96 ns/key. Adds
+// run): contains_many of uint64 keys 20 ns/key and add_many 54 ns/key
+// against 11.5 ns for a bare prefetched random line read (1.7x [1.5-2.2
+// over repeats], 4.5x; two runs before, on the same lookup code, 1.6-1.9x
+// and 4.1-5.4x). The standard layout pays about k lines: 75 and 104 ns/key. Adds
 // are bound by their instructions: six scalar bit sets cost about 9 ns/key
 // more than one even in cache (benchmarks/NOTES.md, "Fourth round").
 //
