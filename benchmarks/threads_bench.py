@@ -1,7 +1,7 @@
 """threads= on add_many / contains_many: one thread against several, on the
 same keys, in one run. Writes the "threads" section of RESULTS.md.
 
-    python benchmarks/threads_bench.py            # about 2 minutes
+    python benchmarks/threads_bench.py            # about 1 minute
 """
 
 from __future__ import annotations

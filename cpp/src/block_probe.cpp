@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "bloomline/bits.hpp"
 #include "bloomline/hash_batch.hpp"
 #include "bloomline/index.hpp"
 #include "simd_target.hpp"
@@ -27,15 +26,8 @@ using TestRun = void (*)(const std::uint64_t* words, std::uint64_t num_blocks, s
 
 void test_run_portable(const std::uint64_t* words, std::uint64_t num_blocks, std::uint32_t k, const Hash128* h,
                        std::size_t m, bool* out) {
-    for (std::size_t i = 0; i < m; ++i) {
-        const std::uint64_t* block = words + block_index(h[i].h1, num_blocks) * kBlockWords;
-        std::uint64_t all = 1;
-        for (std::uint32_t j = 0; j < k; ++j) {
-            const unsigned off = offset_in_block(h[i].h2, j);
-            all &= BitArray::test_word_bit(block + (off >> 6), off & 63);
-        }
-        out[i] = all != 0;
-    }
+    for (std::size_t i = 0; i < m; ++i)
+        out[i] = block_has_all(words + block_index(h[i].h1, num_blocks) * kBlockWords, h[i].h2, k);
 }
 
 #ifdef BLOOMLINE_HAVE_AVX2_PATH

@@ -36,9 +36,25 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "bloomline/bits.hpp"
+#include "bloomline/index.hpp"
 #include "bloomline/murmur3.hpp"
 
 namespace bloomline {
+
+// One key, scalar: are the k offsets of h2 all set in `block` (a block's 8
+// words)? BloomFilter::contains and the portable batch loop both use it.
+// The offsets are computed in the loop, not gathered into an array first:
+// through a stack array the batch loop took 31 ns/key where this form took
+// 23 (124 MB, pre-hashed; benchmarks/NOTES.md, "Fourth round").
+inline bool block_has_all(const std::uint64_t* block, std::uint64_t h2, std::uint32_t k) {
+    std::uint64_t all = 1;
+    for (std::uint32_t j = 0; j < k; ++j) {
+        const unsigned off = offset_in_block(h2, j);
+        all &= BitArray::test_word_bit(block + (off >> 6), off & 63);
+    }
+    return all != 0;
+}
 
 // Where the keys of a stream come from: hash(ctx, first, m, out) writes the
 // hashes of keys [first, first + m) to out (m <= 16). Called on the calling

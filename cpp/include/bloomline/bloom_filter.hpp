@@ -215,11 +215,7 @@ private:
     bool probe(const Hash128& h) const { return probe_at(geo_, bits_.words(), h); }
 
     static bool probe_at(const Geometry& g, const std::uint64_t* words, const Hash128& h) {
-        if (g.layout == Layout::blocked) {
-            unsigned offs[kMaxHashes];
-            offsets_in_block(g.num_hashes, h.h2, offs);
-            return BitArray::has_in(words + block_of(g, h) * kBlockWords, offs, g.num_hashes);
-        }
+        if (g.layout == Layout::blocked) return block_has_all(words + block_of(g, h) * kBlockWords, h.h2, g.num_hashes);
         bool all = true;
         for_each_slot(g, h, [&](std::uint64_t s) { all = all && BitArray::test_word_bit(words + (s >> 6), s & 63); });
         return all;
