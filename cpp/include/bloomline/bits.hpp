@@ -66,6 +66,15 @@ public:
         return true;
     }
 
+    // Set a bit of a word without looking first (writers serialised): a
+    // load, or, store with no branch, even when the bit is already set.
+    // Returns 1 when it was clear.
+    static unsigned or_word_bit(std::uint64_t* w, std::uint64_t bit_index) {
+        const std::uint64_t old = load_le(w);
+        atomic_store(w, to_le64(old | (std::uint64_t{1} << bit_index)));
+        return static_cast<unsigned>((~old >> bit_index) & 1);
+    }
+
     // Are the bits at offsets offs[0..k) (each 0..511) of the block at w all
     // set? Branch-free: the line is in cache by now and the k loads overlap.
     static bool has_in(const std::uint64_t* w, const unsigned* offs, std::uint32_t k) {
