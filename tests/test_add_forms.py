@@ -1,9 +1,10 @@
 """Blocked adds come in two forms (bloom_filter.hpp, add_run): "blind", which
 sets a key's k bits without looking first (k unrolled up to 16, a loop
 above), and "look first", which writes nothing for a key already present.
-Each batch (512 keys on one thread; one add_many call with threads=) takes
-the form its predecessor's keys called for: blind while at least half were
-new, look-first after a batch of mostly known keys.
+Each batch takes the form its predecessor's keys called for: blind while at
+least half were new, look-first after a batch of mostly known keys. A batch
+is 2048 keys of an array (hashed inside the add loop), 512 hashes of a list
+(hashed first), or a whole add_many call with threads=.
 
 Whichever form runs, the bits, the "was new" answers and the counts must be
 those of key-by-key adds. The sequences below make both forms run, and
@@ -19,7 +20,7 @@ from bloomline import BloomFilter
 
 # Across the unrolled counts (1..16) and the run-time loop above them.
 K_VALUES = [1, 2, 5, 6, 7, 8, 10, 15, 16, 17, 24, 64]
-BATCH = 1500  # about three 512-key chunks per add_many call
+BATCH = 40_000  # 20 array batches, 79 list batches, or 2 threads per add_many call
 
 
 def batches(rng: np.random.Generator) -> list[np.ndarray]:
@@ -44,21 +45,21 @@ def batches(rng: np.random.Generator) -> list[np.ndarray]:
 
 def crowded_filter(k: int, seed: int) -> BloomFilter:
     # about 30-50% of the bits set by the end: keys share words and blocks
-    num_bits = -(-(k * 2 * 5000) // 512) * 512
+    num_bits = -(-(k * 2 * 2 * BATCH) // 512) * 512
     return BloomFilter.from_params(num_bits, k, layout="blocked", seed=seed)
 
 
 @pytest.mark.parametrize("k", K_VALUES)
-@pytest.mark.parametrize("threads", [1, 2])
-def test_batch_adds_equal_key_by_key_adds(k: int, threads: int, rng: np.random.Generator) -> None:
+@pytest.mark.parametrize(("source", "threads"), [("array", 1), ("list", 1), ("array", 2)])
+def test_batch_adds_equal_key_by_key_adds(k: int, source: str, threads: int, rng: np.random.Generator) -> None:
     batch = crowded_filter(k, seed=k)
     scalar = crowded_filter(k, seed=k)
     for i, keys in enumerate(batches(rng)):
-        got = batch.add_many(keys, threads=threads)
+        got = batch.add_many(keys if source == "array" else keys.tolist(), threads=threads)
         want = [scalar.add(x) for x in keys.tolist()]
-        assert got.tolist() == want, (k, threads, i)
-        assert batch.bits_set == scalar.bits_set, (k, threads, i)
-        assert batch.to_bytes() == scalar.to_bytes(), (k, threads, i)
+        assert got.tolist() == want, (k, source, threads, i)
+        assert batch.bits_set == scalar.bits_set, (k, source, threads, i)
+        assert batch.to_bytes() == scalar.to_bytes(), (k, source, threads, i)
     # the sequence really had known keys and new keys in it
     assert 0.2 < batch.bits_set / batch.num_bits < 0.9
 

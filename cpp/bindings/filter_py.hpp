@@ -260,14 +260,13 @@ inline unsigned batch_threads(unsigned threads, std::size_t n) {
     return static_cast<unsigned>(std::min<std::size_t>(threads, useful));
 }
 
-// Adds on `threads` threads. One thread: add_batch on chunks of 512. More:
+// Adds on `threads` threads. One thread: the filter's add_keys. More:
 // BloomFilter splits its adds by block; other kinds hash in parallel and add
 // on one thread (parallel.hpp).
 template <class T, class HashAt>
 void add_threads(T& f, HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
-    auto op = [&f](const Hash128* h, std::size_t m, bool* o) { f.add_batch(h, m, o); };
     if (threads <= 1)
-        hash_chunks(hash_at, 0, n, out, op);
+        f.add_keys(hash_at, n, out);
     else if constexpr (std::is_same_v<T, BloomFilter>)
         f.add_parallel(hash_at, n, out, threads);
     else

@@ -12,14 +12,6 @@ namespace bloomline {
 
 namespace {
 
-// The stream (block_probe.hpp): kGroup keys hashed per call of the key
-// source, kAhead keys at least between a key's hash (and prefetch) and its
-// test. 32 ahead beat 16 (21.2 against 23.9 ns/key at 124 MB; the bare line
-// read likewise 12.8 against 15.1 ns); groups of 8, 32 and 64 and 64 ahead
-// were no better than 16 and 32.
-constexpr std::size_t kGroup = 16, kAhead = 32, kRing = 64;
-static_assert(kRing % kGroup == 0 && kAhead % kGroup == 0 && kAhead + kGroup <= kRing, "ring layout");
-
 // Test keys whose blocks are (being) fetched: out[i] for hashes[0..m).
 using TestRun = void (*)(const std::uint64_t* words, std::uint64_t num_blocks, std::uint32_t k, const Hash128* h,
                          std::size_t m, bool* out);
@@ -111,48 +103,14 @@ TestRun test_run() {
     return test_run_portable;
 }
 
-// Hashes of keys computed as the loop needs them, kGroup at a time, into a
-// ring that holds the keys between a group's hashing and its test.
-struct RingOfHashes {
-    KeyHasher keys;
-    alignas(64) Hash128 ring[kRing];
-    const Hash128* make(std::size_t first, std::size_t m) {
-        Hash128* h = ring + first % kRing;
-        keys.hash(keys.ctx, first, m, h);
-        return h;
-    }
-    const Hash128* at(std::size_t first) const { return ring + first % kRing; }
-};
-
-// Hashes already in memory: nothing to make, nothing copied.
-struct HashesInPlace {
-    const Hash128* hashes;
-    const Hash128* make(std::size_t first, std::size_t) const { return hashes + first; }
-    const Hash128* at(std::size_t first) const { return hashes + first; }
-};
-
-// The loop of block_probe.hpp: keys are made available (and their blocks
-// prefetched) kGroup at a time, kAhead to kAhead + kGroup keys before they
-// are tested.
+// The lookup loop: the stream (block_probe.hpp) with the bit tests.
 template <class Source>
 void lookup_loop(const std::uint64_t* words, std::uint64_t num_blocks, std::uint32_t k, Source& src, std::size_t n,
                  bool* out) {
     const TestRun test = test_run();
-    std::size_t made = 0;  // keys [tested, made) are made, their blocks prefetched
-    for (std::size_t tested = 0; tested < n;) {
-        while (made < n && made < tested + kAhead + kGroup) {
-            const std::size_t m = std::min(kGroup, n - made);
-            const Hash128* h = src.make(made, m);
-            // Written out here, not in a helper: see index.hpp on GCC
-            // deleting calls to a function whose only statement is a prefetch.
-            for (std::size_t i = 0; i < m; ++i)
-                __builtin_prefetch(words + block_index(h[i].h1, num_blocks) * kBlockWords, 0, 3);
-            made += m;
-        }
-        const std::size_t m = std::min(kGroup, n - tested);
-        test(words, num_blocks, k, src.at(tested), m, out + tested);
-        tested += m;
-    }
+    stream_blocks<false>(words, num_blocks, src, n, [&](const Hash128* h, std::size_t m, std::size_t first) {
+        test(words, num_blocks, k, h, m, out + first);
+    });
 }
 
 }  // namespace

@@ -1,31 +1,38 @@
-// Batch lookups in the blocked layout: for each key, are the k bits of its
-// block all set? The loop behind contains_many (and BloomFilter::
-// contains_batch) for layout "blocked".
+// Batch loops of the blocked layout: lookups (for each key, are the k bits
+// of its block all set?) and the bit sets of adds. The loops behind
+// contains_many and add_many (BloomFilter::contains_keys, add_keys) for
+// layout "blocked".
 //
-// What: the same answers as BloomFilter::contains key by key (index.hpp
-// draws the block and the k offsets). Keys are hashed 16 at a time into a
-// ring, 32 to 48 keys before they are tested, and each key's block is
-// prefetched as soon as its hash exists, so the memory of the keys ahead is
-// being fetched while later keys are hashed and earlier ones tested. The
-// bit tests come in two versions, chosen at run time like the integer batch
-// hash (hash_batch.hpp; BLOOMLINE_SIMD=portable forces the portable one):
+// The stream: keys are hashed 16 at a time into a ring, 32 to 48 keys
+// before they are tested or added, and each key's block is prefetched as
+// soon as its hash exists, so the memory of the keys ahead is being fetched
+// while later keys are hashed and earlier ones tested. Hashing a 512-key
+// chunk first and then probing it left memory idle during the hashing
+// (C++ harness, hash included: lookups 19.2 against 23.9 ns/key at 124 MB,
+// 17.8 against 23.7 at 12 MB; adds of new keys 25 against 33 at 124 MB,
+// 26-29 against 33 at 12 MB).
+//
+// Lookups: the same answers as BloomFilter::contains key by key (index.hpp
+// draws the block and the k offsets). The bit tests come in two versions,
+// chosen at run time like the integer batch hash (hash_batch.hpp;
+// BLOOMLINE_SIMD=portable forces the portable one):
 //  - AVX2: the k offsets of a key, eight at a time, come from h2 times
 //    eight remix powers at once (the top 9 bits of each 64-bit product,
 //    from 32-bit lane multiplies); the 64-byte block is held in two
 //    registers, each offset's 32-bit word is picked out of them with a
 //    lane permute, and one compare tells which bits are clear.
 //  - portable: one multiply, shift and load per bit.
-//
 // Why: at 10 bits/key (k = 6) the bit tests, not the line read, were most
 // of a lookup on the development VM (2-core AMD EPYC under KVM, about
-// 1.7 GHz effective). C++ harness, the versions alternated 5-7 times:
-//  - bit tests, pre-hashed keys: an L2-sized filter (248 KB) 11.2 ns/key
-//    (portable) against 6.4 (AVX2); 12 MB 21.9 against 18.6; 124 MB 30-38
-//    against 22-31, where a bare prefetched line read costs 13-15 ns;
-//  - hashing inside the loop, against hashing a 512-key chunk and then
-//    probing it (memory idle during the hashing): 19.2 against 23.9 ns/key
-//    at 124 MB, 17.8 against 23.7 at 12 MB.
-// benchmarks/NOTES.md ("Fourth round") has the variants that lost.
+// 1.7 GHz effective). Pre-hashed keys, the versions alternated 5-7 times:
+// an L2-sized filter (248 KB) 11.2 ns/key (portable) against 6.4 (AVX2);
+// 12 MB 21.9 against 18.6; 124 MB 30-38 against 22-31, where a bare
+// prefetched line read costs 13-15 ns.
+//
+// Adds: block_set_all below, scalar (an AVX2 add, building the 512-bit
+// mask lane by lane, measured slower: benchmarks/NOTES.md, "Fifth round").
+// benchmarks/NOTES.md ("Fourth round", "Fifth round") has the variants
+// that lost.
 //
 // Threads: a lookup may race a writer (lookups never lock). The portable
 // loop reads words with relaxed atomic loads; the AVX2 loop reads the
@@ -33,6 +40,7 @@
 // read whole, so a racing add's bits are seen or not, never torn.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -106,6 +114,60 @@ struct KeyHasher {
     const void* ctx;
     void (*hash)(const void* ctx, std::size_t first, std::size_t m, Hash128* out);
 };
+
+// The stream's shape: kStreamGroup keys hashed per call of the key source,
+// at least kStreamAhead keys between a key's hash (and prefetch) and its
+// use. 32 ahead beat 16 (lookups 21.2 against 23.9 ns/key at 124 MB; the
+// bare line read likewise 12.8 against 15.1 ns); groups of 8, 32 and 64
+// and 64 ahead were no better than 16 and 32, for lookups and for adds.
+constexpr std::size_t kStreamGroup = 16, kStreamAhead = 32, kStreamRing = 64;
+static_assert(kStreamRing % kStreamGroup == 0 && kStreamAhead % kStreamGroup == 0 &&
+                  kStreamAhead + kStreamGroup <= kStreamRing,
+              "ring layout");
+
+// Hashes of keys computed as the loop needs them, a group at a time, into a
+// ring that holds the keys between a group's hashing and its use.
+struct RingOfHashes {
+    KeyHasher keys;
+    alignas(64) Hash128 ring[kStreamRing];
+    const Hash128* make(std::size_t first, std::size_t m) {
+        Hash128* h = ring + first % kStreamRing;
+        keys.hash(keys.ctx, first, m, h);
+        return h;
+    }
+    const Hash128* at(std::size_t first) const { return ring + first % kStreamRing; }
+};
+
+// Hashes already in memory: nothing to make, nothing copied.
+struct HashesInPlace {
+    const Hash128* hashes;
+    const Hash128* make(std::size_t first, std::size_t) const { return hashes + first; }
+    const Hash128* at(std::size_t first) const { return hashes + first; }
+};
+
+// The stream over keys [0, n) of src (a RingOfHashes or HashesInPlace):
+// keys are made (and their blocks prefetched, for writing when kForWrite)
+// a group at a time, and use(h, m, first) gets keys [first, first + m)
+// once they are kStreamAhead to kStreamAhead + kStreamGroup keys behind.
+template <bool kForWrite, class Source, class Use>
+void stream_blocks(const std::uint64_t* words, std::uint64_t num_blocks, Source& src, std::size_t n, Use&& use) {
+    constexpr int kRw = kForWrite ? 1 : 0;
+    std::size_t made = 0;  // keys [used, made) are made, their blocks prefetched
+    for (std::size_t used = 0; used < n;) {
+        while (made < n && made < used + kStreamAhead + kStreamGroup) {
+            const std::size_t m = std::min(kStreamGroup, n - made);
+            const Hash128* h = src.make(made, m);
+            // Written out here, not in a helper: see index.hpp on GCC
+            // deleting calls to a function whose only statement is a prefetch.
+            for (std::size_t i = 0; i < m; ++i)
+                __builtin_prefetch(words + block_index(h[i].h1, num_blocks) * kBlockWords, kRw, 3);
+            made += m;
+        }
+        const std::size_t m = std::min(kStreamGroup, n - used);
+        use(src.at(used), m, used);
+        used += m;
+    }
+}
 
 // out[i] = every one of the k offsets of key i's hash (index.hpp) is set in
 // block mul_hi(h1, num_blocks) of words, for keys [0, n) of `keys`, which

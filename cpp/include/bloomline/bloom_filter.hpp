@@ -178,15 +178,36 @@ public:
         if (geo_.layout != Layout::blocked) return FilterCommon::contains_keys(hash_at, lo, hi, out);
         if constexpr (has_in_place<HashAt>::value) return contains_batch(hash_at.in_place(lo), hi - lo, out + lo);
         backing_.check_open();
-        struct Range {
-            HashAt* keys;
-            std::size_t lo;
-        } range{&hash_at, lo};
-        const KeyHasher hasher{&range, [](const void* ctx, std::size_t first, std::size_t m, Hash128* h) {
-                                   const Range& r = *static_cast<const Range*>(ctx);
-                                   hash_range(*r.keys, r.lo + first, m, h);
-                               }};
-        contains_blocked_stream(bits_.words(), geo_.num_blocks(), geo_.num_hashes, hasher, hi - lo, out + lo);
+        KeysFrom<HashAt> keys{&hash_at, lo};
+        contains_blocked_stream(bits_.words(), geo_.num_blocks(), geo_.num_hashes, keys.hasher(), hi - lo, out + lo);
+    }
+
+    // add_batch for keys [0, n) of a key source, one thread. The blocked
+    // layout hashes them inside its add loop (block_probe.hpp, the stream),
+    // kStreamChunk keys per hold of the writer mutex; hashes already in
+    // memory (lists) go through add_batch.
+    template <class HashAt>
+    void add_keys(HashAt& hash_at, std::size_t n, bool* out) {
+        if constexpr (has_in_place<HashAt>::value) return FilterCommon::add_keys(hash_at, n, out);
+        if (geo_.layout != Layout::blocked) return FilterCommon::add_keys(hash_at, n, out);
+        constexpr std::size_t kStreamChunk = 2048;
+        for (std::size_t start = 0; start < n; start += kStreamChunk) {
+            const std::size_t m = std::min(kStreamChunk, n - start);
+            backing_.check_write();
+            std::lock_guard<std::mutex> lock(writer_);
+            const KeysFrom<HashAt> keys{&hash_at, start};
+            RingOfHashes src{keys.hasher(), {}};
+            std::uint64_t* const words = bits_.words();
+            const std::uint64_t num_blocks = geo_.num_blocks();
+            Tally tally;
+            add_with(tally, MarkNew{out ? out + start : nullptr}, look_first_, [&](auto&& add_one_key) {
+                stream_blocks<true>(words, num_blocks, src, m, [&](const Hash128* h, std::size_t cnt, std::size_t first) {
+                    for (std::size_t i = 0; i < cnt; ++i) add_one_key(h[i], first + i);
+                });
+            });
+            bump(tally.bits, tally.keys);
+            choose_add_form(m, tally.keys);
+        }
     }
 
     // ---- whole-filter operations (caller checks compatibility) -------
@@ -257,8 +278,20 @@ private:
     void add_run(const Hash128* hashes, std::size_t n, Tally& tally, Mark mark, bool look_first) {
         const Geometry g = geo_;
         std::uint64_t* const words = bits_.words();
+        add_with(tally, mark, look_first, [&, g, words](auto&& add_one_key) {
+            pipelined<true>(
+                g, hashes, n, [words](std::uint64_t slot) { return words + (slot >> 6); },
+                [&](std::size_t i) { add_one_key(hashes[i], i); });
+        });
+    }
+
+    // The adds of a loop over keys: loop(add_one_key) must call
+    // add_one_key(hash, i) for each key i, in order (its block prefetched).
+    template <class Mark, class Loop>
+    void add_with(Tally& tally, Mark mark, bool look_first, Loop&& loop) {
+        const Geometry g = geo_;
+        std::uint64_t* const words = bits_.words();
         std::uint64_t bits = 0, keys = 0;
-        auto addr = [words](std::uint64_t slot) { return words + (slot >> 6); };
         auto count = [&](std::size_t i, unsigned changed) {
             bits += changed;
             keys += changed != 0;
@@ -266,17 +299,30 @@ private:
         };
         if (g.layout == Layout::blocked && !look_first) {
             with_fixed_k(g.num_hashes, [&](auto fixed_k) {
-                pipelined<true>(g, hashes, n, addr, [&, g, words](std::size_t i) {
-                    std::uint64_t* block = words + block_of(g, hashes[i]) * kBlockWords;
-                    count(i, block_set_all<decltype(fixed_k)::value>(block, hashes[i].h2, g.num_hashes));
+                loop([&, g, words](const Hash128& h, std::size_t i) {
+                    std::uint64_t* block = words + block_of(g, h) * kBlockWords;
+                    count(i, block_set_all<decltype(fixed_k)::value>(block, h.h2, g.num_hashes));
                 });
             });
         } else {
-            pipelined<true>(g, hashes, n, addr, [&, g, words](std::size_t i) { count(i, add_at(g, words, hashes[i])); });
+            loop([&, g, words](const Hash128& h, std::size_t i) { count(i, add_at(g, words, h)); });
         }
         tally.bits += bits;
         tally.keys += keys;
     }
+
+    // Keys [lo, ...) of a key source as the KeyHasher of a stream.
+    template <class HashAt>
+    struct KeysFrom {
+        HashAt* keys;
+        std::size_t lo;
+        KeyHasher hasher() const {
+            return {this, [](const void* ctx, std::size_t first, std::size_t m, Hash128* h) {
+                        const KeysFrom& r = *static_cast<const KeysFrom*>(ctx);
+                        hash_range(*r.keys, r.lo + first, m, h);
+                    }};
+        }
+    };
 
     // After a batch of n keys of which `fresh` were new: the next batch
     // looks first when most of these keys were known (a deduplicating

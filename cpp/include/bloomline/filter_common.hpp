@@ -42,6 +42,17 @@ public:
         hash_chunks(hash_at, lo, hi, out, op);
     }
 
+    // Adds of keys [0, n) of a key source, one thread: hashed 512 at a time,
+    // each chunk given to add_batch (which takes the writer mutex, so
+    // writers on other threads take turns chunk by chunk). A filter with a
+    // faster way (BloomFilter's blocked stream) hides this.
+    template <class HashAt>
+    void add_keys(HashAt& hash_at, std::size_t n, bool* out) {
+        Derived& self = *static_cast<Derived*>(this);
+        auto op = [&self](const Hash128* h, std::size_t m, bool* o) { self.add_batch(h, m, o); };
+        hash_chunks(hash_at, 0, n, out, op);
+    }
+
     // The false-positive rate the current fill gives (not the design target).
     double expected_fp_rate() const {
         const double n = static_cast<const Derived*>(this)->approx_count();
