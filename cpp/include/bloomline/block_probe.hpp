@@ -81,7 +81,7 @@ inline unsigned block_set_all(std::uint64_t* block, std::uint64_t h2, std::uint3
     unsigned changed = 0;
     auto set = [&](std::uint32_t j) {
         const unsigned off = offset_in_block(h2, j);
-        changed += BitArray::or_word_bit(block + (off >> 6), off & 63);
+        BitArray::or_word_bit(block + (off >> 6), off & 63, changed);
     };
     if constexpr (kFixedK != 0) {
         // GCC 12 left even k = 6 rolled inside the add loop without this

@@ -150,8 +150,7 @@ public:
         });
         Tally total;
         for (const Part& part : parts) {
-            total.bits += part.tally.bits;
-            total.keys += part.tally.keys;
+            total += part.tally;
         }
         bump(total.bits, total.keys);
         choose_add_form(n, total.keys);
@@ -199,10 +198,17 @@ public:
             RingOfHashes src{keys.hasher(), {}};
             std::uint64_t* const words = bits_.words();
             const std::uint64_t num_blocks = geo_.num_blocks();
+            const MarkNew mark{out ? out + start : nullptr};
             Tally tally;
-            add_with(tally, MarkNew{out ? out + start : nullptr}, look_first_, [&](auto&& add_one_key) {
+            with_adder(look_first_, [&](const auto adder) {
                 stream_blocks<true>(words, num_blocks, src, m, [&](const Hash128* h, std::size_t cnt, std::size_t first) {
-                    for (std::size_t i = 0; i < cnt; ++i) add_one_key(h[i], first + i);
+                    // Locals, so that the stores to the bits cannot be
+                    // thought to change them (see add_run).
+                    const auto add = adder;
+                    const MarkNew mk = mark;
+                    Tally group;
+                    for (std::size_t i = 0; i < cnt; ++i) mk(first + i, group.count(add(h[i])));
+                    tally += group;
                 });
             });
             bump(tally.bits, tally.keys);
@@ -249,6 +255,17 @@ private:
     struct Tally {
         std::uint64_t bits = 0;
         std::uint64_t keys = 0;
+        // One key's add changed `changed` bits; returns whether it was new.
+        bool count(unsigned changed) {
+            bits += changed;
+            keys += changed != 0;
+            return changed != 0;
+        }
+        Tally& operator+=(const Tally& o) {
+            bits += o.bits;
+            keys += o.keys;
+            return *this;
+        }
     };
 
     // add_batch's answers: out[i] = key i was new (out may be null).
@@ -278,37 +295,46 @@ private:
     void add_run(const Hash128* hashes, std::size_t n, Tally& tally, Mark mark, bool look_first) {
         const Geometry g = geo_;
         std::uint64_t* const words = bits_.words();
-        add_with(tally, mark, look_first, [&, g, words](auto&& add_one_key) {
+        with_adder(look_first, [&, g, words](const auto adder) {
+            Tally run;
             pipelined<true>(
                 g, hashes, n, [words](std::uint64_t slot) { return words + (slot >> 6); },
-                [&](std::size_t i) { add_one_key(hashes[i], i); });
+                [&](std::size_t i) { mark(i, run.count(adder(hashes[i]))); });
+            tally += run;
         });
     }
 
-    // The adds of a loop over keys: loop(add_one_key) must call
-    // add_one_key(hash, i) for each key i, in order (its block prefetched).
-    template <class Mark, class Loop>
-    void add_with(Tally& tally, Mark mark, bool look_first, Loop&& loop) {
+    // The two add forms as small values (words, geometry): adder(hash)
+    // sets a key's bits and returns how many were clear. The loops copy
+    // them into locals.
+    template <std::uint32_t kFixedK>
+    struct BlindAdd {
+        std::uint64_t* words;
+        std::uint64_t num_blocks;
+        std::uint32_t k;
+        unsigned operator()(const Hash128& h) const {
+            return block_set_all<kFixedK>(words + block_index(h.h1, num_blocks) * kBlockWords, h.h2, k);
+        }
+    };
+    struct LookFirstAdd {
+        Geometry g;
+        std::uint64_t* words;
+        unsigned operator()(const Hash128& h) const { return add_at(g, words, h); }
+    };
+
+    // loop(adder) with the form look_first asks for (blind only exists for
+    // the blocked layout), k unrolled where it can be.
+    template <class Loop>
+    void with_adder(bool look_first, Loop&& loop) {
         const Geometry g = geo_;
         std::uint64_t* const words = bits_.words();
-        std::uint64_t bits = 0, keys = 0;
-        auto count = [&](std::size_t i, unsigned changed) {
-            bits += changed;
-            keys += changed != 0;
-            mark(i, changed != 0);
-        };
         if (g.layout == Layout::blocked && !look_first) {
             with_fixed_k(g.num_hashes, [&](auto fixed_k) {
-                loop([&, g, words](const Hash128& h, std::size_t i) {
-                    std::uint64_t* block = words + block_of(g, h) * kBlockWords;
-                    count(i, block_set_all<decltype(fixed_k)::value>(block, h.h2, g.num_hashes));
-                });
+                loop(BlindAdd<decltype(fixed_k)::value>{words, g.num_blocks(), g.num_hashes});
             });
         } else {
-            loop([&, g, words](const Hash128& h, std::size_t i) { count(i, add_at(g, words, h)); });
+            loop(LookFirstAdd{g, words});
         }
-        tally.bits += bits;
-        tally.keys += keys;
     }
 
     // Keys [lo, ...) of a key source as the KeyHasher of a stream.
