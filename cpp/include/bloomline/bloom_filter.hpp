@@ -2,22 +2,21 @@
 // precomputed 128-bit hashes. No Python, no I/O: the bindings turn keys into
 // hashes and the format module turns filters into bytes.
 //
-// Batches run in one pass with a prefetch ring (adds and the standard
-// layout: index.hpp; blocked lookups, which also hash inside their loop and
-// test bits with AVX2: block_probe.hpp). Measured on the development VM at
-// 124 MB (benchmarks/RESULTS.md, D, each repeat paired with a limit-probe
-// run): contains_many of uint64 keys 20 ns/key and add_many 54 ns/key
-// against 11.5 ns for a bare prefetched random line read (1.7x [1.5-2.2
-// over repeats], 4.5x; two runs before, on the same lookup code, 1.6-1.9x
-// and 4.1-5.4x). The standard layout pays about k lines: 75 and 104 ns/key. Adds
-// are bound by their instructions: six scalar bit sets cost about 9 ns/key
-// more than one even in cache (benchmarks/NOTES.md, "Fourth round").
+// Batches run in one pass with a prefetch ring (the standard layout and
+// hashes already in memory: index.hpp; blocked lookups and adds of keys
+// hashed on the way, which hash inside their loop: block_probe.hpp).
+// Measured on the development VM at 124 MB (benchmarks/RESULTS.md, D, each
+// repeat paired with a limit-probe run): contains_many of uint64 keys
+// 15.8 ns/key and add_many 23.1 ns/key against 11.4 ns for a bare
+// prefetched random line read (1.43x [1.21-1.73 over repeats], 1.93x
+// [1.79-2.33]; the run before the blind adds 1.70x and 4.50x). The
+// standard layout pays about k lines: 76 and 87 ns/key.
 //
-// Threads: lookups never lock. Writes (add, add_batch, clear, |=, &=) hold
-// a mutex, taken once per call (a batch arrives in chunks of 512 hashes, so
-// threads hashing their own keys still run in parallel and only the probe
-// loop is serialised). Under the mutex a set is a plain load/or/store; see
-// bits.hpp for why that beats an atomic per word.
+// Threads: lookups never lock. Writes (add, add_batch, add_keys, clear,
+// |=, &=) hold a mutex, taken per chunk (512 hashes, or 2048 keys hashed
+// inside the add loop), so writers on several threads take turns. Under
+// the mutex a set is a plain load/or/store; see bits.hpp for why that
+// beats an atomic per word.
 //
 // Counters kept on the side, exact (updated under the writer mutex, read
 // without it):

@@ -16,9 +16,13 @@
 //
 // Measured on the 2-core development VM (benchmarks/RESULTS.md, "threads";
 // 10M uint64 keys, blocked, 1%, thread counts taking turns): contains_many
-// 1.86x faster with 2 threads at 12 MB and 1.98x at 124 MB; add_many 1.26x
-// and 1.09x (every thread scans the whole hashed chunk for its blocks; over
-// runs 1.08-1.37x). The standard layout's adds gain little.
+// 1.80x faster with 2 threads at 12 MB and 1.91x at 124 MB. Blocked
+// add_many with 2 threads is slower than with one (0.82x, 0.77x): its
+// keys are hashed before any is added and every thread scans the whole
+// hashed chunk for its blocks, while one thread hashes inside its add loop
+// (block_probe.hpp) and sets bits blind. Before the blind, streamed
+// one-thread adds, two threads were 1.08-1.37x faster. The standard
+// layout's adds gain little.
 #pragma once
 
 #include <algorithm>
