@@ -83,13 +83,7 @@ public:
     // add_batch: out[i] is true when key i changed a bit, i.e. was new; a key
     // repeated later in the same batch finds its bits set and gets false.
     std::size_t add_batch(const Hash128* hashes, std::size_t n, bool* out) {
-        backing_.check_write();
-        std::lock_guard<std::mutex> lock(writer_);
-        Tally tally;
-        add_run(hashes, n, tally, MarkNew{out}, look_first_);
-        bump(tally.bits, tally.keys);
-        choose_add_form(n, tally.keys);
-        return tally.keys;
+        return locked_batch(n, [&](Tally& tally) { add_run(hashes, n, tally, MarkNew{out}, look_first_); });
     }
 
     // add_batch on several threads (parallel.hpp): hash_at(i) gives key i's
@@ -103,57 +97,51 @@ public:
     // threads slower than one: every line of `out` holds keys of both.)
     template <class HashAt>
     std::size_t add_parallel(HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
-        backing_.check_write();
-        std::lock_guard<std::mutex> lock(writer_);
-        const Geometry g = geo_;
-        const bool look_first = look_first_;
-        struct alignas(64) Part {  // one cache line apart: push_back writes each vector's end pointer
-            Tally tally;
-            std::vector<Hash128> mine;
-            std::vector<std::uint32_t> where;
-            std::vector<unsigned char> fresh;  // 1 where this part found key i new
-        };
-        std::vector<Part> parts(threads);
-        for_each_hashed_chunk(hash_at, n, threads, [&](const Hash128* buf, std::size_t m, std::size_t start) {
-            if (g.layout != Layout::blocked) {
-                add_run(buf, m, parts[0].tally, MarkNew{out ? out + start : nullptr}, look_first);
-                return;
-            }
-            run_on_threads(threads, [&](unsigned t) {
-                Part& part = parts[t];
-                const std::uint64_t lo = part_begin(g.num_blocks(), threads, t);
-                const std::uint64_t hi = part_begin(g.num_blocks(), threads, t + 1);
-                part.mine.clear();
-                part.where.clear();
-                part.fresh.assign(m, 0);
-                for (std::size_t i = 0; i < m; ++i) {
-                    const std::uint64_t b = block_of(g, buf[i]);
-                    if (b >= lo && b < hi) {
-                        part.mine.push_back(buf[i]);
-                        part.where.push_back(static_cast<std::uint32_t>(i));
+        return locked_batch(n, [&](Tally& total) {
+            const Geometry g = geo_;
+            const bool look_first = look_first_;
+            struct alignas(64) Part {  // one cache line apart: push_back writes each vector's end pointer
+                Tally tally;
+                std::vector<Hash128> mine;
+                std::vector<std::uint32_t> where;
+                std::vector<unsigned char> fresh;  // 1 where this part found key i new
+            };
+            std::vector<Part> parts(threads);
+            for_each_hashed_chunk(hash_at, n, threads, [&](const Hash128* buf, std::size_t m, std::size_t start) {
+                if (g.layout != Layout::blocked) {
+                    add_run(buf, m, parts[0].tally, MarkNew{out ? out + start : nullptr}, look_first);
+                    return;
+                }
+                run_on_threads(threads, [&](unsigned t) {
+                    Part& part = parts[t];
+                    const std::uint64_t lo = part_begin(g.num_blocks(), threads, t);
+                    const std::uint64_t hi = part_begin(g.num_blocks(), threads, t + 1);
+                    part.mine.clear();
+                    part.where.clear();
+                    part.fresh.assign(m, 0);
+                    for (std::size_t i = 0; i < m; ++i) {
+                        const std::uint64_t b = block_of(g, buf[i]);
+                        if (b >= lo && b < hi) {
+                            part.mine.push_back(buf[i]);
+                            part.where.push_back(static_cast<std::uint32_t>(i));
+                        }
                     }
-                }
-                const std::uint32_t* where = part.where.data();
-                unsigned char* fresh = part.fresh.data();
-                add_run(part.mine.data(), part.mine.size(), part.tally,
-                        [where, fresh](std::size_t j, bool is_new) { fresh[where[j]] = is_new; }, look_first);
+                    const std::uint32_t* where = part.where.data();
+                    unsigned char* fresh = part.fresh.data();
+                    add_run(part.mine.data(), part.mine.size(), part.tally,
+                            [where, fresh](std::size_t j, bool is_new) { fresh[where[j]] = is_new; }, look_first);
+                });
+                if (!out) return;
+                run_on_threads(threads, [&](unsigned t) {
+                    for (std::size_t i = part_begin(m, threads, t), e = part_begin(m, threads, t + 1); i < e; ++i) {
+                        unsigned char any = 0;
+                        for (const Part& part : parts) any |= part.fresh[i];
+                        out[start + i] = any != 0;
+                    }
+                });
             });
-            if (!out) return;
-            run_on_threads(threads, [&](unsigned t) {
-                for (std::size_t i = part_begin(m, threads, t), e = part_begin(m, threads, t + 1); i < e; ++i) {
-                    unsigned char any = 0;
-                    for (const Part& part : parts) any |= part.fresh[i];
-                    out[start + i] = any != 0;
-                }
-            });
+            for (const Part& part : parts) total += part.tally;
         });
-        Tally total;
-        for (const Part& part : parts) {
-            total += part.tally;
-        }
-        bump(total.bits, total.keys);
-        choose_add_form(n, total.keys);
-        return total.keys;
     }
 
     void contains_batch(const Hash128* hashes, std::size_t n, bool* out) const {
@@ -191,27 +179,25 @@ public:
         constexpr std::size_t kStreamChunk = 2048;
         for (std::size_t start = 0; start < n; start += kStreamChunk) {
             const std::size_t m = std::min(kStreamChunk, n - start);
-            backing_.check_write();
-            std::lock_guard<std::mutex> lock(writer_);
-            const KeysFrom<HashAt> keys{&hash_at, start};
-            RingOfHashes src{keys.hasher(), {}};
-            std::uint64_t* const words = bits_.words();
-            const std::uint64_t num_blocks = geo_.num_blocks();
-            const MarkNew mark{out ? out + start : nullptr};
-            Tally tally;
-            with_adder(look_first_, [&](const auto adder) {
-                stream_blocks<true>(words, num_blocks, src, m, [&](const Hash128* h, std::size_t cnt, std::size_t first) {
-                    // Locals, so that the stores to the bits cannot be
-                    // thought to change them (see add_run).
-                    const auto add = adder;
-                    const MarkNew mk = mark;
-                    Tally group;
-                    for (std::size_t i = 0; i < cnt; ++i) mk(first + i, group.count(add(h[i])));
-                    tally += group;
+            locked_batch(m, [&](Tally& tally) {
+                const KeysFrom<HashAt> keys{&hash_at, start};
+                RingOfHashes src{keys.hasher(), {}};
+                std::uint64_t* const words = bits_.words();
+                const std::uint64_t num_blocks = geo_.num_blocks();
+                const MarkNew mark{out ? out + start : nullptr};
+                with_adder(look_first_, [&](const auto adder) {
+                    auto use = [&](const Hash128* h, std::size_t cnt, std::size_t first) {
+                        // Locals, so that the stores to the bits cannot be
+                        // thought to change them (see add_run).
+                        const auto add = adder;
+                        const MarkNew mk = mark;
+                        Tally group;
+                        for (std::size_t i = 0; i < cnt; ++i) mk(first + i, group.count(add(h[i])));
+                        tally += group;
+                    };
+                    stream_blocks<true>(words, num_blocks, src, m, use);
                 });
             });
-            bump(tally.bits, tally.keys);
-            choose_add_form(m, tally.keys);
         }
     }
 
@@ -288,7 +274,7 @@ private:
     //    set writes nothing, so its cache line, and a mapped file's page,
     //    stays clean; reading the line before the stores costs the time.
     // look_first says which; each batch takes the form its predecessor's
-    // keys called for (choose_add_form). The answers, bits and counts are
+    // keys called for (locked_batch). The answers, bits and counts are
     // the same either way.
     template <class Mark>
     void add_run(const Hash128* hashes, std::size_t n, Tally& tally, Mark mark, bool look_first) {
@@ -349,12 +335,23 @@ private:
         }
     };
 
-    // After a batch of n keys of which `fresh` were new: the next batch
-    // looks first when most of these keys were known (a deduplicating
-    // stream, where clean lines save memory and file writes), and sets
-    // blind while at least half are new (a filter being filled).
-    void choose_add_form(std::size_t n, std::uint64_t fresh) {
-        if (n > 0) look_first_ = fresh * 2 < n;
+    // One batch of n keys under the writer mutex: add(tally) adds them and
+    // counts into tally; then the filter's counts are bumped and the next
+    // batch's add form chosen. Returns the number of new keys.
+    //
+    // The form: the next batch looks first when most of these keys were
+    // known (a deduplicating stream, where clean lines save memory and
+    // file writes), and sets blind while at least half are new (a filter
+    // being filled).
+    template <class Add>
+    std::size_t locked_batch(std::size_t n, Add&& add) {
+        backing_.check_write();
+        std::lock_guard<std::mutex> lock(writer_);
+        Tally tally;
+        add(tally);
+        bump(tally.bits, tally.keys);
+        if (n > 0) look_first_ = tally.keys * 2 < n;
+        return tally.keys;
     }
 
     // Under the writer mutex: plain read-then-store, no locked instruction.
