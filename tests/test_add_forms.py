@@ -75,3 +75,43 @@ def test_known_keys_leave_the_filter_unchanged(rng: np.random.Generator) -> None
     for _ in range(2):
         assert not bf.add_many(rng.permutation(keys)).any()
         assert bf.to_bytes() == before
+
+
+
+def test_keys_sharing_a_block_in_one_batch(rng: np.random.Generator) -> None:
+    """Blind array adds take two keys at a time with their bits interleaved
+    (a's bit 0, b's bit 0, a's bit 1, ...), unless the two share a block:
+    there b could set a bit that a has yet to look at, and a would be called
+    known when it was new. The pairs below are made for that: in a one-block
+    filter, a lacks exactly one bit and b sets it."""
+    k = 8
+    base = BloomFilter.from_params(512, k, layout="blocked", seed=5)
+    base.add_many(rng.integers(0, 2**63 - 1, size=70, dtype=np.int64))
+    candidates = iter(rng.integers(0, 2**63 - 1, size=200_000, dtype=np.int64).tolist())
+
+    def bits_added(keys: list[int]) -> int:
+        f = base.copy()
+        before = f.bits_set
+        for x in keys:
+            f.add(x)
+        return f.bits_set - before
+
+    pairs: list[tuple[int, int]] = []
+    for a in candidates:
+        if len(pairs) == 30:
+            break
+        if bits_added([a]) != 1:
+            continue
+        for _ in range(2000):  # about 1 in 64 keys sets a's missing bit
+            b = next(candidates)
+            if bits_added([b, a]) == bits_added([b]):  # after b, a adds nothing
+                pairs.append((a, b))
+                break
+    assert len(pairs) == 30
+    for a, b in pairs:
+        batch, scalar = base.copy(), base.copy()
+        got = batch.add_many(np.array([a, b], dtype=np.int64)).tolist()
+        want = [scalar.add(a), scalar.add(b)]
+        assert want[0] is True
+        assert got == want, (a, b)
+        assert batch.to_bytes() == scalar.to_bytes()

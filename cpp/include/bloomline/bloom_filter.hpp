@@ -192,7 +192,7 @@ public:
                         const auto add = adder;
                         const MarkNew mk = mark;
                         Tally group;
-                        for (std::size_t i = 0; i < cnt; ++i) mk(first + i, group.count(add(h[i])));
+                        add.run(h, cnt, [&](std::size_t i, unsigned changed) { mk(first + i, group.count(changed)); });
                         tally += group;
                     };
                     stream_blocks<true>(words, num_blocks, src, m, use);
@@ -290,21 +290,47 @@ private:
     }
 
     // The two add forms as small values (words, geometry): adder(hash)
-    // sets a key's bits and returns how many were clear. The loops copy
-    // them into locals.
+    // sets a key's bits and returns how many were clear; adder.run(h, cnt,
+    // each) adds keys h[0..cnt) in order and calls each(i, changed) for
+    // each. The loops copy them into locals.
     template <std::uint32_t kFixedK>
     struct BlindAdd {
         std::uint64_t* words;
         std::uint64_t num_blocks;
         std::uint32_t k;
-        unsigned operator()(const Hash128& h) const {
-            return block_set_all<kFixedK>(words + block_index(h.h1, num_blocks) * kBlockWords, h.h2, k);
+        std::uint64_t* block_of_key(const Hash128& h) const {
+            return words + block_index(h.h1, num_blocks) * kBlockWords;
+        }
+        unsigned operator()(const Hash128& h) const { return block_set_all<kFixedK>(block_of_key(h), h.h2, k); }
+        // Two keys at a time, their bits interleaved (block_probe.hpp),
+        // unless they share a block.
+        template <class Each>
+        void run(const Hash128* h, std::size_t cnt, Each&& each) const {
+            std::size_t i = 0;
+            for (; i + 2 <= cnt; i += 2) {
+                std::uint64_t* const a = block_of_key(h[i]);
+                std::uint64_t* const b = block_of_key(h[i + 1]);
+                if (a == b) {
+                    each(i, block_set_all<kFixedK>(a, h[i].h2, k));
+                    each(i + 1, block_set_all<kFixedK>(b, h[i + 1].h2, k));
+                    continue;
+                }
+                unsigned changed_a = 0, changed_b = 0;
+                block_set_all_two<kFixedK>(a, h[i].h2, b, h[i + 1].h2, k, changed_a, changed_b);
+                each(i, changed_a);
+                each(i + 1, changed_b);
+            }
+            if (i < cnt) each(i, (*this)(h[i]));
         }
     };
     struct LookFirstAdd {
         Geometry g;
         std::uint64_t* words;
         unsigned operator()(const Hash128& h) const { return add_at(g, words, h); }
+        template <class Each>
+        void run(const Hash128* h, std::size_t cnt, Each&& each) const {
+            for (std::size_t i = 0; i < cnt; ++i) each(i, (*this)(h[i]));
+        }
     };
 
     // loop(adder) with the form look_first asks for (blind only exists for
