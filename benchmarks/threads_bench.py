@@ -80,9 +80,10 @@ def main() -> int:
         "Lookups split into slices and scale with the cores' memory parallelism. Blocked adds split by block "
         "range: the keys are hashed (in parallel) before any is added, then every thread scans the whole hashed "
         "chunk for its own blocks. One thread instead hashes inside its add loop, while the memory of earlier "
-        "keys is fetched (block_probe.hpp), and since that loop's blind bit sets it is the faster of the two on "
-        "this machine: see the speed-up column. The standard layout adds on one thread (only its hashing is "
-        "parallel).",
+        "keys is fetched (block_probe.hpp), and since that loop's blind bit sets two threads are no faster than "
+        "one on this machine (see the speed-up column; over three runs 0.62-0.97x at 12 MB and 0.99-1.06x at "
+        "124 MB, benchmarks/NOTES.md, sixth round). The standard layout adds on one thread (only its hashing "
+        "is parallel).",
     ])
     write_section("threads", body)
     print("wrote the threads section of benchmarks/RESULTS.md")

@@ -7,10 +7,11 @@
 // hashed on the way, which hash inside their loop: block_probe.hpp).
 // Measured on the development VM at 124 MB (benchmarks/RESULTS.md, D, each
 // repeat paired with a limit-probe run): contains_many of uint64 keys
-// 13.6 ns/key and add_many 18.5 ns/key against 9.7 ns for a bare
-// prefetched random line read (1.33x [1.25-1.52 over repeats], 1.91x
-// [1.70-2.10]; the run before 1.43x and 1.93x; before the blind adds 1.70x
-// and 4.50x). The standard layout pays about k lines: 61 and 74 ns/key.
+// 15.3 ns/key and add_many 21.9 ns/key against 10.8 ns for a bare
+// prefetched random line read (1.41x [1.05-1.45 over repeats], 1.97x
+// [1.49-2.12]; the last four runs 1.33-1.57x and 1.91-2.46x; before the
+// blind adds 1.70x and 4.50x). The standard layout pays about k lines: 72
+// and 85 ns/key.
 //
 // Threads: lookups never lock. Writes (add, add_batch, add_keys, clear,
 // |=, &=) hold a mutex, taken per chunk (512 hashes, or 2048 keys hashed

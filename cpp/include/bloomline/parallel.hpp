@@ -15,14 +15,16 @@
 // parallel and add on one thread.
 //
 // Measured on the 2-core development VM (benchmarks/RESULTS.md, "threads";
-// 10M uint64 keys, blocked, 1%, thread counts taking turns): contains_many
-// 1.80x faster with 2 threads at 12 MB and 1.91x at 124 MB. Blocked
-// add_many with 2 threads is slower than with one (0.82x, 0.77x): its
-// keys are hashed before any is added and every thread scans the whole
-// hashed chunk for its blocks, while one thread hashes inside its add loop
-// (block_probe.hpp) and sets bits blind. Before the blind, streamed
-// one-thread adds, two threads were 1.08-1.37x faster. The standard
-// layout's adds gain little.
+// 10M uint64 keys, blocked, 1%, thread counts taking turns; three runs):
+// contains_many 1.18-1.95x faster with 2 threads at 12 MB and 1.81-1.95x
+// at 124 MB. Blocked add_many with 2 threads is no faster than with one
+// (0.62-0.97x at 12 MB, 0.99-1.06x at 124 MB): its keys are hashed before
+// any is added and every thread scans the whole hashed chunk for its
+// blocks, while one thread hashes inside its add loop (block_probe.hpp)
+// and sets bits blind. Before the blind, streamed one-thread adds, two
+// threads were 1.08-1.37x faster; four other splits were tried since
+// (benchmarks/NOTES.md, fifth and sixth rounds). The standard layout's
+// adds gain little.
 #pragma once
 
 #include <algorithm>
