@@ -77,7 +77,6 @@ def test_known_keys_leave_the_filter_unchanged(rng: np.random.Generator) -> None
         assert bf.to_bytes() == before
 
 
-
 def test_keys_sharing_a_block_in_one_batch(rng: np.random.Generator) -> None:
     """Blind array adds take two keys at a time with their bits interleaved
     (a's bit 0, b's bit 0, a's bit 1, ...), unless the two share a block:
