@@ -89,7 +89,9 @@ public:
 
     // add_batch on several threads (parallel.hpp): hash_at(i) gives key i's
     // hash and is called from every thread. The blocked layout splits the
-    // adds by block range; the result equals add_batch's exactly.
+    // adds by block range; the result equals add_batch's exactly. Other
+    // layouts hash in parallel and add on this thread (add_parallel_hashing,
+    // as the counting filter does).
     //
     // Nothing a thread writes per key shares a cache line with another
     // thread's writes: tallies are summed in locals, and each thread marks
@@ -97,8 +99,9 @@ public:
     // afterwards. (Writing `out` and shared tallies directly made two
     // threads slower than one: every line of `out` holds keys of both.)
     template <class HashAt>
-    std::size_t add_parallel(HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
-        return locked_batch(n, [&](Tally& total) {
+    void add_parallel(HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
+        if (geo_.layout != Layout::blocked) return add_parallel_hashing(*this, hash_at, n, out, threads);
+        locked_batch(n, [&](Tally& total) {
             const Geometry g = geo_;
             const bool look_first = look_first_;
             struct alignas(64) Part {  // one cache line apart: push_back writes each vector's end pointer
@@ -109,10 +112,6 @@ public:
             };
             std::vector<Part> parts(threads);
             for_each_hashed_chunk(hash_at, n, threads, [&](const Hash128* buf, std::size_t m, std::size_t start) {
-                if (g.layout != Layout::blocked) {
-                    add_run(buf, m, parts[0].tally, MarkNew{out ? out + start : nullptr}, look_first);
-                    return;
-                }
                 run_on_threads(threads, [&](unsigned t) {
                     Part& part = parts[t];
                     const std::uint64_t lo = part_begin(g.num_blocks(), threads, t);
