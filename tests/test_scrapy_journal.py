@@ -12,15 +12,15 @@ pytest.importorskip("scrapy")
 
 from scrapy.http import Request  # noqa: E402
 
-import bloomline.scrapy as bs  # noqa: E402
+import bloomline.scrapy.journal as bs  # noqa: E402
 
 
-def journal(path: Path, *, fifo: bool = False, seen: list[bytes] | None = None) -> bs._RequestJournal:
-    return bs._RequestJournal(path, None, fifo=fifo, fingerprint_of=lambda r: r.meta.get("fp", b""),
+def journal(path: Path, *, fifo: bool = False, seen: list[bytes] | None = None) -> bs.RequestJournal:
+    return bs.RequestJournal(path, None, fifo=fifo, fingerprint_of=lambda r: r.meta.get("fp", b""),
                               on_fingerprint=None if seen is None else seen.append)
 
 
-def urls(j: bs._RequestJournal) -> list[str]:
+def urls(j: bs.RequestJournal) -> list[str]:
     out = []
     while (r := j.pop()) is not None:
         out.append(r.url)

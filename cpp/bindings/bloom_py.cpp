@@ -11,17 +11,19 @@ using namespace py_filter;
 
 namespace {
 
-std::unique_ptr<BloomFilter> intersected(const BloomFilter& a, const BloomFilter& b) {
+using H = Handle<BloomFilter>;
+
+H intersected(const BloomFilter& a, const BloomFilter& b) {
     check_compatible(a, b);
     auto r = a.copy();
     r->intersect_with(b);
-    return r;
+    return H(std::move(r));
 }
 
 }  // namespace
 
 void register_bloom(py::module_& m) {
-    py::class_<BloomFilter> cls(m, "BloomFilter", py::buffer_protocol(), R"doc(
+    py::class_<H> cls(m, "BloomFilter", py::buffer_protocol(), R"doc(
 A Bloom filter: a set that may answer "present" for a key it never saw (with
 probability about error_rate at capacity) but never "absent" for a key it saw.
 
@@ -36,15 +38,15 @@ whole array (k cache lines, ~3% less memory at 1%).
 
     cls.def(py::init([](py::handle capacity, py::handle error_rate, py::handle layout, py::handle seed) {
                 const Target t = parse_target(capacity, error_rate, layout, seed);
-                return std::make_unique<BloomFilter>(Geometry{t.layout, t.params.num_bits, t.params.num_hashes, t.seed},
-                                                     t.capacity, t.error_rate);
+                return H(std::make_unique<BloomFilter>(
+                    Geometry{t.layout, t.params.num_bits, t.params.num_hashes, t.seed}, t.capacity, t.error_rate));
             }),
             py::arg("capacity"), py::arg("error_rate") = 0.01, py::kw_only(), py::arg("layout") = "blocked",
             py::arg("seed") = 0)
         .def_static(
             "from_params",
             [](py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed) {
-                return std::make_unique<BloomFilter>(parse_geometry(num_bits, num_hashes, layout, seed), 0, 0.0);
+                return H(std::make_unique<BloomFilter>(parse_geometry(num_bits, num_hashes, layout, seed), 0, 0.0));
             },
             py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
             py::arg("seed") = 0, "A filter with explicit num_bits (m) and num_hashes (k); capacity and error_rate are None.")
@@ -67,7 +69,7 @@ whole array (k cache lines, ~3% less memory at 1%).
                                                 fmt(g.num_slots) + ", got " + std::to_string(view.size()));
                 Memory mem = Memory::zeroed(want);
                 std::memcpy(mem.data, view.data(), want);
-                return std::make_unique<BloomFilter>(g, cap, rate, std::move(mem), 0);
+                return H(std::make_unique<BloomFilter>(g, cap, rate, std::move(mem), 0));
             },
             py::arg("payload"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(),
             py::arg("layout") = "blocked", py::arg("seed") = 0, py::arg("capacity") = py::none(),
@@ -75,36 +77,40 @@ whole array (k cache lines, ~3% less memory at 1%).
             "A filter holding a copy of raw bits (bit i = bit i % 8 of byte i // 8, as memoryview(bf) shows them); "
             "payload must be exactly nbytes long.")
         .def(
-            "__and__", [](const BloomFilter& a, const BloomFilter& b) { return intersected(a, b); },
+            "__and__", [](const H& a, const H& b) { return intersected(*a, *b); },
             py::is_operator())
         .def(
             "__iand__",
-            [](py::object self, const BloomFilter& b) {
-                auto& a = self.cast<BloomFilter&>();
-                check_compatible(a, b);
-                a.intersect_with(b);
+            [](py::object self, const H& b) {
+                BloomFilter& a = *self.cast<H&>();
+                check_compatible(a, *b);
+                a.intersect_with(*b);
                 return self;
             },
             py::is_operator())
         .def(
             "approx_union_count",
-            [](const BloomFilter& a, const BloomFilter& b) { return united(a, b)->approx_count(); },
+            [](const H& a, const H& b) { return united(*a, *b)->approx_count(); },
             py::arg("other"), "Estimated number of distinct keys in either filter, from the bits of their union.")
         .def(
             "approx_intersection_count",
-            [](const BloomFilter& a, const BloomFilter& b) {
-                const double u = united(a, b)->approx_count();
-                return std::max(0.0, a.approx_count() + b.approx_count() - u);
+            [](const H& a, const H& b) {
+                const double u = united(*a, *b)->approx_count();
+                return std::max(0.0, a->approx_count() + b->approx_count() - u);
             },
             py::arg("other"), "Estimated number of keys in both filters: |A| + |B| - |A or B|, each estimated from bits.")
         .def_property_readonly(
-            "num_bits", [](const BloomFilter& f) { return f.geometry().num_slots; }, "m, the number of bits.")
-        .def_property_readonly("bits_set", &BloomFilter::bits_set, "Number of bits that are 1 (exact, O(1)).")
+            "num_bits", [](const H& h) { return h->geometry().num_slots; }, "m, the number of bits.")
         .def_property_readonly(
-            "nbytes", [](const BloomFilter& f) { return f.bits().nbytes(); },
-            "Bytes of bit storage (whole 64-byte blocks).")
-        .def("__repr__", [](const BloomFilter& f) { return repr(f, "BloomFilter", ""); })
-        .def_buffer([](const BloomFilter& f) {
+            "bits_set", [](const H& h) { return h->bits_set(); }, "Number of bits that are 1 (exact, O(1)).")
+        .def_property_readonly(
+            "fill_ratio", [](const H& h) { return static_cast<double>(h->bits_set()) / static_cast<double>(h->geometry().num_slots); },
+            "The fraction of bits that are 1.")
+        .def_property_readonly(
+            "nbytes", [](const H& h) { return h->bits().nbytes(); }, "Bytes of bit storage (whole 64-byte blocks).")
+        .def("__repr__", [](const H& h) { return repr(*h, "BloomFilter", ""); })
+        .def_buffer([](const H& h) {
+            const BloomFilter& f = *h;
             // Read-only bytes of the bits, no copy; the exporter (the filter)
             // stays alive while a view exists and its memory never moves.
             return py::buffer_info(f.bits().bytes(), 1, py::format_descriptor<std::uint8_t>::format(), 1,

@@ -16,6 +16,8 @@ unsigned parse_counter_bits(py::handle v) {
     return static_cast<unsigned>(py_args::to_u64(v, "counter_bits", 0, 64, "{4, 8, 16}"));
 }
 
+using H = Handle<CountingBloomFilter>;
+
 [[noreturn]] void raise_key_error(py::handle key) {
     PyErr_SetObject(PyExc_KeyError, key.ptr());
     throw py::error_already_set();
@@ -24,7 +26,7 @@ unsigned parse_counter_bits(py::handle v) {
 }  // namespace
 
 void register_counting(py::module_& m) {
-    py::class_<CountingBloomFilter> cls(m, "CountingBloomFilter", py::buffer_protocol(), R"doc(
+    py::class_<H> cls(m, "CountingBloomFilter", py::buffer_protocol(), R"doc(
 A counting Bloom filter: a Bloom filter whose keys can be removed.
 
 CountingBloomFilter(capacity, error_rate=0.01, *, counter_bits=4, layout="blocked", seed=0)
@@ -43,8 +45,8 @@ the BloomFilter of the same keys.
                 const unsigned bits = parse_counter_bits(counter_bits);
                 check_counter_bits(bits);
                 const Target t = parse_target(capacity, error_rate, layout, seed);
-                return std::make_unique<CountingBloomFilter>(
-                    Geometry{t.layout, t.params.num_bits, t.params.num_hashes, t.seed}, bits, t.capacity, t.error_rate);
+                return H(std::make_unique<CountingBloomFilter>(
+                    Geometry{t.layout, t.params.num_bits, t.params.num_hashes, t.seed}, bits, t.capacity, t.error_rate));
             }),
             py::arg("capacity"), py::arg("error_rate") = 0.01, py::kw_only(), py::arg("counter_bits") = 4,
             py::arg("layout") = "blocked", py::arg("seed") = 0)
@@ -54,67 +56,69 @@ the BloomFilter of the same keys.
                py::handle seed) {
                 const unsigned bits = parse_counter_bits(counter_bits);
                 check_counter_bits(bits);
-                return std::make_unique<CountingBloomFilter>(parse_geometry(num_counters, num_hashes, layout, seed),
-                                                             bits, 0, 0.0);
+                return H(std::make_unique<CountingBloomFilter>(
+                    parse_geometry(num_counters, num_hashes, layout, seed), bits, 0, 0.0));
             },
             py::arg("num_counters"), py::arg("num_hashes"), py::kw_only(), py::arg("counter_bits") = 4,
             py::arg("layout") = "blocked", py::arg("seed") = 0, "A filter with explicit m and k.")
         .def(
             "remove",
-            [](CountingBloomFilter& f, py::handle key) {
-                if (!f.remove(py_keys::hash_key(key.ptr(), f.geometry().seed))) raise_key_error(key);
+            [](H& h, py::handle key) {
+                if (!h->remove(py_keys::hash_key(key.ptr(), h->geometry().seed))) raise_key_error(key);
             },
             py::arg("key"), "Remove one occurrence of a key; KeyError (and no change) if it is certainly absent.")
         .def(
             "discard",
-            [](CountingBloomFilter& f, py::handle key) {
-                return f.remove(py_keys::hash_key(key.ptr(), f.geometry().seed));
-            },
+            [](H& h, py::handle key) { return h->remove(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
             py::arg("key"), "Remove one occurrence if present. Returns whether something was removed.")
         .def(
             "count",
-            [](const CountingBloomFilter& f, py::handle key) {
-                return f.count(py_keys::hash_key(key.ptr(), f.geometry().seed));
-            },
+            [](const H& h, py::handle key) { return h->count(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
             py::arg("key"),
             "The smallest of the key's counters: an upper bound on its adds minus removes (0: certainly absent).")
         .def(
             "remove_many",
-            [](CountingBloomFilter& f, py::handle keys) {
-                return py_keys::run_batch(keys, f.geometry().seed, "keys",
-                                          [&f](const Hash128* h, std::size_t n, bool* out) {
-                                              f.remove_batch(h, n, out);
-                                          });
+            [](H& h, py::handle keys) {
+                CountingBloomFilter& f = *h;
+                return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
+                                                  [&f](auto& src, std::size_t n, bool* out) { f.remove_keys(src, n, out); });
             },
             py::arg("keys"),
             "Remove a batch, one occurrence per element. Returns a bool array: True where removed, False where the "
             "key was certainly absent (nothing changed for it).")
         .def(
             "count_many",
-            [](const CountingBloomFilter& f, py::handle keys) {
-                return py_keys::run_batch<std::uint32_t>(keys, f.geometry().seed, "keys",
-                                                         [&f](const Hash128* h, std::size_t n, std::uint32_t* out) {
-                                                             f.count_batch(h, n, out);
-                                                         });
+            [](const H& h, py::handle keys) {
+                const CountingBloomFilter& f = *h;
+                return py_keys::with_batch_hashes<std::uint32_t>(
+                    keys, f.geometry().seed, "keys",
+                    [&f](auto& src, std::size_t n, std::uint32_t* out) { f.count_keys(src, 0, n, out); });
             },
             py::arg("keys"), "count() of each key, as a uint32 array.")
-        .def("to_bloom", &CountingBloomFilter::to_bloom, "The BloomFilter of the same keys (bit set where counter > 0).")
+        .def(
+            "to_bloom", [](const H& h) { return Handle<BloomFilter>(h->to_bloom()); },
+            "The BloomFilter of the same keys (bit set where counter > 0).")
         .def_property_readonly(
-            "num_counters", [](const CountingBloomFilter& f) { return f.geometry().num_slots; },
-            "m, the number of counters.")
-        .def_property_readonly("counter_bits", &CountingBloomFilter::counter_bits, "Bits per counter: 4, 8 or 16.")
-        .def_property_readonly("saturated_counters", &CountingBloomFilter::saturated_counters,
-                               "Counters stuck at their maximum (never decremented again).")
-        .def_property_readonly("nonzero_counters", &CountingBloomFilter::nonzero_counters,
-                               "Counters above zero (exact, O(1)).")
+            "num_counters", [](const H& h) { return h->geometry().num_slots; }, "m, the number of counters.")
         .def_property_readonly(
-            "nbytes", [](const CountingBloomFilter& f) { return f.counters().nbytes(); },
-            "Bytes of counter storage (whole 64-byte blocks).")
+            "counter_bits", [](const H& h) { return h->counter_bits(); }, "Bits per counter: 4, 8 or 16.")
+        .def_property_readonly(
+            "saturated_counters", [](const H& h) { return h->saturated_counters(); },
+            "Counters stuck at their maximum (never decremented again).")
+        .def_property_readonly(
+            "nonzero_counters", [](const H& h) { return h->nonzero_counters(); }, "Counters above zero (exact, O(1)).")
+        .def_property_readonly(
+            "fill_ratio",
+            [](const H& h) { return static_cast<double>(h->nonzero_counters()) / static_cast<double>(h->geometry().num_slots); },
+            "The fraction of counters above zero.")
+        .def_property_readonly(
+            "nbytes", [](const H& h) { return h->counters().nbytes(); }, "Bytes of counter storage (whole 64-byte blocks).")
         .def("__repr__",
-             [](const CountingBloomFilter& f) {
-                 return repr(f, "CountingBloomFilter", " counter_bits=" + std::to_string(f.counter_bits()));
+             [](const H& h) {
+                 return repr(*h, "CountingBloomFilter", " counter_bits=" + std::to_string(h->counter_bits()));
              })
-        .def_buffer([](const CountingBloomFilter& f) {
+        .def_buffer([](const H& h) {
+            const CountingBloomFilter& f = *h;
             // Read-only, no copy. 8- and 16-bit counters are shown as uint8 /
             // little-endian uint16 arrays of the counters; 4-bit counters as
             // the packed bytes (two counters per byte, low nibble first).

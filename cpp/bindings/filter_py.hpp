@@ -1,9 +1,13 @@
 // What every bound filter kind shares: construction arguments, the scalar
-// fast paths, batches, compatibility checks, properties, bytes, pickle,
-// copies and repr. Each kind's file (bloom_py.cpp, counting_py.cpp) binds
-// only what is its own. T is a core filter class with geometry(),
+// fast paths, batches, compatibility checks, properties, bytes, files,
+// pickle, copies and repr. Each kind's file (bloom_py.cpp, counting_py.cpp)
+// binds only what is its own. T is a core filter class with geometry(),
 // capacity(), error_rate(), approx_count(), expected_fp_rate(), add(),
-// contains(), add_batch(), contains_batch(), clear(), copy().
+// contains(), add_keys(), contains_keys(), clear(), copy().
+//
+// The Python object holds a Handle<T>: the filter, and the mapped file
+// behind its memory when it was opened from one (file.hpp). The filter
+// itself knows nothing of files.
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -18,15 +22,27 @@
 #include "args_py.hpp"
 #include "bloomline/bloom_filter.hpp"
 #include "bloomline/counting_filter.hpp"
-#include "bloomline/parallel.hpp"
 #include "bloomline/file.hpp"
-#include "bloomline/format.hpp"
+#include "bloomline/filter_io.hpp"
+#include "bloomline/parallel.hpp"
 #include "keys_py.hpp"
 #include "register.hpp"
 
 namespace bloomline::py_filter {
 
 namespace py = pybind11;
+
+template <class T>
+struct Handle {
+    std::unique_ptr<T> f;
+    std::shared_ptr<MappedFile> file;  // null: plain memory
+
+    Handle() = default;
+    explicit Handle(std::unique_ptr<T> filter, std::shared_ptr<MappedFile> mapped = {})
+        : f(std::move(filter)), file(std::move(mapped)) {}
+    T* operator->() const { return f.get(); }
+    T& operator*() const { return *f; }
+};
 
 constexpr std::uint64_t kU64Max = ~std::uint64_t{0};
 
@@ -84,11 +100,11 @@ inline void check_compatible(const CountingBloomFilter& a, const CountingBloomFi
 }
 
 template <class T>
-std::unique_ptr<T> united(const T& a, const T& b) {
+Handle<T> united(const T& a, const T& b) {
     check_compatible(a, b);
     auto r = a.copy();
     r->union_with(b);
-    return r;
+    return Handle<T>(std::move(r));
 }
 
 // ---- scalar fast paths -------------------------------------------------------
@@ -103,15 +119,16 @@ std::unique_ptr<T> united(const T& a, const T& b) {
 
 template <class T>
 T* self_ptr(PyObject* self) {
+    using H = Handle<T>;
     // pybind11 keeps a single registered C++ base in its "simple layout": the
     // value pointer sits in the instance, null until __init__ has run.
     auto* inst = reinterpret_cast<py::detail::instance*>(self);
-    void* p = inst->simple_layout ? inst->simple_value_holder[0] : py::handle(self).cast<T*>();
-    if (p == nullptr) {
+    void* p = inst->simple_layout ? inst->simple_value_holder[0] : py::handle(self).cast<H*>();
+    if (p == nullptr || !static_cast<H*>(p)->f) {
         PyErr_SetString(PyExc_TypeError, "the filter is not initialised (call __init__ first)");
         throw py::error_already_set();
     }
-    return static_cast<T*>(p);
+    return static_cast<H*>(p)->f.get();
 }
 
 template <class F>
@@ -149,7 +166,7 @@ int fast_contains(PyObject* self, PyObject* key) {
 }
 
 template <class T>
-void install_fast_paths(py::class_<T>& cls, const char* add_doc) {
+void install_fast_paths(py::class_<Handle<T>>& cls, const char* add_doc) {
     static PyMethodDef def = {"add", fast_add<T>, METH_O, add_doc};
     auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
     py::object add = py::reinterpret_steal<py::object>(PyDescr_NewMethod(type, &def));
@@ -159,64 +176,67 @@ void install_fast_paths(py::class_<T>& cls, const char* add_doc) {
     PyType_Modified(type);
 }
 
-// ---- bytes ---------------------------------------------------------------------
-
-template <class T>
-const unsigned char* payload_of(const T& f);
-template <>
-inline const unsigned char* payload_of(const BloomFilter& f) {
-    return f.bits().bytes();
-}
-template <>
-inline const unsigned char* payload_of(const CountingBloomFilter& f) {
-    return f.counters().bytes();
-}
+// ---- bytes and files -------------------------------------------------------------
 
 template <class T>
 py::bytes to_bytes(const T& f) {
+    f.check_open();
     const Header h = header_of(f);
     py::bytes out(nullptr, static_cast<py::ssize_t>(h.total_size()));
-    write_filter(h, payload_of(f), reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr())));
+    encode_filter(f, reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr())));
     return out;
 }
 
-// ---- files ---------------------------------------------------------------------
+template <class T>
+Handle<T> from_bytes(py::handle data) {
+    const py_args::BytesView view(data, "data");
+    return Handle<T>(decode_filter<T>(view.data(), view.size()));
+}
 
 inline std::string fs_path(py::handle path) {
     return py::module_::import("os").attr("fsencode")(path).cast<std::string>();
 }
 
 template <class T>
-std::unique_ptr<T> map_as(const std::string& path, bool writable, bool verify) {
-    MappedFilter m = map_filter(path, writable, verify);
-    if (m.header.kind != KindOf<T>::value)
-        throw std::invalid_argument(std::string("invalid bloomline data: this holds a ") + kind_name(m.header.kind) +
-                                    ", not a " + kind_name(KindOf<T>::value));
-    Backing b;
-    b.file = m.file;
-    b.read_only = !writable;
-    const bool fill_known = !(m.header.flags & kFlagDirty);
-    return filter_from<T>(m.header, std::move(m.payload), std::move(b), fill_known);
+Handle<T> mapped(const std::string& path, bool writable, bool verify) {
+    MappedFilter<T> m = map_filter<T>(path, writable, verify);
+    return Handle<T>(std::move(m.filter), std::move(m.file));
 }
 
 template <class T>
-std::unique_ptr<T> load(py::handle path, bool mmap, py::handle verify) {
+Handle<T> load(py::handle path, bool mmap, py::handle verify) {
     const std::string p = fs_path(path);
     const bool check = verify.is_none() ? !mmap : verify.cast<bool>();
     py::gil_scoped_release nogil;
-    if (mmap) return map_as<T>(p, false, check);
+    if (mmap) return mapped<T>(p, false, check);
     std::size_t size = 0;
     const Memory whole = read_file(p, &size);  // a whole read is always verified
-    return read_filter<T>(whole.data, size);
+    return Handle<T>(decode_filter<T>(whole.data, size));
 }
 
 template <class T>
 void save(const T& f, py::handle path) {
     const std::string p = fs_path(path);
-    f.backing().check_open();
-    const Header h = header_of(f);
+    f.check_open();
     py::gil_scoped_release nogil;
-    save_atomic(h, payload_of(f), p);
+    save_filter(f, p);
+}
+
+// Mapped files: the header brought up to date and the pages written back;
+// with final, the filter is closed and the checksum made current.
+template <class T>
+void flush(Handle<T>& h) {
+    h->check_open();
+    if (!h.file) return;
+    const auto c = h->counts();
+    update_mapped_header(*h.file, c.insert_count, c.fill, false);
+}
+
+template <class T>
+void close(Handle<T>& h) {
+    if (h->access() == Access::closed) return;
+    const auto c = h->close();
+    if (h.file) update_mapped_header(*h.file, c.insert_count, c.fill, true);
 }
 
 // ---- repr --------------------------------------------------------------------
@@ -240,12 +260,6 @@ std::string repr(const T& f, const char* kind, const std::string& extra) {
 
 // ---- everything shared -----------------------------------------------------------
 
-template <class T>
-std::unique_ptr<T> from_bytes(py::handle data) {
-    const py_args::BytesView view(data, "data");
-    return read_filter<T>(view.data(), view.size());
-}
-
 // threads= of the batch calls: 0 means one per CPU.
 inline unsigned parse_threads(py::handle threads) {
     const auto t = static_cast<unsigned>(py_args::to_u64(threads, "threads", 0, 1024, "[0, 1024]"));
@@ -260,43 +274,32 @@ inline unsigned batch_threads(unsigned threads, std::size_t n) {
     return static_cast<unsigned>(std::min<std::size_t>(threads, useful));
 }
 
-// Adds on `threads` threads. One thread: the filter's add_keys. More:
-// BloomFilter splits its adds by block; other kinds hash in parallel and add
-// on one thread (parallel.hpp).
-template <class T, class HashAt>
-void add_threads(T& f, HashAt& hash_at, std::size_t n, bool* out, unsigned threads) {
-    if (threads <= 1)
-        f.add_keys(hash_at, n, out);
-    else if constexpr (std::is_same_v<T, BloomFilter>)
-        f.add_parallel(hash_at, n, out, threads);
-    else
-        add_parallel_hashing(f, hash_at, n, out, threads);
-}
-
-// Everything both kinds bind the same way, and the kind's reader for
-// bloomline.from_bytes.
+// Everything both kinds bind the same way.
 template <class T>
-void bind_common(py::class_<T>& cls) {
+void bind_common(py::class_<Handle<T>>& cls) {
+    using H = Handle<T>;
     cls.def(
            "add_many",
-           [](T& f, py::handle keys, py::handle threads) {
+           [](H& h, py::handle keys, py::handle threads) {
+               T& f = *h;
                const unsigned t = parse_threads(threads);
                return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
-                                                 [&f, t](auto& hash_at, std::size_t n, bool* out) {
-                                                     add_threads(f, hash_at, n, out, batch_threads(t, n));
+                                                 [&f, t](auto& src, std::size_t n, bool* out) {
+                                                     add_parallel(f, src, n, out, batch_threads(t, n));
                                                  });
            },
            py::arg("keys"), py::kw_only(), py::arg("threads") = 1,
            "Add a batch (NumPy array or iterable). Returns a bool array: True where the key was new; a key repeated "
-           "in the batch is new only at its first place. threads=N uses N threads (0: one per CPU); the result "
+           "in the batch is new only at its first place. threads=N hashes on N threads (0: one per CPU); the result "
            "is the same as with one.")
         .def(
             "contains_many",
-            [](const T& f, py::handle keys, py::handle threads) {
+            [](const H& h, py::handle keys, py::handle threads) {
+                const T& f = *h;
                 const unsigned t = parse_threads(threads);
                 return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
-                                                  [&f, t](auto& hash_at, std::size_t n, bool* out) {
-                                                      contains_parallel(f, hash_at, n, out, batch_threads(t, n));
+                                                  [&f, t](auto& src, std::size_t n, bool* out) {
+                                                      contains_parallel(f, src, n, out, batch_threads(t, n));
                                                   });
             },
             py::arg("keys"), py::kw_only(), py::arg("threads") = 1,
@@ -304,74 +307,83 @@ void bind_common(py::class_<T>& cls) {
             "uses N threads (0: one per CPU).")
         .def(
             "update",
-            [](T& f, py::args iterables) {
+            [](H& h, py::args iterables) {
+                T& f = *h;
                 for (py::handle keys : iterables)
                     py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
-                                               [&f](auto& hash_at, std::size_t n, bool* out) {
-                                                   add_threads(f, hash_at, n, out, 1);
-                                               });
+                                               [&f](auto& src, std::size_t n, bool* out) { f.add_keys(src, n, out); });
             },
             "Add every key of each iterable (like set.update).")
         .def(
             "__contains__",
-            [](const T& f, py::handle key) { return f.contains(py_keys::hash_key(key.ptr(), f.geometry().seed)); },
+            [](const H& h, py::handle key) { return h->contains(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
             py::arg("key"))
         .def(
-            "__or__", [](const T& a, const T& b) { return united(a, b); }, py::is_operator())
+            "__or__", [](const H& a, const H& b) { return united(*a, *b); }, py::is_operator())
         .def(
             "__ior__",
-            [](py::object self, const T& b) {
-                auto& a = self.cast<T&>();
-                check_compatible(a, b);
-                a.union_with(b);
+            [](py::object self, const H& b) {
+                T& a = *self.cast<H&>();
+                check_compatible(a, *b);
+                a.union_with(*b);
                 return self;
             },
             py::is_operator())
         .def(
             "__eq__",
-            [](const T& a, const T& b) {
-                check_compatible(a, b);
-                return a.same_content(b);
+            [](const H& a, const H& b) {
+                check_compatible(*a, *b);
+                return a->same_content(*b);
             },
             py::is_operator())
         .def(
             "__ne__",
-            [](const T& a, const T& b) {
-                check_compatible(a, b);
-                return !a.same_content(b);
+            [](const H& a, const H& b) {
+                check_compatible(*a, *b);
+                return !a->same_content(*b);
             },
             py::is_operator())
-        .def("copy", &T::copy, "An independent copy.")
-        .def("__copy__", &T::copy)
         .def(
-            "__deepcopy__", [](const T& f, py::handle) { return f.copy(); }, py::arg("memo"))
-        .def("clear", &T::clear, "Remove every key.")
+            "copy", [](const H& h) { return H(h->copy()); }, "An independent copy.")
+        .def("__copy__", [](const H& h) { return H(h->copy()); })
+        .def(
+            "__deepcopy__", [](const H& h, py::handle) { return H(h->copy()); }, py::arg("memo"))
+        .def(
+            "clear", [](H& h) { h->clear(); }, "Remove every key.")
         .def_property_readonly(
             "capacity",
-            [](const T& f) -> py::object { return f.capacity() ? py::int_(f.capacity()) : py::object(py::none()); },
+            [](const H& h) -> py::object { return h->capacity() ? py::int_(h->capacity()) : py::object(py::none()); },
             "Keys it was sized for (None when built by from_params).")
         .def_property_readonly(
             "error_rate",
-            [](const T& f) -> py::object {
-                return f.capacity() ? py::float_(f.error_rate()) : py::object(py::none());
+            [](const H& h) -> py::object {
+                return h->capacity() ? py::float_(h->error_rate()) : py::object(py::none());
             },
             "False-positive rate it was sized for at capacity (None when built by from_params).")
         .def_property_readonly(
-            "num_hashes", [](const T& f) { return f.geometry().num_hashes; }, "k, the slots per key.")
+            "num_hashes", [](const H& h) { return h->geometry().num_hashes; }, "k, the slots per key.")
         .def_property_readonly(
-            "layout", [](const T& f) { return layout_name(f.geometry().layout); }, "'blocked' or 'standard'.")
+            "layout", [](const H& h) { return layout_name(h->geometry().layout); }, "'blocked' or 'standard'.")
         .def_property_readonly(
-            "seed", [](const T& f) { return f.geometry().seed; }, "Hash seed.")
-        .def_property_readonly("approx_count", &T::approx_count,
-                               "Estimated number of distinct keys present, from the fill (inf when full).")
-        .def_property_readonly("expected_fp_rate", &T::expected_fp_rate,
-                               "False-positive rate expected at the current fill (not the design target).")
-        .def("to_bytes", &to_bytes<T>, "The filter in the versioned, checksummed bloomline format (docs/FORMAT.md).")
+            "seed", [](const H& h) { return h->geometry().seed; }, "Hash seed.")
+        .def_property_readonly(
+            "insert_count", [](const H& h) { return h->insert_count(); },
+            "Adds that found their key new (exact for this filter's own adds; an estimate after | or &).")
+        .def_property_readonly(
+            "approx_count", [](const H& h) { return h->approx_count(); },
+            "Estimated number of distinct keys present, from the fill (inf when full).")
+        .def_property_readonly(
+            "expected_fp_rate", [](const H& h) { return h->expected_fp_rate(); },
+            "False-positive rate expected at the current fill (not the design target).")
+        .def(
+            "to_bytes", [](const H& h) { return to_bytes(*h); },
+            "The filter in the versioned, checksummed bloomline format (docs/FORMAT.md).")
         .def_static("from_bytes", &from_bytes<T>, py::arg("data"),
                     "Read a filter written by to_bytes; ValueError says what is wrong with bad data.")
-        .def("save", &save<T>, py::arg("path"),
-             "Write the filter to path atomically (temporary file, fsync, rename, fsync of the directory): after a "
-             "crash the path holds the old file or the new one, never a mix.")
+        .def(
+            "save", [](const H& h, py::handle path) { save(*h, path); }, py::arg("path"),
+            "Write the filter to path atomically (temporary file, fsync, rename, fsync of the directory): after a "
+            "crash the path holds the old file or the new one, never a mix.")
         .def_static("load", &load<T>, py::arg("path"), py::kw_only(), py::arg("mmap") = false,
                     py::arg("verify") = py::none(),
                     "Read a saved filter. mmap=True maps the file read-only instead of reading it: constant-time, "
@@ -384,36 +396,38 @@ void bind_common(py::class_<T>& cls) {
                     throw std::invalid_argument("mode must be 'r' or 'r+', got '" + mode + "'");
                 const std::string p = fs_path(path);
                 py::gil_scoped_release nogil;
-                return map_as<T>(p, mode == "r+", false);
+                return mapped<T>(p, mode == "r+", false);
             },
             py::arg("path"), py::arg("mode") = "r+",
             "Map a saved filter; with 'r+' adds go straight to the file (a killed process loses nothing it added). "
             "flush() writes the header and syncs; close() also makes the checksum current. A context manager.")
-        .def(
-            "flush", [](T& f) { f.flush(); }, py::call_guard<py::gil_scoped_release>(),
-            "Mapped files: bring the header up to date and write pages back (msync).")
-        .def(
-            "close", [](T& f) { f.close(); }, py::call_guard<py::gil_scoped_release>(),
-            "Mapped files: flush, make the payload checksum current, and refuse further use.")
+        .def("flush", &flush<T>, py::call_guard<py::gil_scoped_release>(),
+             "Mapped files: bring the header up to date and write pages back (msync).")
+        .def("close", &close<T>, py::call_guard<py::gil_scoped_release>(),
+             "Refuse further use; a mapped file is flushed and its payload checksum made current.")
         .def("__enter__", [](py::object self) { return self; })
         .def(
-            "__exit__", [](T& f, py::args) { f.close(); return false; })
+            "__exit__",
+            [](H& h, py::args) {
+                close(h);
+                return false;
+            })
         .def_property_readonly(
-            "closed", [](const T& f) { return f.backing().closed; }, "True after close().")
+            "closed", [](const H& h) { return h->access() == Access::closed; }, "True after close().")
         .def_property_readonly(
-            "mapped", [](const T& f) { return static_cast<bool>(f.backing().file); },
+            "mapped", [](const H& h) { return static_cast<bool>(h.file); },
             "True when the filter lives in a memory-mapped file.")
         .def_property_readonly(
-            "read_only", [](const T& f) { return f.backing().read_only; }, "True when loaded with mmap=True.")
-        // Pickle stores only our checked bytes, restored by bloomline.from_bytes
+            "read_only", [](const H& h) { return h->access() == Access::read_only; },
+            "True when mapped read-only (load(mmap=True), open(path, 'r')).")
+        // Pickle stores only our checked bytes, restored by _core.from_bytes
         // (a module-level function, so every protocol 0-5 can name it).
-        .def("__reduce__", [](const T& f) {
+        .def("__reduce__", [](const H& h) {
             return py::make_tuple(py::module_::import("bloomline._core").attr("from_bytes"),
-                                  py::make_tuple(to_bytes(f)));
+                                  py::make_tuple(to_bytes(*h)));
         });
     cls.attr("__hash__") = py::none();
     cls.attr("__module__") = "bloomline";
-    register_reader(KindOf<T>::value, [](py::handle data) -> py::object { return py::cast(from_bytes<T>(data)); });
 }
 
 }  // namespace bloomline::py_filter

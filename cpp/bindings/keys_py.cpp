@@ -140,10 +140,47 @@ void raise_value_error(const std::string& msg) { throw_py(PyExc_ValueError, msg)
 
 bool is_ndarray(py::handle keys) { return is_instance(keys.ptr(), numpy_types().ndarray); }
 
-ArrayKeys prepare_array(py::handle keys, const char* param) {
+py::dtype hash_dtype(std::uint64_t seed) {
+    // Native-endian: the array holds the core's Hash128 values as they are.
+    py::list fields;
+    fields.append(py::make_tuple("h1", "=u8"));
+    fields.append(py::make_tuple("h2", "=u8"));
+    py::dict meta;
+    meta["bloomline_seed"] = seed;
+    return py::module_::import("numpy").attr("dtype")(fields, py::arg("metadata") = meta).cast<py::dtype>();
+}
+
+namespace {
+// Is arr made by hash_many? Then *seed is the seed it was hashed with.
+bool hash_array_seed(const py::array& arr, std::uint64_t* seed) {
+    py::object names = arr.dtype().attr("names");
+    if (names.is_none() || !names.equal(py::make_tuple("h1", "h2")) || arr.itemsize() != 16) return false;
+    py::object meta = arr.dtype().attr("metadata");  // a read-only mapping, or None
+    if (meta.is_none()) return false;
+    py::object s = meta.attr("get")("bloomline_seed");
+    if (!py::isinstance<py::int_>(s)) return false;
+    *seed = s.cast<std::uint64_t>();
+    return true;
+}
+}  // namespace
+
+ArrayKeys prepare_array(py::handle keys, std::uint64_t seed, const char* param) {
     ArrayKeys a;
     a.arr = py::reinterpret_borrow<py::array>(keys);
     a.kind = a.arr.dtype().kind();
+    std::uint64_t hashed_with = 0;
+    if (a.kind == 'V' && hash_array_seed(a.arr, &hashed_with)) {
+        if (hashed_with != seed)
+            throw_py(PyExc_ValueError, std::string(param) + " were hashed with seed " + std::to_string(hashed_with) +
+                                           ", the filter's seed is " + std::to_string(seed));
+        a.kind = 'H';
+        if (!(a.arr.flags() & py::array::c_style) || !(a.arr.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_))
+            a.arr = py::module_::import("numpy").attr("ascontiguousarray")(a.arr);
+        a.itemsize = 16;
+        a.n = static_cast<std::size_t>(a.arr.size());
+        a.shape.assign(a.arr.shape(), a.arr.shape() + a.arr.ndim());
+        return a;
+    }
     if (a.kind != 'b' && a.kind != 'i' && a.kind != 'u' && a.kind != 'S' && a.kind != 'U' && a.kind != 'O')
         throw_py(PyExc_TypeError, std::string(param) + " array dtype " + py::str(a.arr.dtype()).cast<std::string>() +
                                       " is not a key type; use integer, bool, S (bytes), U (str) or object");

@@ -3,10 +3,12 @@
 //
 // Scalar keys: str (UTF-8), bytes, int (8 bytes LE, [-2**63, 2**64)), NumPy
 // integer and bool scalars, any other C-contiguous buffer (raw bytes).
-// Batches (run_batch): NumPy arrays of integer/bool/S/U dtype are hashed
-// and probed with the GIL released, in chunks, with no allocation beyond
-// the result; object arrays, lists and other iterables are hashed with the
-// GIL held and probed without it.
+// Batches (with_batch_hashes): NumPy arrays of integer/bool/S/U dtype are
+// hashed and probed with the GIL released, with no allocation beyond the
+// result; object arrays, lists and other iterables are hashed with the GIL
+// held and probed without it. Arrays of hashes made by hash_many (dtype
+// HASH_DTYPE, carrying their seed) are used as they are: a scalable chain
+// hashes a batch once for all its stages.
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -20,8 +22,8 @@
 
 #include "bloomline/hash_batch.hpp"
 #include "bloomline/keys.hpp"
+#include "bloomline/key_source.hpp"
 #include "bloomline/murmur3.hpp"
-#include "bloomline/parallel.hpp"
 
 namespace bloomline::py_keys {
 
@@ -50,7 +52,7 @@ Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what = "key");
 // A NumPy array of keys, made C-contiguous and native-endian.
 struct ArrayKeys {
     py::array arr;
-    char kind = 0;  // 'b', 'i', 'u', 'S', 'U' or 'O'
+    char kind = 0;  // 'b', 'i', 'u', 'S', 'U', 'O', or 'H' (hashes from hash_many)
     std::size_t itemsize = 0;
     std::size_t n = 0;
     std::vector<py::ssize_t> shape;
@@ -58,7 +60,11 @@ struct ArrayKeys {
 };
 
 bool is_ndarray(py::handle keys);
-ArrayKeys prepare_array(py::handle keys, const char* param);
+// seed: the filter's; arrays of hashes made with another seed are refused.
+ArrayKeys prepare_array(py::handle keys, std::uint64_t seed, const char* param);
+// The dtype of hash_many's arrays: {h1: <u8, h2: <u8}, its metadata
+// {"bloomline_seed": seed}.
+py::dtype hash_dtype(std::uint64_t seed);
 // First element of a U array that UTF-8 cannot encode, as an error message
 // ("" if none). Runs without the GIL, before anything is changed.
 std::string check_unicode(const ArrayKeys& a, const char* param);
@@ -99,6 +105,10 @@ template <class F>
 void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
     const unsigned char* p = a.data();
     const std::size_t w = a.itemsize;
+    if (a.kind == 'H') {
+        Prehashed source{reinterpret_cast<const Hash128*>(p)};
+        return f(source);
+    }
     auto ints = [&](auto tag) {
         using T = decltype(tag);
         IntKeys<T> source{reinterpret_cast<const T*>(p), seed};
@@ -135,9 +145,9 @@ void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
     }
 }
 
-// The batch driver: body(hash_at, n, out) runs with the GIL released, where
-// hash_at(i) is key i's hash (callable from any thread) and out[i] receives
-// the answer for key i. The result has the input's shape for NumPy arrays,
+// The batch driver: body(src, n, out) runs with the GIL released, where src
+// is a key source (key_source.hpp; callable from any thread) and out[i]
+// receives the answer for key i. The result has the input's shape for NumPy arrays,
 // else 1-D. Fixed-width NumPy keys are hashed inside body, without the GIL
 // (by every thread of a threads= batch); lists, iterables and object arrays
 // are hashed first, with it.
@@ -146,7 +156,7 @@ py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const ch
     std::vector<Hash128> hashes;
     std::vector<py::ssize_t> shape;
     if (is_ndarray(keys)) {
-        ArrayKeys a = prepare_array(keys, param);
+        ArrayKeys a = prepare_array(keys, seed, param);
         if (a.kind != 'O') {
             py::array_t<Out> result(a.shape);
             Out* out = result.mutable_data();
@@ -175,13 +185,6 @@ py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const ch
         body(hash_at, hashes.size(), out);
     }
     return result;
-}
-
-// One thread: op(hashes, m, out) on chunks of 512 hashes.
-template <class Out = bool, class Op>
-py::array_t<Out> run_batch(py::handle keys, std::uint64_t seed, const char* param, Op op) {
-    return with_batch_hashes<Out>(keys, seed, param,
-                                  [&op](auto& hash_at, std::size_t n, Out* out) { hash_chunks(hash_at, 0, n, out, op); });
 }
 
 }  // namespace bloomline::py_keys

@@ -40,43 +40,73 @@ std::string dir_of(const std::string& path) {
 
 }  // namespace
 
-void save_atomic(const Header& h, const unsigned char* payload, const std::string& path) {
+AtomicFile::AtomicFile(const std::string& path) : path_(path) {
     std::random_device rd;
-    const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) os_error("cannot create", tmp);
-    try {
-        unsigned char header[kHeaderSize];
-        Header clean = h;
-        clean.flags = 0;
-        encode_header(clean, header);
-        write_all(fd, header, kHeaderSize, tmp);
-        write_all(fd, payload, h.payload_len, tmp);
-        unsigned char trailer[kTrailerSize];
-        write_u64(trailer, 0, checksum64(payload, h.payload_len));
-        write_all(fd, trailer, kTrailerSize, tmp);
-        if (::fsync(fd) != 0) os_error("cannot fsync", tmp);
-    } catch (...) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw;
-    }
+    tmp_ = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ < 0) os_error("cannot create", tmp_);
+}
+
+AtomicFile::~AtomicFile() { abort(); }
+
+void AtomicFile::abort() {
+    if (fd_ < 0) return;
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::write(const void* data, std::size_t n) {
+    if (fd_ < 0) throw std::invalid_argument("write to an AtomicFile that is committed or aborted");
+    write_all(fd_, static_cast<const unsigned char*>(data), n, tmp_);
+}
+
+void AtomicFile::commit() {
+    if (fd_ < 0) throw std::invalid_argument("commit of an AtomicFile that is committed or aborted");
+    if (::fsync(fd_) != 0) os_error("cannot fsync", tmp_);
+    const int fd = fd_;
+    fd_ = -1;
     if (::close(fd) != 0) {
-        ::unlink(tmp.c_str());
-        os_error("cannot close", tmp);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
         const int e = errno;
-        ::unlink(tmp.c_str());
+        ::unlink(tmp_.c_str());
         errno = e;
-        os_error("cannot rename over", path);
+        os_error("cannot close", tmp_);
     }
-    const int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        ::fsync(dfd);  // best effort: some file systems refuse directory fsync
-        ::close(dfd);
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(tmp_.c_str());
+        errno = e;
+        os_error("cannot rename over", path_);
+    }
+    const std::string dir = dir_of(path_);
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) os_error("cannot open the directory", dir);
+    const int r = ::fsync(dfd);
+    const int e = errno;
+    ::close(dfd);
+    if (r != 0 && e != EINVAL && e != ENOTSUP) {
+        errno = e;
+        os_error("cannot fsync the directory", dir);
     }
 }
+
+template <class T>
+void save_filter(const T& f, const std::string& path) {
+    Header h = header_of(f);
+    h.flags = 0;
+    unsigned char head[kHeaderSize], trailer[kTrailerSize];
+    encode_header(h, head);
+    const unsigned char* payload = payload_of(f);
+    write_u64(trailer, 0, checksum64(payload, h.payload_len));
+    AtomicFile out(path);
+    out.write(head, kHeaderSize);
+    out.write(payload, h.payload_len);
+    out.write(trailer, kTrailerSize);
+    out.commit();
+}
+
+template void save_filter<BloomFilter>(const BloomFilter&, const std::string&);
+template void save_filter<CountingBloomFilter>(const CountingBloomFilter&, const std::string&);
 
 Memory read_file(const std::string& path, std::size_t* size_out) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -137,41 +167,49 @@ void MappedFile::sync() const {
     if (writable_ && ::msync(base_, size_, MS_SYNC) != 0) os_error("cannot msync", path_);
 }
 
-void Backing::flush(std::uint64_t insert_count, std::uint64_t fill, bool final) const {
-    if (!file || !file->writable()) return;
-    unsigned char* base = file->data();
-    Header h = decode_header(base, file->size());
+void update_mapped_header(const MappedFile& file, std::uint64_t insert_count, std::uint64_t fill, bool final) {
+    if (!file.writable()) return;
+    unsigned char* base = file.data();
+    Header h = decode_header(base, file.size());
     h.insert_count = insert_count;
     h.fill = fill;
     h.flags = final ? 0 : kFlagDirty;
-    if (final) {
-        write_u64(base, trailer_offset(h), checksum64(base + kHeaderSize, h.payload_len));
-    }
+    if (final) write_u64(base, trailer_offset(h), checksum64(base + kHeaderSize, h.payload_len));
     unsigned char header[kHeaderSize];
     encode_header(h, header);
     std::memcpy(base, header, kHeaderSize);
-    file->sync();
+    file.sync();
 }
 
-MappedFilter map_filter(const std::string& path, bool writable, bool verify) {
-    MappedFilter m;
-    m.file = std::make_shared<MappedFile>(path, writable);
-    unsigned char* base = m.file->data();
-    m.header = decode_header(base, m.file->size());
-    if (m.header.kind == Kind::scalable)
+template <class T>
+MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) {
+    auto file = std::make_shared<MappedFile>(path, writable);
+    unsigned char* base = file->data();
+    Header h = decode_header(base, file->size());
+    if (h.kind == Kind::scalable)
         throw std::invalid_argument("a ScalableBloomFilter cannot be memory-mapped; use load(path)");
-    if (verify) checked_payload(base, m.file->size(), m.header);
-    if (writable && !(m.header.flags & kFlagDirty)) {
-        m.header.flags |= kFlagDirty;
+    if (h.kind != KindOf<T>::value)
+        throw std::invalid_argument(std::string("invalid bloomline data: this holds a ") + kind_name(h.kind) +
+                                    ", not a " + kind_name(KindOf<T>::value));
+    if (verify) checked_payload(base, file->size(), h);
+    const bool fill_known = !(h.flags & kFlagDirty);
+    if (writable && !(h.flags & kFlagDirty)) {
+        h.flags |= kFlagDirty;
         unsigned char header[kHeaderSize];
-        encode_header(m.header, header);
+        encode_header(h, header);
         std::memcpy(base, header, kHeaderSize);
-        m.file->sync();
+        file->sync();
     }
-    m.payload.data = base + kHeaderSize;
-    m.payload.size = m.header.payload_len;
-    m.payload.owner = m.file;
+    Memory payload;
+    payload.data = base + kHeaderSize;
+    payload.size = h.payload_len;
+    payload.owner = file;
+    MappedFilter<T> m{filter_over<T>(h, std::move(payload), fill_known), file};
+    if (!writable) m.filter->set_read_only("mapped read-only from '" + path + "'; use copy(), or open(path, 'r+') to write");
     return m;
 }
+
+template MappedFilter<BloomFilter> map_filter<BloomFilter>(const std::string&, bool, bool);
+template MappedFilter<CountingBloomFilter> map_filter<CountingBloomFilter>(const std::string&, bool, bool);
 
 }  // namespace bloomline

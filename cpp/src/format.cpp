@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
+#include "bloomline/memory.hpp"
 #include "bloomline/murmur3.hpp"
+#include "bloomline/sizing.hpp"
 
 namespace bloomline {
 
@@ -74,7 +77,7 @@ void encode_header(const Header& h, unsigned char* out) {
     put<std::uint64_t>(out, 56, h.insert_count);
     put<std::uint64_t>(out, 64, kHeaderSize);
     put<std::uint64_t>(out, 72, h.payload_len);
-    if (h.kind != Kind::scalable) put<std::uint64_t>(out, 80, h.fill);
+    put<std::uint64_t>(out, 80, h.fill);  // kind 3: the tightening's bits
     put<std::uint64_t>(out, 120, checksum64(out, 120));
 }
 
@@ -111,7 +114,7 @@ Header decode_header(const unsigned char* in, std::size_t len) {
     h.insert_count = get<std::uint64_t>(in, 56);
     if (get<std::uint64_t>(in, 64) != kHeaderSize) bad("payload_offset is not 128");
     h.payload_len = get<std::uint64_t>(in, 72);
-    if (h.kind != Kind::scalable) h.fill = get<std::uint64_t>(in, 80);
+    h.fill = get<std::uint64_t>(in, 80);
     for (std::size_t off = 88; off < 120; ++off)
         if (in[off] != 0) bad("reserved header bytes are not zero");
     if (!(h.error_rate >= 0 && h.error_rate < 1)) bad("error_rate " + fmt(h.error_rate) + " is outside [0, 1)");
@@ -120,7 +123,7 @@ Header decode_header(const unsigned char* in, std::size_t len) {
         if (h.num_slots < 1 || h.num_slots > kMaxStages)
             bad("a scalable filter must have 1 to 64 stages, got " + fmt(h.num_slots));
         if (h.num_hashes != 2 && h.num_hashes != 4) bad("growth must be 2 or 4, got " + fmt(h.num_hashes));
-        const double t = scalable_tightening(in);
+        const double t = bits_double(h.fill);
         if (!(t > 0 && t < 1)) bad("tightening must be in (0, 1), got " + fmt(t));
         if (h.payload_len > len || h.total_size() != len)
             bad("got " + std::to_string(len) + " bytes, the header describes " +
@@ -145,13 +148,6 @@ Header decode_header(const unsigned char* in, std::size_t len) {
 std::size_t trailer_offset(const Header& h) { return kHeaderSize + h.payload_len; }
 void write_u64(unsigned char* out, std::size_t off, std::uint64_t v) { put<std::uint64_t>(out, off, v); }
 
-double scalable_tightening(const unsigned char* data) { return bits_double(get<std::uint64_t>(data, 80)); }
-
-void set_scalable_tightening(unsigned char* header, double tightening) {
-    put<std::uint64_t>(header, 80, double_bits(tightening));
-    put<std::uint64_t>(header, 120, checksum64(header, 120));
-}
-
 const unsigned char* checked_payload(const unsigned char* data, std::size_t len, const Header& h) {
     (void)len;
     const unsigned char* payload = data + kHeaderSize;
@@ -167,72 +163,74 @@ void write_filter(const Header& h, const unsigned char* payload, unsigned char* 
     put<std::uint64_t>(out, kHeaderSize + h.payload_len, checksum64(out + kHeaderSize, h.payload_len));
 }
 
-namespace {
+std::size_t chain_size(const std::vector<std::size_t>& stage_lens) {
+    std::size_t total = kHeaderSize + kTrailerSize;
+    for (std::size_t len : stage_lens) total += kStageRecordHead + len;
+    return total;
+}
 
-template <class F>
-Header common_header(const F& f, Kind kind, unsigned slot_bits, std::size_t payload_len) {
+std::vector<std::size_t> start_chain(const ChainHeader& c, const std::vector<std::size_t>& stage_lens,
+                                     const std::vector<std::uint64_t>& stage_counts, unsigned char* out) {
+    if (stage_lens.empty() || stage_lens.size() > kMaxStages || stage_counts.size() != stage_lens.size())
+        throw std::invalid_argument("a scalable filter has 1 to 64 stages, got " + std::to_string(stage_lens.size()));
     Header h;
-    h.kind = kind;
-    h.layout = f.geometry().layout;
-    h.slot_bits = static_cast<std::uint8_t>(slot_bits);
-    h.seed = f.geometry().seed;
-    h.num_slots = f.geometry().num_slots;
-    h.num_hashes = f.geometry().num_hashes;
-    h.capacity = f.capacity();
-    h.error_rate = f.error_rate();
-    h.insert_count = f.insert_count();
-    h.payload_len = payload_len;
-    return h;
+    h.kind = Kind::scalable;
+    h.layout = c.layout;
+    h.slot_bits = 1;
+    h.seed = c.seed;
+    h.num_slots = stage_lens.size();
+    h.num_hashes = c.growth;
+    h.capacity = c.initial_capacity;
+    h.error_rate = c.error_rate;
+    h.insert_count = c.insert_count;
+    h.payload_len = chain_size(stage_lens) - kHeaderSize - kTrailerSize;
+    h.fill = double_bits(c.tightening);
+    encode_header(h, out);
+    std::vector<std::size_t> offsets;
+    std::size_t pos = kHeaderSize;
+    for (std::size_t i = 0; i < stage_lens.size(); ++i) {
+        put<std::uint64_t>(out, pos, stage_lens[i]);
+        put<std::uint64_t>(out, pos + 8, stage_counts[i]);
+        offsets.push_back(pos + kStageRecordHead);
+        pos += kStageRecordHead + stage_lens[i];
+    }
+    return offsets;
 }
 
-// Header checks, kind check, payload checksum, then a private copy of the
-// payload (the input may be a bytes object about to be freed).
-Header read_checked(const unsigned char* data, std::size_t len, Kind want, Memory* mem) {
+void finish_chain(unsigned char* out, std::size_t len) {
+    put<std::uint64_t>(out, len - kTrailerSize, checksum64(out + kHeaderSize, len - kHeaderSize - kTrailerSize));
+}
+
+double chain_tightening(const Header& h) { return bits_double(h.fill); }
+
+ChainHeader read_chain(const unsigned char* data, std::size_t len, std::vector<StageBytes>* stages) {
     const Header h = decode_header(data, len);
-    if (h.kind != want) bad(std::string("this holds a ") + kind_name(h.kind) + ", not a " + kind_name(want));
-    const unsigned char* payload = checked_payload(data, len, h);
-    *mem = Memory::zeroed(h.payload_len);
-    std::memcpy(mem->data, payload, h.payload_len);
-    return h;
+    if (h.kind != Kind::scalable) bad(std::string("this holds a ") + kind_name(h.kind) + ", not a ScalableBloomFilter");
+    checked_payload(data, len, h);
+    ChainHeader c;
+    c.layout = h.layout;
+    c.seed = h.seed;
+    c.initial_capacity = h.capacity;
+    c.error_rate = h.error_rate;
+    c.growth = h.num_hashes;
+    c.tightening = bits_double(h.fill);
+    c.insert_count = h.insert_count;
+    stages->clear();
+    std::size_t pos = kHeaderSize;
+    const std::size_t end = kHeaderSize + h.payload_len;
+    for (std::uint64_t i = 0; i < h.num_slots; ++i) {
+        if (end - pos < kStageRecordHead) bad("stage " + fmt(i) + " is truncated");
+        const auto stage_len = get<std::uint64_t>(data, pos);
+        const auto count = get<std::uint64_t>(data, pos + 8);
+        pos += kStageRecordHead;
+        if (stage_len > end - pos)
+            bad("stage " + fmt(i) + " claims " + fmt(stage_len) + " bytes, " + fmt(static_cast<std::uint64_t>(end - pos)) +
+                " left");
+        stages->push_back({count, data + pos, static_cast<std::size_t>(stage_len)});
+        pos += stage_len;
+    }
+    if (pos != end) bad("bytes left over after the last stage");
+    return c;
 }
-
-}  // namespace
-
-Header header_of(const BloomFilter& f) {
-    Header h = common_header(f, Kind::bloom, 1, f.bits().nbytes());
-    h.fill = f.bits_set();
-    return h;
-}
-
-Header header_of(const CountingBloomFilter& f) {
-    Header h = common_header(f, Kind::counting, f.counter_bits(), f.counters().nbytes());
-    h.fill = f.nonzero_counters();
-    return h;
-}
-
-template <>
-std::unique_ptr<BloomFilter> filter_from(const Header& h, Memory payload, Backing backing, bool trust_fill) {
-    return std::make_unique<BloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.capacity,
-                                         h.error_rate, std::move(payload), h.insert_count,
-                                         trust_fill ? h.fill : BloomFilter::kUnknown, std::move(backing));
-}
-
-template <>
-std::unique_ptr<CountingBloomFilter> filter_from(const Header& h, Memory payload, Backing backing, bool) {
-    // Counts of a mapped file are made on first need (counting_filter.hpp).
-    return std::make_unique<CountingBloomFilter>(Geometry{h.layout, h.num_slots, h.num_hashes, h.seed}, h.slot_bits,
-                                                 h.capacity, h.error_rate, std::move(payload), h.insert_count,
-                                                 std::move(backing));
-}
-
-template <class T>
-std::unique_ptr<T> read_filter(const unsigned char* data, std::size_t len) {
-    Memory mem;
-    const Header h = read_checked(data, len, KindOf<T>::value, &mem);
-    return filter_from<T>(h, std::move(mem), Backing{}, false);
-}
-
-template std::unique_ptr<BloomFilter> read_filter<BloomFilter>(const unsigned char*, std::size_t);
-template std::unique_ptr<CountingBloomFilter> read_filter<CountingBloomFilter>(const unsigned char*, std::size_t);
 
 }  // namespace bloomline

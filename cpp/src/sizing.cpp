@@ -215,4 +215,56 @@ double estimate_count(std::uint64_t bits_set, std::uint64_t num_bits, std::uint3
     return -(m / kBlockBits) * log_empty / new_bits_per_key;
 }
 
+namespace {
+// Whether optimal_params can size a stage of n keys at rate p (its own
+// prechecks: k <= 64, and the formula's bits within 2**48).
+bool stage_fits(double n, double p) {
+    if (!(n >= 1) || n > static_cast<double>(kMaxBits)) return false;
+    if (!(p > 0) || std::ceil(-std::log2(p)) > kMaxHashes) return false;
+    return std::ceil(-n * std::log(p) / (kLn2 * kLn2)) <= static_cast<double>(kMaxBits);
+}
+}  // namespace
+
+ChainRule ChainRule::make(std::uint64_t initial_capacity, double error_rate, std::uint32_t growth, double tightening) {
+    if (initial_capacity < 1) throw std::invalid_argument("initial_capacity must be >= 1, got 0");
+    if (initial_capacity > kMaxBits)
+        throw std::invalid_argument("initial_capacity must be at most 2**48, got " + fmt(initial_capacity));
+    check_error_rate(error_rate);
+    if (growth != 2 && growth != 4) throw std::invalid_argument("growth must be 2 or 4, got " + fmt(growth));
+    if (!(tightening > 0 && tightening < 1))
+        throw std::invalid_argument("tightening must be in (0, 1), got " + fmt(tightening));
+    ChainRule r{initial_capacity, error_rate, growth, tightening};
+    if (!stage_fits(static_cast<double>(initial_capacity), r.stage_error_rate(0)))
+        throw std::invalid_argument("error_rate " + fmt(error_rate) + " with tightening " + fmt(tightening) +
+                                    " gives a first stage at rate " + fmt(r.stage_error_rate(0)) +
+                                    ", which needs more than 64 hashes or 2**48 bits");
+    return r;
+}
+
+std::uint64_t ChainRule::stage_capacity(std::uint32_t i) const {
+    std::uint64_t c = initial_capacity;
+    for (std::uint32_t j = 0; j < i; ++j) c = c > kMaxBits ? c : c * growth;  // saturates past 2**48
+    return c;
+}
+
+double ChainRule::stage_error_rate(std::uint32_t i) const {
+    // The same operations, in the same order, as the chain's Python side
+    // used to compute (stage files written since then must match exactly).
+    return error_rate * (1.0 - tightening) * std::pow(tightening, static_cast<double>(i));
+}
+
+std::uint32_t ChainRule::max_stages() const {
+    std::uint32_t i = 0;
+    while (i < kMaxStagesOfChain &&
+           stage_fits(static_cast<double>(stage_capacity(i)), stage_error_rate(i)))
+        ++i;
+    return i;
+}
+
+std::uint64_t ChainRule::max_capacity() const {
+    std::uint64_t total = 0;
+    for (std::uint32_t i = 0, n = max_stages(); i < n; ++i) total += stage_capacity(i);
+    return total;
+}
+
 }  // namespace bloomline

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from typing import Any, Union
+
 from . import _core
 from ._core import (
     BloomFilter,
@@ -23,13 +25,14 @@ from ._core import (
     __version__,
     estimate_count,
     false_positive_rate,
-    from_bytes,
+    hash_many,
     key_positions,
     murmur3_128,
     optimal_num_hashes,
     read_header,
     simd_level,
 )
+from ._protocol import Filter
 from .display import filter_html as _filter_html
 from .frontier import DedupQueue
 from .scalable import ScalableBloomFilter
@@ -45,12 +48,14 @@ __all__ = [
     "BloomFilter",
     "CountingBloomFilter",
     "DedupQueue",
+    "Filter",
     "ScalableBloomFilter",
     "Params",
     "__version__",
     "estimate_count",
     "false_positive_rate",
     "from_bytes",
+    "hash_many",
     "key_positions",
     "murmur3_128",
     "optimal_num_hashes",
@@ -78,3 +83,12 @@ def optimal_params(capacity: int, error_rate: float, layout: Layout = "blocked")
     7
     """
     return Params(*_core.optimal_params(capacity, error_rate, layout))
+
+
+def from_bytes(data: Any) -> Union[BloomFilter, CountingBloomFilter, ScalableBloomFilter]:
+    """Read any filter written by to_bytes (or a saved file's bytes); the kind
+    comes from the header, and ValueError says what is wrong with bad data."""
+    if read_header(data)["kind"] == "ScalableBloomFilter":
+        return ScalableBloomFilter.from_bytes(data)
+    filt: Union[BloomFilter, CountingBloomFilter] = _core.from_bytes(data)
+    return filt

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 from . import BloomFilter, __version__
+from ._units import format_bytes
 
 PROG = "bloomline"
 
@@ -167,14 +168,6 @@ def _synthetic_urls(count: int, seed: int) -> tuple[list[str], int]:
     return [pages[i] for i in order.tolist()], distinct
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} GiB"  # pragma: no cover
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     out = sys.stdout
     count = args.urls
@@ -218,7 +211,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out.write(f"  {'method':36} {'time':>8} {'ns/URL':>8} {'memory':>11} {'kept':>10} {'lost to FP':>11}\n")
     for name, secs, mem, kept in rows:
         out.write(
-            f"  {name:36} {secs:7.2f}s {secs / count * 1e9:8.0f} {_fmt_bytes(mem):>11} "
+            f"  {name:36} {secs:7.2f}s {secs / count * 1e9:8.0f} {format_bytes(mem):>11} "
             f"{kept:>10,} {kept_set - kept:>11,}\n"
         )
     out.write(
@@ -429,7 +422,7 @@ def cmd_params(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         sys.stdout.write(
-            f"{layout:10} {p.num_bits:>16,} {_fmt_bytes(p.num_bits / 8):>11} {p.bits_per_key:>9.2f} "
+            f"{layout:10} {p.num_bits:>16,} {format_bytes(p.num_bits / 8):>11} {p.bits_per_key:>9.2f} "
             f"{p.num_hashes:>3} {p.expected_fp_rate:>12.4g}\n"
         )
     return 0

@@ -120,7 +120,7 @@ class DedupQueue:
         return {"seen": self._seen.to_bytes(), "queue": list(self._queue), "warned": self._warned}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        from ._core import from_bytes
+        from . import from_bytes
 
         seen = from_bytes(state["seen"])
         if not isinstance(seen, (BloomFilter, ScalableBloomFilter)):

@@ -189,15 +189,7 @@ class RedisBloomFilter:
 
     def _locate(self, keys: Keys) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
         """Per key: its shard, and its k Redis offsets inside that shard."""
-        if isinstance(keys, np.ndarray):
-            arr: Any = keys.reshape(-1)
-        elif isinstance(keys, (str, bytes, bytearray, int)):
-            raise TypeError(
-                f"keys must be an iterable of keys or a NumPy array, got {type(keys).__name__} (use add()/in for a single key)"
-            )
-        else:
-            arr = keys if isinstance(keys, (list, tuple)) else list(keys)
-        pos = _core.key_positions(arr, self._num_bits, self._num_hashes, layout=self._layout, seed=self._seed)
+        pos = _core.key_positions(keys, self._num_bits, self._num_hashes, layout=self._layout, seed=self._seed)
         shard = (pos[:, 0] // np.uint64(self._shard_bits)).astype(np.int64)
         local = pos - (shard.astype(np.uint64) * np.uint64(self._shard_bits))[:, None]
         return shard, _redis_offsets(local)
@@ -247,6 +239,16 @@ class RedisBloomFilter:
         for i in range(self._shards):
             pipe.bitcount(self._shard_key(i))
         return int(sum(pipe.execute()))
+
+    @property
+    def fill_ratio(self) -> float:
+        """The fraction of bits that are 1 (BITCOUNT over all shards)."""
+        return self.bits_set / self._num_bits
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of bits the filter takes in Redis when full-sized."""
+        return math.ceil(self._num_bits / 512) * 64
 
     @property
     def approx_count(self) -> float:

@@ -2,52 +2,141 @@
 
 A chain of ``BloomFilter`` stages (Almeida, Baquero, Preguica and Hutchison,
 "Scalable Bloom Filters", 2007). Stage i holds ``initial_capacity * growth**i``
-keys at error rate ``p0 * tightening**i``; when a stage has taken its
-capacity of new keys, the next one starts. A lookup is a hit if any stage
-hits, so the compound false-positive rate is at most
-``sum(p0 * tightening**i) < p0 / (1 - tightening)``; choosing
-``p0 = error_rate * (1 - tightening)`` keeps it under ``error_rate`` however
-many keys arrive. Each stage is sized by the layout's own formula, so each
-really meets its share.
+keys at error rate ``error_rate * (1 - tightening) * tightening**i``; when a
+stage has taken its capacity of new keys, the next one starts. A lookup is a
+hit if any stage hits, so the compound false-positive rate is at most the
+sum of the stages' rates, which stays under ``error_rate`` however many keys
+arrive. That rule, and how many stages it allows (a stage needs at most 64
+hashes and 2**48 bits), is the core's ``ChainRule``; the chain checks its
+parameters once, at construction, and knows from then on how many keys it
+can take (``max_capacity``).
 
-Serialised as a kind-3 bloomline container (docs/FORMAT.md): a checked
-header and the stages' own checked encodings.
+This is the one scalable chain of bloomline. Where its stages live is
+pluggable (a ``StageStore``): in memory (the default), as mapped files in a
+directory (``DirectoryStages``, the Scrapy dupefilter's JOBDIR), or
+elsewhere. Serialised as a kind-3 bloomline container (docs/FORMAT.md),
+written and read by the core.
 """
 
 from __future__ import annotations
 
-import contextlib
+import math
 import os
-import struct
-import tempfile
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Union
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Union
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _core
-from ._core import BloomFilter
+from ._core import BloomFilter, ChainRule
 
 if TYPE_CHECKING:
-    from ._core import Layout
+    from ._core import Layout, StrPath
 
-__all__ = ["ScalableBloomFilter"]
+__all__ = ["DirectoryStages", "MemoryStages", "ScalableBloomFilter", "StageStore"]
 
 Keys = Union[npt.NDArray[Any], Iterable[Any]]
 
-_KIND_SCALABLE = 3
-_MAX_STAGES = 64
+
+class StageStore(Protocol):
+    """Where a chain's stages live. A store hands the chain its existing
+    stages (oldest first, each with its count of new keys) and makes new
+    ones; the chain decides when and with what parameters."""
+
+    def stages(self) -> list[tuple[BloomFilter, int]]:
+        """The stages already in the store, oldest first, with their counts."""
+        ...
+
+    def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
+        """Make stage ``index`` (empty) and keep it."""
+        ...
+
+    def reset(self) -> None:
+        """Drop every stage."""
+        ...
+
+    def close(self) -> None:
+        """Release what the stages hold (files); the chain is unusable after."""
+        ...
 
 
-def stage_params(initial_capacity: int, error_rate: float, growth: int, tightening: float, i: int) -> tuple[int, float]:
-    """Capacity and error rate of stage i of a scalable chain whose compound
-    rate stays under error_rate: p_i = error_rate * (1 - t) * t**i."""
-    return initial_capacity * growth**i, error_rate * (1.0 - tightening) * tightening**i
+class MemoryStages:
+    """Stages in memory (the default store)."""
+
+    def __init__(self, stages: list[tuple[BloomFilter, int]] | None = None) -> None:
+        self._initial = list(stages or [])
+
+    def stages(self) -> list[tuple[BloomFilter, int]]:
+        initial, self._initial = self._initial, []
+        return initial
+
+    def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
+        return BloomFilter(capacity, error_rate, layout=layout, seed=seed)
+
+    def reset(self) -> None:
+        self._initial = []
+
+    def close(self) -> None:
+        pass
+
+
+class DirectoryStages:
+    """Stages as files ``bloomline-seen.{i}.blf`` in a directory, each mapped
+    for writing (``BloomFilter.open(path, "r+")``): adds go straight to the
+    files, so a process killed with SIGKILL loses none of them, and a chain
+    made on the same directory later resumes from them. A stage's count of
+    new keys is its header's insert count."""
+
+    def __init__(self, directory: StrPath) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._open: list[BloomFilter] = []
+
+    def path(self, index: int) -> Path:
+        return self.directory / f"bloomline-seen.{index}.blf"
+
+    def stages(self) -> list[tuple[BloomFilter, int]]:
+        found = []
+        i = 0
+        while self.path(i).exists():
+            stage = BloomFilter.open(self.path(i), "r+")
+            self._open.append(stage)
+            # A writer killed before its last flush left an older insert
+            # count in the header; the estimate from the bits is current.
+            estimate = stage.approx_count
+            counted = int(estimate) if math.isfinite(estimate) else (stage.capacity or 0)
+            found.append((stage, max(stage.insert_count, counted)))
+            i += 1
+        return found
+
+    def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
+        BloomFilter(capacity, error_rate, layout=layout, seed=seed).save(self.path(index))
+        stage = BloomFilter.open(self.path(index), "r+")
+        self._open.append(stage)
+        return stage
+
+    def reset(self) -> None:
+        self.close()
+        i = 0
+        while self.path(i).exists():
+            self.path(i).unlink()
+            i += 1
+
+    def close(self) -> None:
+        for stage in self._open:
+            stage.close()
+        self._open = []
 
 
 class ScalableBloomFilter:
     """A Bloom filter that grows: ``add`` never degrades past ``error_rate``.
+
+    ``store`` says where the stages live (default: in memory). A store that
+    already holds stages (a ``DirectoryStages`` of an earlier run) is
+    resumed; its stages must be what these parameters make, or ValueError
+    says which differs.
 
     >>> sbf = ScalableBloomFilter(1000, 0.01)
     >>> sbf.add_many(range(100_000)).all()    # grows as needed
@@ -67,51 +156,65 @@ class ScalableBloomFilter:
         tightening: float = 0.9,
         layout: Layout = "blocked",
         seed: int = 0,
+        store: StageStore | None = None,
+        on_grow: Callable[[ScalableBloomFilter], None] | None = None,
     ) -> None:
-        if isinstance(initial_capacity, bool) or not isinstance(initial_capacity, (int, np.integer)):
-            raise TypeError(f"initial_capacity must be an int, got {type(initial_capacity).__name__}")
-        if initial_capacity < 1:
-            raise ValueError(f"initial_capacity must be >= 1, got {initial_capacity}")
-        if isinstance(error_rate, bool) or not isinstance(error_rate, (int, float, np.floating)):
-            raise TypeError(f"error_rate must be a number, got {type(error_rate).__name__}")
-        if not 0.0 < float(error_rate) < 1.0:
-            raise ValueError(f"error_rate must be in (0, 1), got {error_rate}")
-        if growth not in (2, 4):
-            raise ValueError(f"growth must be 2 or 4, got {growth!r}")
-        if isinstance(tightening, bool) or not isinstance(tightening, (int, float)) or not 0.0 < tightening < 1.0:
-            raise ValueError(f"tightening must be in (0, 1), got {tightening!r}")
+        self._rule = ChainRule(initial_capacity, error_rate, growth, tightening)  # checks all four
         if layout not in ("blocked", "standard"):
             raise ValueError(f"layout must be 'blocked' or 'standard', got {layout!r}")
-        self._initial_capacity = int(initial_capacity)
-        self._error_rate = float(error_rate)
-        self._growth = int(growth)
-        self._tightening = float(tightening)
-        self._layout = layout
+        self._layout: Layout = layout
+        _core.hash_many((), seed)  # checks seed: an int in [0, 2**64)
         self._seed = int(seed)
+        self._store: StageStore = store if store is not None else MemoryStages()
+        self._on_grow = on_grow
         self._stages: list[BloomFilter] = []
-        self._stage_counts: list[int] = []  # new keys taken by each stage
-        self._new_stage()  # also checks seed through BloomFilter
+        self._counts: list[int] = []  # new keys taken by each stage
+        for i, (stage, count) in enumerate(self._store.stages()):
+            self._check_stage(i, stage)
+            self._stages.append(stage)
+            self._counts.append(count)
+        if not self._stages:
+            self._new_stage()
 
     # ---- stages ---------------------------------------------------------------
 
     def _stage_params(self, i: int) -> tuple[int, float]:
-        return stage_params(self._initial_capacity, self._error_rate, self._growth, self._tightening, i)
+        return self._rule.stage_capacity(i), self._rule.stage_error_rate(i)
+
+    def _check_stage(self, i: int, stage: BloomFilter) -> None:
+        capacity, rate = self._stage_params(i)
+        for field, have, want in (("capacity", stage.capacity, capacity), ("error_rate", stage.error_rate, rate),
+                                  ("layout", stage.layout, self._layout), ("seed", stage.seed, self._seed)):
+            if have != want:
+                self._store.close()
+                raise ValueError(
+                    f"stage {i} differs in {field} (stored {have!r} != {want!r} from these parameters); "
+                    "resume with the parameters it was made with"
+                )
 
     def _new_stage(self) -> BloomFilter:
         i = len(self._stages)
-        if i >= _MAX_STAGES:
-            raise OverflowError(f"a ScalableBloomFilter holds at most {_MAX_STAGES} stages")
+        if i >= self._rule.max_stages:
+            raise ValueError(
+                f"the chain is full: its {i} stages hold {self._rule.max_capacity:,} keys, and a stage past them "
+                f"would need an error rate of {self._rule.stage_error_rate(i):.3g} (over 64 hashes) or over 2**48 "
+                "bits; use a larger initial_capacity, growth=4 or a tightening nearer 1"
+            )
         capacity, rate = self._stage_params(i)
-        stage = BloomFilter(capacity, rate, layout=self._layout, seed=self._seed)
+        stage = self._store.new_stage(i, capacity, rate, self._layout, self._seed)
         self._stages.append(stage)
-        self._stage_counts.append(0)
+        self._counts.append(0)
+        if i and self._on_grow is not None:
+            self._on_grow(self)
         return stage
 
     def _room(self) -> int:
         """New keys the current stage may still take."""
-        stage = self._stages[-1]
-        assert stage.capacity is not None
-        return stage.capacity - self._stage_counts[-1]
+        return self._rule.stage_capacity(len(self._stages) - 1) - self._counts[-1]
+
+    def _room_left(self) -> int:
+        """New keys the whole chain may still take, its future stages included."""
+        return self._room() + sum(self._rule.stage_capacity(i) for i in range(len(self._stages), self._rule.max_stages))
 
     # ---- single keys --------------------------------------------------------------
 
@@ -125,7 +228,7 @@ class ScalableBloomFilter:
                 return False
             self._new_stage()
         if self._stages[-1].add(key):
-            self._stage_counts[-1] += 1
+            self._counts[-1] += 1
             return True
         return False
 
@@ -135,61 +238,82 @@ class ScalableBloomFilter:
     # ---- batches ----------------------------------------------------------------------
 
     def add_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
-        """Add a batch; True where the key was new (first place in the batch only)."""
-        arr = _as_batch(keys)
-        out = np.zeros(len(arr), dtype=bool)
+        """Add a batch; True where the key was new (first place in the batch
+        only). All or nothing: a batch that could pass the chain's last
+        stage is refused before any key is added."""
+        hashed, shape = self._hash(keys)
+        seen = np.zeros(len(hashed), dtype=bool)
+        for stage in self._stages[:-1]:
+            seen |= stage.contains_many(hashed)
+        candidates = int(np.count_nonzero(~seen))
+        if candidates > self._room_left():
+            raise ValueError(
+                f"the chain can take {self._room_left():,} more keys (max_capacity {self._rule.max_capacity:,}), "
+                f"and this batch may hold {candidates:,} new ones; nothing was added"
+            )
+        out = np.zeros(len(hashed), dtype=bool)
         start = 0
-        while start < len(arr):
+        while start < len(hashed):
             if self._room() <= 0:
+                # The stage that just filled is an older stage now.
+                rest = hashed[start:]
+                seen[start:] |= self._stages[-1].contains_many(rest)
                 self._new_stage()
             # Take at most as many keys as the stage has room for new ones:
             # the stage never passes its capacity by more than the duplicates
             # it could not know about.
-            stop = min(len(arr), start + self._room())
-            chunk = arr[start:stop]
-            seen = np.zeros(len(chunk), dtype=bool)
-            for stage in self._stages[:-1]:
-                seen |= stage.contains_many(chunk)
-            fresh = ~seen
-            new = np.zeros(len(chunk), dtype=bool)
+            stop = min(len(hashed), start + self._room())
+            fresh = ~seen[start:stop]
+            new = np.zeros(stop - start, dtype=bool)
             if fresh.any():
-                new[fresh] = self._stages[-1].add_many(chunk[fresh])
-            self._stage_counts[-1] += int(new.sum())
+                new[fresh] = self._stages[-1].add_many(hashed[start:stop][fresh])
+            self._counts[-1] += int(np.count_nonzero(new))
             out[start:stop] = new
             start = stop
-        return out
+        return out.reshape(shape)
 
     def contains_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
         """True where the key may be present (in any stage)."""
-        arr = _as_batch(keys)
-        hit = np.zeros(len(arr), dtype=bool)
+        hashed, shape = self._hash(keys)
+        hit = np.zeros(len(hashed), dtype=bool)
         for stage in self._stages:
-            hit |= stage.contains_many(arr)
-        return hit
+            hit |= stage.contains_many(hashed)
+        return hit.reshape(shape)
 
     def update(self, *iterables: Keys) -> None:
         """Add every key of each iterable."""
         for keys in iterables:
             self.add_many(keys)
 
+    def _hash(self, keys: Keys) -> tuple[npt.NDArray[Any], tuple[int, ...]]:
+        """The batch hashed once for every stage (the key rules and their
+        errors are the core's), and the shape of the answer."""
+        hashed = _core.hash_many(keys, self._seed)
+        return hashed, (keys.shape if isinstance(keys, np.ndarray) else hashed.shape)
+
     # ---- facts ---------------------------------------------------------------------
 
     @property
+    def rule(self) -> ChainRule:
+        """Stage sizes and limits (the core's ChainRule)."""
+        return self._rule
+
+    @property
     def initial_capacity(self) -> int:
-        return self._initial_capacity
+        return self._rule.initial_capacity
 
     @property
     def error_rate(self) -> float:
         """The compound false-positive rate the chain stays under."""
-        return self._error_rate
+        return self._rule.error_rate
 
     @property
     def growth(self) -> int:
-        return self._growth
+        return self._rule.growth
 
     @property
     def tightening(self) -> float:
-        return self._tightening
+        return self._rule.tightening
 
     @property
     def layout(self) -> Layout:
@@ -204,9 +328,18 @@ class ScalableBloomFilter:
         return len(self._stages)
 
     @property
+    def max_capacity(self) -> int:
+        """Keys the chain can take with every stage it may have (see ChainRule)."""
+        return self._rule.max_capacity
+
+    @property
     def stages(self) -> tuple[BloomFilter, ...]:
         """The stages, oldest first (shared, not copies)."""
         return tuple(self._stages)
+
+    @property
+    def _stage_counts(self) -> list[int]:
+        return list(self._counts)
 
     @property
     def capacity(self) -> int:
@@ -214,8 +347,18 @@ class ScalableBloomFilter:
         return sum(s.capacity or 0 for s in self._stages)
 
     @property
+    def insert_count(self) -> int:
+        """Adds that found their key new, over all stages."""
+        return sum(self._counts)
+
+    @property
     def nbytes(self) -> int:
         return sum(s.nbytes for s in self._stages)
+
+    @property
+    def fill_ratio(self) -> float:
+        """The fraction of all stages' bits that are 1."""
+        return sum(s.bits_set for s in self._stages) / sum(s.num_bits for s in self._stages)
 
     @property
     def approx_count(self) -> float:
@@ -234,6 +377,7 @@ class ScalableBloomFilter:
         return iter(self._stages)
 
     def copy(self) -> ScalableBloomFilter:
+        """An independent copy, in memory."""
         return ScalableBloomFilter.from_bytes(self.to_bytes())
 
     __copy__ = copy
@@ -243,9 +387,20 @@ class ScalableBloomFilter:
 
     def clear(self) -> None:
         """Forget every key: back to one empty stage."""
+        self._store.reset()
         self._stages.clear()
-        self._stage_counts.clear()
+        self._counts.clear()
         self._new_stage()
+
+    def close(self) -> None:
+        """Release the stages' store (mapped files are flushed and closed)."""
+        self._store.close()
+
+    def __enter__(self) -> ScalableBloomFilter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ScalableBloomFilter):
@@ -259,119 +414,41 @@ class ScalableBloomFilter:
 
     def __repr__(self) -> str:
         return (
-            f"<ScalableBloomFilter initial_capacity={self._initial_capacity} error_rate={self._error_rate} "
-            f"growth={self._growth} tightening={self._tightening} layout='{self._layout}' seed={self._seed} "
+            f"<ScalableBloomFilter initial_capacity={self.initial_capacity} error_rate={self.error_rate} "
+            f"growth={self.growth} tightening={self.tightening} layout='{self._layout}' seed={self._seed} "
             f"stages={len(self._stages)} approx_count={round(self.approx_count)}>"
         )
 
     # ---- bytes and pickle ---------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
-        """A kind-3 bloomline container: header, then each stage's own
-        encoding preceded by its length (u64, little-endian)."""
-        parts = []
-        for stage, count in zip(self._stages, self._stage_counts):
-            data = stage.to_bytes()
-            parts.append(struct.pack("<QQ", len(data), count))
-            parts.append(data)
-        return _core._write_container(
-            _KIND_SCALABLE,
-            len(self._stages),
-            self._growth,
-            self._layout,
-            self._seed,
-            self._initial_capacity,
-            self._error_rate,
-            sum(self._stage_counts),
-            self._tightening,
-            b"".join(parts),
-        )
+        """A kind-3 bloomline container (docs/FORMAT.md): header, then each
+        stage's own encoding with its length and count."""
+        return _core.encode_chain(self._rule, self._layout, self._seed, self._stages, self._counts)
 
     @classmethod
     def from_bytes(cls, data: Any) -> ScalableBloomFilter:
         """Read what to_bytes wrote; ValueError says what is wrong."""
-        header = _core.read_header(data)  # checks both checksums
-        if header["kind"] != "ScalableBloomFilter":
-            raise ValueError(f"invalid bloomline data: this holds a {header['kind']}, not a ScalableBloomFilter")
-        view = memoryview(data).cast("B")
-        payload = view[header["payload_offset"] : header["payload_offset"] + header["payload_len"]]
-        self = cls.__new__(cls)
-        self._initial_capacity = header["capacity"]
-        self._error_rate = header["error_rate"]
-        self._growth = header["num_hashes"]
-        self._tightening = header["tightening"]
-        self._layout = header["layout"]
-        self._seed = header["seed"]
-        self._stages, self._stage_counts = [], []
-        pos = 0
-        for i in range(header["num_slots"]):
-            if pos + 16 > len(payload):
-                raise ValueError(f"invalid bloomline data: stage {i} is truncated")
-            length, count = struct.unpack_from("<QQ", payload, pos)
-            pos += 16
-            if length > len(payload) - pos:
-                raise ValueError(f"invalid bloomline data: stage {i} claims {length} bytes, {len(payload) - pos} left")
-            stage = BloomFilter.from_bytes(payload[pos : pos + length])
-            pos += length
-            capacity, rate = self._stage_params(i)
-            if (stage.capacity, stage.error_rate, stage.layout, stage.seed) != (capacity, rate, self._layout, self._seed):
-                raise ValueError(f"invalid bloomline data: stage {i} does not match the chain's parameters")
-            if count > capacity:
-                raise ValueError(f"invalid bloomline data: stage {i} count {count} exceeds its capacity {capacity}")
-            self._stages.append(stage)
-            self._stage_counts.append(count)
-        if pos != len(payload):
-            raise ValueError("invalid bloomline data: bytes left over after the last stage")
-        return self
+        rule, layout, seed, stages = _core.decode_chain(data)
+        return cls(rule.initial_capacity, rule.error_rate, growth=rule.growth, tightening=rule.tightening,
+                   layout=layout, seed=seed, store=MemoryStages(stages))
 
-    def save(self, path: str | os.PathLike[str]) -> None:
+    def save(self, path: StrPath) -> None:
         """Write to path atomically (temporary file, fsync, rename, fsync of
         the directory), like BloomFilter.save."""
-        _atomic_write(os.fspath(path), self.to_bytes())
+        data = self.to_bytes()
+        with _core.AtomicWriter(os.fspath(path)) as out:
+            out.write(data)
+            out.commit()
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> ScalableBloomFilter:
+    def load(cls, path: StrPath) -> ScalableBloomFilter:
         """Read a file written by save (always verified; no mmap: the stages are
         small next to one fixed filter of the same total size)."""
         with open(path, "rb") as f:
             return cls.from_bytes(f.read())
 
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:
-        return (_core.from_bytes, (self.to_bytes(),))
+        from . import from_bytes
 
-
-def _atomic_write(path: str, data: bytes) -> None:
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-", dir=directory)
-    try:
-        os.fchmod(fd, 0o644)  # as the C++ save does (mkstemp makes 0600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    except OSError:  # some file systems refuse directory fsync
-        pass
-    finally:
-        os.close(dfd)
-
-
-def _as_batch(keys: Keys) -> npt.NDArray[Any]:
-    """A 1-D array to slice and mask; lists of mixed keys become object arrays."""
-    if isinstance(keys, np.ndarray):
-        return keys.reshape(-1)
-    if isinstance(keys, (str, bytes, bytearray, int)):
-        raise TypeError(
-            f"keys must be an iterable of keys or a NumPy array, got {type(keys).__name__} (use add()/in for a single key)"
-        )
-    items = list(keys)
-    arr = np.empty(len(items), dtype=object)
-    arr[:] = items
-    return arr
+        return (from_bytes, (self.to_bytes(),))

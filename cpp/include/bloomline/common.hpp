@@ -30,6 +30,8 @@ constexpr std::uint32_t kMaxHashes = 64;
 // 2**48 bits = 32 TiB: far beyond any single machine, small enough that all
 // size arithmetic stays exact in 64 bits (and in a double).
 constexpr std::uint64_t kMaxBits = std::uint64_t{1} << 48;
+// A scalable chain has at most this many stages (the file format's limit).
+constexpr std::uint32_t kMaxStagesOfChain = 64;
 
 inline const char* layout_name(Layout l) { return l == Layout::blocked ? "blocked" : "standard"; }
 
@@ -55,11 +57,16 @@ inline std::uint64_t mul_hi(std::uint64_t a, std::uint64_t b) {
 #endif
 }
 
-// Shortest text that reads back as the same double ("1.5", "0.01", "1e-300").
+// Shortest text that reads back as the same double, as Python's repr
+// writes it where they agree ("1.5", "0.01", "1e-300", and "1.0" for a
+// whole number): errors show a value as the user typed it.
 inline std::string fmt(double v) {
     char buf[32];
     auto r = std::to_chars(buf, buf + sizeof buf, v);
-    return r.ec == std::errc() ? std::string(buf, r.ptr) : std::string("?");
+    if (r.ec != std::errc()) return "?";
+    std::string s(buf, r.ptr);
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // n: inf, nan
+    return s;
 }
 inline std::string fmt(std::uint64_t v) { return std::to_string(v); }
 inline std::string fmt(std::uint32_t v) { return std::to_string(v); }

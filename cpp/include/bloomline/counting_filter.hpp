@@ -22,6 +22,7 @@
 #include "bloomline/counters.hpp"
 #include "bloomline/filter_common.hpp"
 #include "bloomline/index.hpp"
+#include "bloomline/stream.hpp"
 
 namespace bloomline {
 
@@ -33,27 +34,26 @@ inline void check_counter_bits(unsigned counter_bits) {
 class CountingBloomFilter : public FilterCommon<CountingBloomFilter> {
 public:
     CountingBloomFilter(const Geometry& g, unsigned counter_bits, std::uint64_t capacity, double error_rate)
-        : FilterCommon(g, capacity, error_rate, 0, {}) {
+        : FilterCommon(g, capacity, error_rate, 0) {
         check_counter_bits(counter_bits);
         counters_ = CounterArray::zeroed(g.num_slots, counter_bits);
     }
 
-    // Adopt checked payload memory (bytes or a file map). For a mapped file
-    // the nonzero and saturated counts are made on first need, not at open,
-    // so opening stays constant-time.
+    // Adopt checked payload memory (bytes or a file map). With count_now
+    // false (a mapped file), the nonzero and saturated counts are made on
+    // first need, not here, so opening stays constant-time.
     CountingBloomFilter(const Geometry& g, unsigned counter_bits, std::uint64_t capacity, double error_rate,
-                        Memory payload, std::uint64_t insert_count, Backing backing = {})
-        : FilterCommon(g, capacity, error_rate, insert_count, std::move(backing)),
-          counters_(std::move(payload), counter_bits) {
+                        Memory payload, std::uint64_t insert_count, bool count_now = true)
+        : FilterCommon(g, capacity, error_rate, insert_count), counters_(std::move(payload), counter_bits) {
         check_counter_bits(counter_bits);
-        if (backing_.file)
-            counted_ = false;
-        else
+        if (count_now)
             recount();
+        else
+            counted_ = false;
     }
 
     std::unique_ptr<CountingBloomFilter> copy() const {
-        backing_.check_open();
+        check_open();
         Memory mem = Memory::zeroed(counters_.nbytes());
         std::memcpy(mem.data, counters_.bytes(), counters_.nbytes());
         return std::make_unique<CountingBloomFilter>(geo_, counters_.counter_bits(), capacity_, error_rate_,
@@ -63,8 +63,9 @@ public:
     // ---- single keys -------------------------------------------------
     // True when the key was absent before (some counter was 0).
     bool add(const Hash128& h) {
-        backing_.check_write();
+        check_write();
         std::lock_guard<std::mutex> lock(writer_);
+        check_write();
         ensure_counted();
         return add_one(h);
     }
@@ -72,8 +73,9 @@ public:
     // Remove one occurrence. False (and nothing changed) when the key is
     // certainly absent.
     bool remove(const Hash128& h) {
-        backing_.check_write();
+        check_write();
         std::lock_guard<std::mutex> lock(writer_);
+        check_write();
         ensure_counted();
         return remove_one(h);
     }
@@ -83,43 +85,36 @@ public:
     // The smallest of the key's counters: an upper bound on how many times it
     // was added (minus removed), unless a counter saturated.
     std::uint32_t count(const Hash128& h) const {
-        backing_.check_open();
+        check_open();
         return min_count(h);
     }
 
     // ---- batches (same shape as BloomFilter's) ------------------------
-    void add_batch(const Hash128* hashes, std::size_t n, bool* out) {
-        backing_.check_write();
-        std::lock_guard<std::mutex> lock(writer_);
-        ensure_counted();
-        run<true>(hashes, n, [&](std::size_t i) {
-            const bool r = add_one(hashes[i]);
-            if (out) out[i] = r;
-        });
+    template <class Src>
+    void add_keys(Src& src, std::size_t n, bool* out) {
+        write_keys(src, n, out, [this](const Hash128& h) { return add_one(h); });
     }
-    void remove_batch(const Hash128* hashes, std::size_t n, bool* out) {
-        backing_.check_write();
-        std::lock_guard<std::mutex> lock(writer_);
-        ensure_counted();
-        run<true>(hashes, n, [&](std::size_t i) {
-            const bool r = remove_one(hashes[i]);
-            if (out) out[i] = r;
-        });
+    template <class Src>
+    void remove_keys(Src& src, std::size_t n, bool* out) {
+        write_keys(src, n, out, [this](const Hash128& h) { return remove_one(h); });
     }
-    void contains_batch(const Hash128* hashes, std::size_t n, bool* out) const {
-        backing_.check_open();
-        run<false>(hashes, n, [&](std::size_t i) { out[i] = min_count(hashes[i]) > 0; });
+    template <class Src>
+    void contains_keys(Src& src, std::size_t lo, std::size_t n, bool* out) const {
+        check_open();
+        slot_stream<false>(src, lo, n, [&](const Hash128& h, std::size_t i) { out[i] = min_count(h) > 0; });
     }
-    void count_batch(const Hash128* hashes, std::size_t n, std::uint32_t* out) const {
-        backing_.check_open();
-        run<false>(hashes, n, [&](std::size_t i) { out[i] = min_count(hashes[i]); });
+    template <class Src>
+    void count_keys(Src& src, std::size_t lo, std::size_t n, std::uint32_t* out) const {
+        check_open();
+        slot_stream<false>(src, lo, n, [&](const Hash128& h, std::size_t i) { out[i] = min_count(h); });
     }
 
     // ---- whole filter ----------------------------------------------------
     // The union of two multisets: the saturating sum of counters (caller
     // checks compatibility).
     void union_with(const CountingBloomFilter& o) {
-        backing_.check_write();
+        check_write();
+        o.check_open();
         std::lock_guard<std::mutex> lock(writer_);
         ensure_counted();
         const std::uint32_t mx = counters_.max_value();
@@ -133,6 +128,7 @@ public:
 
     // The BloomFilter of the same keys: bit i set where counter i > 0.
     std::unique_ptr<BloomFilter> to_bloom() const {
+        check_open();
         Memory mem = Memory::zeroed(payload_bytes(geo_.num_slots, 1));
         for (std::uint64_t i = 0; i < geo_.num_slots; ++i)
             if (counters_.get(i) != 0) mem.data[i >> 3] = static_cast<unsigned char>(mem.data[i >> 3] | (1u << (i & 7)));
@@ -144,7 +140,7 @@ public:
     }
 
     void clear() {
-        backing_.check_write();
+        check_write();
         std::lock_guard<std::mutex> lock(writer_);
         ensure_counted();
         counters_.clear();
@@ -168,10 +164,16 @@ public:
     }
     const CounterArray& counters() const { return counters_; }
 
+    // The lines key h touches (the slot stream's prefetch).
+    unsigned slot_lines(const Hash128& h, const void** addrs) const {
+        unsigned n = 0;
+        for_each_slot(geo_, h, [&](std::uint64_t s) { addrs[n++] = counters_.address_of(s); });
+        return n;
+    }
+
 private:
     friend class FilterCommon<CountingBloomFilter>;
 
-    // The smallest of a key's counters (no open/closed check: callers make it).
     std::uint32_t min_count(const Hash128& h) const {
         std::uint32_t m = counters_.max_value();
         for_each_slot(geo_, h, [&](std::uint64_t s) {
@@ -185,10 +187,16 @@ private:
         return nonzero_.load(std::memory_order_relaxed);
     }
 
-    template <bool kWrite, class Op>
-    void run(const Hash128* hashes, std::size_t n, Op&& op) const {
-        pipelined<kWrite, false>(
-            geo_, hashes, n, [&](std::uint64_t s) { return counters_.address_of(s); }, op);
+    // Batch adds or removes: op(h) per key under the writer mutex, by chunks.
+    template <class Src, class Op>
+    void write_keys(Src& src, std::size_t n, bool* out, Op&& op) {
+        locked_chunks(n, [&](std::size_t start, std::size_t m) {
+            ensure_counted();
+            slot_stream<true>(src, start, m, [&](const Hash128& h, std::size_t i) {
+                const bool r = op(h);
+                if (out) out[start + i] = r;
+            });
+        });
     }
 
     // Writer mutex held.

@@ -1,48 +1,103 @@
-// Filters in files: atomic saves, whole reads, and memory maps.
+// Filters in files: the one atomic writer, whole reads, and memory maps.
 //
-// save_atomic writes a temporary file beside the target (same directory, so
+// AtomicFile writes a temporary file beside the target (same directory, so
 // the rename cannot cross file systems), fsyncs it, renames it over the
 // target and fsyncs the directory: after a crash at any point the target
-// path holds either the old file or the new one, complete. Measured: 50+
-// SIGKILLs at random moments of a save loop, every file loaded and verified
-// (tests/test_files.py).
+// path holds either the old file or the new one, complete
+// (tests/test_files.py kills savers at random moments). Every save in
+// bloomline goes through it: filters, scalable chains, and the Scrapy
+// request journal (through the bindings).
 //
-// MappedFile maps a whole file. Read-only maps give constant-time opens: a
-// 1.2 GB filter opens in about a millisecond and pages fault in on use.
-// Writable maps (MAP_SHARED) make adds go straight to the page cache, so a
-// process killed with SIGKILL loses nothing it added: the kernel writes the
-// pages back. While a file is open for writing its header carries the
-// "dirty" flag (its payload checksum is not current); close() recomputes the
-// checksum and clears the flag.
+// Maps: a mapped filter's memory is the file's payload. Read-only maps give
+// constant-time opens (pages fault in on use). Writable maps (MAP_SHARED)
+// make adds go straight to the page cache, so a process killed with SIGKILL
+// loses nothing it added: the kernel writes the pages back. While a file is
+// open for writing its header carries the "dirty" flag (the payload
+// checksum is not current); a final flush recomputes the checksum and
+// clears the flag. The filter knows nothing of this: MappedFilter pairs it
+// with its file.
 //
-// POSIX only (open, mmap, fsync, rename).
+// POSIX only (open, mmap, fsync, rename). I/O errors throw
+// std::system_error carrying errno (the bindings raise OSError).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "bloomline/filter_io.hpp"
 #include "bloomline/format.hpp"
-#include "bloomline/mapped.hpp"
 #include "bloomline/memory.hpp"
 
 namespace bloomline {
 
-// Write header + payload + checksum to path atomically. I/O errors throw
-// std::system_error carrying errno (the bindings raise OSError).
-void save_atomic(const Header& h, const unsigned char* payload, const std::string& path);
+class AtomicFile {
+public:
+    // Creates the temporary file (mode 0644) beside `path`.
+    explicit AtomicFile(const std::string& path);
+    // Not committed: the temporary file is removed, the target untouched.
+    ~AtomicFile();
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
 
-// Read a whole file into zeroed, aligned memory (the input of from_bytes).
-// Refuses files over max_bytes (no allocation from an unchecked size).
+    void write(const void* data, std::size_t n);
+    // fsync, close, rename over the target, fsync the directory. A directory
+    // fsync that the file system does not support (EINVAL, ENOTSUP) is
+    // skipped; any other failure throws, since the rename may not be durable.
+    void commit();
+    void abort();
+
+private:
+    std::string path_, tmp_;
+    int fd_ = -1;
+};
+
+// Write a filter to path through an AtomicFile.
+template <class T>
+void save_filter(const T& f, const std::string& path);
+
+// Read a whole file into zeroed, aligned memory of the file's real size
+// (never a size read from its contents).
 Memory read_file(const std::string& path, std::size_t* size_out);
 
-// Map a filter file and check it like from_bytes would (payload checksum only
-// if verify). For writable maps the dirty flag is set in the file.
-struct MappedFilter {
-    std::shared_ptr<MappedFile> file;
-    Header header;
-    Memory payload;  // points into the map; owned by `file`
+class MappedFile {
+public:
+    MappedFile(const std::string& path, bool writable);
+    ~MappedFile();
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+
+    unsigned char* data() const { return base_; }
+    std::size_t size() const { return size_; }
+    bool writable() const { return writable_; }
+    const std::string& path() const { return path_; }
+
+    // Write back dirty pages (msync) and wait for them.
+    void sync() const;
+
+private:
+    std::string path_;
+    unsigned char* base_ = nullptr;
+    std::size_t size_ = 0;
+    int fd_ = -1;
+    bool writable_ = false;
 };
-MappedFilter map_filter(const std::string& path, bool writable, bool verify);
+
+// A filter whose memory is a mapped file's payload, and that file.
+template <class T>
+struct MappedFilter {
+    std::unique_ptr<T> filter;
+    std::shared_ptr<MappedFile> file;
+};
+
+// Map a filter file, checked like decode_filter (the payload checksum only
+// if verify). A read-only map makes a read-only filter; a writable map sets
+// the file's dirty flag.
+template <class T>
+MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify);
+
+// Bring a mapped file's header up to date (insert count, fill; with final,
+// a current payload checksum and the dirty flag cleared) and msync.
+void update_mapped_header(const MappedFile& file, std::uint64_t insert_count, std::uint64_t fill, bool final);
 
 }  // namespace bloomline

@@ -1,22 +1,37 @@
 // What every filter kind holds besides its storage: the geometry, the targets
-// it was sized for, the count of adds that found a key new, the file behind
-// its memory (if mapped) and the writer mutex; and what follows from those
-// alone: the false-positive rate at the current fill, flush() and close().
+// it was sized for, the count of adds that found a key new, whether it may be
+// used and written, and the writer mutex; and what follows from those alone:
+// the false-positive rate at the current fill and the batch loop over slots.
 // BloomFilter and CountingBloomFilter derive from it (CRTP: each supplies
-// approx_count() and fill_locked(), its bits set or nonzero counters).
+// approx_count(), fill_locked() and slot_lines()).
+//
+// Filters know nothing of files: a mapped file (file.hpp) gives a filter its
+// memory and, when it is mapped read-only, makes it read-only here; closing
+// the file closes the filter.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
+#include <utility>
 
 #include "bloomline/index.hpp"
-#include "bloomline/mapped.hpp"
-#include "bloomline/parallel.hpp"
+#include "bloomline/key_source.hpp"
 #include "bloomline/sizing.hpp"
+#include "bloomline/stream.hpp"
 
 namespace bloomline {
+
+// What may be done with a filter: everything, lookups only, or nothing
+// (closed: its memory may be gone).
+enum class Access : std::uint8_t { read_write, read_only, closed };
+
+// Keys per hold of the writer mutex in a batch add: writers on other threads
+// take turns chunk by chunk.
+constexpr std::size_t kWriterChunk = 2048;
 
 template <class Derived>
 class FilterCommon {
@@ -30,27 +45,20 @@ public:
     double error_rate() const { return error_rate_; }
     // Adds that found the key new.
     std::uint64_t insert_count() const { return insert_count_.load(std::memory_order_relaxed); }
-    const Backing& backing() const { return backing_; }
 
-    // Lookups of keys [lo, hi) of a key source (parallel.hpp) into out[lo,
-    // hi): hashed 512 at a time, each chunk given to contains_batch. A
-    // filter with a faster way (BloomFilter's blocked stream) hides this.
-    template <class HashAt>
-    void contains_keys(HashAt& hash_at, std::size_t lo, std::size_t hi, bool* out) const {
-        const Derived& self = *static_cast<const Derived*>(this);
-        auto op = [&self](const Hash128* h, std::size_t m, bool* o) { self.contains_batch(h, m, o); };
-        hash_chunks(hash_at, lo, hi, out, op);
+    Access access() const { return access_.load(std::memory_order_relaxed); }
+    void check_open() const {
+        if (access() == Access::closed) throw std::invalid_argument("I/O operation on a closed filter");
     }
-
-    // Adds of keys [0, n) of a key source, one thread: hashed 512 at a time,
-    // each chunk given to add_batch (which takes the writer mutex, so
-    // writers on other threads take turns chunk by chunk). A filter with a
-    // faster way (BloomFilter's blocked stream) hides this.
-    template <class HashAt>
-    void add_keys(HashAt& hash_at, std::size_t n, bool* out) {
-        Derived& self = *static_cast<Derived*>(this);
-        auto op = [&self](const Hash128* h, std::size_t m, bool* o) { self.add_batch(h, m, o); };
-        hash_chunks(hash_at, 0, n, out, op);
+    void check_write() const {
+        check_open();
+        if (access() == Access::read_only) throw std::invalid_argument("the filter is read-only (" + read_only_why_ + ")");
+    }
+    // Lookups only from now on; `why` says so in the error of a write.
+    void set_read_only(std::string why) {
+        std::lock_guard<std::mutex> lock(writer_);
+        read_only_why_ = std::move(why);
+        access_ = Access::read_only;
     }
 
     // The false-positive rate the current fill gives (not the design target).
@@ -60,24 +68,28 @@ public:
         return false_positive_rate(n, geo_.num_slots, geo_.num_hashes, geo_.layout);
     }
 
-    // Mapped files: header up to date and pages written back; close() also
-    // makes the payload checksum current and refuses further use.
-    void flush() {
-        backing_.check_open();
+    // The counts a file header keeps: adds that found a key new, and the
+    // fill (bits set, or nonzero counters).
+    struct Counts {
+        std::uint64_t insert_count;
+        std::uint64_t fill;
+    };
+    // A consistent snapshot (no batch half done).
+    Counts counts() {
         std::lock_guard<std::mutex> lock(writer_);
-        backing_.flush(insert_count(), static_cast<Derived*>(this)->fill_locked(), false);
+        return {insert_count(), static_cast<Derived*>(this)->fill_locked()};
     }
-    void close() {
-        if (backing_.closed) return;
+    // Refuse all further use; returns the last counts. Memory stays valid
+    // while the filter lives (a lookup already running may finish).
+    Counts close() {
         std::lock_guard<std::mutex> lock(writer_);
-        backing_.flush(insert_count(), static_cast<Derived*>(this)->fill_locked(), true);
-        backing_.closed = true;
+        access_ = Access::closed;
+        return {insert_count(), static_cast<Derived*>(this)->fill_locked()};
     }
 
 protected:
-    FilterCommon(const Geometry& g, std::uint64_t capacity, double error_rate, std::uint64_t insert_count,
-                 Backing backing)
-        : geo_(g), capacity_(capacity), error_rate_(error_rate), backing_(std::move(backing)) {
+    FilterCommon(const Geometry& g, std::uint64_t capacity, double error_rate, std::uint64_t insert_count)
+        : geo_(g), capacity_(capacity), error_rate_(error_rate) {
         check_geometry(g.num_slots, g.num_hashes, g.layout);
         insert_count_ = insert_count;
     }
@@ -87,11 +99,40 @@ protected:
         insert_count_.store(insert_count_.load(std::memory_order_relaxed) + keys, std::memory_order_relaxed);
     }
 
+    // op(h, i) for keys [lo, lo + n) of a source (i counted from lo), through
+    // the stream with each key's slots prefetched (Derived::slot_lines): the
+    // batch loop of every filter without a loop of its own.
+    template <bool kWrite, class Src, class Op>
+    void slot_stream(Src& src, std::size_t lo, std::size_t n, Op&& op) const {
+        const Derived& self = *static_cast<const Derived*>(this);
+        auto lines = [&self](const Hash128& h, const void** addrs) { return self.slot_lines(h, addrs); };
+        with_batch_keys(src, lo, [&](const BatchKeys& keys) {
+            with_stream_source<LinesPerKey>(keys, [&](auto& s) {
+                stream<LinesPerKey, kWrite>(s, n, lines, [&](const Hash128* h, std::size_t m, std::size_t first) {
+                    for (std::size_t i = 0; i < m; ++i) op(h[i], first + i);
+                });
+            });
+        });
+    }
+
+    // Batch adds of n keys in chunks of kWriterChunk, each under the writer
+    // mutex: chunk(start, m) adds keys [start, start + m).
+    template <class Chunk>
+    void locked_chunks(std::size_t n, Chunk&& chunk) {
+        check_write();
+        for (std::size_t start = 0; start < n; start += kWriterChunk) {
+            std::lock_guard<std::mutex> lock(writer_);
+            check_write();  // closed meanwhile?
+            chunk(start, std::min(kWriterChunk, n - start));
+        }
+    }
+
     Geometry geo_;
     std::uint64_t capacity_;
     double error_rate_;
     std::atomic<std::uint64_t> insert_count_{0};
-    Backing backing_;
+    std::atomic<Access> access_{Access::read_write};
+    std::string read_only_why_;
     std::mutex writer_;
 };
 

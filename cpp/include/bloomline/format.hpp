@@ -1,5 +1,7 @@
-// The bloomline file format, version 1: what to_bytes, pickle and files hold.
-// Documented byte by byte in docs/FORMAT.md; this is the code that writes it.
+// The bloomline format, version 1: the bytes of to_bytes, pickle and files,
+// as a codec of headers and containers over raw bytes. It knows no filter
+// class (filter_io.hpp turns filters into these bytes and back). Documented
+// byte by byte in docs/FORMAT.md; this is the code that writes it.
 //
 // All integers little-endian. One 128-byte header, the payload, an 8-byte
 // trailer:
@@ -39,11 +41,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
+#include <vector>
 
-#include "bloomline/bloom_filter.hpp"
-#include "bloomline/counting_filter.hpp"
+#include "bloomline/common.hpp"
 
 namespace bloomline {
 
@@ -93,35 +94,45 @@ void write_u64(unsigned char* out, std::size_t off, std::uint64_t v);
 // out must hold h.total_size() bytes.
 void write_filter(const Header& h, const unsigned char* payload, unsigned char* out);
 
-// Scalable filters (kind 3): num_slots = number of stages (1..64), num_hashes
-// = growth factor (2 or 4), bytes 80..87 = tightening ratio (double in
-// (0, 1)); the payload is the stages' own kind-1 encodings, each preceded by
-// its length as a u64. The Python layer reads the stages.
-constexpr std::uint32_t kMaxStages = 64;
-double scalable_tightening(const unsigned char* data);
-void set_scalable_tightening(unsigned char* header, double tightening);
+// Kind 3, a scalable chain: a container of its stages' own kind-1
+// encodings. Header fields: num_slots = number of stages (1..64),
+// num_hashes = growth factor (2 or 4), capacity = initial capacity,
+// error_rate = the compound target, insert_count = new keys in all, bytes
+// 80..87 = tightening ratio (a double in (0, 1)). The payload is, per stage,
+// oldest first: its byte length (u64), the new keys it took (u64), its
+// encoding.
+constexpr std::uint32_t kMaxStages = kMaxStagesOfChain;
+constexpr std::size_t kStageRecordHead = 16;
 
-Header header_of(const BloomFilter& f);
-Header header_of(const CountingBloomFilter& f);
-
-// Per filter class: its kind code, a filter over checked payload memory
-// described by a header (trust_fill: take the header's fill instead of
-// counting; only for a clean mapped file, whose pages must not all be
-// touched), and a fully checked read of bytes (payload copied).
-template <class T>
-struct KindOf;
-template <>
-struct KindOf<BloomFilter> {
-    static constexpr Kind value = Kind::bloom;
-};
-template <>
-struct KindOf<CountingBloomFilter> {
-    static constexpr Kind value = Kind::counting;
+struct ChainHeader {
+    Layout layout = Layout::blocked;
+    std::uint64_t seed = 0;
+    std::uint64_t initial_capacity = 0;
+    double error_rate = 0;
+    std::uint32_t growth = 2;
+    double tightening = 0.9;
+    std::uint64_t insert_count = 0;
 };
 
-template <class T>
-std::unique_ptr<T> filter_from(const Header& h, Memory payload, Backing backing, bool trust_fill);
-template <class T>
-std::unique_ptr<T> read_filter(const unsigned char* data, std::size_t len);
+// One stage record: the stage's count of new keys and its encoding.
+struct StageBytes {
+    std::uint64_t count;
+    const unsigned char* data;
+    std::size_t len;
+};
+
+// Bytes of a chain of stages whose encodings have these lengths.
+std::size_t chain_size(const std::vector<std::size_t>& stage_lens);
+// Write the header and the stage records' heads; stage i's encoding goes at
+// out + offsets[i] (written by the caller, so no stage is copied twice).
+// Returns those offsets. Call finish_chain once the encodings are in place.
+std::vector<std::size_t> start_chain(const ChainHeader& c, const std::vector<std::size_t>& stage_lens,
+                                     const std::vector<std::uint64_t>& stage_counts, unsigned char* out);
+void finish_chain(unsigned char* out, std::size_t len);
+// A kind-3 header's tightening ratio (stored in the fill field).
+double chain_tightening(const Header& h);
+// Check a kind-3 input's header, checksums and record structure (not the
+// stages' own bytes), and list the stage records.
+ChainHeader read_chain(const unsigned char* data, std::size_t len, std::vector<StageBytes>* stages);
 
 }  // namespace bloomline

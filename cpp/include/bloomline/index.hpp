@@ -10,15 +10,16 @@
 // blocked: h1 picks one 512-bit block by multiply-shift; k offsets inside
 //   the block come from h2 multiplied again and again by an odd constant
 //   (the 64-bit golden ratio), each offset being the top 9 bits. Offsets
-//   are drawn with replacement, which the blocked rate formula accounts for.
-//   Measured at 10 bits/key, k = 6: 0.965% (theory 0.9665%, sizing.hpp);
-//   a per-probe splitmix64 instead of the remix measured the same (0.969%).
+//   are drawn with replacement, which the blocked rate formula accounts for
+//   (sizing.hpp); benchmarks/RESULTS.md, E, measures the achieved rate.
 //
 // Slots are counted in bits for BloomFilter and in counters for the
 // counting filter: a "block" is always 512 slots.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "bloomline/common.hpp"
 #include "bloomline/murmur3.hpp"
@@ -59,8 +60,8 @@ inline std::uint64_t block_index(std::uint64_t h1, std::uint64_t num_blocks) { r
 inline std::uint64_t block_of(const Geometry& g, const Hash128& h) { return block_index(h.h1, g.num_blocks()); }
 
 // Blocked layout: offset i (0..511) inside the key's block, and all k of
-// them. (block_probe.cpp computes eight at once in AVX2 from the same
-// powers; its tests hold it to these.)
+// them. (block_lookup.cpp computes eight at once in AVX2 from the same
+// powers; tests/test_simd.py holds it to these.)
 inline unsigned offset_in_block(std::uint64_t h2, std::uint32_t i) {
     return static_cast<unsigned>((h2 * kRemixPowers.p[i]) >> 55);
 }
@@ -87,51 +88,32 @@ inline void for_each_slot(const Geometry& g, const Hash128& h, F&& f) {
     }
 }
 
-// Run op(i) over a batch of hashes while the memory of key i + D is being
-// fetched: step i asks for the line(s) of key i + D (addr(slot) gives a
-// slot's address), so by the time op reaches a key its line is (usually) in
-// cache. A random DRAM line read costs 36-49 ns here alone and about 15 ns
-// when prefetched 16 ahead (benchmarks/limit_probe.cpp). The blocked layout
-// needs one line per key, the standard layout k. This loop serves adds (all
-// layouts) and the standard layout's lookups; blocked lookups have their
-// own loop, which also hashes the keys in it (block_probe.hpp). For adds,
-// hashing in the loop was tried twice and was no faster (55 vs 55 ns/key;
-// later 51 chunked against 56-70 fused, 124 MB).
-//
-// __builtin_prefetch is written out in this loop on purpose: GCC 12 finds a
-// helper whose only statement is a prefetch "const" and deletes the call
-// (no prefetch was emitted at all when it sat in a lambda, and a batch ran
-// 8x slower than the memory allows).
-//
-// kOneLinePerBlock: a block of 512 one-bit slots is one cache line, so one
-// prefetch per key covers it; a counter block (4 to 16 lines) is prefetched
-// slot by slot like the standard layout.
-template <bool kForWrite, bool kOneLine, std::size_t kDistance, class Addr, class Op>
-inline void pipelined_loop(const Geometry& g, const Hash128* hashes, std::size_t n, Addr& addr, Op& op) {
-    constexpr int kRw = kForWrite ? 1 : 0;
-    std::uint64_t slots[kMaxHashes];
-    for (std::size_t i = 0; i < n + kDistance; ++i) {
-        if (i < n) {
-            if (kOneLine) {
-                __builtin_prefetch(addr(block_of(g, hashes[i]) * kBlockBits), kRw, 3);
-            } else {
-                std::uint32_t count = 0;
-                for_each_slot(g, hashes[i], [&](std::uint64_t s) { slots[count++] = s; });
-                for (std::uint32_t j = 0; j < count; ++j) __builtin_prefetch(addr(slots[j]), kRw, 3);
-            }
-        }
-        if (i >= kDistance) op(i - kDistance);
-    }
+// f(std::integral_constant<std::uint32_t, K>{}) with K = k when k is one of
+// 1..kMaxUnrolledK, else K = 0 (k known only at run time). Loops over a
+// key's k bits unroll, and the remix powers become immediates, when k is a
+// compile-time constant; 16 covers every k that optimal_params picks down
+// to an error rate of about 1e-5 per block.
+constexpr std::uint32_t kMaxUnrolledK = 16;
+template <class F, std::uint32_t... Ks>
+inline void with_fixed_k_of(std::uint32_t k, F& f, std::integer_sequence<std::uint32_t, Ks...>) {
+    const bool fixed = ((k == Ks + 1 && (f(std::integral_constant<std::uint32_t, Ks + 1>{}), true)) || ...);
+    if (!fixed) f(std::integral_constant<std::uint32_t, 0>{});
+}
+template <class F>
+inline void with_fixed_k(std::uint32_t k, F&& f) {
+    with_fixed_k_of(k, f, std::make_integer_sequence<std::uint32_t, kMaxUnrolledK>{});
 }
 
-// The distance is a constant of each loop (16 keys ahead for one line per
-// key, 4 for k lines per key): as a run-time value it cost about 3 ns/key.
-template <bool kForWrite, bool kOneLinePerBlock = true, class Addr, class Op>
-inline void pipelined(const Geometry& g, const Hash128* hashes, std::size_t n, Addr&& addr, Op&& op) {
-    if (kOneLinePerBlock && g.layout == Layout::blocked)
-        pipelined_loop<kForWrite, true, 16>(g, hashes, n, addr, op);
-    else
-        pipelined_loop<kForWrite, false, 4>(g, hashes, n, addr, op);
+// f(j) for j in [0, k): unrolled when kFixedK (= k) is known at compile time.
+template <std::uint32_t kFixedK, class F>
+inline void for_each_probe(std::uint32_t k, F&& f) {
+    if constexpr (kFixedK != 0) {
+        // GCC 12 leaves even k = 6 rolled without this pragma.
+#pragma GCC unroll 16
+        for (std::uint32_t j = 0; j < kFixedK; ++j) f(j);
+    } else {
+        for (std::uint32_t j = 0; j < k; ++j) f(j);
+    }
 }
 
 }  // namespace bloomline

@@ -7,9 +7,11 @@
 // microseconds and costs memory only as its pages are touched), aligned to
 // 2 MiB and marked MADV_HUGEPAGE. A Bloom filter reads one random line per
 // key, so with 4 KiB pages nearly every probe of a large filter is also a TLB
-// miss: on the development machine a 1.2 GB array cost 53 ns per random line
-// with 4 KiB pages and about 20 ns with huge pages, and page faults while a
-// new filter fills drop 512-fold.
+// miss; huge pages remove most of those misses and make page faults while a
+// new filter fills 512 times rarer (benchmarks/NOTES.md, "Huge pages").
+//
+// Memory may also point into memory owned by someone else (a mapped file):
+// `owner` then keeps that alive.
 #pragma once
 
 #include <cstddef>

@@ -56,6 +56,29 @@ Params optimal_params(double capacity, double error_rate, Layout layout);
 // Infinity when every bit is set (the filter can say nothing).
 double estimate_count(std::uint64_t bits_set, std::uint64_t num_bits, std::uint32_t num_hashes, Layout layout);
 
+// A scalable chain's rule (Almeida, Baquero, Preguica and Hutchison,
+// "Scalable Bloom Filters", 2007): stage i holds initial_capacity * growth**i
+// keys at error rate error_rate * (1 - tightening) * tightening**i, so the
+// compound rate, at most the sum of the stages' rates, stays under
+// error_rate however many stages there are. A stage needs at most 64 hashes
+// (a rate of about 1e-19) and at most 2**48 keys and bits, so a chain has
+// at most max_stages() stages, known when it is made.
+struct ChainRule {
+    std::uint64_t initial_capacity = 1;
+    double error_rate = 0.01;
+    std::uint32_t growth = 2;
+    double tightening = 0.9;
+
+    // Checks every parameter: std::invalid_argument naming it.
+    static ChainRule make(std::uint64_t initial_capacity, double error_rate, std::uint32_t growth, double tightening);
+    std::uint64_t stage_capacity(std::uint32_t i) const;
+    double stage_error_rate(std::uint32_t i) const;
+    // How many stages can be made (1..64).
+    std::uint32_t max_stages() const;
+    // Keys the chain holds when all of them are full.
+    std::uint64_t max_capacity() const;
+};
+
 // Checks shared by every constructor: throw std::invalid_argument naming the
 // parameter and its value.
 void check_geometry(std::uint64_t num_bits, std::uint32_t num_hashes, Layout layout);

@@ -1,11 +1,11 @@
-// See block_probe.hpp: the portable and AVX2 lookup loops of the blocked
+// See block_lookup.hpp: the portable and AVX2 lookup loops of the blocked
 // layout, and the choice between them.
-#include "bloomline/block_probe.hpp"
+#include "bloomline/block_lookup.hpp"
 
-#include <algorithm>
-
+#include "bloomline/bits.hpp"
 #include "bloomline/hash_batch.hpp"
 #include "bloomline/index.hpp"
+#include "bloomline/stream.hpp"
 #include "simd_target.hpp"
 
 namespace bloomline {
@@ -103,28 +103,20 @@ TestRun test_run() {
     return test_run_portable;
 }
 
-// The lookup loop: the stream (block_probe.hpp) with the bit tests.
-template <class Source>
-void lookup_loop(const std::uint64_t* words, std::uint64_t num_blocks, std::uint32_t k, Source& src, std::size_t n,
-                 bool* out) {
-    const TestRun test = test_run();
-    stream_blocks<false>(words, num_blocks, src, n, [&](const Hash128* h, std::size_t m, std::size_t first) {
-        test(words, num_blocks, k, h, m, out + first);
-    });
-}
-
 }  // namespace
 
-void contains_blocked_stream(const std::uint64_t* words, std::uint64_t num_blocks, std::uint32_t k, KeyHasher keys,
-                             std::size_t n, bool* out) {
-    RingOfHashes src{keys, {}};
-    lookup_loop(words, num_blocks, k, src, n, out);
-}
-
-void contains_blocked_many(const std::uint64_t* words, std::uint64_t num_blocks, std::uint32_t k,
-                           const Hash128* hashes, std::size_t n, bool* out) {
-    HashesInPlace src{hashes};
-    lookup_loop(words, num_blocks, k, src, n, out);
+void contains_blocked(const std::uint64_t* words, std::uint64_t num_blocks, std::uint32_t k, const BatchKeys& keys,
+                      std::size_t n, bool* out) {
+    const TestRun test = test_run();
+    auto lines = [words, num_blocks](const Hash128& h, const void** addrs) {
+        addrs[0] = words + block_index(h.h1, num_blocks) * kBlockWords;
+        return 1u;
+    };
+    with_stream_source<OneLinePerKey>(keys, [&](auto& src) {
+        stream<OneLinePerKey, false>(src, n, lines, [&](const Hash128* h, std::size_t m, std::size_t first) {
+            test(words, num_blocks, k, h, m, out + first);
+        });
+    });
 }
 
 }  // namespace bloomline

@@ -1,0 +1,150 @@
+// Python face of persistence and keys: bloomline._core.from_bytes (kinds 1
+// and 2; bloomline.from_bytes adds scalable chains), read_header,
+// key_positions, hash_many, and AtomicWriter (the one atomic writer,
+// file.hpp, for bytes written from Python).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include "args_py.hpp"
+#include "bloomline/file.hpp"
+#include "bloomline/filter_io.hpp"
+#include "filter_py.hpp"
+#include "keys_py.hpp"
+#include "register.hpp"
+
+namespace bloomline {
+
+namespace py = pybind11;
+
+namespace {
+
+class PyAtomicWriter {
+public:
+    explicit PyAtomicWriter(py::handle path) : file_(std::make_unique<AtomicFile>(py_filter::fs_path(path))) {}
+    void write(py::handle data) {
+        const py_args::BytesView view(data, "data");
+        live().write(view.data(), view.size());
+    }
+    void commit() {
+        AtomicFile& f = live();
+        py::gil_scoped_release nogil;
+        f.commit();
+        file_.reset();
+    }
+    void abort() { file_.reset(); }
+
+private:
+    AtomicFile& live() {
+        if (!file_) throw std::invalid_argument("the AtomicWriter is committed or aborted");
+        return *file_;
+    }
+    std::unique_ptr<AtomicFile> file_;
+};
+
+}  // namespace
+
+void register_io(py::module_& m) {
+    m.def(
+        "from_bytes",
+        [](py::handle data) -> py::object {
+            Kind kind;
+            {
+                const py_args::BytesView view(data, "data");
+                kind = decode_header(view.data(), view.size()).kind;
+            }
+            if (kind == Kind::bloom) return py::cast(py_filter::from_bytes<BloomFilter>(data));
+            if (kind == Kind::counting) return py::cast(py_filter::from_bytes<CountingBloomFilter>(data));
+            throw std::invalid_argument("this holds a ScalableBloomFilter: read it with bloomline.from_bytes");
+        },
+        py::arg("data"), "Read a BloomFilter or CountingBloomFilter written by to_bytes; the kind comes from the header.");
+
+    m.def(
+        "read_header",
+        [](py::handle data) {
+            const py_args::BytesView view(data, "data");
+            const Header h = decode_header(view.data(), view.size());
+            checked_payload(view.data(), view.size(), h);
+            py::dict d;
+            d["format_version"] = kFormatVersion;
+            d["kind"] = kind_name(h.kind);
+            d["layout"] = layout_name(h.layout);
+            d["hash"] = "murmur3_x64_128";
+            d["slot_bits"] = h.slot_bits;
+            d["seed"] = h.seed;
+            d["num_slots"] = h.num_slots;
+            d["num_hashes"] = h.num_hashes;
+            d["capacity"] = h.capacity;
+            d["error_rate"] = h.error_rate;
+            d["insert_count"] = h.insert_count;
+            d["payload_offset"] = kHeaderSize;
+            d["payload_len"] = h.payload_len;
+            d["dirty"] = (h.flags & kFlagDirty) != 0;
+            if (h.kind == Kind::scalable)
+                d["tightening"] = chain_tightening(h);
+            else
+                d["fill"] = h.fill;
+            return d;
+        },
+        py::arg("data"),
+        "The header of bloomline bytes as a dict, after every check a reader makes (checksums included).");
+
+    m.def(
+        "key_positions",
+        [](py::handle keys, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed) {
+            // The slot indices each key sets, as an (n, k) uint64 array: what
+            // a filter of this geometry touches, for stores kept elsewhere
+            // (bloomline.redis).
+            const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
+            std::vector<Hash128> hashes;
+            py_keys::with_batch_hashes(keys, g.seed, "keys", [&hashes](auto& src, std::size_t n, bool*) {
+                hashes.resize(n);
+                hash_range(src, 0, n, hashes.data());
+            });
+            py::array_t<std::uint64_t> out(
+                {static_cast<py::ssize_t>(hashes.size()), static_cast<py::ssize_t>(g.num_hashes)});
+            std::uint64_t* o = out.mutable_data();
+            {
+                py::gil_scoped_release nogil;
+                for (const Hash128& h : hashes) for_each_slot(g, h, [&o](std::uint64_t s) { *o++ = s; });
+            }
+            return out;
+        },
+        py::arg("keys"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
+        py::arg("seed") = 0, "The k slot indices of each key for this geometry, as an (n, k) uint64 array.");
+
+    m.def(
+        "hash_many",
+        [](py::handle keys, py::handle seed) {
+            const std::uint64_t s = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
+            // Hashed once by the key rules; the result is a batch of keys
+            // like any other, for filters with the same seed.
+            py::array hashed;
+            py_keys::with_batch_hashes(keys, s, "keys", [&](auto& src, std::size_t n, bool*) {
+                py::gil_scoped_acquire gil;
+                hashed = py::array(py_keys::hash_dtype(s), std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
+                auto* out = static_cast<Hash128*>(hashed.mutable_data());
+                py::gil_scoped_release nogil;
+                hash_range(src, 0, n, out);
+            });
+            return hashed;
+        },
+        py::arg("keys"), py::arg("seed") = 0,
+        "The 128-bit hashes of a batch of keys (1-D), as an array that every batch call of a filter with this "
+        "seed takes in place of the keys; slicing and masking it keep it so.");
+
+    py::class_<PyAtomicWriter>(m, "AtomicWriter",
+                               "Write a file atomically: a temporary file beside path, renamed over it by commit() "
+                               "after fsync (and the directory fsynced). Leaving a with-block without commit(), or "
+                               "by an exception, removes the temporary file and leaves path untouched.")
+        .def(py::init<py::handle>(), py::arg("path"))
+        .def("write", &PyAtomicWriter::write, py::arg("data"))
+        .def("commit", &PyAtomicWriter::commit)
+        .def("abort", &PyAtomicWriter::abort)
+        .def("__enter__", [](py::object self) { return self; })
+        .def("__exit__", [](PyAtomicWriter& w, py::args) {
+            w.abort();
+            return false;
+        });
+}
+
+}  // namespace bloomline

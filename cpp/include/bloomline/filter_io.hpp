@@ -1,0 +1,75 @@
+// Filters to bytes and back, for every kind: the one place that joins the
+// filter classes to the format codec (format.hpp). Files (file.hpp) and the
+// bindings both go through it. A scalable chain is read and written here as
+// well: its stages are BloomFilters, its container is kind 3.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "bloomline/bloom_filter.hpp"
+#include "bloomline/counting_filter.hpp"
+#include "bloomline/format.hpp"
+#include "bloomline/sizing.hpp"
+
+namespace bloomline {
+
+// Per filter class: its kind code.
+template <class T>
+struct KindOf;
+template <>
+struct KindOf<BloomFilter> {
+    static constexpr Kind value = Kind::bloom;
+};
+template <>
+struct KindOf<CountingBloomFilter> {
+    static constexpr Kind value = Kind::counting;
+};
+
+Header header_of(const BloomFilter& f);
+Header header_of(const CountingBloomFilter& f);
+const unsigned char* payload_of(const BloomFilter& f);
+const unsigned char* payload_of(const CountingBloomFilter& f);
+
+// The whole encoding: out must hold header_of(f).total_size() bytes.
+template <class T>
+void encode_filter(const T& f, unsigned char* out) {
+    write_filter(header_of(f), payload_of(f), out);
+}
+
+// A filter over checked payload memory that a header describes. trust_fill:
+// take the header's fill instead of counting (a clean mapped file, whose
+// pages must not all be touched at open).
+template <class T>
+std::unique_ptr<T> filter_over(const Header& h, Memory payload, bool trust_fill);
+
+// A fully checked read of bytes (the payload is copied).
+template <class T>
+std::unique_ptr<T> decode_filter(const unsigned char* data, std::size_t len);
+
+// ---- scalable chains (kind 3) ---------------------------------------------
+
+struct ChainStage {
+    std::uint64_t count;  // new keys it took
+    std::unique_ptr<BloomFilter> filter;
+};
+
+struct Chain {
+    ChainRule rule;
+    Layout layout = Layout::blocked;
+    std::uint64_t seed = 0;
+    std::vector<ChainStage> stages;
+};
+
+// Bytes of the chain whose stages are these (oldest first).
+std::size_t chain_encoded_size(const std::vector<const BloomFilter*>& stages);
+void encode_chain(const ChainRule& rule, Layout layout, std::uint64_t seed,
+                  const std::vector<const BloomFilter*>& stages, const std::vector<std::uint64_t>& counts,
+                  unsigned char* out, std::size_t len);
+// Read a chain, checking the container and every stage, and that each
+// stage is what the chain's rule makes at its place.
+Chain decode_chain(const unsigned char* data, std::size_t len);
+
+}  // namespace bloomline

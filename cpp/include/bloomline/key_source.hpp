@@ -1,0 +1,87 @@
+// A batch of keys as the core sees it: a key source, where key i's 128-bit
+// hash comes from. The bindings make sources from NumPy arrays (hashed on
+// demand, without the GIL) and from lists (hashed beforehand, with it); the
+// batch loops above take any source.
+//
+//   src(i)                 key i's hash (every source; callable from any thread)
+//   src.range(first, m, out)  hashes of keys [first, first + m) at once, where
+//                          a run is faster than one by one (integer keys:
+//                          hash_batch.hpp); optional
+//   src.in_place(first)    a pointer to hash `first`, where the hashes already
+//                          sit in memory (lists): nothing is copied; optional
+//
+// Compiled loops (block_lookup.cpp, block_add.cpp) cannot be templates over
+// every source, so they take BatchKeys: hashes in place, or a KeyHasher (a
+// function pointer called about every 16 keys) that fills a small ring.
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "bloomline/murmur3.hpp"
+
+namespace bloomline {
+
+template <class Src, class = void>
+struct has_range : std::false_type {};
+template <class Src>
+struct has_range<Src, std::void_t<decltype(std::declval<Src&>().range(std::size_t{}, std::size_t{},
+                                                                       static_cast<Hash128*>(nullptr)))>>
+    : std::true_type {};
+
+template <class Src, class = void>
+struct has_in_place : std::false_type {};
+template <class Src>
+struct has_in_place<Src, std::void_t<decltype(std::declval<Src&>().in_place(std::size_t{}))>> : std::true_type {};
+
+// Hashes of keys [first, first + m) into out.
+template <class Src>
+void hash_range(Src& src, std::size_t first, std::size_t m, Hash128* out) {
+    if constexpr (has_range<Src>::value) {
+        src.range(first, m, out);
+    } else {
+        for (std::size_t i = 0; i < m; ++i) out[i] = src(first + i);
+    }
+}
+
+// Hashes computed beforehand, as a source.
+struct Prehashed {
+    const Hash128* h;
+    Hash128 operator()(std::size_t i) const { return h[i]; }
+    const Hash128* in_place(std::size_t first) const { return h + first; }
+};
+
+// A source behind a function pointer: hash(ctx, first, m, out) writes the
+// hashes of keys [first, first + m) (m <= 16) to out. Called on one thread,
+// in order.
+struct KeyHasher {
+    const void* ctx = nullptr;
+    void (*hash)(const void* ctx, std::size_t first, std::size_t m, Hash128* out) = nullptr;
+};
+
+// The keys of a compiled batch loop: hashes in place, or a KeyHasher.
+struct BatchKeys {
+    const Hash128* in_place = nullptr;
+    KeyHasher hasher;
+};
+
+// f(BatchKeys) for keys [lo, ...) of any source.
+template <class Src, class F>
+void with_batch_keys(Src& src, std::size_t lo, F&& f) {
+    if constexpr (has_in_place<Src>::value) {
+        f(BatchKeys{src.in_place(lo), {}});
+    } else {
+        struct From {
+            Src* src;
+            std::size_t lo;
+        } from{&src, lo};
+        KeyHasher hasher{&from, [](const void* ctx, std::size_t first, std::size_t m, Hash128* out) {
+                             const From& r = *static_cast<const From*>(ctx);
+                             hash_range(*r.src, r.lo + first, m, out);
+                         }};
+        f(BatchKeys{nullptr, hasher});
+    }
+}
+
+}  // namespace bloomline

@@ -1,0 +1,74 @@
+"""What every bloomline filter offers, as a typed Protocol.
+
+BloomFilter, CountingBloomFilter, ScalableBloomFilter and RedisBloomFilter
+all satisfy it; display, the command line and the analysis tools rely on it
+and on nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Optional, Protocol, Union, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from ._core import Layout
+
+__all__ = ["Filter"]
+
+
+@runtime_checkable
+class Filter(Protocol):
+    """A set that may say "present" for a key it never saw, never "absent"
+    for one it saw."""
+
+    def add(self, key: Any, /) -> bool:
+        """Add a key; True when it was new."""
+        ...
+
+    def __contains__(self, key: object, /) -> bool: ...
+
+    def add_many(self, keys: Union[npt.NDArray[Any], Iterable[Any]]) -> npt.NDArray[np.bool_]:
+        """Add a batch; True where the key was new."""
+        ...
+
+    def contains_many(self, keys: Union[npt.NDArray[Any], Iterable[Any]]) -> npt.NDArray[np.bool_]:
+        """True where the key may be present."""
+        ...
+
+    def update(self, *iterables: Union[npt.NDArray[Any], Iterable[Any]]) -> None: ...
+
+    @property
+    def capacity(self) -> Optional[int]:
+        """Keys it was sized for (None when built from explicit m and k)."""
+        ...
+
+    @property
+    def error_rate(self) -> Optional[float]:
+        """The false-positive rate it was sized for (None likewise)."""
+        ...
+
+    @property
+    def layout(self) -> Layout: ...
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of storage."""
+        ...
+
+    @property
+    def fill_ratio(self) -> float:
+        """The fraction of its slots (bits or counters) that are set."""
+        ...
+
+    @property
+    def approx_count(self) -> float:
+        """Estimated distinct keys, from the fill (inf when full)."""
+        ...
+
+    @property
+    def expected_fp_rate(self) -> float:
+        """The false-positive rate at the current fill."""
+        ...
