@@ -77,13 +77,11 @@ def main() -> int:
         "|---|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
-        "Lookups split into slices and scale with the cores' memory parallelism. Blocked adds split by block "
-        "range: the keys are hashed (in parallel) before any is added, then every thread scans the whole hashed "
-        "chunk for its own blocks. One thread instead hashes inside its add loop, while the memory of earlier "
-        "keys is fetched (block_probe.hpp), and since that loop's blind bit sets two threads are no faster than "
-        "one on this machine (see the speed-up column; over three runs 0.62-0.97x at 12 MB and 0.99-1.06x at "
-        "124 MB, benchmarks/NOTES.md, sixth round). The standard layout adds on one thread (only its hashing "
-        "is parallel).",
+        "Lookups split into slices and scale with the cores' memory parallelism. Adds hash on every thread "
+        "and set bits on one (parallel.hpp): the one-thread add hashes inside its loop while the memory of "
+        "earlier keys is fetched (stream.hpp), so what threads can take off it is the hashing alone. The "
+        "block-split add that set bits on two threads was exact but no faster than one thread here "
+        "(benchmarks/NOTES.md, sixth round) and was removed.",
     ])
     write_section("threads", body)
     print("wrote the threads section of benchmarks/RESULTS.md")

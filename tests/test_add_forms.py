@@ -1,10 +1,10 @@
-"""Blocked adds come in two forms (bloom_filter.hpp, add_run): "blind", which
-sets a key's k bits without looking first (k unrolled up to 16, a loop
-above), and "look first", which writes nothing for a key already present.
-Each batch takes the form its predecessor's keys called for: blind while at
-least half were new, look-first after a batch of mostly known keys. A batch
-is 2048 keys of an array (hashed inside the add loop), 512 hashes of a list
-(hashed first), or a whole add_many call with threads=.
+"""Blocked adds come in two forms (block_add.hpp): "blind", which sets a
+key's k bits without looking first (k unrolled up to 16, a loop above), and
+"look first", which writes nothing for a key already present. Each chunk of
+2048 keys takes the form its predecessor's keys called for: blind while at
+least half were new, look-first after a chunk of mostly known keys. Every
+input (arrays hashed inside the add loop, lists hashed first, and threads=,
+which hashes in parallel) goes through the same add driver.
 
 Whichever form runs, the bits, the "was new" answers and the counts must be
 those of key-by-key adds. The sequences below make both forms run, and
@@ -20,7 +20,7 @@ from bloomline import BloomFilter
 
 # Across the unrolled counts (1..16) and the run-time loop above them.
 K_VALUES = [1, 2, 5, 6, 7, 8, 10, 15, 16, 17, 24, 64]
-BATCH = 40_000  # 20 array batches, 79 list batches, or 2 threads per add_many call
+BATCH = 40_000  # 20 chunks of 2048 keys per add_many call
 
 
 def batches(rng: np.random.Generator) -> list[np.ndarray]:

@@ -217,3 +217,27 @@ def test_golden_files_still_load(name: str) -> None:
     assert int(f.contains_many(absent).sum()) == meta["absent_hits"]
     again = type(f).load(DATA / name)
     assert again == f
+
+
+# ---- the atomic writer, from Python ------------------------------------------------------
+
+
+def test_atomic_writer_commits_or_leaves_the_target_alone(tmp_path: Path) -> None:
+    path = tmp_path / "out.bin"
+    path.write_bytes(b"old")
+    with bloomline._core.AtomicWriter(path) as w:
+        w.write(b"new ")
+        w.write(bytearray(b"bytes"))
+        w.commit()
+    assert path.read_bytes() == b"new bytes"
+    with bloomline._core.AtomicWriter(path) as w:
+        w.write(b"never")  # no commit: nothing happens to the target
+    with pytest.raises(RuntimeError, match="boom"), bloomline._core.AtomicWriter(str(path)) as w:
+        w.write(b"half")
+        raise RuntimeError("boom")
+    assert path.read_bytes() == b"new bytes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
+    with pytest.raises(ValueError, match="committed or aborted"):
+        w.write(b"x")
+    with pytest.raises(FileNotFoundError):
+        bloomline._core.AtomicWriter(tmp_path / "no-dir" / "f")

@@ -98,3 +98,89 @@ def test_mutated_inputs_raise_valueerror_or_load_consistently(kind: str) -> None
         assert type(again) is type(f) and again == f
     assert rejected > count // 2 and loaded > 0
     assert time.monotonic() - start < 120
+
+
+# ---- the Scrapy request journal ---------------------------------------------------------
+
+JOURNAL_INPUTS = 3_000
+
+
+def journal_seed(tmp_path: object) -> bytes:
+    from pathlib import Path
+
+    from scrapy.http import Request
+
+    from bloomline.scrapy.journal import RequestJournal
+
+    path = Path(str(tmp_path)) / "seed.journal"
+    j = RequestJournal(path, None, fifo=False, fingerprint_of=lambda r: r.url.encode()[-6:])
+    for i in range(12):
+        j.push(Request(f"http://127.0.0.1/{i}", priority=i % 3, dont_filter=i % 4 == 0))
+    taken = j.pop()
+    assert taken is not None
+    j.done(taken.meta["bloomline_journal_id"])
+    data = path.read_bytes()  # one record marked done, the rest pending
+    j.close()
+    return data
+
+
+def mutate_journal(rng: random.Random, good: bytes) -> bytes:
+    import zlib
+
+    buf = bytearray(good)
+    op = rng.randrange(5)
+    if op == 0:  # truncate anywhere, the magic included
+        return bytes(buf[: rng.randrange(len(buf))])
+    if op == 1:  # flip bits anywhere (a record then fails its CRC)
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(buf))
+            buf[i] ^= 1 << rng.randrange(8)
+        return bytes(buf)
+    if op == 2:  # random garbage, with or without the magic
+        junk = rng.randbytes(rng.choice([0, 5, 8, 27, 28, 200]))
+        return (b"BLMJRNL1" + junk) if rng.random() < 0.5 else junk
+    # a header field of the first record set to an interesting value, its CRC
+    # made right again, so that the checks behind the CRC are reached
+    off = 8 + rng.choice([0, 1, 2, 4, 8])
+    width = {8: 1, 9: 1, 10: 2, 12: 4, 16: 8}[off]
+    v = rng.choice(INTERESTING) % (1 << (8 * width))
+    buf[off : off + width] = v.to_bytes(width, "little")
+    fp_len, payload_len = struct.unpack_from("<HI", buf, 10)
+    body = bytes(buf[28 : 28 + fp_len + payload_len])
+    crc = zlib.crc32(body, zlib.crc32(bytes(buf[10:24])))
+    buf[24:28] = struct.pack("<I", crc)
+    if op == 4:  # and the rest cut short
+        return bytes(buf[: rng.randrange(28, len(buf))])
+    return bytes(buf)
+
+
+def test_mutated_journals_open_or_raise_valueerror(tmp_path: object, caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("scrapy")
+    from pathlib import Path
+
+    from bloomline.scrapy.journal import RequestJournal
+
+    good = journal_seed(tmp_path)
+    rng = random.Random("fuzz-journal")
+    path = Path(str(tmp_path)) / "requests.journal"
+    opened = rejected = 0
+    start = time.monotonic()
+    for _ in range(JOURNAL_INPUTS):
+        path.write_bytes(mutate_journal(rng, good))
+        try:
+            j = RequestJournal(path, None, fifo=bool(rng.getrandbits(1)))
+        except ValueError:
+            rejected += 1
+            continue
+        opened += 1
+        popped = 0
+        while j.pop() is not None:
+            popped += 1
+            assert popped <= 11
+        j.close()
+        # what a reader wrote back is a clean journal again
+        again = RequestJournal(path, None, fifo=False)
+        assert len(again) == 0  # popped and finished before the close
+        again.close()
+    assert rejected > 0 and opened > JOURNAL_INPUTS // 2
+    assert time.monotonic() - start < 120

@@ -8,6 +8,7 @@ import array
 import numpy as np
 import pytest
 
+import bloomline
 from bloomline import BloomFilter, murmur3_128
 
 
@@ -219,3 +220,44 @@ def test_scalar_and_batch_paths_agree_on_random_keys(bf: BloomFilter, rng: np.ra
     for w in words:
         g.add(w)
     assert f == g
+
+
+# ---- pre-hashed batches (bloomline.hash_many) ---------------------------------------
+
+
+def test_hash_many_gives_each_keys_murmur3_halves() -> None:
+    keys = ["a", b"bc", 5, np.uint8(7), "é"]
+    h = bloomline.hash_many(keys, seed=11)
+    assert h.shape == (5,) and h.dtype.names == ("h1", "h2")
+    for key, (h1, h2) in zip(keys, h.tolist()):
+        assert h1 | h2 << 64 == bloomline.murmur3_128(key, seed=11)
+
+
+def test_hashed_batches_answer_as_the_keys_do(layout: str, rng: np.random.Generator) -> None:
+    keys = rng.integers(0, 2**63, size=20_000, dtype=np.uint64)
+    a = BloomFilter(10_000, 0.01, layout=layout, seed=3)
+    b = BloomFilter(10_000, 0.01, layout=layout, seed=3)
+    h = bloomline.hash_many(keys, seed=3)
+    assert a.add_many(keys).tolist() == b.add_many(h).tolist()
+    assert a == b
+    probe = rng.integers(0, 2**63, size=20_000, dtype=np.uint64)
+    hp = bloomline.hash_many(probe, seed=3)
+    assert a.contains_many(probe).tolist() == b.contains_many(hp).tolist()
+    # slices (strided too) and masks keep the hashes usable
+    assert b.contains_many(hp[::3]).tolist() == a.contains_many(probe[::3]).tolist()
+    mask = probe % 2 == 0
+    assert b.contains_many(hp[mask]).tolist() == a.contains_many(probe[mask]).tolist()
+
+
+def test_hashes_of_another_seed_are_refused() -> None:
+    h = bloomline.hash_many(["x"], seed=1)
+    with pytest.raises(ValueError, match="keys were hashed with seed 1, the filter's seed is 0"):
+        BloomFilter(100).add_many(h)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        bloomline.hash_many(["x"], seed=1.5)  # type: ignore[arg-type]
+
+
+def test_a_look_alike_dtype_without_the_seed_is_not_hashes() -> None:
+    fake = np.zeros(3, dtype=[("h1", "<u8"), ("h2", "<u8")])
+    with pytest.raises(TypeError, match="is not a key type"):
+        BloomFilter(100).add_many(fake)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,3 +111,79 @@ def test_clear_and_repr() -> None:
     s.clear()
     assert s.num_stages == 1 and 5 not in s
     assert repr(s).startswith("<ScalableBloomFilter initial_capacity=10")
+
+
+# ---- the chain's rule and its stage stores ----------------------------------------------
+
+
+def test_the_rule_says_at_construction_where_the_chain_stops() -> None:
+    s = ScalableBloomFilter(1000, 0.01, tightening=0.01)
+    # stage 9 would need a rate near 1e-20: more than 64 hashes
+    assert s.rule.max_stages == 9 and s.max_capacity == 1000 * (2**9 - 1)
+    s.add_many(np.arange(s.max_capacity - 10, dtype=np.uint64))
+    left = s.max_capacity - s.insert_count  # keys lost as false positives left room
+    assert 10 <= left < 20_000
+    before = s.to_bytes()
+    with pytest.raises(ValueError, match="the chain can take .* nothing was added"):
+        s.add_many(np.arange(2**40, 2**40 + 2 * left + 100, dtype=np.uint64))
+    assert s.to_bytes() == before  # all or nothing
+    assert s.add_many(np.arange(5, dtype=np.uint64)).sum() == 0  # known keys still pass
+    fill_up = np.arange(2**41, 2**41 + left, dtype=np.uint64)  # new, known or false positives: all fit
+    s.add_many(fill_up)
+    assert s.contains_many(fill_up).all() and s.num_stages == 9
+    assert s.max_capacity - s.insert_count >= 0
+    with pytest.raises(ValueError, match="tightening must be in"):
+        ScalableBloomFilter(10, tightening=0.0)
+
+
+def test_a_first_stage_beyond_64_hashes_is_refused_at_once() -> None:
+    with pytest.raises(ValueError, match="needs more than 64 hashes"):
+        ScalableBloomFilter(10, 1e-16, tightening=0.9999)
+
+
+def test_seed_is_checked_like_bloomfilters() -> None:
+    with pytest.raises(TypeError, match="seed must be an int, got float"):
+        ScalableBloomFilter(10, seed=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*64\)"):
+        ScalableBloomFilter(10, seed=-1)
+
+
+def test_batch_answers_keep_the_input_shape() -> None:
+    s = ScalableBloomFilter(10)
+    keys = np.arange(60, dtype=np.int64).reshape(3, 4, 5)
+    assert s.add_many(keys).shape == (3, 4, 5)
+    assert s.contains_many(keys).shape == (3, 4, 5) and s.contains_many(keys).all()
+    assert s.num_stages > 1
+
+
+def test_directory_stages_resume_where_they_left_off(tmp_path: Path) -> None:
+    from bloomline.scalable import DirectoryStages
+
+    with ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path)) as s:
+        assert s.add_many(range(1000)).sum() >= 990
+        stages, counts = s.num_stages, s._stage_counts
+    assert sorted(p.name for p in tmp_path.glob("*.blf")) == [f"bloomline-seen.{i}.blf" for i in range(stages)]
+    with ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path)) as again:
+        assert again.num_stages == stages and again._stage_counts == counts
+        assert again.contains_many(range(1000)).all()
+        assert again.add_many(range(1000)).sum() == 0
+        assert again.add("new one")
+    with pytest.raises(ValueError, match=r"stage 0 differs in capacity \(stored 100 != 200"):
+        ScalableBloomFilter(200, 0.01, store=DirectoryStages(tmp_path))
+
+
+def test_directory_stages_clear(tmp_path: Path) -> None:
+    from bloomline.scalable import DirectoryStages
+
+    with ScalableBloomFilter(10, store=DirectoryStages(tmp_path)) as s:
+        s.update(range(100))
+        s.clear()
+        assert s.num_stages == 1 and 5 not in s
+    assert [p.name for p in tmp_path.glob("*.blf")] == ["bloomline-seen.0.blf"]
+
+
+def test_growth_is_reported() -> None:
+    grown: list[int] = []
+    s = ScalableBloomFilter(10, on_grow=lambda chain: grown.append(chain.num_stages))
+    s.update(range(100))
+    assert grown == list(range(2, s.num_stages + 1))

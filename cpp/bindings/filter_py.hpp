@@ -112,10 +112,8 @@ Handle<T> united(const T& a, const T& b) {
 // where pybind11's generic dispatcher (argument records, overload resolution,
 // and for `in` a trip through the __contains__ slot wrapper) costs more than
 // hashing and probing. Both are installed as plain CPython entry points: `add`
-// as a METH_O method descriptor, `in` as the type's sq_contains slot.
-// Measured on 1M fresh 70-byte URLs, before -> after: add 400 -> 140 ns,
-// in 300 -> 130 ns; in benchmarks/RESULTS.md (workload A) 164-185 and
-// 158-271 ns against rbloom's 265 and 423 ns in the same run.
+// as a METH_O method descriptor, `in` as the type's sq_contains slot
+// (benchmarks/RESULTS.md, workload A, measures them).
 
 template <class T>
 T* self_ptr(PyObject* self) {

@@ -20,7 +20,6 @@ written and read by the core.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -103,11 +102,9 @@ class DirectoryStages:
         while self.path(i).exists():
             stage = BloomFilter.open(self.path(i), "r+")
             self._open.append(stage)
-            # A writer killed before its last flush left an older insert
-            # count in the header; the estimate from the bits is current.
-            estimate = stage.approx_count
-            counted = int(estimate) if math.isfinite(estimate) else (stage.capacity or 0)
-            found.append((stage, max(stage.insert_count, counted)))
+            # (A file whose writer was killed is repaired by the open, its
+            # insert count made at least the estimate from its bits.)
+            found.append((stage, stage.insert_count))
             i += 1
         return found
 
@@ -256,8 +253,12 @@ class ScalableBloomFilter:
         while start < len(hashed):
             if self._room() <= 0:
                 # The stage that just filled is an older stage now.
-                rest = hashed[start:]
-                seen[start:] |= self._stages[-1].contains_many(rest)
+                seen[start:] |= self._stages[-1].contains_many(hashed[start:])
+                if len(self._stages) == self._rule.max_stages:
+                    # No stage can follow; by the check above every key
+                    # left is known (new keys <= candidates <= room).
+                    assert seen[start:].all(), "a new key past the chain's last stage"
+                    break
                 self._new_stage()
             # Take at most as many keys as the stage has room for new ones:
             # the stage never passes its capacity by more than the duplicates

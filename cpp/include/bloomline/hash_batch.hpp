@@ -13,12 +13,10 @@
 // MurmurHash3's six multiplies per key becomes three 32x32->64 multiplies;
 // four keys per step still win.
 //
-// Measured on the development VM (2-core AMD EPYC, about 1.7 GHz as seen by
-// a dependent add chain; C++ harness, 10M keys, chunks of 512, the two
-// paths alternated): portable 5.0-5.3 ns/key, AVX2 4.0-4.5 ns/key. The
-// probe that follows a hash costs 17-25 ns/key at 12 MB, so through Python
-// the gain is below this VM's noise. The same choice (simd_level) serves
-// the blocked layout's lookups (block_probe.hpp), where AVX2 gains more.
+// The hash is a small part of a batch add or lookup next to the memory
+// access that follows it (benchmarks/core_bench.cpp times both paths). The
+// same choice (simd_level) serves the blocked layout's lookups
+// (block_lookup.hpp), where AVX2 gains more.
 #pragma once
 
 #include <cstddef>

@@ -8,8 +8,8 @@
 // Seeds up to 2**64 - 1 are accepted: h1 and h2 start from the full 64-bit
 // seed, which reduces to the reference for seeds below 2**32.
 //
-// Why this hash: it is fast on short keys (a 60-byte URL hashes in about
-// 20 ns), its 128 bits give the two independent 64-bit halves that double
+// Why this hash: it is fast on short keys (a URL takes a few dozen cycles),
+// its 128 bits give the two independent 64-bit halves that double
 // hashing and block selection need, and it is what crawler tooling already
 // uses, so users can reproduce positions elsewhere.
 //

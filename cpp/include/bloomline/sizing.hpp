@@ -10,12 +10,12 @@
 //   foreign key is falsely found with probability E[(X_j / 512)^k], X_j the
 //   number of distinct bits that j*k uniform draws hit (the exact occupancy
 //   distribution, computed by a small DP and cached per k).
-//   10 bits/key, k = 6 -> 0.9665%; measured 0.965% +- 0.002% (mean of 6
-//   seeds, 10M probes each, 1M keys).
+//   10 bits/key, k = 6 -> 0.9665%, which the filters measure
+//   (examples/fp_rate.ipynb, run by tests/test_notebook.py).
 //   The published 0.9576% ("exact Poisson mixture") puts the mean fill
 //   (1 - (1 - 1/512)^(j k)) in place of X_j / 512; by Jensen's inequality
-//   that under-counts, and our measurements sit 0.9% above it. RocksDB's
-//   cruder model says 0.954%. Standard at the same memory, best k: 0.819%.
+//   that under-counts. RocksDB's cruder model says 0.954%. Standard at the
+//   same memory, best k: 0.819%.
 // optimal_params picks the smallest m (and the best k for it) whose rate by
 // the layout's own formula is at most the one asked for, so both layouts meet
 // their target at capacity. The blocked layout pays 3.1% more memory than

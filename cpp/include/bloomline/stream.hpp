@@ -1,16 +1,16 @@
 // The stream: the one loop shape behind every batch (adds and lookups, both
-// layouts, both filter kinds). Keys are hashed a group at a time, and as
-// soon as a key's hash exists the memory it will touch is prefetched; a key
-// is used (tested, or set) only once `ahead` keys behind the newest hash.
-// So the memory of the keys ahead is being fetched while later keys are
-// hashed and earlier ones used: hashing a whole chunk first, then probing
-// it, left the memory idle during the hashing.
+// layouts, both filter kinds). Keys are hashed a group at a time into a
+// ring; the memory a key will touch is prefetched `ahead` keys before the
+// key is used (tested, or set); keys are used a unit at a time. So the
+// memory of the keys ahead is being fetched while later keys are hashed and
+// earlier ones used: hashing a whole chunk first, then probing it, left the
+// memory idle during the hashing.
 //
-// Two shapes: one line per key (blocked bits: groups of 16, 32 ahead) and
-// several lines per key (the standard layout's k lines, counter blocks of 4
-// to 16 lines: groups of 4, 4 ahead, since the CPU can only wait on a few
-// dozen lines at once). benchmarks/NOTES.md has the distances that were
-// tried.
+// Two shapes: one line per key (blocked bits: hashed and used 16 at a time,
+// prefetched 32 ahead) and several lines per key (the standard layout's k
+// lines, counter blocks of 4 to 16 lines: used one at a time, prefetched 4
+// ahead, since the CPU can only wait on a few dozen lines at once).
+// benchmarks/NOTES.md has the distances that were tried.
 //
 // Prefetches are written out in this loop, not in a helper: GCC 12 treats a
 // function whose only statement is __builtin_prefetch as "const" and
@@ -25,20 +25,22 @@
 
 namespace bloomline {
 
-template <std::size_t kGroup, std::size_t kAhead>
+template <std::size_t kGroup, std::size_t kAhead, std::size_t kUnit>
 struct StreamShape {
-    static constexpr std::size_t group = kGroup;
-    static constexpr std::size_t ahead = kAhead;
-    // Holds keys [used, used + ahead + group); a power of two >= that.
+    static constexpr std::size_t group = kGroup;  // keys hashed per call of the source
+    static constexpr std::size_t ahead = kAhead;  // keys between a prefetch and its use
+    static constexpr std::size_t unit = kUnit;    // keys per call of use()
+    // Holds keys [used, made): at most ahead + unit + group; a power of two,
+    // so that neither a group nor a unit ever wraps around it.
     static constexpr std::size_t ring = [] {
         std::size_t r = 1;
-        while (r < kGroup + kAhead) r *= 2;
+        while (r < kGroup + kAhead + kUnit) r *= 2;
         return r;
     }();
-    static_assert(kAhead % kGroup == 0, "whole groups ahead");
+    static_assert((kGroup & (kGroup - 1)) == 0 && (kUnit & (kUnit - 1)) == 0, "powers of two");
 };
-using OneLinePerKey = StreamShape<16, 32>;
-using LinesPerKey = StreamShape<4, 4>;
+using OneLinePerKey = StreamShape<16, 32, 16>;
+using LinesPerKey = StreamShape<64, 4, 1>;
 
 // At most this many lines per key are prefetched (k of the standard layout).
 constexpr unsigned kMaxLinesPerKey = 64;
@@ -70,18 +72,22 @@ template <class Shape, bool kForWrite, class Source, class Lines, class Use>
 void stream(Source& src, std::size_t n, Lines&& lines, Use&& use) {
     constexpr int kRw = kForWrite ? 1 : 0;
     const void* addrs[kMaxLinesPerKey];
-    std::size_t made = 0;  // keys [used, made) are made and prefetched
+    std::size_t made = 0;     // keys [0, made) are hashed
+    std::size_t fetched = 0;  // keys [0, fetched) had their lines asked for
+    const Hash128* h = nullptr;  // the hashes of keys [fetched, made)
     for (std::size_t used = 0; used < n;) {
-        while (made < n && made < used + Shape::ahead + Shape::group) {
-            const std::size_t m = std::min(Shape::group, n - made);
-            const Hash128* h = src.make(made, m);
-            for (std::size_t i = 0; i < m; ++i) {
-                const unsigned count = lines(h[i], addrs);
-                for (unsigned j = 0; j < count; ++j) __builtin_prefetch(addrs[j], kRw, 3);
+        const std::size_t m = std::min(Shape::unit, n - used);
+        const std::size_t want = std::min(n, used + m + Shape::ahead);
+        while (fetched < want) {
+            if (fetched == made) {
+                const std::size_t g = std::min(Shape::group, n - made);
+                h = src.make(made, g);
+                made += g;
             }
-            made += m;
+            const unsigned count = lines(*h++, addrs);
+            for (unsigned j = 0; j < count; ++j) __builtin_prefetch(addrs[j], kRw, 3);
+            ++fetched;
         }
-        const std::size_t m = std::min(Shape::group, n - used);
         use(src.at(used), m, used);
         used += m;
     }
