@@ -57,7 +57,7 @@ the BloomFilter of the same keys.
                 const unsigned bits = parse_counter_bits(counter_bits);
                 check_counter_bits(bits);
                 return H(std::make_unique<CountingBloomFilter>(
-                    parse_geometry(num_counters, num_hashes, layout, seed), bits, 0, 0.0));
+                    parse_geometry(num_counters, num_hashes, layout, seed, "num_counters"), bits, 0, 0.0));
             },
             py::arg("num_counters"), py::arg("num_hashes"), py::kw_only(), py::arg("counter_bits") = 4,
             py::arg("layout") = "blocked", py::arg("seed") = 0, "A filter with explicit m and k.")

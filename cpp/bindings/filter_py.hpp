@@ -66,11 +66,15 @@ inline Target parse_target(py::handle capacity, py::handle error_rate, py::handl
     return t;
 }
 
-inline Geometry parse_geometry(py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed) {
-    const std::uint64_t m = py_args::to_u64(num_bits, "num_bits", 1, kMaxBits, "[1, 2**48]");
+inline Geometry parse_geometry(py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed,
+                               const char* size_name = "num_bits") {
+    const std::uint64_t m = py_args::to_u64(num_bits, size_name, 1, kMaxBits, "[1, 2**48]");
     const auto k = static_cast<std::uint32_t>(py_args::to_u64(num_hashes, "num_hashes", 1, kMaxHashes, "[1, 64]"));
     const Layout l = py_args::to_layout(layout);
     const std::uint64_t s = py_args::to_u64(seed, "seed", 0, kU64Max, "[0, 2**64)");
+    if (l == Layout::blocked && m % kBlockBits != 0)
+        throw std::invalid_argument(std::string(size_name) + " must be a multiple of 512 for layout 'blocked', got " +
+                                    fmt(m));
     check_geometry(m, k, l);
     return Geometry{l, m, k, s};
 }
@@ -191,8 +195,13 @@ Handle<T> from_bytes(py::handle data) {
     return Handle<T>(decode_filter<T>(view.data(), view.size()));
 }
 
+// A path argument: str, bytes or os.PathLike, as os.fsencode takes them; one
+// with a NUL byte is refused (the OS would read it only up to the NUL).
 inline std::string fs_path(py::handle path) {
-    return py::module_::import("os").attr("fsencode")(path).cast<std::string>();
+    std::string p = py::module_::import("os").attr("fsencode")(path).cast<std::string>();
+    if (p.find('\0') != std::string::npos)
+        throw std::invalid_argument("path must not contain a NUL byte, got " + py::repr(path).cast<std::string>());
+    return p;
 }
 
 template <class T>
@@ -212,29 +221,43 @@ Handle<T> load(py::handle path, bool mmap, py::handle verify) {
     return Handle<T>(decode_filter<T>(whole.data, size));
 }
 
-template <class T>
-void save(const T& f, py::handle path) {
-    const std::string p = fs_path(path);
-    f.check_open();
-    py::gil_scoped_release nogil;
-    save_filter(f, p);
-}
-
 // Mapped files: the header brought up to date and the pages written back;
-// with final, the filter is closed and the checksum made current.
+// with final, the filter is closed too (and the last writer makes the
+// checksum current).
+template <class T>
+void flush_or_close(Handle<T>& h, bool final) {
+    T& f = *h;
+    f.locked([&] {
+        if (f.access() == Access::closed) {
+            if (!final) throw std::invalid_argument("I/O operation on a closed filter");
+            return;
+        }
+        if (h.file && h.file->writable())
+            flush_mapped(*h.file, f.insert_count(), [&f] { return f.recount_fill_locked(); }, final);
+        if (final) f.close_locked();
+    });
+}
 template <class T>
 void flush(Handle<T>& h) {
-    h->check_open();
-    if (!h.file) return;
-    const auto c = h->counts();
-    update_mapped_header(*h.file, c.insert_count, c.fill, false);
+    flush_or_close(h, false);
 }
-
 template <class T>
 void close(Handle<T>& h) {
-    if (h->access() == Access::closed) return;
-    const auto c = h->close();
-    if (h.file) update_mapped_header(*h.file, c.insert_count, c.fill, true);
+    flush_or_close(h, true);
+}
+
+// Saving a mapped filter over its own file flushes it in place (a rename
+// over the mapped file would send later adds to the unlinked old one).
+template <class T>
+void save(Handle<T>& h, py::handle path) {
+    const std::string p = fs_path(path);
+    h->check_open();
+    py::gil_scoped_release nogil;
+    if (h.file && h.file->is(p)) {
+        if (h.file->writable()) return flush(h);
+        throw std::invalid_argument("'" + p + "' is this filter's own file, mapped read-only: nothing to save");
+    }
+    save_filter(*h, p);
 }
 
 // ---- repr --------------------------------------------------------------------
@@ -308,10 +331,11 @@ void bind_common(py::class_<Handle<T>>& cls) {
             [](H& h, py::args iterables) {
                 T& f = *h;
                 for (py::handle keys : iterables)
-                    py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
-                                               [&f](auto& src, std::size_t n, bool* out) { f.add_keys(src, n, out); });
+                    py_keys::for_each_chunk(keys, f.geometry().seed, "keys",
+                                            [&f](auto& src, std::size_t n) { f.add_keys(src, n, nullptr); });
             },
-            "Add every key of each iterable (like set.update).")
+            "Add every key of each iterable (like set.update); an iterator is added a chunk at a time as it yields "
+            "keys, in bounded memory.")
         .def(
             "__contains__",
             [](const H& h, py::handle key) { return h->contains(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
@@ -379,9 +403,10 @@ void bind_common(py::class_<Handle<T>>& cls) {
         .def_static("from_bytes", &from_bytes<T>, py::arg("data"),
                     "Read a filter written by to_bytes; ValueError says what is wrong with bad data.")
         .def(
-            "save", [](const H& h, py::handle path) { save(*h, path); }, py::arg("path"),
+            "save", &save<T>, py::arg("path"),
             "Write the filter to path atomically (temporary file, fsync, rename, fsync of the directory): after a "
-            "crash the path holds the old file or the new one, never a mix.")
+            "crash the path holds the old file or the new one, never a mix. A filter mapped for writing saved to "
+            "its own path is flushed in place; a path that another handle maps for writing is refused.")
         .def_static("load", &load<T>, py::arg("path"), py::kw_only(), py::arg("mmap") = false,
                     py::arg("verify") = py::none(),
                     "Read a saved filter. mmap=True maps the file read-only instead of reading it: constant-time, "
@@ -389,16 +414,18 @@ void bind_common(py::class_<Handle<T>>& cls) {
                     "verifies unless mmap).")
         .def_static(
             "open",
-            [](py::handle path, const std::string& mode) {
+            [](py::handle path, const std::string& mode, bool verify) {
                 if (mode != "r+" && mode != "r")
                     throw std::invalid_argument("mode must be 'r' or 'r+', got '" + mode + "'");
                 const std::string p = fs_path(path);
                 py::gil_scoped_release nogil;
-                return mapped<T>(p, mode == "r+", false);
+                return mapped<T>(p, mode == "r+", verify);
             },
-            py::arg("path"), py::arg("mode") = "r+",
-            "Map a saved filter; with 'r+' adds go straight to the file (a killed process loses nothing it added). "
-            "flush() writes the header and syncs; close() also makes the checksum current. A context manager.")
+            py::arg("path"), py::arg("mode") = "r+", py::kw_only(), py::arg("verify") = false,
+            "Map a saved filter; with 'r+' adds go straight to the file (a killed process loses nothing it added), "
+            "and other handles and processes may map it for writing too. flush() writes the header and syncs; the "
+            "last writer's close() also makes the checksum current. verify=True checks the payload once (checksum, "
+            "padding, fill). A context manager.")
         .def("flush", &flush<T>, py::call_guard<py::gil_scoped_release>(),
              "Mapped files: bring the header up to date and write pages back (msync).")
         .def("close", &close<T>, py::call_guard<py::gil_scoped_release>(),

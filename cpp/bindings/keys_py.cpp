@@ -223,9 +223,7 @@ std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const ch
         for (std::size_t i = 0; i < hashes.size(); ++i) hashes[i] = hash_item(items[i], seed, param, i);
         return hashes;
     }
-    if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyByteArray_Check(obj) || PyLong_Check(obj))
-        throw_py(PyExc_TypeError, std::string(param) + " must be an iterable of keys or a NumPy array, got " +
-                                      type_name(obj) + " (use add()/in for a single key)");
+    refuse_single_key(obj, param);
     if (PyList_Check(obj) || PyTuple_Check(obj)) {
         const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
         PyObject** items = PySequence_Fast_ITEMS(obj);
@@ -244,19 +242,41 @@ std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const ch
         }
         return hashes;
     }
-    PyObject* it = PyObject_GetIter(obj);
+    py::object iter = iterate(keys, param);
+    hash_next(iter, seed, param, ~std::size_t{0}, 0, &hashes);
+    return hashes;
+}
+
+void refuse_single_key(PyObject* obj, const char* param) {
+    if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyByteArray_Check(obj) || PyLong_Check(obj))
+        throw_py(PyExc_TypeError, std::string(param) + " must be an iterable of keys or a NumPy array, got " +
+                                      type_name(obj) + " (use add()/in for a single key)");
+}
+
+py::object iterate(py::handle keys, const char* param) {
+    refuse_single_key(keys.ptr(), param);
+    PyObject* it = PyObject_GetIter(keys.ptr());
     if (it == nullptr) {
         PyErr_Clear();
         throw_py(PyExc_TypeError,
-                 std::string(param) + " must be an iterable of keys or a NumPy array, got " + type_name(obj));
+                 std::string(param) + " must be an iterable of keys or a NumPy array, got " + type_name(keys.ptr()));
     }
-    py::object iter = py::reinterpret_steal<py::object>(it);
-    while (PyObject* item = PyIter_Next(it)) {
+    return py::reinterpret_steal<py::object>(it);
+}
+
+bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size_t max, std::size_t first,
+               std::vector<Hash128>* out) {
+    out->clear();
+    while (out->size() < max) {
+        PyObject* item = PyIter_Next(iter.ptr());
+        if (item == nullptr) {
+            if (PyErr_Occurred()) throw_current();
+            return false;
+        }
         py::object hold = py::reinterpret_steal<py::object>(item);
-        hashes.push_back(hash_item(item, seed, param, hashes.size()));
+        out->push_back(hash_item(item, seed, param, first + out->size()));
     }
-    if (PyErr_Occurred()) throw_current();
-    return hashes;
+    return true;
 }
 
 }  // namespace bloomline::py_keys

@@ -70,6 +70,14 @@ py::dtype hash_dtype(std::uint64_t seed);
 std::string check_unicode(const ArrayKeys& a, const char* param);
 // Hash lists, tuples, iterables and object arrays (GIL held).
 std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param);
+// A str, bytes or int where a batch belongs: TypeError saying so.
+void refuse_single_key(PyObject* obj, const char* param);
+// An iterator over keys (TypeError if keys is not iterable, or is one key).
+py::object iterate(py::handle keys, const char* param);
+// Up to max more keys of iter hashed into out (their places counted from
+// first, for errors); false once iter is exhausted.
+bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size_t max, std::size_t first,
+               std::vector<Hash128>* out);
 [[noreturn]] void raise_value_error(const std::string& msg);
 
 // The keys of an integer array: key i alone, or a run of keys through the
@@ -185,6 +193,29 @@ py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const ch
         body(hash_at, hashes.size(), out);
     }
     return result;
+}
+
+// Keys for a call that needs no answer per key (update): f(src, n) with the
+// GIL released, once for an array, list or tuple, and for any other
+// iterable once per chunk of kChunkKeys keys, so that a generator of any
+// length takes bounded memory and its keys are added as they come.
+constexpr std::size_t kChunkKeys = std::size_t{1} << 16;
+template <class F>
+void for_each_chunk(py::handle keys, std::uint64_t seed, const char* param, F&& f) {
+    if (is_ndarray(keys) || PyList_Check(keys.ptr()) || PyTuple_Check(keys.ptr())) {
+        with_batch_hashes(keys, seed, param, [&f](auto& src, std::size_t n, bool*) { f(src, n); });
+        return;
+    }
+    py::object iter = iterate(keys, param);
+    std::vector<Hash128> chunk;
+    std::size_t first = 0;
+    for (bool more = true; more;) {
+        more = hash_next(iter, seed, param, kChunkKeys, first, &chunk);
+        first += chunk.size();
+        py::gil_scoped_release nogil;
+        Prehashed src{chunk.data()};
+        f(src, chunk.size());
+    }
 }
 
 }  // namespace bloomline::py_keys

@@ -92,12 +92,15 @@ AddCounts add_blocked(std::uint64_t* words, std::uint64_t num_blocks, std::uint3
         return 1u;
     };
     with_stream_source<OneLinePerKey>(keys, [&](auto& src) {
-        if (form == AddForm::look_first) {
+        if (form != AddForm::blind) {
+            const bool shared = form == AddForm::shared;
             stream<OneLinePerKey, true>(src, n, lines, [&](const Hash128* h, std::size_t m, std::size_t first) {
                 AddCounts group;
                 for (std::size_t i = 0; i < m; ++i) {
                     std::uint64_t* block = words + block_index(h[i].h1, num_blocks) * kBlockWords;
-                    const bool is_new = group.count(block_set_look_first(block, h[i].h2, k));
+                    const unsigned changed =
+                        shared ? block_set_shared(block, h[i].h2, k) : block_set_look_first(block, h[i].h2, k);
+                    const bool is_new = group.count(changed);
                     if (out) out[first + i] = is_new;
                 }
                 total += group;

@@ -5,7 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/file.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -92,6 +96,7 @@ void AtomicFile::commit() {
 
 template <class T>
 void save_filter(const T& f, const std::string& path) {
+    refuse_if_mapped_for_writing(path);
     Header h = header_of(f);
     h.flags = 0;
     unsigned char head[kHeaderSize], trailer[kTrailerSize];
@@ -133,6 +138,119 @@ Memory read_file(const std::string& path, std::size_t* size_out) {
     return mem;
 }
 
+// ---- writers of one mapped file -------------------------------------------------
+//
+// Several handles (threads or processes) may map one file for writing. Bit
+// writes are atomic (the filter is told its memory is shared), and the
+// header is kept true with two advisory locks on the file, taken with
+// open-file-description locks (Linux: they belong to a handle's own open
+// file, so two handles in one process exclude each other as two processes
+// do, and the kernel drops them when a process dies):
+//  - byte 0, exclusive, held while a handle reads and rewrites the header;
+//  - byte 1, shared, held by every writer for as long as it is open.
+// Whoever can turn its byte-1 lock exclusive is the only writer alive. The
+// last writer to close writes a current checksum and marks the file clean;
+// a writer that opens a dirty file and finds itself alone knows the others
+// died, and repairs the header (fill recounted from the payload, insert
+// count at least the estimate from it).
+
+namespace {
+
+#if defined(F_OFD_SETLK)
+bool file_lock(int fd, short type, off_t byte, bool wait, const std::string& path) {
+    struct flock fl {};
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = byte;
+    fl.l_len = 1;
+    for (;;) {
+        if (::fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0) return true;
+        if (errno == EINTR) continue;
+        if (!wait && (errno == EAGAIN || errno == EACCES)) return false;
+        os_error("cannot lock", path);
+    }
+}
+bool locked_by_a_writer(int fd, const std::string& path) {
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = kWriterLockByte;
+    fl.l_len = 1;
+    if (::fcntl(fd, F_OFD_GETLK, &fl) != 0) os_error("cannot test the locks of", path);
+    return fl.l_type != F_UNLCK;
+}
+#else
+// Without open-file-description locks, one writer at a time: a whole-file
+// flock, refused to a second writer.
+bool file_lock(int fd, short type, off_t byte, bool wait, const std::string& path) {
+    if (byte == kHeaderLockByte) return true;  // the single writer needs no header lock
+    const int op = type == F_UNLCK ? LOCK_UN : LOCK_EX;
+    if (::flock(fd, op | (wait ? 0 : LOCK_NB)) == 0) return true;
+    if (errno == EWOULDBLOCK) {
+        if (type == F_RDLCK) throw std::invalid_argument("'" + path + "' is open for writing by another handle");
+        return false;
+    }
+    os_error("cannot lock", path);
+}
+bool locked_by_a_writer(int fd, const std::string&) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        ::flock(fd, LOCK_UN);
+        return false;
+    }
+    return true;
+}
+#endif
+
+// The header lock, for one read-modify-write of the header.
+class HeaderLock {
+public:
+    explicit HeaderLock(const MappedFile& f) : f_(f) { file_lock(f_.fd(), F_WRLCK, kHeaderLockByte, true, f_.path()); }
+    ~HeaderLock() {
+        try {
+            file_lock(f_.fd(), F_UNLCK, kHeaderLockByte, false, f_.path());
+        } catch (...) {  // unlocking cannot fail on an open descriptor; the fd's close drops it anyway
+        }
+    }
+    HeaderLock(const HeaderLock&) = delete;
+    HeaderLock& operator=(const HeaderLock&) = delete;
+
+private:
+    const MappedFile& f_;
+};
+
+// Holding the header lock and a shared writer lock: is this the only
+// writer alive? (The writer lock is shared again afterwards.)
+bool sole_writer(const MappedFile& f) {
+    if (!file_lock(f.fd(), F_WRLCK, kWriterLockByte, false, f.path())) return false;
+    file_lock(f.fd(), F_RDLCK, kWriterLockByte, false, f.path());
+    return true;
+}
+
+void write_header(const MappedFile& f, const Header& h) {
+    unsigned char header[kHeaderSize];
+    encode_header(h, header);
+    std::memcpy(f.data(), header, kHeaderSize);
+}
+
+}  // namespace
+
+void refuse_if_mapped_for_writing(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;  // nothing there (or unreadable: the save will say so)
+    bool locked = false;
+    try {
+        locked = locked_by_a_writer(fd, path);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    ::close(fd);
+    if (locked)
+        throw std::invalid_argument("'" + path +
+                                    "' is open for writing through a map (open(path, 'r+')); saving over it would "
+                                    "lose that handle's later adds: flush() or close() it, or save elsewhere");
+}
+
 MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), writable_(writable) {
     fd_ = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (fd_ < 0) os_error("cannot open", path);
@@ -141,6 +259,8 @@ MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), wr
         ::close(fd_);
         os_error("cannot stat", path);
     }
+    dev_ = static_cast<std::uint64_t>(st.st_dev);
+    ino_ = static_cast<std::uint64_t>(st.st_ino);
     size_ = static_cast<std::size_t>(st.st_size);
     if (size_ < kHeaderSize + kTrailerSize) {
         ::close(fd_);
@@ -160,52 +280,97 @@ MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), wr
 
 MappedFile::~MappedFile() {
     if (base_ != nullptr) ::munmap(base_, size_);
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) ::close(fd_);  // drops this handle's locks too
 }
 
 void MappedFile::sync() const {
     if (writable_ && ::msync(base_, size_, MS_SYNC) != 0) os_error("cannot msync", path_);
 }
 
-void update_mapped_header(const MappedFile& file, std::uint64_t insert_count, std::uint64_t fill, bool final) {
-    if (!file.writable()) return;
-    unsigned char* base = file.data();
-    Header h = decode_header(base, file.size());
-    h.insert_count = insert_count;
-    h.fill = fill;
-    h.flags = final ? 0 : kFlagDirty;
-    if (final) write_u64(base, trailer_offset(h), checksum64(base + kHeaderSize, h.payload_len));
-    unsigned char header[kHeaderSize];
-    encode_header(h, header);
-    std::memcpy(base, header, kHeaderSize);
+bool MappedFile::is(const std::string& path) const {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return false;
+    return static_cast<std::uint64_t>(st.st_dev) == dev_ && static_cast<std::uint64_t>(st.st_ino) == ino_;
+}
+
+void flush_mapped(MappedFile& file, std::uint64_t insert_count, const std::function<std::uint64_t()>& count_fill,
+                  bool final) {
+    if (!file.writable() || file.released()) return;
+    HeaderLock lock(file);
+    Header h = decode_header(file.data(), file.size());
+    h.insert_count += insert_count - file.insert_base;
+    file.insert_base = insert_count;
+    h.fill = count_fill();  // under the header lock: a closing last writer counts a still payload
+    if (final) {
+        if (sole_writer(file)) {
+            h.flags = 0;
+            h.writers = 0;
+            write_u64(file.data(), trailer_offset(h), checksum64(file.data() + kHeaderSize, h.payload_len));
+        } else {
+            h.writers = h.writers > 1 ? h.writers - 1 : 1;
+        }
+    }
+    write_header(file, h);
     file.sync();
+    if (final) {
+        file_lock(file.fd(), F_UNLCK, kWriterLockByte, false, file.path());
+        file.release();
+    }
 }
 
 template <class T>
 MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) {
     auto file = std::make_shared<MappedFile>(path, writable);
     unsigned char* base = file->data();
+    std::unique_ptr<HeaderLock> lock;
+    if (writable) lock = std::make_unique<HeaderLock>(*file);
     Header h = decode_header(base, file->size());
     if (h.kind == Kind::scalable)
         throw std::invalid_argument("a ScalableBloomFilter cannot be memory-mapped; use load(path)");
     if (h.kind != KindOf<T>::value)
         throw std::invalid_argument(std::string("invalid bloomline data: this holds a ") + kind_name(h.kind) +
                                     ", not a " + kind_name(KindOf<T>::value));
-    if (verify) checked_payload(base, file->size(), h);
-    const bool fill_known = !(h.flags & kFlagDirty);
-    if (writable && !(h.flags & kFlagDirty)) {
-        h.flags |= kFlagDirty;
-        unsigned char header[kHeaderSize];
-        encode_header(h, header);
-        std::memcpy(base, header, kHeaderSize);
-        file->sync();
+    const bool was_dirty = (h.flags & kFlagDirty) != 0;
+    bool fill_known = !was_dirty;
+    if (verify) {
+        checked_payload(base, file->size(), h);  // the checksum, if the file is clean
+        const std::uint64_t fill = payload_fill(h, base + kHeaderSize);
+        if (!was_dirty && fill != h.fill)
+            throw std::invalid_argument("invalid bloomline data: fill " + fmt(h.fill) + " does not match the payload (" +
+                                        fmt(fill) + ")");
+        h.fill = fill;
+        fill_known = true;
     }
+    if (writable) {
+        file_lock(file->fd(), F_RDLCK, kWriterLockByte, false, path);  // a writer, until close
+        if (!was_dirty) {
+            h.flags |= kFlagDirty;
+            h.writers = 1;
+        } else if (sole_writer(*file)) {
+            // Dirty with no writer alive: they were killed. Repair the
+            // counts from the payload; the checksum is made at the last close.
+            h.fill = payload_fill(h, base + kHeaderSize);
+            fill_known = true;
+            const double est = estimate_count(h.fill, h.num_slots, h.num_hashes, h.layout);
+            if (est < 1e18) h.insert_count = std::max(h.insert_count, static_cast<std::uint64_t>(est + 0.5));
+            h.writers = 1;
+        } else {
+            h.writers += 1;
+        }
+        write_header(*file, h);
+        file->sync();
+        file->insert_base = h.insert_count;
+    }
+    lock.reset();
     Memory payload;
     payload.data = base + kHeaderSize;
     payload.size = h.payload_len;
     payload.owner = file;
     MappedFilter<T> m{filter_over<T>(h, std::move(payload), fill_known), file};
-    if (!writable) m.filter->set_read_only("mapped read-only from '" + path + "'; use copy(), or open(path, 'r+') to write");
+    if (writable)
+        m.filter->share_memory();
+    else
+        m.filter->set_read_only("mapped read-only from '" + path + "'; use copy(), or open(path, 'r+') to write");
     return m;
 }
 

@@ -58,15 +58,43 @@ std::unique_ptr<CountingBloomFilter> filter_over(const Header& h, Memory payload
                                                  std::move(payload), h.insert_count, !trust_fill);
 }
 
+std::uint64_t payload_fill(const Header& h, const unsigned char* payload) {
+    const std::uint64_t used_bits = h.num_slots * h.slot_bits;  // <= 2**52: no overflow
+    const std::uint64_t total_bits = h.payload_len * 8;
+    for (std::uint64_t byte = used_bits / 8; byte < h.payload_len; ++byte) {
+        const unsigned keep = byte == used_bits / 8 ? static_cast<unsigned>(used_bits % 8) : 0;
+        if ((payload[byte] >> keep) != 0)
+            bad("bits are set past num_slots " + fmt(h.num_slots) + " (in byte " + fmt(byte) + " of the payload, whose " +
+                fmt(total_bits - used_bits) + " padding bits must be 0)");
+    }
+    std::uint64_t fill = 0;
+    if (h.slot_bits == 1) {
+        for (std::uint64_t off = 0; off < h.payload_len; off += 8) {
+            std::uint64_t w;
+            std::memcpy(&w, payload + off, 8);
+            fill += popcount64(w);
+        }
+        return fill;
+    }
+    const CounterArray counters(Memory{const_cast<unsigned char*>(payload), h.payload_len, nullptr}, h.slot_bits);
+    for (std::uint64_t i = 0; i < h.num_slots; ++i) fill += counters.get(i) != 0;
+    return fill;
+}
+
 template <class T>
 std::unique_ptr<T> decode_filter(const unsigned char* data, std::size_t len) {
-    const Header h = decode_header(data, len);
+    Header h = decode_header(data, len);
     if (h.kind != KindOf<T>::value) bad(std::string("this holds a ") + kind_name(h.kind) + ", not a " + kind_name(KindOf<T>::value));
     const unsigned char* payload = checked_payload(data, len, h);
+    const std::uint64_t fill = payload_fill(h, payload);
+    if (!(h.flags & kFlagDirty) && fill != h.fill)
+        bad("fill " + fmt(h.fill) + " does not match the payload (" + fmt(fill) + " " +
+            (h.slot_bits == 1 ? "bits set" : "counters above zero") + ")");
+    h.fill = fill;
     // A private copy: the input may be a bytes object about to be freed.
     Memory mem = Memory::zeroed(h.payload_len);
     std::memcpy(mem.data, payload, h.payload_len);
-    return filter_over<T>(h, std::move(mem), false);
+    return filter_over<T>(h, std::move(mem), true);
 }
 
 template std::unique_ptr<BloomFilter> decode_filter<BloomFilter>(const unsigned char*, std::size_t);

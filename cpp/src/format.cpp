@@ -72,6 +72,7 @@ void encode_header(const Header& h, unsigned char* out) {
     put<std::uint64_t>(out, 24, h.num_slots);
     put<std::uint32_t>(out, 32, h.num_hashes);
     put<std::uint32_t>(out, 36, h.flags);
+    put<std::uint32_t>(out, 116, h.writers);
     put<std::uint64_t>(out, 40, h.capacity);
     put<std::uint64_t>(out, 48, double_bits(h.error_rate));
     put<std::uint64_t>(out, 56, h.insert_count);
@@ -115,8 +116,11 @@ Header decode_header(const unsigned char* in, std::size_t len) {
     if (get<std::uint64_t>(in, 64) != kHeaderSize) bad("payload_offset is not 128");
     h.payload_len = get<std::uint64_t>(in, 72);
     h.fill = get<std::uint64_t>(in, 80);
-    for (std::size_t off = 88; off < 120; ++off)
+    for (std::size_t off = 88; off < 116; ++off)
         if (in[off] != 0) bad("reserved header bytes are not zero");
+    h.writers = get<std::uint32_t>(in, 116);
+    if (h.writers != 0 && !(h.flags & kFlagDirty))
+        bad("writers is " + fmt(h.writers) + " in a file that is not open for writing (flags 0)");
     if (!(h.error_rate >= 0 && h.error_rate < 1)) bad("error_rate " + fmt(h.error_rate) + " is outside [0, 1)");
 
     if (h.kind == Kind::scalable) {

@@ -12,6 +12,7 @@ namespace bloomline {
 namespace {
 
 constexpr double kLn2 = 0.69314718055994530942;
+constexpr double kTwoPi = 6.28318530717958647693;
 
 double fp_standard(double n, double m, double k) { return std::pow(-std::expm1(-k * n / m), k); }
 
@@ -57,32 +58,63 @@ BlockOccupancy& occupancy() {
     return o;
 }
 
-// Blocks with more keys than this are treated with the mean-fill formula:
-// their rate is within 1e-6 of 1 either way, and the table stays small.
-constexpr double kExactBlockLoad = 2048;
+// A block whose k * j draws exceed this many is treated with the mean-fill
+// formula (1 - (1 - 1/512)^(j k))^k instead of the exact occupancy
+// distribution: at 24 draws per bit the fill's variance is about
+// e^-24 / 512, and the two formulas agree to about 1e-10. So the exact
+// table, built on first need per k, never grows past 24 * 512 draws.
+constexpr double kExactDraws = 24.0 * kBlockBits;
 
-// The Poisson mixture over block loads; see the header.
+// (1 + t) log(1 + t) - t, without cancellation for small t ("bd0" in
+// Loader's algorithm for the Poisson and binomial densities).
+double bd0(double t) {
+    if (std::fabs(t) >= 0.1) return (1 + t) * std::log1p(t) - t;
+    // sum over n >= 2 of (-1)^n t^n / (n (n - 1))
+    double term = t * t, sum = 0.0;
+    for (int n = 2; n < 40; ++n) {
+        const double add = term / (n * (n - 1.0));
+        sum += add;
+        if (std::fabs(add) < 1e-18 * std::fabs(sum)) break;
+        term *= -t;
+    }
+    return sum;
+}
+
+// log P(J = j) for J ~ Poisson(lambda). The direct form j log(lambda) -
+// lambda - lgamma(j + 1) subtracts numbers near j log j, which for j of
+// 1e17 are 4e18 and leave nothing of the result; for large j it is written
+// as -lambda bd0((j - lambda) / lambda) - log(2 pi j) / 2 - stirlerr(j).
+double log_poisson(double j, double lambda) {
+    if (j < 16) return j * std::log(lambda) - lambda - std::lgamma(j + 1.0);
+    const double stirlerr = 1.0 / (12 * j) - 1.0 / (360 * j * j * j);  // lgamma(j+1) - Stirling, to 1e-12
+    return -lambda * bd0((j - lambda) / lambda) - 0.5 * std::log(kTwoPi * j) - stirlerr;
+}
+
+// The Poisson mixture over block loads; see the header. The loads within
+// 14 standard deviations of lambda hold all but about 1e-40 of the mass;
+// they are summed every `step` loads (a Riemann sum of a smooth density:
+// exact to far below double precision while a step is under a sixteenth of
+// a standard deviation), so a call takes at most a few hundred terms for
+// any n up to 2**64.
 double fp_blocked(double n, double m, double k) {
     const double blocks = m / kBlockBits;
     const double lambda = n / blocks;
     if (lambda <= 0) return 0.0;
     const auto ki = static_cast<std::uint32_t>(k);
     const double log_clear_per_key = k * std::log1p(-1.0 / kBlockBits);
+    const double exact_loads = std::floor(kExactDraws / k);
     const double sd = std::sqrt(lambda);
+    const double step = std::max(1.0, std::floor(sd / 16));
     const double lo = std::max(0.0, std::floor(lambda - 14 * sd - 10));
     const double hi = std::ceil(lambda + 14 * sd + 30);
     double sum = 0.0;
-    for (double j = lo; j <= hi; j += 1.0) {
-        const double pmf = std::exp(j * std::log(lambda) - lambda - std::lgamma(j + 1.0));
-        double f;
-        if (j <= kExactBlockLoad) {
-            f = occupancy().fp(ki, static_cast<std::size_t>(j));
-        } else {
-            f = std::pow(-std::expm1(j * log_clear_per_key), k);
-        }
+    for (double j = lo; j <= hi; j += step) {
+        const double pmf = std::exp(log_poisson(j, lambda));
+        const double f = j <= exact_loads ? occupancy().fp(ki, static_cast<std::size_t>(j))
+                                          : std::pow(-std::expm1(j * log_clear_per_key), k);
         sum += pmf * f;
     }
-    return std::min(sum, 1.0);
+    return std::min(sum * step, 1.0);
 }
 
 double fp_any(double n, double m, std::uint32_t k, Layout layout) {

@@ -111,4 +111,25 @@ inline unsigned block_set_look_first(std::uint64_t* block, std::uint64_t h2, std
     return changed;
 }
 
+// Shared writers (bits that other handles or processes may set at the same
+// time, outside our mutex): each bit by an atomic fetch-or, whose old value
+// says whether this writer changed it. Two writers setting the same key's
+// bits at once may both see some bit change, so both may call the key new;
+// no bit is ever lost.
+inline bool set_bit_shared(std::uint64_t* words, std::uint64_t i) {
+    const std::uint64_t bit = to_le64(std::uint64_t{1} << (i & 63));
+    return (__atomic_fetch_or(words + (i >> 6), bit, __ATOMIC_RELAXED) & bit) == 0;
+}
+
+inline unsigned block_set_shared(std::uint64_t* block, std::uint64_t h2, std::uint32_t k) {
+    if (block_has_all(block, h2, k)) return 0;  // a known key writes nothing, and takes no lock prefix
+    unsigned changed = 0;
+    for (std::uint32_t j = 0; j < k; ++j) {
+        const unsigned off = offset_in_block(h2, j);
+        const std::uint64_t bit = to_le64(std::uint64_t{1} << (off & 63));
+        changed += (__atomic_fetch_or(block + (off >> 6), bit, __ATOMIC_RELAXED) & bit) == 0;
+    }
+    return changed;
+}
+
 }  // namespace bloomline

@@ -14,7 +14,9 @@
 //    deduplicating stream keeps its cache lines, and a mapped file's pages,
 //    clean.
 // The answers, the bits and the counts are the same either way
-// (tests/test_add_forms.py).
+// (tests/test_add_forms.py). A third form, shared, is look-first with each
+// bit set by an atomic fetch-or, for memory that other processes write at
+// the same time (bits.hpp, block_set_shared).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +26,7 @@
 
 namespace bloomline {
 
-enum class AddForm : std::uint8_t { blind, look_first };
+enum class AddForm : std::uint8_t { blind, look_first, shared };
 
 // Bits changed and keys found new by a run of adds.
 struct AddCounts {

@@ -61,7 +61,7 @@ public:
         check_write();
         std::lock_guard<std::mutex> lock(writer_);
         check_write();
-        const unsigned changed = add_at(geo_, bits_.words(), h);
+        const unsigned changed = add_at(geo_, bits_.words(), h, shared_);
         if (changed == 0) return false;
         bump({changed, 1});
         return true;
@@ -102,14 +102,15 @@ public:
             const Geometry g = geo_;
             std::uint64_t* const words = bits_.words();
             bool* const o = out ? out + start : nullptr;
+            const bool shared = shared_;
             AddCounts counts;
             if (g.layout == Layout::blocked) {
                 with_batch_keys(src, start, [&](const BatchKeys& keys) {
-                    counts = add_blocked(words, g.num_blocks(), g.num_hashes, keys, m, form_, o);
+                    counts = add_blocked(words, g.num_blocks(), g.num_hashes, keys, m, shared ? AddForm::shared : form_, o);
                 });
             } else {
-                slot_stream<true>(src, start, m, [&, g, words](const Hash128& h, std::size_t i) {
-                    const bool is_new = counts.count(add_at(g, words, h));
+                slot_stream<true>(src, start, m, [&, g, words, shared](const Hash128& h, std::size_t i) {
+                    const bool is_new = counts.count(add_at(g, words, h, shared));
                     if (o) o[i] = is_new;
                 });
             }
@@ -119,9 +120,15 @@ public:
     }
 
     // ---- whole-filter operations (caller checks compatibility) -------
-    void union_with(const BloomFilter& o) { combine(o, [](std::uint64_t a, std::uint64_t b) { return a | b; }); }
+    void union_with(const BloomFilter& o) {
+        combine(
+            o, [](std::uint64_t a, std::uint64_t b) { return a | b; },
+            [](std::uint64_t* a, std::uint64_t b) { __atomic_fetch_or(a, b, __ATOMIC_RELAXED); });
+    }
     void intersect_with(const BloomFilter& o) {
-        combine(o, [](std::uint64_t a, std::uint64_t b) { return a & b; });
+        combine(
+            o, [](std::uint64_t a, std::uint64_t b) { return a & b; },
+            [](std::uint64_t* a, std::uint64_t b) { __atomic_fetch_and(a, b, __ATOMIC_RELAXED); });
     }
     bool same_content(const BloomFilter& o) const {
         return std::memcmp(bits_.bytes(), o.bits_.bytes(), bits_.nbytes()) == 0;
@@ -129,7 +136,12 @@ public:
     void clear() {
         check_write();
         std::lock_guard<std::mutex> lock(writer_);
-        bits_.clear();
+        if (shared_) {
+            std::uint64_t* w = bits_.words();
+            for (std::size_t i = 0, n = bits_.nbytes() / 8; i < n; ++i) atomic_store(w + i, 0);
+        } else {
+            bits_.clear();
+        }
         bits_set_ = 0;
         insert_count_ = 0;
     }
@@ -138,6 +150,11 @@ public:
     std::uint64_t bits_set() const { return bits_set_.load(std::memory_order_relaxed); }
     double approx_count() const { return estimate_count(bits_set(), geo_.num_slots, geo_.num_hashes, geo_.layout); }
     const BitArray& bits() const { return bits_; }
+    // Writer mutex held: count the bits set anew (other writers' too).
+    std::uint64_t recount_fill_locked() {
+        bits_set_ = bits_.popcount();
+        return bits_set_;
+    }
 
     // The lines key h touches (the slot stream's prefetch).
     unsigned slot_lines(const Hash128& h, const void** addrs) const {
@@ -149,7 +166,6 @@ public:
 
 private:
     friend class FilterCommon<BloomFilter>;
-    std::uint64_t fill_locked() const { return bits_set(); }
 
     // Are all of a key's bits set?
     static bool probe_at(const Geometry& g, const std::uint64_t* words, const Hash128& h) {
@@ -159,13 +175,18 @@ private:
         return all;
     }
 
-    // Sets a key's bits, looking first (writer mutex held); returns how many
-    // were clear.
-    static unsigned add_at(const Geometry& g, std::uint64_t* words, const Hash128& h) {
-        if (g.layout == Layout::blocked)
-            return block_set_look_first(words + block_of(g, h) * kBlockWords, h.h2, g.num_hashes);
+    // Sets a key's bits, looking first (writer mutex held; with shared, each
+    // bit by an atomic fetch-or); returns how many were clear.
+    static unsigned add_at(const Geometry& g, std::uint64_t* words, const Hash128& h, bool shared) {
+        if (g.layout == Layout::blocked) {
+            std::uint64_t* block = words + block_of(g, h) * kBlockWords;
+            return shared ? block_set_shared(block, h.h2, g.num_hashes) : block_set_look_first(block, h.h2, g.num_hashes);
+        }
         unsigned changed = 0;
-        for_each_slot(g, h, [&](std::uint64_t s) { changed += set_bit(words, s); });
+        if (shared)
+            for_each_slot(g, h, [&](std::uint64_t s) { changed += set_bit_shared(words, s); });
+        else
+            for_each_slot(g, h, [&](std::uint64_t s) { changed += set_bit(words, s); });
         return changed;
     }
 
@@ -175,8 +196,10 @@ private:
         count_inserts(c.keys);
     }
 
-    template <class Op>
-    void combine(const BloomFilter& o, Op op) {
+    // a = op(a, b) word by word; shared memory takes atomic_op(word*, b's
+    // word) instead, so that other writers' bits are kept.
+    template <class Op, class AtomicOp>
+    void combine(const BloomFilter& o, Op op, AtomicOp atomic_op) {
         check_write();
         o.check_open();
         std::lock_guard<std::mutex> lock(writer_);
@@ -184,6 +207,11 @@ private:
         const std::uint64_t* b = o.bits_.words();
         std::uint64_t set = 0;
         for (std::size_t i = 0, n = bits_.nbytes() / 8; i < n; ++i) {
+            if (shared_) {
+                atomic_op(a + i, atomic_load(b + i));
+                set += popcount64(atomic_load(a + i));
+                continue;
+            }
             const std::uint64_t v = op(load_le(a + i), load_le(b + i));
             atomic_store(a + i, to_le64(v));
             set += popcount64(v);

@@ -11,7 +11,10 @@
 // zero while keys that set it are still present (a false negative).
 //
 // Threads: like BitArray, readers use relaxed atomic loads; writers are
-// serialised by the owner's mutex and write with relaxed atomic stores.
+// serialised by the owner's mutex and write with relaxed atomic stores. When
+// other writers may share the memory (a file mapped for writing by several
+// processes), step() changes one counter by a compare-and-swap on the byte
+// or 16-bit unit that holds it, so no writer's change is lost.
 #pragma once
 
 #include <cstdint>
@@ -64,11 +67,46 @@ public:
         }
     }
 
+    // Shared writers: counter i plus delta (+1 or -1) unless it is at
+    // stop_a or stop_b (0, or the maximum where it sticks), as one atomic
+    // step. Returns the value it had.
+    std::uint32_t step(std::uint64_t i, int delta, std::uint32_t stop_a, std::uint32_t stop_b) {
+        if (bits_ == 16) {
+            auto* p = reinterpret_cast<std::uint16_t*>(mem_.data + 2 * i);
+            std::uint16_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+            for (;;) {
+                const std::uint32_t c = from_le16(old);
+                if (c == stop_a || c == stop_b) return c;
+                const auto next = to_le16(static_cast<std::uint16_t>(static_cast<int>(c) + delta));
+                if (__atomic_compare_exchange_n(p, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return c;
+            }
+        }
+        unsigned char* p = mem_.data + (bits_ == 8 ? i : i >> 1);
+        const unsigned shift = bits_ == 4 && (i & 1) ? 4 : 0;
+        const unsigned mask = bits_ == 8 ? 0xFF : 0x0F;
+        unsigned char old = __atomic_load_n(p, __ATOMIC_RELAXED);
+        for (;;) {
+            const std::uint32_t c = (old >> shift) & mask;
+            if (c == stop_a || c == stop_b) return c;
+            const auto next = static_cast<unsigned char>((old & ~(mask << shift)) |
+                                                         ((static_cast<unsigned>(static_cast<int>(c) + delta) & mask) << shift));
+            if (__atomic_compare_exchange_n(p, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return c;
+        }
+    }
+
     const void* address_of(std::uint64_t i) const { return mem_.data + ((i * bits_) >> 3); }
 
     void clear() { std::memset(mem_.data, 0, mem_.size); }
 
 private:
+    static std::uint16_t to_le16(std::uint16_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        return __builtin_bswap16(v);
+#else
+        return v;
+#endif
+    }
+    static std::uint16_t from_le16(std::uint16_t v) { return to_le16(v); }
     static unsigned char load8(const unsigned char* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
     static void store8(unsigned char* p, unsigned char v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 

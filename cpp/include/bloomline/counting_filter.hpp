@@ -163,6 +163,12 @@ public:
         return estimate_count(nonzero_counters(), geo_.num_slots, geo_.num_hashes, geo_.layout);
     }
     const CounterArray& counters() const { return counters_; }
+    // Writer mutex held: count the nonzero (and saturated) counters anew.
+    std::uint64_t recount_fill_locked() {
+        recount();
+        counted_ = true;
+        return nonzero_.load(std::memory_order_relaxed);
+    }
 
     // The lines key h touches (the slot stream's prefetch).
     unsigned slot_lines(const Hash128& h, const void** addrs) const {
@@ -182,10 +188,6 @@ private:
         });
         return m;
     }
-    std::uint64_t fill_locked() {
-        ensure_counted();
-        return nonzero_.load(std::memory_order_relaxed);
-    }
 
     // Batch adds or removes: op(h) per key under the writer mutex, by chunks.
     template <class Src, class Op>
@@ -199,12 +201,20 @@ private:
         });
     }
 
-    // Writer mutex held.
+    // Writer mutex held. With shared memory each counter takes one atomic
+    // step (counters.hpp), so another process's concurrent step is not lost.
     bool add_one(const Hash128& h) {
         const std::uint32_t mx = counters_.max_value();
         bool was_absent = false;
         std::int64_t nonzero = 0, saturated = 0;
         for_each_slot(geo_, h, [&](std::uint64_t s) {
+            if (shared_) {
+                const std::uint32_t c = counters_.step(s, +1, mx, mx);
+                was_absent = was_absent || c == 0;
+                nonzero += c == 0;
+                saturated += c + 1 == mx;
+                return;
+            }
             const std::uint32_t c = counters_.get(s);
             if (c == 0) {
                 was_absent = true;
@@ -226,6 +236,13 @@ private:
         const std::uint32_t mx = counters_.max_value();
         std::int64_t zeroed = 0;
         for_each_slot(geo_, h, [&](std::uint64_t s) {
+            if (shared_) {
+                // Saturated counters stick; a counter another writer took to
+                // 0 meanwhile stays 0.
+                const std::uint32_t c = counters_.step(s, -1, 0, mx);
+                zeroed += c == 1;
+                return;
+            }
             const std::uint32_t c = counters_.get(s);
             if (c == 0 || c == mx) return;  // saturated counters stick
             counters_.put(s, c - 1);

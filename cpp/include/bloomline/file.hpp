@@ -11,17 +11,24 @@
 // Maps: a mapped filter's memory is the file's payload. Read-only maps give
 // constant-time opens (pages fault in on use). Writable maps (MAP_SHARED)
 // make adds go straight to the page cache, so a process killed with SIGKILL
-// loses nothing it added: the kernel writes the pages back. While a file is
-// open for writing its header carries the "dirty" flag (the payload
-// checksum is not current); a final flush recomputes the checksum and
-// clears the flag. The filter knows nothing of this: MappedFilter pairs it
-// with its file.
+// loses nothing it added: the kernel writes the pages back. Several handles
+// and processes may map one file for writing at once (file.cpp says how the
+// header stays true). While a file is open for writing its header carries
+// the "dirty" flag and the count of writers (the payload checksum is not
+// current); the last writer's close recomputes the checksum and clears
+// both. The filter knows nothing of this: MappedFilter pairs it with its
+// file.
+//
+// A mapped file that another process truncates kills the mapping process
+// with SIGBUS when it next touches a page past the new end: mmap offers no
+// way to turn that into an error (docs/DECISIONS.md).
 //
 // POSIX only (open, mmap, fsync, rename). I/O errors throw
 // std::system_error carrying errno (the bindings raise OSError).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -60,6 +67,9 @@ void save_filter(const T& f, const std::string& path);
 // (never a size read from its contents).
 Memory read_file(const std::string& path, std::size_t* size_out);
 
+// The advisory locks of writable maps (file.cpp).
+constexpr long kHeaderLockByte = 0, kWriterLockByte = 1;
+
 class MappedFile {
 public:
     MappedFile(const std::string& path, bool writable);
@@ -71,12 +81,23 @@ public:
     std::size_t size() const { return size_; }
     bool writable() const { return writable_; }
     const std::string& path() const { return path_; }
+    int fd() const { return fd_; }
+    // Is path this file (the same device and inode)?
+    bool is(const std::string& path) const;
 
     // Write back dirty pages (msync) and wait for them.
     void sync() const;
 
+    // Writable maps: this handle's insert count when it last wrote the
+    // header, and whether it has left the writers (its final flush).
+    std::uint64_t insert_base = 0;
+    bool released() const { return released_; }
+    void release() { released_ = true; }
+
 private:
     std::string path_;
+    std::uint64_t dev_ = 0, ino_ = 0;
+    bool released_ = false;
     unsigned char* base_ = nullptr;
     std::size_t size_ = 0;
     int fd_ = -1;
@@ -96,8 +117,17 @@ struct MappedFilter {
 template <class T>
 MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify);
 
-// Bring a mapped file's header up to date (insert count, fill; with final,
-// a current payload checksum and the dirty flag cleared) and msync.
-void update_mapped_header(const MappedFile& file, std::uint64_t insert_count, std::uint64_t fill, bool final);
+// A writable map's header brought up to date under the header lock: this
+// handle's new inserts since its last flush added to the insert count, the
+// fill from count_fill() (the filter's recount), and msync. With final the
+// handle leaves the writers; the last one out writes a current payload
+// checksum and marks the file clean.
+void flush_mapped(MappedFile& file, std::uint64_t insert_count, const std::function<std::uint64_t()>& count_fill,
+                  bool final);
+
+// Saving over a file that some handle maps for writing would swap the file
+// from under it (its later adds would go to the old, unlinked one):
+// std::invalid_argument naming the file.
+void refuse_if_mapped_for_writing(const std::string& path);
 
 }  // namespace bloomline

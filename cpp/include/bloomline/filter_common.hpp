@@ -3,11 +3,14 @@
 // used and written, and the writer mutex; and what follows from those alone:
 // the false-positive rate at the current fill and the batch loop over slots.
 // BloomFilter and CountingBloomFilter derive from it (CRTP: each supplies
-// approx_count(), fill_locked() and slot_lines()).
+// approx_count() and slot_lines()).
 //
 // Filters know nothing of files: a mapped file (file.hpp) gives a filter its
 // memory and, when it is mapped read-only, makes it read-only here; closing
-// the file closes the filter.
+// the file closes the filter. When other writers may change the memory
+// behind the filter's mutex (a file mapped for writing by several handles or
+// processes), the filter is told so (share_memory): every write is then an
+// atomic read-modify-write, so no writer loses another's bit.
 #pragma once
 
 #include <algorithm>
@@ -61,30 +64,29 @@ public:
         access_ = Access::read_only;
     }
 
+    // Other writers may change this memory without our mutex: writes become
+    // atomic read-modify-writes, and the counts of set slots cover this
+    // filter's own changes plus what was there at the last recount().
+    void share_memory() {
+        std::lock_guard<std::mutex> lock(writer_);
+        shared_ = true;
+    }
+    bool shared_memory() const { return shared_; }
+
+    // f() under the writer mutex (no add of this filter runs meanwhile).
+    template <class F>
+    void locked(F&& f) {
+        std::lock_guard<std::mutex> lock(writer_);
+        f();
+    }
+    // Under the writer mutex: refuse all further use.
+    void close_locked() { access_ = Access::closed; }
+
     // The false-positive rate the current fill gives (not the design target).
     double expected_fp_rate() const {
         const double n = static_cast<const Derived*>(this)->approx_count();
         if (!(n < 1e300)) return 1.0;
         return false_positive_rate(n, geo_.num_slots, geo_.num_hashes, geo_.layout);
-    }
-
-    // The counts a file header keeps: adds that found a key new, and the
-    // fill (bits set, or nonzero counters).
-    struct Counts {
-        std::uint64_t insert_count;
-        std::uint64_t fill;
-    };
-    // A consistent snapshot (no batch half done).
-    Counts counts() {
-        std::lock_guard<std::mutex> lock(writer_);
-        return {insert_count(), static_cast<Derived*>(this)->fill_locked()};
-    }
-    // Refuse all further use; returns the last counts. Memory stays valid
-    // while the filter lives (a lookup already running may finish).
-    Counts close() {
-        std::lock_guard<std::mutex> lock(writer_);
-        access_ = Access::closed;
-        return {insert_count(), static_cast<Derived*>(this)->fill_locked()};
     }
 
 protected:
@@ -133,6 +135,7 @@ protected:
     std::atomic<std::uint64_t> insert_count_{0};
     std::atomic<Access> access_{Access::read_write};
     std::string read_only_why_;
+    bool shared_ = false;  // set under the writer mutex, before any concurrent use
     std::mutex writer_;
 };
 

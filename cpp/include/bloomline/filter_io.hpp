@@ -45,7 +45,14 @@ void encode_filter(const T& f, unsigned char* out) {
 template <class T>
 std::unique_ptr<T> filter_over(const Header& h, Memory payload, bool trust_fill);
 
-// A fully checked read of bytes (the payload is copied).
+// The fill of a payload that a header describes (bits set for kind 1,
+// nonzero counters for kind 2), after checking that nothing is set past
+// num_slots (the padding up to the whole block): std::invalid_argument
+// otherwise. O(payload).
+std::uint64_t payload_fill(const Header& h, const unsigned char* payload);
+
+// A fully checked read of bytes (the payload is copied): the header, the
+// checksums, the padding, and a clean header's fill against the payload.
 template <class T>
 std::unique_ptr<T> decode_filter(const unsigned char* data, std::size_t len);
 

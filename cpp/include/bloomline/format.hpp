@@ -28,7 +28,9 @@
 //    72     8  payload_len = ceil(num_slots * slot_bits / 512) * 64
 //    80     8  fill: bits set (kind 1) or nonzero counters (kind 2), so a
 //              mapped open need not count them; kind 3: tightening (double)
-//    88    32  reserved, zero
+//    88    28  reserved, zero
+//   116     4  writers: while dirty, the handles that have the file open
+//              for writing (a count kept under a lock, file.cpp); 0 when clean
 //   120     8  header_checksum = low 64 bits of MurmurHash3_x64_128(bytes 0..119, seed 0)
 //   128     .  payload: bit i is bit (i % 8) of byte i / 8
 //     .     8  payload_checksum = low 64 bits of MurmurHash3_x64_128(payload, seed 0)
@@ -61,6 +63,7 @@ constexpr std::uint32_t kFlagDirty = 1;
 
 struct Header {
     std::uint32_t flags = 0;
+    std::uint32_t writers = 0;  // handles open for writing (dirty files only)
     Kind kind = Kind::bloom;
     Layout layout = Layout::blocked;
     std::uint8_t slot_bits = 1;

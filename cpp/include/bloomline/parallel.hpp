@@ -5,9 +5,11 @@
 // one thread for the bit sets (so the bits, the "was new" answers and the
 // counts are exactly those of one thread) and hash on all of them: a
 // super-chunk of keys is hashed in parallel into a buffer, then added from
-// it by the filter's one add path. Splitting the adds themselves by block
-// range was exact too, but no faster than one thread on the 2-core
-// development VM, and was removed (benchmarks/NOTES.md).
+// it by the filter's one add path. That pays where hashing costs (strings);
+// integer keys hash faster than the add loop reads memory, and are hashed
+// inside it on one thread (benchmarks/RESULTS.md, threads). Splitting the
+// adds themselves by block range was exact too, but no faster than one
+// thread on the 2-core development VM, and was removed (benchmarks/NOTES.md).
 #pragma once
 
 #include <algorithm>
@@ -77,11 +79,11 @@ void contains_parallel(const Filter& f, Src& src, std::size_t n, bool* out, unsi
 }
 
 // Adds: hashing on `threads` threads, the adds on this one (the filter's
-// add_keys over the hashes). Sources whose hashes are already in memory go
-// straight to add_keys.
+// add_keys over the hashes). Sources whose hashes are already in memory,
+// and integer keys (a source with a batch hash), go straight to add_keys.
 template <class Filter, class Src>
 void add_parallel(Filter& f, Src& src, std::size_t n, bool* out, unsigned threads) {
-    if constexpr (has_in_place<Src>::value) {
+    if constexpr (has_in_place<Src>::value || has_range<Src>::value) {
         f.add_keys(src, n, out);
     } else {
         if (threads <= 1) return f.add_keys(src, n, out);

@@ -1,0 +1,76 @@
+"""Two builds of bloomline side by side: the same batch calls, each build in
+its own process, the builds taking turns, medians of the rounds.
+
+    python benchmarks/compare_builds.py OLD_DIR NEW_DIR [--rounds 5] [--keys 10000000]
+
+OLD_DIR and NEW_DIR each hold a `bloomline` package with its compiled `_core`
+(for instance a `git worktree` of an older commit, built with CMake, and this
+tree's `python/` after a build). Prints, per workload, the median seconds of
+each build and new/old. Used to check that a change of the core's structure
+costs no speed (benchmarks/NOTES.md quotes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+CODE = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+n = int(sys.argv[2])
+import numpy as np
+from bloomline import BloomFilter, CountingBloomFilter
+rng = np.random.default_rng(1)
+ints = rng.integers(0, 2**63, size=n, dtype=np.uint64)
+urls = [f"https://www.site{i % 5000:04d}.example/a/{i:012x}" for i in range(n // 10)]
+r = {}
+def t(name, f):
+    s = time.perf_counter(); f(); r[name] = time.perf_counter() - s
+for layout in ("blocked", "standard"):
+    bf = BloomFilter(n, 0.01, layout=layout)
+    t(layout + " add_many uint64", lambda: bf.add_many(ints))
+    t(layout + " contains_many uint64", lambda: bf.contains_many(ints))
+    t(layout + " add_many uint64, known", lambda: bf.add_many(ints[: n // 5]))
+    big = BloomFilter(10 * n, 0.01, layout=layout)
+    t(layout + " add_many uint64, 10x filter", lambda: big.add_many(ints))
+    t(layout + " contains_many uint64, 10x filter", lambda: big.contains_many(ints))
+    small = BloomFilter(len(urls), 0.01, layout=layout)
+    t(layout + " add_many list[str]", lambda: small.add_many(urls))
+    t(layout + " contains_many list[str]", lambda: small.contains_many(urls))
+cf = CountingBloomFilter(n // 10, 0.01)
+t("counting add_many uint64", lambda: cf.add_many(ints[: n // 10]))
+t("counting contains_many uint64", lambda: cf.contains_many(ints[: n // 10]))
+bf = BloomFilter(n, 0.01)
+t("blocked add_many uint64, threads=2", lambda: bf.add_many(ints, threads=2))
+t("blocked contains_many uint64, threads=2", lambda: bf.contains_many(ints, threads=2))
+print(json.dumps(r))
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--keys", type=int, default=10_000_000)
+    args = ap.parse_args()
+    runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
+    for _ in range(args.rounds):
+        for which in ("old", "new"):
+            out = subprocess.run([sys.executable, "-c", CODE, getattr(args, which), str(args.keys)],
+                                 capture_output=True, text=True, check=True).stdout
+            runs[which].append(json.loads(out))
+    print(f"{args.keys:,} keys, medians of {args.rounds} rounds (seconds)")
+    for name in runs["old"][0]:
+        old = statistics.median(r[name] for r in runs["old"])
+        new = statistics.median(r[name] for r in runs["new"])
+        print(f"  {name:42} old {old:7.3f}  new {new:7.3f}  new/old {new / old:5.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
