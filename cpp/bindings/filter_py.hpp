@@ -83,6 +83,27 @@ inline Geometry parse_geometry(py::handle num_bits, py::handle num_hashes, py::h
     throw std::invalid_argument(std::string("filters differ in ") + field + " (" + l + " != " + r + ")");
 }
 
+}  // namespace bloomline::py_filter
+
+// A filter object whose __init__ never ran (BloomFilter.__new__(BloomFilter))
+// has no filter behind it: every method refuses it with a TypeError instead
+// of reading a filter that is not there.
+namespace pybind11::detail {
+template <class T>
+struct type_caster<bloomline::py_filter::Handle<T>> : type_caster_base<bloomline::py_filter::Handle<T>> {
+    bool load(handle src, bool convert) {
+        if (!type_caster_base<bloomline::py_filter::Handle<T>>::load(src, convert)) return false;
+        // Constructed by __init__ (or returned from C++) means a holder exists.
+        auto* inst = reinterpret_cast<instance*>(src.ptr());
+        if (this->value == nullptr || !inst->get_value_and_holder().holder_constructed())
+            throw type_error("the filter is not initialised (call __init__ first)");
+        return true;
+    }
+};
+}  // namespace pybind11::detail
+
+namespace bloomline::py_filter {
+
 // |, &, ==: the same layout, size, k and seed, or a ValueError naming the
 // first field that differs.
 inline void check_same_geometry(const Geometry& x, const Geometry& y, const char* size_name = "num_bits") {
@@ -126,7 +147,7 @@ T* self_ptr(PyObject* self) {
     // value pointer sits in the instance, null until __init__ has run.
     auto* inst = reinterpret_cast<py::detail::instance*>(self);
     void* p = inst->simple_layout ? inst->simple_value_holder[0] : py::handle(self).cast<H*>();
-    if (p == nullptr || !static_cast<H*>(p)->f) {
+    if (p == nullptr || !inst->get_value_and_holder().holder_constructed() || !static_cast<H*>(p)->f) {
         PyErr_SetString(PyExc_TypeError, "the filter is not initialised (call __init__ first)");
         throw py::error_already_set();
     }
@@ -326,6 +347,32 @@ void bind_common(py::class_<Handle<T>>& cls) {
             py::arg("keys"), py::kw_only(), py::arg("threads") = 1,
             "Test a batch (NumPy array or iterable). Returns a bool array: True where maybe present. threads=N "
             "uses N threads (0: one per CPU).")
+        .def(
+            "add_lines",
+            [](H& h, py::handle data, py::handle threads) {
+                T& f = *h;
+                const unsigned t = parse_threads(threads);
+                return py_keys::with_line_hashes(data, f.geometry().seed, "data",
+                                                 [&f, t](auto& src, std::size_t n, bool* out) {
+                                                     add_parallel(f, src, n, out, batch_threads(t, n));
+                                                 });
+            },
+            py::arg("data"), py::kw_only(), py::arg("threads") = 1,
+            "Add each line of a block of text (bytes-like; lines end in \\n or \\r\\n, the last may lack it; the "
+            "ending is not part of the key). Returns a bool array, one per line: True where the line was new. "
+            "bloomline.select_lines(data, new) gives those lines.")
+        .def(
+            "contains_lines",
+            [](const H& h, py::handle data, py::handle threads) {
+                const T& f = *h;
+                const unsigned t = parse_threads(threads);
+                return py_keys::with_line_hashes(data, f.geometry().seed, "data",
+                                                 [&f, t](auto& src, std::size_t n, bool* out) {
+                                                     contains_parallel(f, src, n, out, batch_threads(t, n));
+                                                 });
+            },
+            py::arg("data"), py::kw_only(), py::arg("threads") = 1,
+            "Test each line of a block of text, as add_lines reads it. Returns a bool array, one per line.")
         .def(
             "update",
             [](H& h, py::args iterables) {

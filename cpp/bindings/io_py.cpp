@@ -132,6 +132,55 @@ void register_io(py::module_& m) {
         "The 128-bit hashes of a batch of keys (1-D), as an array that every batch call of a filter with this "
         "seed takes in place of the keys; slicing and masking it keep it so.");
 
+    m.def(
+        "hash_lines",
+        [](py::handle data, py::handle seed) {
+            const std::uint64_t s = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
+            py::array hashed;
+            py_keys::with_line_hashes(data, s, "data", [&](auto& src, std::size_t n, bool*) {
+                py::gil_scoped_acquire gil;
+                hashed = py::array(py_keys::hash_dtype(s), std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
+                auto* out = static_cast<Hash128*>(hashed.mutable_data());
+                py::gil_scoped_release nogil;
+                hash_range(src, 0, n, out);
+            });
+            return hashed;
+        },
+        py::arg("data"), py::arg("seed") = 0,
+        "The hashes of each line of a block of text (as add_lines reads it), like hash_many's.");
+
+    m.def(
+        "select_lines",
+        [](py::handle data, py::array_t<bool, py::array::c_style | py::array::forcecast> mask) {
+            const py_args::BytesView view(data, "data");
+            LineSpans lines;
+            std::string out;
+            {
+                py::gil_scoped_release nogil;
+                split_lines(view.data(), view.size(), &lines);
+            }
+            if (static_cast<std::size_t>(mask.size()) != lines.size())
+                throw std::invalid_argument("mask has " + std::to_string(mask.size()) + " entries, data has " +
+                                            std::to_string(lines.size()) + " lines");
+            const bool* keep = mask.data();
+            {
+                py::gil_scoped_release nogil;
+                std::size_t total = 0;
+                for (std::size_t i = 0; i < lines.size(); ++i)
+                    if (keep[i]) total += lines.end_with_newline(i, view.size()) - lines.begin[i] + 1;
+                out.reserve(total);
+                for (std::size_t i = 0; i < lines.size(); ++i) {
+                    if (!keep[i]) continue;
+                    const std::uint64_t b = lines.begin[i], e = lines.end_with_newline(i, view.size());
+                    out.append(reinterpret_cast<const char*>(view.data()) + b, e - b);
+                    if (e == view.size() && (e == b || view.data()[e - 1] != '\n')) out.push_back('\n');
+                }
+            }
+            return py::bytes(out);
+        },
+        py::arg("data"), py::arg("mask"),
+        "The lines of data where mask is True, each with its own ending (a last line without one gets \\n).");
+
     py::class_<PyAtomicWriter>(m, "AtomicWriter",
                                "Write a file atomically: a temporary file beside path, renamed over it by commit() "
                                "after fsync (and the directory fsynced). Leaving a with-block without commit(), or "

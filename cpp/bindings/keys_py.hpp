@@ -1,4 +1,4 @@
-// Python keys -> 128-bit hashes, by the rules of DESIGN.md. The one place
+// Python keys -> 128-bit hashes, by the key rules (README.md, "Keys"). The one place
 // that knows Python's types; everything after it works on Hash128.
 //
 // Scalar keys: str (UTF-8), bytes, int (8 bytes LE, [-2**63, 2**64)), NumPy
@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "bloomline/hash_batch.hpp"
 #include "bloomline/keys.hpp"
 #include "bloomline/key_source.hpp"
+#include "bloomline/lines.hpp"
 #include "bloomline/murmur3.hpp"
 
 namespace bloomline::py_keys {
@@ -191,6 +193,34 @@ py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const ch
         py::gil_scoped_release nogil;
         Prehashed hash_at{hashes.data()};
         body(hash_at, hashes.size(), out);
+    }
+    return result;
+}
+
+// The lines of a bytes-like block as keys (lines.hpp): body(src, n, out)
+// with the GIL released, out[i] for line i of a 1-D result.
+template <class Out = bool, class Body>
+py::array_t<Out> with_line_hashes(py::handle data, std::uint64_t seed, const char* param, Body body) {
+    Py_buffer view{};
+    if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
+        PyErr_Clear();
+        throw py::type_error(std::string(param) + " must be bytes-like (a block of text lines), got " +
+                             type_name(data.ptr()));
+    }
+    std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> hold(&view, PyBuffer_Release);
+    const auto* p = static_cast<const unsigned char*>(view.buf);
+    const auto n = static_cast<std::size_t>(view.len);
+    LineSpans lines;
+    {
+        py::gil_scoped_release nogil;
+        split_lines(p, n, &lines);
+    }
+    py::array_t<Out> result(static_cast<py::ssize_t>(lines.size()));
+    Out* out = result.mutable_data();
+    {
+        py::gil_scoped_release nogil;
+        LineKeys src{p, &lines, seed};
+        body(src, lines.size(), out);
     }
     return result;
 }

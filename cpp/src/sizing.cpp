@@ -108,7 +108,11 @@ double fp_blocked(double n, double m, double k) {
     const double lo = std::max(0.0, std::floor(lambda - 14 * sd - 10));
     const double hi = std::ceil(lambda + 14 * sd + 30);
     double sum = 0.0;
-    for (double j = lo; j <= hi; j += step) {
+    // Each load from its index (not by adding step again and again: above
+    // 2**53 that sum rounds at every step, and the grid drifts off step).
+    const auto count = static_cast<std::uint64_t>((hi - lo) / step) + 1;
+    for (std::uint64_t i = 0; i < count; ++i) {
+        const double j = lo + static_cast<double>(i) * step;
         const double pmf = std::exp(log_poisson(j, lambda));
         const double f = j <= exact_loads ? occupancy().fp(ki, static_cast<std::size_t>(j))
                                           : std::pow(-std::expm1(j * log_clear_per_key), k);

@@ -25,11 +25,13 @@ from ._core import (
     __version__,
     estimate_count,
     false_positive_rate,
+    hash_lines,
     hash_many,
     key_positions,
     murmur3_128,
     optimal_num_hashes,
     read_header,
+    select_lines,
     simd_level,
 )
 from ._protocol import Filter
@@ -55,12 +57,14 @@ __all__ = [
     "estimate_count",
     "false_positive_rate",
     "from_bytes",
+    "hash_lines",
     "hash_many",
     "key_positions",
     "murmur3_128",
     "optimal_num_hashes",
     "optimal_params",
     "read_header",
+    "select_lines",
     "simd_level",
 ]
 

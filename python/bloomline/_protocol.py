@@ -40,6 +40,14 @@ class Filter(Protocol):
 
     def update(self, *iterables: Union[npt.NDArray[Any], Iterable[Any]]) -> None: ...
 
+    def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
+        """Add each line of a block of text (bytes-like); True where new."""
+        ...
+
+    def contains_lines(self, data: Any) -> npt.NDArray[np.bool_]:
+        """Test each line of a block of text."""
+        ...
+
     @property
     def capacity(self) -> Optional[int]:
         """Keys it was sized for (None when built from explicit m and k)."""

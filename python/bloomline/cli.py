@@ -18,13 +18,18 @@ cannot be read, ...), 2 bad usage. Errors are one line on stderr.
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import os
+import signal
+import stat
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, BinaryIO
+from typing import Any
 
 from . import BloomFilter, __version__
+from ._protocol import Filter
 from ._units import format_bytes
 
 PROG = "bloomline"
@@ -65,7 +70,7 @@ def _rate(text: str) -> float:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # One line, exit status 2, as Unix tools do (argparse prints usage too).
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{PROG}: error: {message}\n")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -88,12 +93,14 @@ def _build_parser() -> argparse.ArgumentParser:
         "a summary goes to stderr. Lines compare without their line ending (\\n or \\r\\n). "
         "A false positive drops a line that was new: --error-rate bounds how often.",
     )
-    dedup.add_argument("files", nargs="*", metavar="FILE", help="input files (default or '-': stdin)")
+    dedup.add_argument("files", nargs="*", default=[], metavar="FILE", help="input files (default or '-': stdin)")
     dedup.add_argument(
-        "--capacity", type=_positive_int, default=10_000_000, help="distinct lines expected (default 10,000,000)"
+        "--capacity", type=_positive_int, help="distinct lines expected (default 10,000,000; with --state, the "
+        "state file's)"
     )
     dedup.add_argument(
-        "--error-rate", type=_rate, default=1e-6, help="false-positive rate at capacity (default 1e-6)"
+        "--error-rate", type=_rate, help="false-positive rate at capacity (default 1e-6; with --state, the state "
+        "file's)"
     )
     dedup.add_argument("--quiet", "-q", action="store_true", help="no summary on stderr")
     dedup.add_argument("--state", metavar="FILE", help="keep the filter in FILE between runs (loaded if it exists, "
@@ -102,16 +109,17 @@ def _build_parser() -> argparse.ArgumentParser:
     dedup.add_argument("--key", help="the Redis key of the shared filter")
 
     build = sub.add_parser("build", help="build a filter file from keys (one per line)")
-    build.add_argument("output", metavar="OUT", help="the filter file to write")
-    build.add_argument("files", nargs="*", metavar="FILE", help="key files (default or '-': stdin)")
-    build.add_argument("--capacity", type=_positive_int, help="keys expected (default: the number of input lines)")
+    build.add_argument("output", metavar="OUT", help="the filter file to write ('-': stdout)")
+    build.add_argument("files", nargs="*", default=[], metavar="FILE", help="key files (default or '-': stdin)")
+    build.add_argument("--capacity", type=_positive_int,
+                       help="keys expected (default: the number of input lines, counted first; needed for stdin)")
     build.add_argument("--error-rate", type=_rate, default=0.01, help="false-positive rate at capacity (default 0.01)")
     build.add_argument("--layout", choices=["blocked", "standard"], default="blocked")
     build.add_argument("--counting", action="store_true", help="a CountingBloomFilter (4-bit counters)")
 
     query = sub.add_parser("query", help="print the keys that may be in a filter file")
     query.add_argument("filter", metavar="FILTER", help="a filter file (from build or save)")
-    query.add_argument("files", nargs="*", metavar="FILE", help="key files (default or '-': stdin)")
+    query.add_argument("files", nargs="*", default=[], metavar="FILE", help="key files (default or '-': stdin)")
     query.add_argument("--absent", action="store_true", help="print the keys certainly absent instead")
 
     info = sub.add_parser("info", help="show a filter file's header and fill")
@@ -128,24 +136,41 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 class Progress:
-    """A count on stderr, redrawn at most every half second, only when
-    stderr is a terminal: piped output stays clean."""
+    """Progress on stderr while reading input, redrawn at most every half
+    second and only when stderr is a terminal (piped output stays clean):
+    bytes and lines read, their rates, and the percentage where the input's
+    size is known."""
 
-    def __init__(self, what: str) -> None:
-        self.what = what
+    def __init__(self, total_bytes: int | None) -> None:
+        self.total = total_bytes
         self.enabled = sys.stderr.isatty()
-        self.last = 0.0
+        self.start = self.last = time.monotonic()
+        self.shown = False
 
-    def update(self, count: int) -> None:
-        if self.enabled and time.monotonic() - self.last > 0.5:
-            self.last = time.monotonic()
-            sys.stderr.write(f"\r{PROG}: {count:,} {self.what}...")
-            sys.stderr.flush()
+    def update(self, done_bytes: int, lines: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.last < 0.5:
+            return
+        self.last = now
+        secs = max(now - self.start, 1e-9)
+        share = f" ({100 * done_bytes / self.total:.0f}%)" if self.total else ""
+        sys.stderr.write(
+            f"\r{PROG}: {format_bytes(done_bytes)}{share}, {lines:,} lines; "
+            f"{format_bytes(done_bytes / secs)}/s, {lines / secs:,.0f} lines/s\x1b[K"
+        )
+        sys.stderr.flush()
+        self.shown = True
 
     def done(self) -> None:
-        if self.enabled and self.last:
+        if self.shown:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
+
+
+def _peak_rss() -> str:
+    import resource
+
+    return format_bytes(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # ru_maxrss is in KiB on Linux
 
 
 # ---------------------------------------------------------------------------
@@ -242,36 +267,104 @@ def _expected_losses(distinct: int, bf: BloomFilter) -> float:
 # dedup
 
 
-def _open_inputs(files: Sequence[str]) -> Iterator[tuple[str, BinaryIO]]:
-    names = list(files) or ["-"]
-    for name in names:
+BLOCK = 4 << 20  # bytes read at a time
+
+
+class LineBlocks:
+    """The input files (or stdin for none or '-') as blocks of whole lines.
+
+    One buffer is read into again and again; each block handed out ends at
+    its last newline, and the part line after it moves to the front of the
+    buffer for the next read. A line longer than the buffer makes the
+    buffer grow; a file's last line without a newline is a block of its
+    own. A block is valid until the next one is asked for. The lines are
+    split and hashed in C++ (add_lines, contains_lines): no line ever
+    becomes a Python object.
+    """
+
+    def __init__(self, files: Sequence[str], block: int = BLOCK) -> None:
+        self.names = list(files) or ["-"]
+        self.block = block
+        self.bytes_read = 0
+        self.total_bytes: int | None = 0
+        for name in self.names:
+            size = None
+            if name != "-":
+                try:
+                    st = os.stat(name)
+                    size = st.st_size if stat.S_ISREG(st.st_mode) else None
+                except OSError:
+                    size = None  # reported when it is opened
+            self.total_bytes = None if size is None or self.total_bytes is None else self.total_bytes + size
+
+    def __iter__(self) -> Iterator[memoryview]:
+        buf = bytearray(self.block)
+        for name in self.names:
+            with _open_input(name) as handle:
+                filled = 0
+                while True:
+                    if filled == len(buf):  # a line longer than the buffer
+                        grown = bytearray(2 * len(buf))
+                        grown[:filled] = buf
+                        buf = grown
+                    view = memoryview(buf)
+                    n = handle.readinto(view[filled:])
+                    if not n:
+                        if filled:
+                            yield view[:filled]
+                        break
+                    self.bytes_read += n
+                    end = filled + n
+                    cut = buf.rfind(b"\n", filled, end) + 1
+                    if cut == 0:
+                        filled = end
+                        continue
+                    yield view[:cut]
+                    view.release()
+                    rest = end - cut
+                    buf[:rest] = buf[cut:end]
+                    filled = rest
+
+
+class _open_input:
+    """A file of the input (or stdin), with one-line errors."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
         if name == "-":
-            yield "<stdin>", sys.stdin.buffer
-            continue
+            self.handle: io.BufferedIOBase = sys.stdin.buffer  # type: ignore[assignment]
+            return
         try:
-            handle = open(name, "rb")  # noqa: SIM115 - closed below
+            self.handle = open(name, "rb")  # noqa: SIM115 - closed by __exit__
         except OSError as exc:
             raise CliError(f"cannot read {name!r}: {exc.strerror}") from None
-        with handle:
-            yield name, handle
+
+    def __enter__(self) -> io.BufferedIOBase:
+        return self.handle
+
+    def __exit__(self, *exc: object) -> None:
+        if self.name != "-":
+            self.handle.close()
 
 
-def _key(line: bytes) -> bytes:
-    if line.endswith(b"\n"):
-        line = line[:-1]
-        if line.endswith(b"\r"):
-            line = line[:-1]
-    return line
-
-
-def _read_lines(files: Sequence[str]) -> Iterator[list[bytes]]:
-    """Input lines in batches, each line with its ending."""
-    for _name, handle in _open_inputs(files):
-        while True:
-            lines = handle.readlines(1 << 22)
-            if not lines:
-                break
-            yield lines
+def _write_filter(f: Any, path: str) -> None:
+    """A regular file (or a new path) is saved atomically; anything else --
+    '-' for stdout, a symlink such as /dev/stdout, a pipe, a device -- is
+    written straight through, never replaced by a rename."""
+    if path == "-":
+        out = sys.stdout.buffer
+        out.write(f.to_bytes())
+        out.flush()
+        return
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(path, "wb") as out_file:
+            out_file.write(f.to_bytes())
+        return
+    f.save(path)
 
 
 def _open_filter(path: str) -> Any:
@@ -288,7 +381,17 @@ def _open_filter(path: str) -> Any:
         raise CliError(f"{path}: {exc}") from None
 
 
-def _dedup_filter(args: argparse.Namespace) -> Any:
+DEDUP_CAPACITY = 10_000_000
+DEDUP_ERROR_RATE = 1e-6
+
+
+def _note(message: str) -> None:
+    sys.stderr.write(f"{PROG}: note: {message}\n")
+
+
+def _dedup_filter(args: argparse.Namespace) -> Filter:
+    capacity = args.capacity or DEDUP_CAPACITY
+    error_rate = args.error_rate or DEDUP_ERROR_RATE
     if args.redis or args.key:
         if not (args.redis and args.key):
             raise UsageError("--redis and --key go together")
@@ -297,88 +400,175 @@ def _dedup_filter(args: argparse.Namespace) -> Any:
         try:
             from .redis import RedisBloomFilter
 
-            return RedisBloomFilter(args.redis, args.key, args.capacity, args.error_rate)
+            return RedisBloomFilter(args.redis, args.key, capacity, error_rate)
         except ImportError as exc:
             raise CliError(str(exc)) from None
         except Exception as exc:  # redis-py errors: one line
             raise CliError(f"redis: {exc}") from None
     if args.state and os.path.exists(args.state):
-        return _open_filter(args.state)
-    return BloomFilter(args.capacity, args.error_rate)
+        f: Filter = _open_filter(args.state)
+        # The filter in the state file wins: say so when the options ask otherwise.
+        for option, given, kept in (("--capacity", args.capacity, f.capacity),
+                                    ("--error-rate", args.error_rate, f.error_rate)):
+            if given is not None and given != kept:
+                _note(f"{option} {given:g} is ignored: {args.state} holds a filter made for {option[2:]} {kept:g} "
+                      "(delete it to start over)")
+        return f
+    return BloomFilter(capacity, error_rate)
+
+
+class _StopReading(Exception):
+    pass
+
+
+class _Interrupt:
+    """Ctrl-C while a block is being handled is noted, not raised: the block
+    is finished (its lines written, its keys added), then the command stops
+    as if the input had ended, so a --state file holds exactly the lines
+    printed. Ctrl-C while waiting for input stops the reading at once."""
+
+    def __init__(self) -> None:
+        self.hit = False
+        self.busy = False
+        self.previous: Any = None
+
+    def __enter__(self) -> _Interrupt:
+        def note(signum: int, frame: Any) -> None:
+            self.hit = True
+            if not self.busy:
+                raise _StopReading
+
+        self.previous = signal.signal(signal.SIGINT, note)
+        return self
+
+    def blocks(self, blocks: LineBlocks) -> Iterator[memoryview]:
+        """The blocks, with `busy` set while each is handled."""
+        try:
+            for block in blocks:
+                self.busy = True
+                yield block
+                self.busy = False
+                if self.hit:
+                    return
+        except _StopReading:
+            return
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self.previous)
+
+
+def _redis_errors(exc: Exception) -> CliError | None:
+    return CliError(f"redis: {exc}") if type(exc).__module__.startswith("redis") else None
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
-    bf = _dedup_filter(args)
+    from . import select_lines
+
+    f = _dedup_filter(args)
     out = sys.stdout.buffer
     read = written = 0
     expected_fp = 0.0
-    progress = Progress("lines")
-    for lines in _read_lines(args.files):
-        rate = bf.expected_fp_rate
-        try:
-            new = bf.add_many([_key(line) for line in lines])
-        except Exception as exc:
-            if type(exc).__module__.startswith("redis"):
-                raise CliError(f"redis: {exc}") from None
-            raise
-        kept = [line for line, is_new in zip(lines, new.tolist()) if is_new]
-        if kept and not kept[-1].endswith(b"\n"):
-            kept[-1] += b"\n"
-        out.writelines(kept)
-        read += len(lines)
-        written += len(kept)
-        expected_fp += rate * len(kept)
-        progress.update(read)
-    progress.done()
-    out.flush()
-    if args.state:
-        bf.save(args.state)
+    blocks = LineBlocks(args.files)
+    progress = Progress(blocks.total_bytes)
+    with _Interrupt() as interrupt:
+        for block in interrupt.blocks(blocks):
+            rate = f.expected_fp_rate
+            try:
+                new = f.add_lines(block)
+            except Exception as exc:
+                raise (_redis_errors(exc) or exc) from None
+            out.write(select_lines(block, new))
+            kept = int(new.sum())
+            read += len(new)
+            written += kept
+            expected_fp += rate * kept
+            progress.update(blocks.bytes_read, read)
+        progress.done()
+        out.flush()
+        if args.state:
+            _write_filter(f, args.state)
     if not args.quiet:
         sys.stderr.write(
             f"{PROG} dedup: {read:,} lines read, {written:,} written, {read - written:,} dropped as seen "
             + (f"(of which about {expected_fp:,.1f} may be false positives)\n" if expected_fp >= 0.05
                else "(no false positive expected at this fill)\n")
         )
-        capacity = getattr(bf, "capacity", None)
-        if capacity and bf.approx_count > capacity:
-            sys.stderr.write(
-                f"{PROG} dedup: warning: about {bf.approx_count:,.0f} distinct lines, over --capacity "
-                f"{capacity:,}; the false-positive rate is now {bf.expected_fp_rate:.2g}. "
-                f"Raise --capacity.\n"
-            )
+        _report_filter("dedup", f, "lines")
+    if interrupt.hit:
+        sys.stderr.write(f"{PROG}: interrupted" + (f"; {args.state} holds every line written\n" if args.state
+                                                   else "\n"))
+        return 130
     return 0
+
+
+def _report_filter(command: str, f: Filter, what: str) -> None:
+    """The last lines of a streaming command: peak memory, the filter's
+    expected false-positive rate, and a warning past its capacity."""
+    sys.stderr.write(f"{PROG} {command}: peak memory {_peak_rss()}; the filter's expected false-positive rate "
+                     f"is now {f.expected_fp_rate:.3g}\n")
+    capacity = f.capacity
+    if capacity and f.approx_count > capacity:
+        sys.stderr.write(
+            f"{PROG} {command}: warning: about {f.approx_count:,.0f} distinct {what}, over --capacity "
+            f"{capacity:,}; the false-positive rate is now {f.expected_fp_rate:.2g}. Raise --capacity.\n"
+        )
+
+
+def _count_lines(files: Sequence[str]) -> int:
+    """Lines in the input, read once in blocks (for build's capacity)."""
+    import numpy as np
+
+    lines = 0
+    for block in LineBlocks(files):
+        chars = np.frombuffer(block, dtype=np.uint8)
+        lines += int(np.count_nonzero(chars == 10)) + int(chars[-1] != 10)  # a last line without a newline
+    return lines
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     from . import CountingBloomFilter
 
-    keys = [_key(line) for lines in _read_lines(args.files) for line in lines]
-    capacity = args.capacity or max(1, len(keys))
+    capacity = args.capacity
+    if capacity is None:
+        if not args.files or "-" in args.files:
+            raise UsageError("build needs --capacity when it reads stdin (it sizes the filter before reading)")
+        capacity = max(1, _count_lines(args.files))
     kind = CountingBloomFilter if args.counting else BloomFilter
-    f = kind(capacity, args.error_rate, layout=args.layout)
-    progress = Progress("keys")
-    for start in range(0, len(keys), 1 << 16):
-        f.add_many(keys[start : start + (1 << 16)])
-        progress.update(start)
-    progress.done()
     try:
-        f.save(args.output)
-    except OSError as exc:
-        raise CliError(f"cannot write {args.output!r}: {exc.strerror}") from None
+        f = kind(capacity, args.error_rate, layout=args.layout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    keys = 0
+    blocks = LineBlocks(args.files)
+    progress = Progress(blocks.total_bytes)
+    for block in blocks:
+        keys += len(f.add_lines(block))
+        progress.update(blocks.bytes_read, keys)
+    progress.done()
+    _write_filter(f, args.output)
+    shown = "stdout" if args.output == "-" else args.output
     sys.stderr.write(
-        f"{PROG} build: {len(keys):,} keys into {args.output} ({f.nbytes:,} bytes, {type(f).__name__}, "
+        f"{PROG} build: {keys:,} keys into {shown} ({f.nbytes:,} bytes, {type(f).__name__}, "
         f"capacity {capacity:,}, error rate {args.error_rate:g}, layout {args.layout})\n"
     )
+    _report_filter("build", f, "keys")
     return 0
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    from . import select_lines
+
     f = _open_filter(args.filter)
     out = sys.stdout.buffer
-    for lines in _read_lines(args.files):
-        hit = f.contains_many([_key(line) for line in lines]).tolist()
-        chosen = [line if line.endswith(b"\n") else line + b"\n" for line, h in zip(lines, hit) if h != args.absent]
-        out.writelines(chosen)
+    lines = 0
+    blocks = LineBlocks(args.files)
+    progress = Progress(blocks.total_bytes)
+    for block in blocks:
+        hit = f.contains_lines(block)
+        out.write(select_lines(block, hit != args.absent))
+        lines += len(hit)
+        progress.update(blocks.bytes_read, lines)
+    progress.done()
     out.flush()
     return 0
 
@@ -414,13 +604,15 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_params(args: argparse.Namespace) -> int:
     from . import optimal_params
 
-    sys.stdout.write(f"capacity {args.capacity:,}, error rate {args.error_rate:g}\n")
-    sys.stdout.write(f"{'layout':10} {'num_bits':>16} {'memory':>11} {'bits/key':>9} {'k':>3} {'expected FP':>12}\n")
-    for layout in ("blocked", "standard"):
+    rows = []
+    for layout in ("blocked", "standard"):  # every row known before anything is printed
         try:
-            p = optimal_params(args.capacity, args.error_rate, layout)
+            rows.append((layout, optimal_params(args.capacity, args.error_rate, layout)))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+    sys.stdout.write(f"capacity {args.capacity:,}, error rate {args.error_rate:g}\n")
+    sys.stdout.write(f"{'layout':10} {'num_bits':>16} {'memory':>11} {'bits/key':>9} {'k':>3} {'expected FP':>12}\n")
+    for layout, p in rows:
         sys.stdout.write(
             f"{layout:10} {p.num_bits:>16,} {format_bytes(p.num_bits / 8):>11} {p.bits_per_key:>9.2f} "
             f"{p.num_hashes:>3} {p.expected_fp_rate:>12.4g}\n"
@@ -479,7 +671,18 @@ COMMANDS = {
 }
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's own flush at exit has
+    nothing left to fail on."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Errors are one line, ``bloomline: error: ...``, exit status 2 for bad
+    usage and 1 for a failure while working; a closed output pipe ends the
+    process by SIGPIPE, silently, as coreutils do."""
     parser = _build_parser()
     args = parser.parse_args(argv)
     try:
@@ -491,11 +694,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         return 1
     except BrokenPipeError:
-        # The reader went away (e.g. `| head`): stop quietly, as Unix tools do.
-        try:
-            sys.stdout = None
-        finally:
-            return 1  # noqa: B012
+        # The reader went away (`| head`). Nothing more can be written, and
+        # which lines it read is unknown, so no --state is saved.
+        _quiet_stdout()
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+        return 141  # not reached
+    except OSError as exc:
+        if exc.filename:
+            message = f"{exc.strerror}: {exc.filename!r}"
+        elif exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+            message = f"cannot write the output: {exc.strerror}"
+        else:
+            message = exc.strerror or str(exc)
+        sys.stderr.write(f"{PROG}: error: {message}\n")
+        _quiet_stdout()
+        return 1
     except KeyboardInterrupt:
         sys.stderr.write(f"{PROG}: interrupted\n")
         return 130

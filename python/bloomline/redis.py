@@ -228,6 +228,14 @@ class RedisBloomFilter:
         replies = self._run(keys, "BITFIELD_RO")
         return np.fromiter((0 not in r for r in replies), dtype=bool, count=len(replies))
 
+    def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
+        """Add each line of a block of text, as BloomFilter.add_lines reads it."""
+        return self.add_many(_core.hash_lines(data, self._seed))
+
+    def contains_lines(self, data: Any) -> npt.NDArray[np.bool_]:
+        """Test each line of a block of text."""
+        return self.contains_many(_core.hash_lines(data, self._seed))
+
     def update(self, *iterables: Keys) -> None:
         for keys in iterables:
             self.add_many(keys)

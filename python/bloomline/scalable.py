@@ -89,7 +89,7 @@ class DirectoryStages:
     new keys is its header's insert count."""
 
     def __init__(self, directory: StrPath) -> None:
-        self.directory = Path(directory)
+        self.directory = Path(os.fsdecode(directory))
         self.directory.mkdir(parents=True, exist_ok=True)
         self._open: list[BloomFilter] = []
 
@@ -280,6 +280,15 @@ class ScalableBloomFilter:
         for stage in self._stages:
             hit |= stage.contains_many(hashed)
         return hit.reshape(shape)
+
+    def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
+        """Add each line of a block of text, as BloomFilter.add_lines reads it;
+        True where the line was new."""
+        return self.add_many(_core.hash_lines(data, self._seed))
+
+    def contains_lines(self, data: Any) -> npt.NDArray[np.bool_]:
+        """Test each line of a block of text; True where it may be present."""
+        return self.contains_many(_core.hash_lines(data, self._seed))
 
     def update(self, *iterables: Keys) -> None:
         """Add every key of each iterable."""

@@ -1,4 +1,4 @@
-// Key encodings that need no Python: the byte rules of DESIGN.md for
+// Key encodings that need no Python: the byte rules of README.md ("Keys") for
 // fixed-width array elements, so NumPy batches hash without the GIL.
 //
 //   integers (any width, signed or not) -> widened to 64 bits, 8 bytes LE

@@ -1,0 +1,58 @@
+// Lines of a block of text as keys: what `bloomline dedup/build/query` and
+// add_lines/contains_lines take. A line ends at '\n'; a '\r' just before it
+// is not part of the key (CRLF and LF lines compare equal); the block's last
+// line may lack its '\n'. The key is the line's bytes, as the key rules
+// say for bytes: a line and the same bytes passed to add() are one key.
+//
+// Why here, in C++: a line becomes a key without becoming a Python object;
+// the splitting (memchr) and hashing run with the GIL released.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "bloomline/murmur3.hpp"
+
+namespace bloomline {
+
+// Where each line of p[0, n) starts, and where its key ends (before "\n" or
+// "\r\n"). An empty block has no lines.
+struct LineSpans {
+    std::vector<std::uint64_t> begin;
+    std::vector<std::uint64_t> end;
+    std::size_t size() const { return begin.size(); }
+    // The line's end with its line ending (the next line's start, or n).
+    std::uint64_t end_with_newline(std::size_t i, std::uint64_t n) const {
+        return i + 1 < begin.size() ? begin[i + 1] : n;
+    }
+};
+
+inline void split_lines(const unsigned char* p, std::size_t n, LineSpans* out) {
+    out->begin.clear();
+    out->end.clear();
+    std::size_t pos = 0;
+    while (pos < n) {
+        const void* nl = std::memchr(p + pos, '\n', n - pos);
+        const std::size_t stop = nl ? static_cast<std::size_t>(static_cast<const unsigned char*>(nl) - p) : n;
+        std::size_t end = stop;
+        if (nl && end > pos && p[end - 1] == '\r') --end;
+        out->begin.push_back(pos);
+        out->end.push_back(end);
+        pos = nl ? stop + 1 : n;
+    }
+}
+
+// The lines as a key source (key_source.hpp).
+struct LineKeys {
+    const unsigned char* p;
+    const LineSpans* lines;
+    std::uint64_t seed;
+    Hash128 operator()(std::size_t i) const {
+        const std::uint64_t b = lines->begin[i];
+        return murmur3_128(p + b, static_cast<std::size_t>(lines->end[i] - b), seed);
+    }
+};
+
+}  // namespace bloomline
