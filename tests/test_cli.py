@@ -191,3 +191,127 @@ def test_bench_runs() -> None:
     r = run("bench", "--keys", "20000")
     assert r.returncode == 0, r.stderr
     assert "ns/key" in r.stdout.decode() and "Python set" in r.stdout.decode()
+
+
+# ---- outputs, errors and signals ----------------------------------------------------------
+
+
+def test_outputs_that_are_not_regular_files_are_written_through(tmp_path: Path) -> None:
+    (tmp_path / "keys").write_text("a\nb\nc\n")
+    # /dev/stdout is a symlink: the filter goes to stdout, the link stays a link
+    with open(tmp_path / "out.blf", "wb") as out:
+        r = subprocess.run([EXE or "bloomline", "build", "/dev/stdout", str(tmp_path / "keys")], stdout=out,
+                           stderr=subprocess.PIPE, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert os.path.islink("/dev/stdout")
+    f = bloomline.BloomFilter.load(tmp_path / "out.blf")
+    assert f.contains_many(["a", "b", "c"]).all()
+    r = run("build", "-", str(tmp_path / "keys"))
+    assert r.returncode == 0 and not (Path.cwd() / "-").exists()
+    assert bloomline.from_bytes(r.stdout).contains_many(["a", "b", "c"]).all()
+    os.mkfifo(tmp_path / "fifo")
+    reader = subprocess.Popen(["cat", str(tmp_path / "fifo")], stdout=subprocess.PIPE)
+    r = run("build", str(tmp_path / "fifo"), str(tmp_path / "keys"))
+    data, _ = reader.communicate(timeout=60)
+    assert r.returncode == 0 and (tmp_path / "fifo").is_fifo()
+    assert "a" in bloomline.from_bytes(data)
+
+
+def test_a_full_disk_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    (tmp_path / "in").write_text("\n".join(str(i) for i in range(50_000)) + "\n")
+    with open("/dev/full", "wb") as full:
+        r = subprocess.run([EXE or "bloomline", "dedup", "-q", str(tmp_path / "in")], stdout=full,
+                           stderr=subprocess.PIPE, timeout=60, check=False)
+    assert r.returncode == 1
+    assert r.stderr == b"bloomline: error: cannot write the output: No space left on device\n"
+
+
+def test_a_closed_pipe_ends_the_process_by_sigpipe_silently(tmp_path: Path) -> None:
+    import signal
+
+    (tmp_path / "in").write_text("\n".join(str(i) for i in range(2_000_000)) + "\n")
+    p = subprocess.Popen([EXE or "bloomline", "dedup", str(tmp_path / "in")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stdout.readline() == b"0\n"
+    p.stdout.close()
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == -signal.SIGPIPE
+    assert err == b""
+
+
+def test_params_prints_nothing_until_it_knows_the_answer() -> None:
+    r = run("params", "--capacity", "1000000000000000", "--error-rate", "1e-30")
+    assert r.returncode == 2 and r.stdout == b""
+    assert r.stderr.startswith(b"bloomline: error: ") and r.stderr.count(b"\n") == 1
+
+
+def test_build_names_only_what_is_required() -> None:
+    r = run("build")
+    assert r.returncode == 2 and b"required: OUT\n" in r.stderr and b"FILE" not in r.stderr
+    r = run("build", "out.blf", stdin=b"a\n")
+    assert r.returncode == 2 and b"build needs --capacity when it reads stdin" in r.stderr
+
+
+def test_state_says_which_capacity_wins(tmp_path: Path) -> None:
+    state = tmp_path / "seen.blf"
+    (tmp_path / "in").write_text("a\nb\n")
+    assert run("dedup", "-q", "--state", str(state), "--capacity", "1000", str(tmp_path / "in")).returncode == 0
+    r = run("dedup", "-q", "--state", str(state), "--capacity", "5000", str(tmp_path / "in"))
+    assert r.returncode == 0 and r.stdout == b""
+    assert (f"bloomline: note: --capacity 5000 is ignored: {state} holds a filter made for capacity 1000 "
+            "(delete it to start over)\n").encode() == r.stderr
+    r = run("dedup", "-q", "--state", str(state), "--capacity", "1000", str(tmp_path / "in"))
+    assert r.stderr == b""
+
+
+def test_ctrl_c_in_dedup_state_saves_what_was_printed(tmp_path: Path) -> None:
+    import signal
+
+    state = tmp_path / "seen.blf"
+    lines = [f"line-{i}" for i in range(400_000)]
+    p = subprocess.Popen([EXE or "bloomline", "dedup", "-q", "--state", str(state), "--capacity", "1000000"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdin is not None and p.stdout is not None
+    first = "\n".join(lines[:200_000]).encode() + b"\n"
+
+    def feed() -> None:  # from another thread: the output pipe must be read meanwhile
+        assert p.stdin is not None
+        p.stdin.write(first)
+        p.stdin.flush()
+
+    import threading
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    printed = b""
+    while printed.count(b"\n") < 200_000:  # everything sent so far came out
+        printed += p.stdout.read1(1 << 20)
+    feeder.join()
+    p.send_signal(signal.SIGINT)  # waiting for more input: stops at once
+    rest, err = p.communicate(timeout=60)
+    printed += rest
+    assert p.returncode == 130 and b"holds every line written" in err
+    again = subprocess.run([EXE or "bloomline", "dedup", "-q", "--state", str(state)],
+                           input="\n".join(lines).encode() + b"\n", capture_output=True, timeout=120, check=True)
+    first_run, second_run = printed.decode().split(), again.stdout.decode().split()
+    assert not set(first_run) & set(second_run)
+    assert sorted(first_run + second_run) == sorted(lines)
+
+
+def test_build_streams_its_keys_in_bounded_memory(tmp_path: Path) -> None:
+    path = tmp_path / "keys"
+    with open(path, "w") as out:
+        for start in range(0, 1_500_000, 100_000):
+            out.write("".join(f"https://www.example.com/page/{i:012d}\n" for i in range(start, start + 100_000)))
+    # VmHWM, not ru_maxrss: the latter keeps the forking pytest's peak across exec.
+    code = ("import sys; from bloomline.cli import main; rc = main(sys.argv[1:]); "
+            "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0]); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, "build", str(tmp_path / "f.blf"), str(path)],
+                       capture_output=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    peak_kib = int(r.stdout.split()[-1])
+    size = path.stat().st_size
+    assert size > 60e6 and peak_kib * 1024 < 0.8 * size  # far below the input: no key is kept
+    f = bloomline.BloomFilter.load(tmp_path / "f.blf")
+    assert f.capacity == 1_500_000 and "https://www.example.com/page/000000001234" in f
+    assert b"peak memory" in r.stderr and b"expected false-positive rate" in r.stderr

@@ -241,3 +241,74 @@ def test_atomic_writer_commits_or_leaves_the_target_alone(tmp_path: Path) -> Non
         w.write(b"x")
     with pytest.raises(FileNotFoundError):
         bloomline._core.AtomicWriter(tmp_path / "no-dir" / "f")
+
+
+# ---- readers check what they rely on ---------------------------------------------------
+
+
+def _resign(data: bytearray) -> bytes:
+    """Header and payload checksums made right again for hand-made bytes."""
+    import struct
+
+    from bloomline import murmur3_128
+
+    data[120:128] = struct.pack("<Q", murmur3_128(bytes(data[:120])) & (2**64 - 1))
+    data[-8:] = struct.pack("<Q", murmur3_128(bytes(data[128:-8])) & (2**64 - 1))
+    return bytes(data)
+
+
+@pytest.mark.parametrize("kind", ["bloom", "counting"])
+def test_bits_past_num_slots_are_refused_by_every_reader(kind: str, tmp_path: Path) -> None:
+    f = (BloomFilter.from_params(1000, 3, layout="standard") if kind == "bloom"
+         else CountingBloomFilter.from_params(1001, 3, layout="standard", counter_bits=4))
+    f.update(range(50))
+    raw = bytearray(f.to_bytes())
+    raw[-9] |= 0x80  # the payload's last byte: padding past num_slots
+    bad = _resign(raw)
+    with pytest.raises(ValueError, match="bits are set past num_slots"):
+        bloomline.from_bytes(bad)
+    (tmp_path / "bad.blf").write_bytes(bad)
+    with pytest.raises(ValueError, match="bits are set past num_slots"):
+        type(f).load(tmp_path / "bad.blf")
+    with pytest.raises(ValueError, match="bits are set past num_slots"):
+        type(f).load(tmp_path / "bad.blf", mmap=True, verify=True)
+    with pytest.raises(ValueError, match="bits are set past num_slots"):
+        type(f).open(tmp_path / "bad.blf", "r+", verify=True)
+    if kind == "bloom":
+        with pytest.raises(ValueError, match="bits are set past num_slots"):
+            BloomFilter.from_buffer(bytes(raw[128:-8]), 1000, 3, layout="standard")
+        with pytest.raises(ValueError, match="bits are set past num_slots"):
+            BloomFilter.from_buffer(b"\xff" * 64, 1, 1, layout="standard")
+
+
+def test_a_fill_that_does_not_match_the_payload_is_refused(tmp_path: Path) -> None:
+    f = BloomFilter(1000)
+    f.update(range(100))
+    raw = bytearray(f.to_bytes())
+    raw[80:88] = (3).to_bytes(8, "little")  # a low fill, checksums made right
+    bad = _resign(raw)
+    with pytest.raises(ValueError, match=f"fill 3 does not match the payload \\({f.bits_set} bits set\\)"):
+        BloomFilter.from_bytes(bad)
+    (tmp_path / "f.blf").write_bytes(bad)
+    with pytest.raises(ValueError, match="fill 3 does not match"):
+        BloomFilter.open(tmp_path / "f.blf", verify=True)
+    assert BloomFilter.open(tmp_path / "f.blf", "r").bits_set == 3  # unverified opens trust the header
+
+
+def test_paths_are_str_bytes_or_pathlike_and_never_hold_nul(tmp_path: Path) -> None:
+    f = BloomFilter(100)
+    f.add("k")
+    for path in (str(tmp_path / "a.blf"), bytes(tmp_path / "b.blf"), tmp_path / "c.blf"):
+        f.save(path)
+        assert "k" in BloomFilter.load(path) and "k" in BloomFilter.open(path, "r")
+    s = ScalableBloomFilter(10)
+    s.save(bytes(tmp_path / "s.blf"))
+    assert ScalableBloomFilter.load(tmp_path / "s.blf") == s
+    for bad in (str(tmp_path / "x\0y.blf"), bytes(tmp_path / "x\0y.blf")):
+        for call in (lambda p: f.save(p), BloomFilter.load, lambda p: BloomFilter.open(p), lambda p: s.save(p),
+                     lambda p: BloomFilter.load(p, mmap=True)):
+            with pytest.raises(ValueError, match="NUL byte|null byte"):
+                call(bad)
+    assert not list(tmp_path.glob("x*"))
+    with pytest.raises(TypeError):
+        f.save(3)  # type: ignore[arg-type]

@@ -137,3 +137,80 @@ def test_geometry_checks() -> None:
 def test_params_is_a_named_tuple() -> None:
     p = bloomline.optimal_params(1000, 0.01)
     assert p == (p.num_bits, p.num_hashes, p.bits_per_key, p.expected_fp_rate)
+
+
+# ---- total and fast over the whole range -------------------------------------------------
+
+
+def _reference_blocked(n: float, m: int, k: int) -> float:
+    """A slow reference for the blocked rate: the Poisson mixture summed over
+    every block load, with the exact occupancy distribution built ball by
+    ball in exact arithmetic on probabilities (Fractions would be too slow;
+    float64 DP with all 513 states, no table limits)."""
+    import math
+
+    lam = n / (m / 512)
+    occ = np.zeros(513)
+    occ[0] = 1.0
+    total = 0.0
+    hi = int(lam + 14 * math.sqrt(lam) + 40)
+    x = np.arange(513)
+    for j in range(hi + 1):
+        if j > 0:
+            for _ in range(k):
+                occ[1:] = occ[1:] * x[1:] / 512 + occ[:-1] * (512 - x[:-1]) / 512
+                occ[0] = 0.0
+        pmf = math.exp(j * math.log(lam) - lam - math.lgamma(j + 1)) if lam > 0 else float(j == 0)
+        total += pmf * float(np.dot(occ, (x / 512.0) ** k))
+    return min(total, 1.0)
+
+
+@pytest.mark.parametrize(("n", "m", "k"), [(1000, 20_480, 6), (30, 512, 2), (5000, 2048, 11), (2e5, 512 * 100, 1)])
+def test_blocked_rate_matches_a_slow_reference(n: float, m: int, k: int) -> None:
+    assert bloomline.false_positive_rate(n, m, k) == pytest.approx(_reference_blocked(n, m, k), rel=1e-9)
+
+
+def test_every_sizing_call_is_total_and_fast_over_the_whole_range() -> None:
+    """Any n up to 2**64 keys and num_bits up to 2**64: a value in [0, 1] (or
+    a ValueError for num_bits past 2**48), never a hang. Table builds on the
+    first call for a k may take milliseconds; every call stays under 0.5 s
+    and the whole sweep under 20 s."""
+    import math
+    import time
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    start = time.monotonic()
+    slowest = 0.0
+
+    @settings(max_examples=400, deadline=None, derandomize=True)
+    @given(log_n=st.floats(0, 64), log_m=st.floats(9, 64), k=st.integers(1, 64),
+           layout=st.sampled_from(["blocked", "standard"]), p=st.floats(1e-30, 0.999))
+    def check(log_n: float, log_m: float, k: int, layout: str, p: float) -> None:
+        nonlocal slowest
+        n = 2.0**log_n
+        m = int(2.0**log_m) // 512 * 512 or 512
+        t = time.perf_counter()
+        try:
+            rate = bloomline.false_positive_rate(n, m, k, layout)  # type: ignore[arg-type]
+            assert 0.0 <= rate <= 1.0 and math.isfinite(rate)
+            assert 1 <= bloomline.optimal_num_hashes(m, n, layout) <= 64  # type: ignore[arg-type]
+        except ValueError as e:
+            assert m > 2**48 and "num_bits" in str(e)
+        try:
+            params = bloomline.optimal_params(max(1, min(int(n), 2**48)), p, layout)  # type: ignore[arg-type]
+            assert params.expected_fp_rate <= p
+        except ValueError as e:
+            assert "2**48" in str(e) or "64 hashes" in str(e)
+        slowest = max(slowest, time.perf_counter() - t)
+
+    check()
+    assert slowest < 0.5
+    assert time.monotonic() - start < 20
+
+
+def test_huge_loads_saturate_to_one() -> None:
+    for n in (1e10, 1e13, 1e17, 2.0**64):
+        assert bloomline.false_positive_rate(n, 512, 3) == pytest.approx(1.0, abs=1e-9)
+        assert bloomline.optimal_num_hashes(512, n) == 1

@@ -67,9 +67,13 @@ whole array (k cache lines, ~3% less memory at 1%).
                 if (view.size() != want)
                     throw std::invalid_argument("payload must be " + std::to_string(want) + " bytes for num_bits " +
                                                 fmt(g.num_slots) + ", got " + std::to_string(view.size()));
+                Header h;
+                h.num_slots = g.num_slots;
+                h.payload_len = want;
+                const std::uint64_t bits_set = payload_fill(h, view.data());  // no bits past num_bits
                 Memory mem = Memory::zeroed(want);
                 std::memcpy(mem.data, view.data(), want);
-                return H(std::make_unique<BloomFilter>(g, cap, rate, std::move(mem), 0));
+                return H(std::make_unique<BloomFilter>(g, cap, rate, std::move(mem), 0, bits_set));
             },
             py::arg("payload"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(),
             py::arg("layout") = "blocked", py::arg("seed") = 0, py::arg("capacity") = py::none(),

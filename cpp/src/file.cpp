@@ -226,6 +226,13 @@ bool sole_writer(const MappedFile& f) {
     return true;
 }
 
+// A killed writer never added its new keys to the header's insert count:
+// make it at least the estimate from the fill.
+void repair_insert_count(Header& h) {
+    const double est = estimate_count(h.fill, h.num_slots, h.num_hashes, h.layout);
+    if (est < 1e18) h.insert_count = std::max(h.insert_count, static_cast<std::uint64_t>(est + 0.5));
+}
+
 void write_header(const MappedFile& f, const Header& h) {
     unsigned char header[kHeaderSize];
     encode_header(h, header);
@@ -303,6 +310,7 @@ void flush_mapped(MappedFile& file, std::uint64_t insert_count, const std::funct
     h.fill = count_fill();  // under the header lock: a closing last writer counts a still payload
     if (final) {
         if (sole_writer(file)) {
+            if (h.writers > 1) repair_insert_count(h);  // writers that never closed were killed
             h.flags = 0;
             h.writers = 0;
             write_u64(file.data(), trailer_offset(h), checksum64(file.data() + kHeaderSize, h.payload_len));
@@ -334,7 +342,7 @@ MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) 
     bool fill_known = !was_dirty;
     if (verify) {
         checked_payload(base, file->size(), h);  // the checksum, if the file is clean
-        const std::uint64_t fill = payload_fill(h, base + kHeaderSize);
+        const std::uint64_t fill = checked_fill(h, base + kHeaderSize);
         if (!was_dirty && fill != h.fill)
             throw std::invalid_argument("invalid bloomline data: fill " + fmt(h.fill) + " does not match the payload (" +
                                         fmt(fill) + ")");
@@ -349,10 +357,9 @@ MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) 
         } else if (sole_writer(*file)) {
             // Dirty with no writer alive: they were killed. Repair the
             // counts from the payload; the checksum is made at the last close.
-            h.fill = payload_fill(h, base + kHeaderSize);
+            h.fill = checked_fill(h, base + kHeaderSize);
             fill_known = true;
-            const double est = estimate_count(h.fill, h.num_slots, h.num_hashes, h.layout);
-            if (est < 1e18) h.insert_count = std::max(h.insert_count, static_cast<std::uint64_t>(est + 0.5));
+            repair_insert_count(h);
             h.writers = 1;
         } else {
             h.writers += 1;

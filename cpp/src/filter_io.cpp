@@ -64,8 +64,9 @@ std::uint64_t payload_fill(const Header& h, const unsigned char* payload) {
     for (std::uint64_t byte = used_bits / 8; byte < h.payload_len; ++byte) {
         const unsigned keep = byte == used_bits / 8 ? static_cast<unsigned>(used_bits % 8) : 0;
         if ((payload[byte] >> keep) != 0)
-            bad("bits are set past num_slots " + fmt(h.num_slots) + " (in byte " + fmt(byte) + " of the payload, whose " +
-                fmt(total_bits - used_bits) + " padding bits must be 0)");
+            throw std::invalid_argument("bits are set past num_slots " + fmt(h.num_slots) + " (in byte " + fmt(byte) +
+                                        " of the payload, whose " + fmt(total_bits - used_bits) +
+                                        " padding bits must be 0)");
     }
     std::uint64_t fill = 0;
     if (h.slot_bits == 1) {
@@ -81,12 +82,20 @@ std::uint64_t payload_fill(const Header& h, const unsigned char* payload) {
     return fill;
 }
 
+std::uint64_t checked_fill(const Header& h, const unsigned char* payload) {
+    try {
+        return payload_fill(h, payload);
+    } catch (const std::invalid_argument& e) {
+        bad(e.what());
+    }
+}
+
 template <class T>
 std::unique_ptr<T> decode_filter(const unsigned char* data, std::size_t len) {
     Header h = decode_header(data, len);
     if (h.kind != KindOf<T>::value) bad(std::string("this holds a ") + kind_name(h.kind) + ", not a " + kind_name(KindOf<T>::value));
     const unsigned char* payload = checked_payload(data, len, h);
-    const std::uint64_t fill = payload_fill(h, payload);
+    const std::uint64_t fill = checked_fill(h, payload);
     if (!(h.flags & kFlagDirty) && fill != h.fill)
         bad("fill " + fmt(h.fill) + " does not match the payload (" + fmt(fill) + " " +
             (h.slot_bits == 1 ? "bits set" : "counters above zero") + ")");

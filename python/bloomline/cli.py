@@ -168,9 +168,18 @@ class Progress:
 
 
 def _peak_rss() -> str:
+    """This process's peak resident memory (VmHWM: ru_maxrss would keep the
+    peak of the process that forked us across exec)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return format_bytes(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
     import resource
 
-    return format_bytes(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # ru_maxrss is in KiB on Linux
+    return format_bytes(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # KiB on Linux
 
 
 # ---------------------------------------------------------------------------
@@ -331,15 +340,17 @@ class _open_input:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        # Unbuffered: readinto returns what one read() gives, so a pipe's
+        # lines are handled as they come, not when 4 MiB have gathered.
         if name == "-":
-            self.handle: io.BufferedIOBase = sys.stdin.buffer  # type: ignore[assignment]
+            self.handle: io.RawIOBase = sys.stdin.buffer.raw  # type: ignore[union-attr]
             return
         try:
-            self.handle = open(name, "rb")  # noqa: SIM115 - closed by __exit__
+            self.handle = open(name, "rb", buffering=0)  # noqa: SIM115 - closed by __exit__
         except OSError as exc:
             raise CliError(f"cannot read {name!r}: {exc.strerror}") from None
 
-    def __enter__(self) -> io.BufferedIOBase:
+    def __enter__(self) -> io.RawIOBase:
         return self.handle
 
     def __exit__(self, *exc: object) -> None:

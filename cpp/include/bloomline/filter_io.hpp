@@ -50,6 +50,8 @@ std::unique_ptr<T> filter_over(const Header& h, Memory payload, bool trust_fill)
 // num_slots (the padding up to the whole block): std::invalid_argument
 // otherwise. O(payload).
 std::uint64_t payload_fill(const Header& h, const unsigned char* payload);
+// The same, its errors as "invalid bloomline data: ..." (a reader's).
+std::uint64_t checked_fill(const Header& h, const unsigned char* payload);
 
 // A fully checked read of bytes (the payload is copied): the header, the
 // checksums, the padding, and a clean header's fill against the payload.

@@ -1,0 +1,203 @@
+"""Many writers on one filter file: handles in threads and in processes that
+map the same file for writing (BloomFilter.open(path, "r+")). No bit is
+ever lost, the header stays true (a count of writers; the last close makes
+the checksum current), a writer killed at any moment leaves a file that the
+next open repairs, and "new" between processes is at-least-once (a key two
+processes add at the same instant may be new to both)."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bloomline
+from bloomline import BloomFilter, CountingBloomFilter
+
+# A writer process: open the file for writing, wait for "go" on stdin, add
+# its keys in batches (by every route), report each finished batch on
+# stdout, close unless told to hang on.
+WORKER = r"""
+import sys, numpy as np, bloomline
+path, lo, n, batch, kind, hold = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+cls = bloomline.CountingBloomFilter if kind == "counting" else bloomline.BloomFilter
+f = cls.open(path, "r+")
+sys.stdout.write("ready\n"); sys.stdout.flush()
+sys.stdin.readline()
+keys = np.arange(lo, lo + n, dtype=np.uint64)
+new = 0
+for i, start in enumerate(range(0, n, batch)):
+    chunk = keys[start:start + batch]
+    if i % 3 == 0:
+        new += int(f.add_many(chunk).sum())
+    elif i % 3 == 1:
+        new += sum(f.add(int(k)) for k in chunk[:50]) + int(f.add_many(chunk[50:]).sum())
+    else:
+        f.update(iter(chunk.tolist()))
+    sys.stdout.write(f"done {start + len(chunk)}\n"); sys.stdout.flush()
+if hold == "close":
+    f.close()
+sys.stdout.write(f"new {new}\n"); sys.stdout.flush()
+if hold == "hang":
+    sys.stdin.readline()
+"""
+
+
+def start_worker(path: Path, lo: int, n: int, batch: int = 5000, kind: str = "bloom",
+                 hold: str = "close") -> subprocess.Popen[str]:
+    p = subprocess.Popen([sys.executable, "-c", WORKER, str(path), str(lo), str(n), str(batch), kind, hold],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    return p
+
+
+def go(*procs: subprocess.Popen[str]) -> None:
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+
+
+def finish(p: subprocess.Popen[str]) -> list[str]:
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 0
+    return out.splitlines()
+
+
+def keys_of(lo: int, n: int) -> np.ndarray:
+    return np.arange(lo, lo + n, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("kind", ["bloom", "counting"])
+def test_two_processes_and_two_threads_lose_no_bit_20_times(tmp_path: Path, kind: str) -> None:
+    cls = CountingBloomFilter if kind == "counting" else BloomFilter
+    n = 40_000
+    for run in range(20):
+        path = tmp_path / f"shared-{run}.blf"
+        cls(300_000, 0.01, layout="blocked" if run % 2 else "standard").save(path)
+        procs = [start_worker(path, lo, n, kind=kind) for lo in (0, 10**9)]
+        handles = [cls.open(path, "r+") for _ in range(2)]
+
+        def add(h: object, lo: int) -> None:
+            h.add_many(keys_of(lo, n // 2))  # type: ignore[attr-defined]
+            h.update(keys_of(lo + n // 2, n // 2))  # type: ignore[attr-defined]
+
+        threads = [threading.Thread(target=add, args=(h, lo)) for h, lo in zip(handles, (2 * 10**9, 3 * 10**9))]
+        go(*procs)
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for p in procs:
+            finish(p)
+        header = bloomline.read_header(path.read_bytes())
+        assert header["dirty"]  # the two thread handles are still open
+        for h in handles:
+            h.close()  # type: ignore[attr-defined]
+        f = cls.load(path)  # verified: clean, checksum current
+        assert not bloomline.read_header(path.read_bytes())["dirty"]
+        for lo in (0, 10**9, 2 * 10**9, 3 * 10**9):
+            assert f.contains_many(keys_of(lo, n)).all(), (run, lo)
+        assert bloomline.read_header(path.read_bytes())["insert_count"] >= 4 * n * 0.97
+
+
+def test_one_writer_closing_while_another_writes_keeps_the_file_dirty(tmp_path: Path) -> None:
+    path = tmp_path / "f.blf"
+    BloomFilter(100_000, 0.01).save(path)
+    keeper = start_worker(path, 0, 20_000, hold="hang")
+    with BloomFilter.open(path, "r+") as mine:
+        mine.add_many(keys_of(10**9, 1000))
+    header = bloomline.read_header(path.read_bytes())
+    assert header["dirty"]  # the worker still has it open: no checksum, not clean
+    go(keeper)
+    assert keeper.stdout is not None
+    while not keeper.stdout.readline().startswith("new"):
+        pass
+    keeper.send_signal(signal.SIGKILL)
+    keeper.communicate(timeout=30)
+    f = BloomFilter.load(path)  # dirty, its writer dead: it loads, nothing lost
+    assert f.contains_many(keys_of(0, 20_000)).all() and f.contains_many(keys_of(10**9, 1000)).all()
+
+
+def test_kill_9_of_one_of_two_writers_30_times(tmp_path: Path) -> None:
+    rng = random.Random(19)
+    for run in range(30):
+        path = tmp_path / f"k{run}.blf"
+        BloomFilter(400_000, 0.01, layout=rng.choice(["blocked", "standard"])).save(path)
+        survivor_done = rng.random() < 0.5
+        victim = start_worker(path, 0, 200_000, batch=2000)
+        survivor = start_worker(path, 10**9, 20_000, batch=2000, hold="close" if survivor_done else "hang")
+        go(victim, survivor)
+        time.sleep(rng.uniform(0.0, 0.25))
+        victim.send_signal(signal.SIGKILL)
+        out, _ = victim.communicate(timeout=30)
+        reported = max([int(line.split()[1]) for line in out.splitlines() if line.startswith("done")], default=0)
+        if survivor_done:  # the last writer out repairs what the dead one left
+            finish(survivor)
+        else:  # or the next open does, the survivor killed too (after its adds)
+            assert survivor.stdout is not None
+            while not survivor.stdout.readline().startswith("new"):
+                pass
+            survivor.send_signal(signal.SIGKILL)
+            survivor.communicate(timeout=30)
+            assert bloomline.read_header(path.read_bytes())["dirty"]
+        with BloomFilter.open(path, "r+") as repaired:
+            assert repaired.contains_many(keys_of(0, reported)).all()
+            assert repaired.insert_count >= 0.9 * reported
+        f = BloomFilter.load(path)  # clean again: checksum verified
+        assert not bloomline.read_header(path.read_bytes())["dirty"]
+        assert f.contains_many(keys_of(0, reported)).all()
+        if survivor_done:
+            assert f.contains_many(keys_of(10**9, 20_000)).all()
+            assert bloomline.read_header(path.read_bytes())["insert_count"] >= 0.9 * (reported + 20_000)
+
+
+def test_new_between_processes_is_at_least_once(tmp_path: Path) -> None:
+    """The same keys added by two processes at the same time: each key is
+    new to at least one of them (no key lost). It may be new to both:
+    exactly-once across processes is what the Redis filter offers."""
+    path = tmp_path / "f.blf"
+    n = 100_000
+    BloomFilter(300_000, 0.01).save(path)
+    procs = [start_worker(path, 0, n, batch=n) for _ in range(2)]
+    go(*procs)
+    news = [int(finish(p)[-1].split()[1]) for p in procs]
+    f = BloomFilter.load(path)
+    assert f.contains_many(keys_of(0, n)).all()
+    # every key new somewhere; duplicates ("new" to both) are allowed
+    assert sum(news) >= n * 0.97
+
+
+def test_save_over_a_mapped_file(tmp_path: Path) -> None:
+    path = tmp_path / "f.blf"
+    BloomFilter(10_000, 0.01).save(path)
+    with BloomFilter.open(path, "r+") as live:
+        live.add("before")
+        live.save(path)  # its own file: flushed in place, not replaced
+        live.add("after")  # still goes to the file at path
+        with pytest.raises(ValueError, match="is open for writing through a map"):
+            BloomFilter(10_000, 0.01).save(path)  # would swap the file from under `live`
+        other = tmp_path / "copy.blf"
+        live.save(other)
+        assert "before" in BloomFilter.load(other)
+    back = BloomFilter.load(path)
+    assert "before" in back and "after" in back
+    ro = BloomFilter.load(path, mmap=True)
+    with pytest.raises(ValueError, match="mapped read-only"):
+        ro.save(path)
+
+
+def test_read_only_maps_say_how_they_were_opened(tmp_path: Path) -> None:
+    path = tmp_path / "f.blf"
+    BloomFilter(1000).save(path)
+    for f in (BloomFilter.open(path, "r"), BloomFilter.load(path, mmap=True)):
+        with pytest.raises(ValueError, match=r"read-only \(mapped read-only from '.*f\.blf'"):
+            f.add("x")
+        assert "mmap=True" not in str(pytest.raises(ValueError, f.add, "x").value)
