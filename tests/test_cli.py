@@ -315,3 +315,10 @@ def test_build_streams_its_keys_in_bounded_memory(tmp_path: Path) -> None:
     f = bloomline.BloomFilter.load(tmp_path / "f.blf")
     assert f.capacity == 1_500_000 and "https://www.example.com/page/000000001234" in f
     assert b"peak memory" in r.stderr and b"expected false-positive rate" in r.stderr
+
+
+def test_redis_module_prints_the_module_path() -> None:
+    r = run("redis-module")
+    assert r.returncode == 0
+    path = r.stdout.decode().strip()
+    assert path.endswith("redis_module.so") and os.path.exists(path)

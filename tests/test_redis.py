@@ -169,3 +169,200 @@ def test_cluster(redis_cluster: list[object]) -> None:
     assert local.contains_many(keys).all()
     f.delete()
     client.close()
+
+
+# ---- backends: plain Redis, bloomline's module, the server's BF commands ----------------------
+
+from conftest import CuttingProxy, RedisServer  # noqa: E402
+
+
+def test_every_backend_answers_alike(backend_server: tuple[RedisServer, str]) -> None:
+    server, backend = backend_server
+    client = redis.Redis(host="127.0.0.1", port=server.port)
+    f = RedisBloomFilter(client, "alike", 50_000, 0.001, backend=backend)
+    assert f.backend == backend
+    assert f.add("https://a.example/") is True and f.add("https://a.example/") is False
+    assert f.add_many(["x", "y", "x", "https://a.example/"]).tolist() == [True, True, False, False]
+    assert f.add_many(np.arange(12, dtype=np.int64).reshape(3, 4)).shape == (3, 4)  # shapes kept
+    assert f.contains_many(np.arange(12).reshape(4, 3)).all()
+    assert f.contains_many(["x", "nope"]).tolist() == [True, False]
+    assert f.add_lines(b"l1\nl2\r\nl1\n").tolist() == [True, True, False]
+    assert f.contains_lines(b"l2\nl3\n").tolist() == [True, False]
+    with pytest.raises(TypeError, match="keys must be an iterable of keys"):
+        f.add_many("abc")
+    again = RedisBloomFilter(client, "alike")
+    assert again.backend == backend and "x" in again
+    client.close()
+
+
+def test_auto_picks_the_module_then_plain(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from conftest import module_args
+
+    with_module = RedisServer(tmp_path_factory.mktemp("m"), *module_args("module"))
+    without = RedisServer(tmp_path_factory.mktemp("p"))
+    try:
+        assert RedisBloomFilter(with_module.url, "a", 1000, 0.01).backend == "module"
+        assert RedisBloomFilter(without.url, "a", 1000, 0.01).backend == "plain"
+        with pytest.raises(ValueError, match="backend 'module' needs bloomline's module"):
+            RedisBloomFilter(without.url, "b", 1000, 0.01, backend="module")
+        with pytest.raises(ValueError, match="backend must be one of"):
+            RedisBloomFilter(without.url, "b", 1000, 0.01, backend="fast")
+    finally:
+        with_module.stop()
+        without.stop()
+
+
+def test_module_and_plain_share_the_same_bytes(tmp_path_factory: pytest.TempPathFactory, layout: str) -> None:
+    from conftest import module_args
+
+    server = RedisServer(tmp_path_factory.mktemp("m"), *module_args("module"))
+    try:
+        client = redis.Redis(host="127.0.0.1", port=server.port)
+        keys = [f"https://example.com/{i}" for i in range(20_000)]
+        by_module = RedisBloomFilter(client, "shared", 30_000, 0.01, layout=layout, seed=4, backend="module")
+        assert by_module.add_many(keys[:10_000]).sum() >= 9_990
+        by_plain = RedisBloomFilter(client, "shared", backend="plain")  # a server without the module reads it too
+        assert by_plain.contains_many(keys[:10_000]).all()
+        assert by_plain.add_many(keys[10_000:]).sum() >= 9_990
+        local = BloomFilter(30_000, 0.01, layout=layout, seed=4)
+        local.update(keys)
+        assert by_module.to_filter() == local  # byte for byte, whoever wrote them
+        assert by_module.contains_many(keys).all()
+        client.close()
+    finally:
+        server.stop()
+
+
+def test_shards_are_made_at_full_size_and_stale_ones_cleared(redis_client: object) -> None:
+    f = RedisBloomFilter(redis_client, "sized", 100_000, 0.01, shards=3)
+    sizes = [redis_client.strlen(k) for k in f.shard_keys()]  # type: ignore[attr-defined]
+    assert sum(sizes) == -(-f.num_bits // 512) * 64 and sizes[0] == f.shard_bits // 8
+    f.add_many(range(1000))
+    redis_client.delete("sized:meta")  # type: ignore[attr-defined]  # the meta gone, the bits left behind
+    g = RedisBloomFilter(redis_client, "sized", 100_000, 0.01, shards=3)
+    assert g.bits_set == 0 and not g.contains_many(range(1000)).any()
+    local = BloomFilter(100_000, 0.01)
+    local.update(range(500))
+    redis_client.delete("up:meta")  # type: ignore[attr-defined]
+    redis_client.setrange("up:bits:0", 100, b"\xff" * 64)  # type: ignore[attr-defined]  # stale garbage
+    up = RedisBloomFilter.from_filter(local, redis_client, "up")
+    assert up.to_filter() == local
+
+
+def test_attaching_with_another_layout_or_seed_names_the_field(redis_client: object) -> None:
+    RedisBloomFilter(redis_client, "g", 1000, 0.01, layout="standard", seed=7)
+    with pytest.raises(ValueError, match=r"differs in layout \(stored standard != given blocked\)"):
+        RedisBloomFilter(redis_client, "g", layout="blocked")
+    with pytest.raises(ValueError, match=r"differs in seed \(stored 7 != given 8\)"):
+        RedisBloomFilter(redis_client, "g", seed=8)
+    assert RedisBloomFilter(redis_client, "g", seed=7, layout="standard").seed == 7
+
+
+def _same_keys_worker(port: int, backend: str, n: int, q: "mp.Queue[tuple[list[int], int]]") -> None:
+    r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=20)
+    f = RedisBloomFilter(r, "fleet", backend=backend, retries=20)
+    keys = np.arange(n, dtype=np.uint64)
+    new: list[int] = []
+    for start in range(0, n, 10_000):
+        flags = f.add_many(keys[start : start + 10_000])
+        new.extend((np.nonzero(flags)[0] + start).tolist())
+    q.put((new, 0))
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["steady", "cut connections"])
+def test_four_processes_adding_the_same_keys_see_each_new_exactly_once(backend_server: tuple[RedisServer, str],
+                                                                      cut: bool) -> None:
+    """200,000 keys added by four processes at once, each key new to exactly
+    one of them, also when connections drop mid-batch (a proxy cuts every
+    fifth reply: the command ran, its reply never came, the client sent it
+    again)."""
+    server, backend = backend_server
+    n = 200_000
+    RedisBloomFilter(server.url, "fleet", 1_000_000, 0.001, backend=backend)
+    proxy = CuttingProxy(server.port, cut_every=5) if cut else None
+    port = proxy.port if proxy else server.port
+    ctx = mp.get_context("spawn")
+    q: mp.Queue[tuple[list[int], int]] = ctx.Queue()
+    procs = [ctx.Process(target=_same_keys_worker, args=(port, backend, n, q)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    counts = np.zeros(n, dtype=np.int64)
+    for new, _ in results:
+        np.add.at(counts, np.array(new, dtype=np.int64), 1)
+    assert counts.max() == 1  # never new twice, retries included
+    assert int((counts == 0).sum()) <= 5  # new to nobody: false positives only (expected well under 1)
+    if proxy:
+        assert proxy.cuts >= 4
+        proxy.close()
+
+
+def _chain_worker(port: int, backend: str, keys: list[int], q: "mp.Queue[list[int]]") -> None:
+    from bloomline import ScalableBloomFilter
+    from bloomline.redis import RedisStages
+
+    chain = ScalableBloomFilter(500, 0.01, store=RedisStages(redis.Redis(host="127.0.0.1", port=port), "crawl",
+                                                             backend=backend))
+    new: list[int] = []
+    for start in range(0, len(keys), 250):
+        chunk = np.array(keys[start : start + 250], dtype=np.uint64)
+        new.extend(chunk[chain.add_many(chunk)].tolist())
+    q.put(new)
+
+
+@pytest.mark.parametrize("backend", ["plain", "module"])
+def test_a_chain_grows_in_redis_and_each_key_is_new_once(backend: str, tmp_path_factory: pytest.TempPathFactory,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    from conftest import module_args
+
+    from bloomline import ScalableBloomFilter
+    from bloomline.redis import RedisStages
+
+    server = RedisServer(tmp_path_factory.mktemp("chain"), *module_args(backend))
+    try:
+        grown: list[int] = []
+        store = RedisStages(server.url, "crawl", backend=backend)
+        chain = ScalableBloomFilter(500, 0.01, store=store, on_grow=lambda c: grown.append(c.num_stages))
+        rng = np.random.default_rng(17)
+        parts = [sorted(rng.choice(6000, size=4000, replace=False).tolist()) for _ in range(4)]
+        ctx = mp.get_context("spawn")
+        q: mp.Queue[list[int]] = ctx.Queue()
+        procs = [ctx.Process(target=_chain_worker, args=(server.port, backend, p, q)) for p in parts]
+        for p in procs:
+            p.start()
+        results = [q.get(timeout=300) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+            assert p.exitcode == 0
+        counts = np.zeros(6000, dtype=np.int64)
+        for new in results:
+            np.add.at(counts, np.array(new, dtype=np.int64), 1)
+        offered = np.zeros(6000, dtype=bool)
+        for p in parts:
+            offered[p] = True
+        assert counts.max() == 1 and int(((counts == 0) & offered).sum()) <= 0.01 * offered.sum()
+        assert store.stage_count() >= 4  # 500 + 1000 + 2000 < ~5,900 keys
+        assert chain.contains_many(np.nonzero(offered)[0].astype(np.uint64)).all()  # sees the others' stages
+        assert chain.num_stages == store.stage_count() and grown  # and said so
+        absent = np.arange(10**9, 10**9 + 200_000, dtype=np.uint64)
+        assert chain.contains_many(absent).mean() <= 0.01  # the compound bound holds
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("backend", ["plain", "module"])
+def test_cluster_backends(redis_cluster: list[object], backend: str) -> None:
+    from redis.cluster import RedisCluster
+
+    client = RedisCluster(host="127.0.0.1", port=redis_cluster[0].port)  # type: ignore[attr-defined]
+    f = RedisBloomFilter(client, f"cl-{backend}", 200_000, 0.01, shards=12, backend=backend)
+    assert f.backend == backend
+    keys = [f"https://c.example/{i}" for i in range(30_000)]
+    assert f.add_many(keys).sum() >= 29_900
+    assert f.contains_many(keys).all() and not f.add_many(keys[:100]).any()
+    assert {client.get_node_from_key(k).port for k in f.shard_keys()} == {s.port for s in redis_cluster}  # type: ignore[attr-defined]
+    f.delete()
+    client.close()

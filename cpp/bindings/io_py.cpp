@@ -8,6 +8,7 @@
 #include "args_py.hpp"
 #include "bloomline/file.hpp"
 #include "bloomline/filter_io.hpp"
+#include "bloomline/positions.hpp"
 #include "filter_py.hpp"
 #include "keys_py.hpp"
 #include "register.hpp"
@@ -111,6 +112,73 @@ void register_io(py::module_& m) {
         },
         py::arg("keys"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
         py::arg("seed") = 0, "The k slot indices of each key for this geometry, as an (n, k) uint64 array.");
+
+    m.def(
+        "redis_positions",
+        [](py::handle keys, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed,
+           py::handle shard_bits) {
+            // The batch, grouped by shard, as the bytes arguments of the
+            // Redis module and script (positions.hpp).
+            const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
+            const std::uint64_t sb = py_args::to_u64(shard_bits, "shard_bits", kBlockBits, std::uint64_t{1} << 32,
+                                                     "[512, 2**32]");
+            if (sb % kBlockBits != 0) throw std::invalid_argument("shard_bits must be a multiple of 512, got " + fmt(sb));
+            std::vector<Hash128> hashes;
+            py_keys::with_batch_hashes(keys, g.seed, "keys", [&hashes](auto& src, std::size_t n, bool*) {
+                hashes.resize(n);
+                hash_range(src, 0, n, hashes.data());
+            });
+            ShardedPositions sp;
+            {
+                py::gil_scoped_release nogil;
+                sp = shard_positions(g, sb, hashes.data(), hashes.size());
+            }
+            auto as_array = [](const std::vector<std::uint64_t>& v) {
+                py::array_t<std::int64_t> a(static_cast<py::ssize_t>(v.size()));
+                std::copy(v.begin(), v.end(), a.mutable_data());
+                return a;
+            };
+            py::list blobs;
+            for (const std::string& b : sp.blobs) blobs.append(py::bytes(b));
+            return py::make_tuple(as_array(sp.shards), as_array(sp.starts), as_array(sp.keys), blobs, hashes.size());
+        },
+        py::arg("keys"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
+        py::arg("seed") = 0, py::arg("shard_bits") = std::uint64_t{1} << 31,
+        "(shards, starts, keys, blobs, n): the batch grouped by shard, blobs[s] the positions of the keys "
+        "keys[starts[s]:starts[s+1]] of shard shards[s] (docs/FORMAT.md, positions).");
+
+    m.def(
+        "redis_bitfield_ops",
+        [](py::handle keys, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed,
+           py::handle shard_bits, bool set) {
+            // The batch as BITFIELD arguments in RESP, per shard (plain Redis).
+            const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
+            const std::uint64_t sb = py_args::to_u64(shard_bits, "shard_bits", kBlockBits, std::uint64_t{1} << 32,
+                                                     "[512, 2**32]");
+            std::vector<Hash128> hashes;
+            py_keys::with_batch_hashes(keys, g.seed, "keys", [&hashes](auto& src, std::size_t n, bool*) {
+                hashes.resize(n);
+                hash_range(src, 0, n, hashes.data());
+            });
+            ShardedOps so;
+            {
+                py::gil_scoped_release nogil;
+                so = shard_bitfield_ops(g, sb, hashes.data(), hashes.size(), set);
+            }
+            auto as_array = [](const std::vector<std::uint64_t>& v) {
+                py::array_t<std::int64_t> a(static_cast<py::ssize_t>(v.size()));
+                std::copy(v.begin(), v.end(), a.mutable_data());
+                return a;
+            };
+            py::list args;
+            for (const std::string& a : so.args) args.append(py::bytes(a));
+            return py::make_tuple(as_array(so.keys.shards), as_array(so.keys.starts), as_array(so.keys.keys), args,
+                                  as_array(so.arg_counts), hashes.size());
+        },
+        py::arg("keys"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
+        py::arg("seed") = 0, py::arg("shard_bits") = std::uint64_t{1} << 31, py::arg("set") = true,
+        "(shards, starts, keys, args, arg_counts, n): the batch as BITFIELD SET (or GET) arguments in RESP, per "
+        "shard, offsets in Redis's bit order.");
 
     m.def(
         "hash_many",

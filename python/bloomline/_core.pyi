@@ -215,6 +215,19 @@ def key_positions(
     keys: Keys, num_bits: int, num_hashes: int, *, layout: Layout = "blocked", seed: int = 0
 ) -> npt.NDArray[np.uint64]: ...
 def hash_many(keys: Keys, seed: int = 0) -> npt.NDArray[np.void]: ...
+def redis_positions(
+    keys: Keys, num_bits: int, num_hashes: int, *, layout: Layout = "blocked", seed: int = 0, shard_bits: int = 2**31
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], list[bytes], int]: ...
+def redis_bitfield_ops(
+    keys: Keys,
+    num_bits: int,
+    num_hashes: int,
+    *,
+    layout: Layout = "blocked",
+    seed: int = 0,
+    shard_bits: int = 2**31,
+    set: bool = True,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], list[bytes], npt.NDArray[np.int64], int]: ...
 def hash_lines(data: Buffer, seed: int = 0) -> npt.NDArray[np.void]: ...
 def select_lines(data: Buffer, mask: npt.ArrayLike) -> bytes: ...
 

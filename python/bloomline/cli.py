@@ -10,6 +10,7 @@ Subcommands:
   info    a filter file's header and fill
   params  memory and hashes per layout for a capacity and error rate
   bench   a quick local benchmark
+  redis-module  the path of bloomline's Redis module (redis-server --loadmodule PATH)
 
 Exit codes follow Unix tools: 0 success, 1 failure while working (a file that
 cannot be read, ...), 2 bad usage. Errors are one line on stderr.
@@ -129,6 +130,8 @@ def _build_parser() -> argparse.ArgumentParser:
     params = sub.add_parser("params", help="memory and hashes for a capacity and error rate, per layout")
     params.add_argument("--capacity", type=_positive_int, required=True)
     params.add_argument("--error-rate", type=_rate, required=True)
+
+    sub.add_parser("redis-module", help="print the path of bloomline's Redis module (for redis-server --loadmodule)")
 
     bench = sub.add_parser("bench", help="a quick local benchmark (the full one: benchmarks/run.py)")
     bench.add_argument("--keys", type=_positive_int, default=1_000_000, help="keys per workload (default 1,000,000)")
@@ -671,6 +674,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------
 
 
+def cmd_redis_module(args: argparse.Namespace) -> int:
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "redis_module.so")
+    if not os.path.exists(path):
+        raise CliError(f"bloomline's Redis module is not installed at {path}")
+    sys.stdout.write(path + "\n")
+    return 0
+
+
 COMMANDS = {
     "demo": cmd_demo,
     "dedup": cmd_dedup,
@@ -679,6 +692,7 @@ COMMANDS = {
     "info": cmd_info,
     "params": cmd_params,
     "bench": cmd_bench,
+    "redis-module": cmd_redis_module,
 }
 
 

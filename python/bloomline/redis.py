@@ -1,33 +1,57 @@
 """RedisBloomFilter: one Bloom filter shared by many processes through Redis.
 
-Positions are computed here, in C++ (``bloomline.key_positions``), exactly as
-a local ``BloomFilter`` of the same geometry computes them, and Redis only
-stores bits. With the blocked layout all k bits of a key lie in one 64-byte
-block of one Redis string, so one ``BITFIELD key SET u1 o1 1 SET u1 o2 1 ...``
-per key tests and sets them atomically: ``add`` reports a key as new exactly
-once, however many processes add it at the same moment. A batch is one
-pipeline: one round trip.
+Three backends, the same answers:
+
+``"module"``
+    bloomline's own Redis module (``redis-server --loadmodule $(bloomline
+    redis-module)``): each batch is one ``BLOOMLINE.ADD`` per shard, whose
+    one bytes argument holds the positions the client computed
+    (docs/FORMAT.md, "Positions"), tested and set in the string's memory.
+``"plain"``
+    Any Redis, no module: adds are one script call per shard, its arguments
+    the batch's ``BITFIELD SET u1`` operations encoded by the core;
+    lookups one ``BITFIELD_RO`` per shard.
+``"bf"``
+    The server's own Bloom commands (RedisBloom, Redis 8, valkey-bloom):
+    ``BF.RESERVE`` with ``EXPANSION`` (it grows), ``BF.MADD``, ``BF.MEXISTS``.
+
+``backend="auto"`` (the default) picks the module when the server has it,
+else plain. ``f.backend`` says which runs.
+
+The "module" and "plain" backends keep the bits in plain Redis strings,
+byte for byte a local filter's payload (``from_filter``/``to_filter`` copy
+bytes unchanged, and either backend reads what the other wrote). The
+positions come from the core, exactly as a local ``BloomFilter`` of the same
+geometry computes them.
 
 Layout in Redis (``key`` is the name you give):
-  ``{key}:meta``      a hash with the filter's parameters (created once)
-  ``{key}:bits:{i}``  shard i: a string of at most ``shard_bits`` bits
+  ``{key}:meta``              a hash with the filter's parameters
+  ``{key}:bits:{i}``          shard i: a string of ``shard_bits`` bits, made
+                              at its full size (the last may be shorter)
+  ``{shard}:ans:{batch id}``  a batch's answer, kept for ``answer_ttl_ms``
+  ``{key}:bf``                the RedisBloom filter (backend "bf")
 
-Shards are whole runs of 512-bit blocks, far under Redis's 512 MB string
-limit (``2**31`` bits, 256 MB, by default), so filters of more than ``2**32``
-bits work; their names hash to different Redis Cluster slots, so a cluster
-spreads them over its masters. The standard layout spreads a key's bits over
-the whole array and so is kept in one shard (at most ``2**32`` bits).
+**New, exactly once.** Each key of an add is tested and set atomically, so
+among processes adding the same key at once exactly one sees it new. A
+batch carries a random id; its answer is kept on the server for a while, and
+a batch sent again after a dropped connection (by redis-py's retries or
+ours) gets that answer back instead of being added again: no key is ever
+reported "seen" to the caller whose add set it. Retries are bounded
+(``retries``, with backoff); past them the call raises redis's
+``ConnectionError``, and the batch may or may not have been applied.
 
-Bit numbering: Redis numbers bits from the most significant bit of each byte
-(SETBIT offset 0 is 0x80 of byte 0); bloomline from the least significant.
-Bit i here is Redis offset ``8 * (i // 8) + 7 - i % 8``, which makes the
-Redis strings byte for byte the payload of a local filter:
-``from_filter``/``to_filter`` copy bytes unchanged.
+**Cluster.** Shards are whole runs of 512-bit blocks under Redis's 512 MB
+string limit, so filters of more than ``2**32`` bits work; shard names hash
+to different slots, so a cluster spreads them over its masters. A batch's
+answer key shares its shard's slot (a hash tag), and each shard's part of
+a batch is atomic. The standard layout spreads a key's bits over the whole
+array and so is kept in one shard (at most ``2**32`` bits).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Union, cast
@@ -37,6 +61,7 @@ import numpy.typing as npt
 
 from . import _core, optimal_params
 from ._core import BloomFilter
+from .scalable import StaleChain
 
 if TYPE_CHECKING:
     from ._core import Layout
@@ -46,18 +71,164 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without redis-py
     raise ImportError("bloomline.redis needs redis-py: pip install 'bloomline[redis]'") from exc
 
-__all__ = ["RedisBloomFilter"]
+__all__ = ["RedisBloomFilter", "RedisStages", "StaleChain", "module_path"]
 
 Keys = Union[npt.NDArray[Any], Iterable[Any]]
 
 FORMAT_VERSION = 1
 DEFAULT_SHARD_BITS = 2**31  # 256 MB: far under Redis's 512 MB string limit
 _REDIS_MAX_BITS = 2**32
+BACKENDS = ("auto", "module", "plain", "bf")
+
+# Adds on plain Redis: the batch's BITFIELD SET operations, run by this
+# script so that the answer is kept for a repeat of the batch. Lua's stack
+# takes a few thousand values per call, so BITFIELD runs on whole keys'
+# operations a chunk at a time.
+#   KEYS: shard, answer key
+#   ARGV: ttl ms, keys in the batch, k, then 4 arguments per bit
+_PLAIN_ADD = """
+local done = redis.call('GET', KEYS[2])
+if done then return done end
+local n, k = tonumber(ARGV[2]), tonumber(ARGV[3])
+local per = 4 * k
+local step = per * math.max(1, math.floor(7000 / per))
+local out, key = {}, 0
+for first = 4, #ARGV, step do
+  local old = redis.call('BITFIELD', KEYS[1], unpack(ARGV, first, math.min(first + step - 1, #ARGV)))
+  for i = 1, #old, k do
+    key = key + 1
+    local new = '0'
+    for j = i, i + k - 1 do
+      if old[j] == 0 then new = '1' break end
+    end
+    out[key] = new
+  end
+end
+local answer = table.concat(out)
+redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
+return answer
+"""
+
+# The same for a stage of a scalable chain kept in Redis (RedisStages): the
+# add is refused ("STALE n") unless the chain has the length the client
+# thinks, and its count of new keys goes to the stage's counter.
+#   KEYS: shard, answer key, the chain's stage count, the stage's counter
+#   ARGV: ttl ms, keys in the batch, k, expected stage count, then the bits
+_PLAIN_CADD = """
+local done = redis.call('GET', KEYS[2])
+if done then return done end
+local have = redis.call('GET', KEYS[3]) or '0'
+if have ~= ARGV[4] then return redis.error_reply('STALE ' .. have) end
+local n, k = tonumber(ARGV[2]), tonumber(ARGV[3])
+local per = 4 * k
+local step = per * math.max(1, math.floor(7000 / per))
+local out, key, news = {}, 0, 0
+for first = 5, #ARGV, step do
+  local old = redis.call('BITFIELD', KEYS[1], unpack(ARGV, first, math.min(first + step - 1, #ARGV)))
+  for i = 1, #old, k do
+    key = key + 1
+    local new = '0'
+    for j = i, i + k - 1 do
+      if old[j] == 0 then new = '1' break end
+    end
+    if new == '1' then news = news + 1 end
+    out[key] = new
+  end
+end
+local answer = table.concat(out)
+redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
+redis.call('INCRBY', KEYS[4], news)
+return answer
+"""
+
+# Adds on RedisBloom, kept for a repeat of the batch like the others.
+#   KEYS: the BF key, answer key    ARGV: ttl ms, then the items
+_BF_ADD = """
+local done = redis.call('GET', KEYS[2])
+if done then return done end
+local out = {}
+for first = 2, #ARGV, 5000 do
+  local r = redis.call('BF.MADD', KEYS[1], unpack(ARGV, first, math.min(first + 4999, #ARGV)))
+  for i = 1, #r do out[#out + 1] = r[i] == 1 and '1' or '0' end
+end
+local answer = table.concat(out)
+redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
+return answer
+"""
 
 
-def _redis_offsets(bits: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """bloomline bit numbers -> Redis offsets (MSB-first within each byte)."""
-    return (bits & ~np.uint64(7)) + (np.uint64(7) - (bits & np.uint64(7)))
+def module_path() -> str:
+    """The path of bloomline's Redis module, for ``redis-server --loadmodule``."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "redis_module.so")
+    if not os.path.exists(path):  # pragma: no cover - a broken install
+        raise FileNotFoundError(f"bloomline's Redis module is not installed at {path}")
+    return path
+
+
+def _resp(*args: bytes) -> bytes:
+    """The RESP encoding of a command's arguments."""
+    return b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def _b(v: Any) -> bytes:
+    return v if isinstance(v, bytes) else str(v).encode()
+
+
+class _Sender:
+    """Sends a batch's commands, one per shard, and reads their replies:
+    each node's commands written together and read together (one round trip
+    per node), retried on a dropped connection (the same commands again, so
+    the same batch ids)."""
+
+    def __init__(self, client: Any, retries: int) -> None:
+        self.client = client
+        self.cluster = hasattr(client, "get_node_from_key")
+        self.retries = retries
+
+    def _pool(self, key: bytes) -> Any:
+        if self.cluster:
+            return self.client.get_node_from_key(key).redis_connection.connection_pool
+        return self.client.connection_pool
+
+    def run(self, jobs: list[tuple[bytes, bytes]]) -> list[Any]:
+        """jobs: (routing key, packed command); the replies in job order.
+        An error reply raises redis's ResponseError."""
+        by_pool: dict[int, tuple[Any, list[int]]] = {}
+        for i, (key, _) in enumerate(jobs):
+            pool = self._pool(key)
+            by_pool.setdefault(id(pool), (pool, []))[1].append(i)
+        replies: list[Any] = [None] * len(jobs)
+        for pool, idx in by_pool.values():
+            payload = b"".join(jobs[i][1] for i in idx)
+            for i, reply in zip(idx, self._exchange(pool, payload, len(idx))):
+                replies[i] = reply
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+    def _exchange(self, pool: Any, payload: bytes, count: int) -> list[Any]:
+        delay = 0.05
+        for attempt in range(self.retries + 1):
+            conn = pool.get_connection()
+            try:
+                conn.send_packed_command([payload])
+                out = []
+                for _ in range(count):
+                    try:
+                        out.append(conn.read_response())
+                    except _redis.ResponseError as e:
+                        out.append(e)
+                return out
+            except (_redis.ConnectionError, _redis.TimeoutError):
+                conn.disconnect()
+                if attempt == self.retries:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            finally:
+                pool.release(conn)
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 class RedisBloomFilter:
@@ -67,8 +238,8 @@ class RedisBloomFilter:
     (or attaches to it if it exists with the same parameters);
     ``RedisBloomFilter(redis, key)`` attaches to an existing one. ``redis`` is
     a redis-py client (``redis.Redis`` or ``redis.cluster.RedisCluster``) or a
-    URL. Attaching with parameters that differ from the stored ones raises
-    ``ValueError`` naming the field.
+    URL. Attaching with a ``layout``, ``seed``, capacity or error rate that
+    differs from the stored one raises ``ValueError`` naming the field.
     """
 
     __hash__ = None  # type: ignore[assignment]
@@ -80,26 +251,42 @@ class RedisBloomFilter:
         capacity: int | None = None,
         error_rate: float | None = None,
         *,
-        layout: Layout = "blocked",
-        seed: int = 0,
+        layout: Layout | None = None,
+        seed: int | None = None,
         shards: int | None = None,
         shard_bits: int = DEFAULT_SHARD_BITS,
+        backend: str = "auto",
+        retries: int = 8,
+        answer_ttl_ms: int = 120_000,
     ) -> None:
         if isinstance(redis, str):
             redis = _redis.Redis.from_url(redis)
         if not isinstance(key, str) or not key:
             raise ValueError(f"key must be a non-empty str, got {key!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries must be an int >= 0, got {retries!r}")
+        if isinstance(answer_ttl_ms, bool) or not isinstance(answer_ttl_ms, int) or answer_ttl_ms < 1000:
+            raise ValueError(f"answer_ttl_ms must be an int >= 1000, got {answer_ttl_ms!r}")
         self._r = redis
         self._key = key
         self._meta_key = f"{key}:meta"
+        self._sender = _Sender(redis, retries)
+        self._ttl = answer_ttl_ms
         stored = self._read_meta()
+        if stored is not None and "num_bits" not in stored:
+            stored = self._wait_meta()  # another process is creating it right now
         if stored is None:
             if capacity is None:
                 raise ValueError(f"no filter at key {key!r}: pass capacity (and error_rate) to create one")
-            meta = self._plan(capacity, 0.01 if error_rate is None else error_rate, layout, seed, shards, shard_bits)
+            kind = "bf" if backend == "bf" else "bits"
+            meta = self._plan(capacity, 0.01 if error_rate is None else error_rate, layout or "blocked",
+                              0 if seed is None else seed, shards, shard_bits, kind)
             # Two processes may create at once: HSETNX on one field decides,
             # and everyone then compares against what was stored.
             if self._r.hsetnx(self._meta_key, "version", FORMAT_VERSION):
+                self._create(meta)
                 self._r.hset(self._meta_key, mapping={k: str(v) for k, v in meta.items()})
             stored = self._wait_meta()
             self._check(stored, meta)
@@ -110,11 +297,16 @@ class RedisBloomFilter:
             if error_rate is not None:
                 given["error_rate"] = error_rate
             if capacity is not None or error_rate is not None:
-                given.update(layout=layout, seed=seed)
+                given.update(layout=layout or "blocked", seed=0 if seed is None else seed)
                 if shards is not None:
                     given["shards"] = shards
+            if layout is not None:
+                given["layout"] = layout
+            if seed is not None:
+                given["seed"] = seed
             self._check(stored, given)
         self._meta = stored
+        self._kind = stored.get("kind", "bits")
         self._layout = cast("Layout", str(stored["layout"]))
         self._num_bits = int(stored["num_bits"])
         self._num_hashes = int(stored["num_hashes"])
@@ -123,17 +315,26 @@ class RedisBloomFilter:
         self._shard_bits = int(stored["shard_bits"])
         self._capacity = int(stored["capacity"])
         self._error_rate = float(stored["error_rate"])
+        self._backend = self._choose_backend(backend)
+        self._plain_sha = self._r.script_load(_PLAIN_ADD) if self._backend == "plain" else None
+        self._bf_sha = self._r.script_load(_BF_ADD) if self._backend == "bf" else None
+        self._plain_cadd_sha: str | None = None
 
     # ---- metadata -------------------------------------------------------------
 
     @staticmethod
-    def _plan(capacity: int, error_rate: float, layout: Layout, seed: int, shards: int | None, shard_bits: int) -> dict[str, Any]:
+    def _plan(capacity: int, error_rate: float, layout: Layout, seed: int, shards: int | None, shard_bits: int,
+              kind: str = "bits") -> dict[str, Any]:
         params = optimal_params(capacity, error_rate, layout)  # checks capacity, error_rate, layout
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
             raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
         if not isinstance(shard_bits, int) or shard_bits % 512 or not 512 <= shard_bits <= _REDIS_MAX_BITS:
             raise ValueError(f"shard_bits must be a multiple of 512 in [512, 2**32], got {shard_bits!r}")
         num_bits = params.num_bits
+        base = dict(kind=kind, layout=layout, num_bits=num_bits, num_hashes=params.num_hashes, seed=seed,
+                    capacity=capacity, error_rate=error_rate)
+        if kind == "bf":
+            return dict(base, shards=1, shard_bits=0)
         if layout == "standard":
             if math.ceil(num_bits / 512) * 512 > _REDIS_MAX_BITS:
                 raise ValueError(
@@ -142,8 +343,7 @@ class RedisBloomFilter:
                 )
             if shards not in (None, 1):
                 raise ValueError(f"layout 'standard' uses one shard, got shards={shards}")
-            return dict(layout=layout, num_bits=num_bits, num_hashes=params.num_hashes, seed=seed, shards=1,
-                        shard_bits=math.ceil(num_bits / 512) * 512, capacity=capacity, error_rate=error_rate)
+            return dict(base, shards=1, shard_bits=math.ceil(num_bits / 512) * 512)
         blocks = num_bits // 512
         if shards is None:
             shards = max(1, math.ceil(num_bits / shard_bits))
@@ -152,88 +352,275 @@ class RedisBloomFilter:
         per_shard_blocks = math.ceil(blocks / shards)
         if per_shard_blocks * 512 > _REDIS_MAX_BITS:
             raise ValueError(f"shards={shards} puts {per_shard_blocks * 512} bits in a shard, over Redis's 2**32")
-        return dict(layout=layout, num_bits=num_bits, num_hashes=params.num_hashes, seed=seed, shards=shards,
-                    shard_bits=per_shard_blocks * 512, capacity=capacity, error_rate=error_rate)
+        return dict(base, shards=shards, shard_bits=per_shard_blocks * 512)
+
+    def _create(self, meta: dict[str, Any]) -> None:
+        """Make the filter's values at their full size, over whatever stale
+        values an earlier filter of this name left (its meta gone)."""
+        if meta["kind"] == "bf":
+            self._r.delete(f"{self._key}:bf")
+            self._r.execute_command("BF.RESERVE", f"{self._key}:bf", meta["error_rate"], meta["capacity"],
+                                    "EXPANSION", 2)
+            return
+        nbytes = math.ceil(meta["num_bits"] / 512) * 64
+        shard_bytes = meta["shard_bits"] // 8
+        for i in range(meta["shards"]):
+            size = min(shard_bytes, nbytes - i * shard_bytes)
+            shard = self._shard_key(i)
+            pipe = self._r.pipeline(transaction=True)
+            pipe.delete(shard)
+            pipe.setrange(shard, size - 1, b"\0")  # allocated once, zeroed
+            pipe.execute()
 
     def _read_meta(self) -> dict[str, str] | None:
         raw = self._r.hgetall(self._meta_key)
         if not raw:
             return None
-        meta = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
+        meta = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+                for k, v in raw.items()}
         if meta.get("version") != str(FORMAT_VERSION):
-            raise ValueError(f"{self._meta_key!r} holds version {meta.get('version')!r}, this bloomline reads {FORMAT_VERSION}")
+            raise ValueError(f"{self._meta_key!r} holds version {meta.get('version')!r}, this bloomline reads "
+                             f"{FORMAT_VERSION}")
         return meta
 
     def _wait_meta(self) -> dict[str, str]:
         # The creator writes version first, then the rest in one HSET.
-        for _ in range(1000):
+        for _ in range(2000):
             meta = self._read_meta()
             if meta is not None and "num_bits" in meta:
                 return meta
-            time.sleep(0.001)
+            time.sleep(0.005)
         raise ValueError(f"{self._meta_key!r} is incomplete (a creator died mid-way?); delete it and create again")
 
     def _check(self, stored: dict[str, str], wanted: dict[str, Any]) -> None:
-        for field in ("layout", "capacity", "error_rate", "seed", "shards", "num_bits", "num_hashes", "shard_bits"):
+        for field in ("kind", "layout", "capacity", "error_rate", "seed", "shards", "num_bits", "num_hashes",
+                      "shard_bits"):
             if field not in wanted:
                 continue
-            have, want = stored[field], wanted[field]
+            have, want = stored.get(field, "bits" if field == "kind" else ""), wanted[field]
             same = float(have) == float(want) if field == "error_rate" else str(have) == str(want)
             if not same:
-                raise ValueError(f"the filter at key {self._key!r} differs in {field} (stored {have} != given {want})")
+                shown = f"{float(have)!r} != given {want!r}" if field == "error_rate" else f"{have} != given {want}"
+                raise ValueError(f"the filter at key {self._key!r} differs in {field} (stored {shown})")
 
-    # ---- positions -----------------------------------------------------------------
+    def _choose_backend(self, backend: str) -> str:
+        if self._kind == "bf":
+            if backend not in ("auto", "bf"):
+                raise ValueError(f"the filter at key {self._key!r} is a server Bloom filter (BF.*): backend must "
+                                 f"be 'bf' or 'auto', got {backend!r}")
+            return "bf"
+        if backend == "bf":
+            raise ValueError(f"the filter at key {self._key!r} keeps bloomline's bits: backend 'bf' cannot read it "
+                             "(use 'module', 'plain' or 'auto')")
+        has_module = self._server_has_module()
+        if backend == "module" and not has_module:
+            raise ValueError("backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
+                             f"{module_path()}")
+        return backend if backend != "auto" else ("module" if has_module else "plain")
+
+    def _server_has_module(self) -> bool:
+        client = self._r
+        if hasattr(client, "get_nodes"):
+            client = client.get_nodes()[0].redis_connection
+        try:
+            mods = client.execute_command("MODULE", "LIST")
+        except _redis.ResponseError:  # MODULE LIST refused (ACLs): assume plain Redis
+            return False
+        for m in mods or []:
+            name = m.get(b"name") if isinstance(m, dict) else (m[1] if len(m) > 1 else None)
+            if name in (b"bloomline", "bloomline"):
+                return True
+        return False
+
+    # ---- batches ------------------------------------------------------------------
 
     def _shard_key(self, i: int) -> str:
         return f"{self._key}:bits:{i}"
 
-    def _locate(self, keys: Keys) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
-        """Per key: its shard, and its k Redis offsets inside that shard."""
-        pos = _core.key_positions(keys, self._num_bits, self._num_hashes, layout=self._layout, seed=self._seed)
-        shard = (pos[:, 0] // np.uint64(self._shard_bits)).astype(np.int64)
-        local = pos - (shard.astype(np.uint64) * np.uint64(self._shard_bits))[:, None]
-        return shard, _redis_offsets(local)
+    def _geometry(self) -> dict[str, Any]:
+        return dict(layout=self._layout, seed=self._seed, shard_bits=self._shard_bits)
 
-    def _run(self, keys: Keys, command: str) -> list[Any]:
-        shard, offsets = self._locate(keys)
-        op = ("SET", "u1", None, 1) if command == "BITFIELD" else ("GET", "u1", None)
-        pipe = self._r.pipeline(transaction=False)
-        for s, offs in zip(shard.tolist(), offsets.tolist()):
-            args: list[Any] = []
-            for o in offs:
-                args.extend((op[0], "u1", o) + ((1,) if command == "BITFIELD" else ()))
-            pipe.execute_command(command, self._shard_key(s), *args)
-        # A failure anywhere raises (redis.ConnectionError, ...): no partial
-        # result is returned as if it were complete.
-        return list(pipe.execute())
+    def _answer_key(self, routing: str, batch: str) -> str:
+        # In the routing key's slot: its own hash tag if it has one, else
+        # the whole name as the tag.
+        opened = routing.find("{")
+        if opened >= 0 and routing.find("}", opened + 2) > opened:
+            return f"{routing}:ans:{batch}"
+        return f"{{{routing}}}:ans:{batch}"
+
+    def add_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
+        """Add a batch (one command per shard, in one round trip per node);
+        True where the key was new. Among processes adding the same key at
+        once exactly one sees it new, retries included."""
+        try:
+            return self._add_many(keys)
+        except _redis.ResponseError as e:
+            if not str(e).startswith("NOSCRIPT"):
+                raise
+            # A server restarted (or a node new to the cluster) forgot the
+            # script: load it again; the batch was not applied anywhere it
+            # was missing, and is idempotent where it was.
+            self._plain_sha = self._r.script_load(_PLAIN_ADD) if self._backend == "plain" else None
+            self._bf_sha = self._r.script_load(_BF_ADD) if self._backend == "bf" else None
+            return self._add_many(keys)
+
+    def _add_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
+        shape = keys.shape if isinstance(keys, np.ndarray) else None
+        batch = os.urandom(12).hex()
+        if self._backend == "bf":
+            items = self._bf_items(keys)
+            bf_key = f"{self._key}:bf"
+            head: list[bytes] = [b"EVALSHA", _b(self._bf_sha), b"2", bf_key.encode(),
+                                 self._answer_key(bf_key, batch).encode(), _b(self._ttl)]
+            cmd = b"*%d\r\n" % (len(head) + len(items)) + _resp(*head) + _resp(*items)
+            (answer,) = self._sender.run([(bf_key.encode(), cmd)])
+            flags: npt.NDArray[np.bool_] = np.frombuffer(answer, dtype=np.uint8) == ord("1")
+            return flags.reshape(shape) if shape is not None else flags
+        if self._backend == "module":
+            shards, starts, order, blobs, n = _core.redis_positions(keys, self._num_bits, self._num_hashes,
+                                                                    **self._geometry())
+            jobs = []
+            for s, blob in zip(shards.tolist(), blobs):
+                shard = self._shard_key(s)
+                args = (b"BLOOMLINE.ADD", shard.encode(), self._answer_key(shard, batch).encode(), _b(self._ttl), blob)
+                jobs.append((shard.encode(), b"*5\r\n" + _resp(*args)))
+        else:
+            shards, starts, order, ops, counts, n = _core.redis_bitfield_ops(
+                keys, self._num_bits, self._num_hashes, set=True, **self._geometry())
+            jobs = []
+            for s, arg_bytes, count, lo, hi in zip(shards.tolist(), ops, counts.tolist(), starts[:-1].tolist(),
+                                                   starts[1:].tolist()):
+                shard = self._shard_key(s)
+                plain = (b"EVALSHA", _b(self._plain_sha), b"2", shard.encode(),
+                         self._answer_key(shard, batch).encode(), _b(self._ttl), _b(hi - lo), _b(self._num_hashes))
+                jobs.append((shard.encode(), b"*%d\r\n" % (len(plain) + count) + _resp(*plain) + arg_bytes))
+        out = self._scatter(n, order, starts, self._sender.run(jobs))
+        return out.reshape(shape) if shape is not None else out
+
+    def _chain_add(self, keys: Keys, stages_key: str, expected: int, count_key: str) -> tuple[npt.NDArray[np.bool_], int]:
+        """add_many for a stage of a chain (RedisStages): refused with
+        StaleChain unless the chain at stages_key has `expected` stages; the
+        new keys are counted at count_key. Returns the answers and the
+        stage's count after them (read in the same round trip)."""
+        if self._backend == "bf":
+            raise ValueError("a scalable chain's stages keep bloomline's bits: backend 'bf' grows by itself")
+        batch = os.urandom(12).hex()
+        jobs = []
+        if self._backend == "module":
+            shards, starts, order, blobs, n = _core.redis_positions(keys, self._num_bits, self._num_hashes,
+                                                                    **self._geometry())
+            for s, blob in zip(shards.tolist(), blobs):
+                shard = self._shard_key(s)
+                args = (b"BLOOMLINE.CADD", shard.encode(), self._answer_key(shard, batch).encode(),
+                        stages_key.encode(), count_key.encode(), _b(self._ttl), _b(expected), blob)
+                jobs.append((shard.encode(), b"*8\r\n" + _resp(*args)))
+        else:
+            if self._plain_cadd_sha is None:
+                self._plain_cadd_sha = self._r.script_load(_PLAIN_CADD)
+            sha = self._plain_cadd_sha
+            shards, starts, order, ops, counts, n = _core.redis_bitfield_ops(
+                keys, self._num_bits, self._num_hashes, set=True, **self._geometry())
+            for s, arg_bytes, count, lo, hi in zip(shards.tolist(), ops, counts.tolist(), starts[:-1].tolist(),
+                                                   starts[1:].tolist()):
+                shard = self._shard_key(s)
+                head = (b"EVALSHA", _b(sha), b"4", shard.encode(), self._answer_key(shard, batch).encode(),
+                        stages_key.encode(), count_key.encode(), _b(self._ttl), _b(hi - lo), _b(self._num_hashes),
+                        _b(expected))
+                jobs.append((shard.encode(), b"*%d\r\n" % (len(head) + count) + _resp(*head) + arg_bytes))
+        jobs.append((count_key.encode(), b"*2\r\n" + _resp(b"GET", count_key.encode())))
+        try:
+            replies = self._sender.run(jobs)
+        except _redis.ResponseError as e:
+            if str(e).startswith("STALE"):
+                raise StaleChain(int(str(e).split()[1])) from None
+            if str(e).startswith("NOSCRIPT"):
+                self._plain_cadd_sha = None
+                return self._chain_add(keys, stages_key, expected, count_key)
+            raise
+        return self._scatter(n, order, starts, replies[:-1]), int(replies[-1] or 0)
+
+    def contains_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
+        """True where the key may be present (one read per shard, one round
+        trip per node)."""
+        shape = keys.shape if isinstance(keys, np.ndarray) else None
+        if self._backend == "bf":
+            items = self._bf_items(keys)
+            head = [b"BF.MEXISTS", f"{self._key}:bf".encode()]
+            cmd = b"*%d\r\n" % (len(head) + len(items)) + _resp(*head) + _resp(*items)
+            (reply,) = self._sender.run([(head[1], cmd)])
+            out = np.asarray(reply, dtype=np.int64) == 1 if len(items) else np.zeros(0, dtype=bool)
+            return out.reshape(shape) if shape is not None else out
+        if self._backend == "module":
+            shards, starts, order, blobs, n = _core.redis_positions(keys, self._num_bits, self._num_hashes,
+                                                                    **self._geometry())
+            jobs = [(self._shard_key(s).encode(),
+                     b"*3\r\n" + _resp(b"BLOOMLINE.HAS", self._shard_key(s).encode(), blob))
+                    for s, blob in zip(shards.tolist(), blobs)]
+            out = self._scatter(n, order, starts, self._sender.run(jobs))
+        else:
+            shards, starts, order, ops, counts, n = _core.redis_bitfield_ops(
+                keys, self._num_bits, self._num_hashes, set=False, **self._geometry())
+            jobs = []
+            for s, arg_bytes, count in zip(shards.tolist(), ops, counts.tolist()):
+                shard = self._shard_key(s).encode()
+                jobs.append((shard, b"*%d\r\n" % (2 + count) + _resp(b"BITFIELD_RO", shard) + arg_bytes))
+            replies = self._sender.run(jobs)
+            answers = [(np.asarray(r, dtype=np.uint8).reshape(-1, self._num_hashes).all(axis=1)) for r in replies]
+            out = np.zeros(n, dtype=bool)
+            for a, lo, hi in zip(answers, starts[:-1].tolist(), starts[1:].tolist()):
+                out[order[lo:hi]] = a
+        return out.reshape(shape) if shape is not None else out
+
+    @staticmethod
+    def _scatter(n: int, order: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],
+                 replies: list[bytes]) -> npt.NDArray[np.bool_]:
+        """Per-shard answers ('1'/'0' per key) back to batch order."""
+        out = np.zeros(n, dtype=bool)
+        for reply, lo, hi in zip(replies, starts[:-1].tolist(), starts[1:].tolist()):
+            out[order[lo:hi]] = np.frombuffer(reply, dtype=np.uint8) == ord("1")
+        return out
+
+    @staticmethod
+    def _bf_items(keys: Keys) -> list[bytes]:
+        """The keys' bytes by bloomline's key rules (str as UTF-8, int as 8
+        little-endian bytes), as the server's BF commands take them."""
+        if isinstance(keys, np.ndarray) and keys.dtype.kind in "iub":
+            wide = keys.reshape(-1).astype("<i8" if keys.dtype.kind == "i" else "<u8")
+            raw = wide.tobytes()
+            return [raw[i : i + 8] for i in range(0, len(raw), 8)]
+        if isinstance(keys, (str, bytes, bytearray, int)):
+            _core.hash_many(keys)  # the core's own error for a single key where a batch belongs
+        items = keys.reshape(-1).tolist() if isinstance(keys, np.ndarray) else list(keys)
+        _core.hash_many(items)  # refuses what is not a key, naming its place
+        out = []
+        for k in items:
+            if isinstance(k, str):
+                out.append(k.encode())
+            elif isinstance(k, (bytes, bytearray, memoryview)):
+                out.append(bytes(k))
+            else:
+                out.append(int(k).to_bytes(8, "little", signed=int(k) < 0))
+        return out
 
     # ---- the API ------------------------------------------------------------------
 
     def add(self, key: Any) -> bool:
-        """Add a key; True if it was new (some bit was 0), atomically."""
+        """Add a key; True if it was new, atomically."""
         return bool(self.add_many([key])[0])
 
     def __contains__(self, key: object) -> bool:
         return bool(self.contains_many([key])[0])
 
-    def add_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
-        """Add a batch in one round trip; True where the key was new. Each key
-        is tested and set by one atomic BITFIELD, so among processes adding
-        the same key at once exactly one sees it as new."""
-        replies = self._run(keys, "BITFIELD")
-        return np.fromiter((0 in r for r in replies), dtype=bool, count=len(replies))
-
-    def contains_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
-        """True where the key may be present (BITFIELD_RO, one round trip)."""
-        replies = self._run(keys, "BITFIELD_RO")
-        return np.fromiter((0 not in r for r in replies), dtype=bool, count=len(replies))
-
     def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
         """Add each line of a block of text, as BloomFilter.add_lines reads it."""
+        if self._backend == "bf":
+            return self.add_many([bytes(line) for line in bytes(data).splitlines()])
         return self.add_many(_core.hash_lines(data, self._seed))
 
     def contains_lines(self, data: Any) -> npt.NDArray[np.bool_]:
         """Test each line of a block of text."""
+        if self._backend == "bf":
+            return self.contains_many([bytes(line) for line in bytes(data).splitlines()])
         return self.contains_many(_core.hash_lines(data, self._seed))
 
     def update(self, *iterables: Keys) -> None:
@@ -242,7 +629,9 @@ class RedisBloomFilter:
 
     @property
     def bits_set(self) -> int:
-        """BITCOUNT over all shards."""
+        """BITCOUNT over all shards (for backend 'bf', an estimate from BF.CARD)."""
+        if self._backend == "bf":
+            raise ValueError("backend 'bf' keeps RedisBloom's own data: bits_set is not known")
         pipe = self._r.pipeline(transaction=False)
         for i in range(self._shards):
             pipe.bitcount(self._shard_key(i))
@@ -251,15 +640,21 @@ class RedisBloomFilter:
     @property
     def fill_ratio(self) -> float:
         """The fraction of bits that are 1 (BITCOUNT over all shards)."""
+        if self._backend == "bf":
+            return 1.0 - math.exp(-self.approx_count * self._num_hashes / self._num_bits)
         return self.bits_set / self._num_bits
 
     @property
     def nbytes(self) -> int:
-        """Bytes of bits the filter takes in Redis when full-sized."""
+        """Bytes of bits the filter takes in Redis."""
+        if self._backend == "bf":
+            return int(self._r.memory_usage(f"{self._key}:bf") or 0)
         return math.ceil(self._num_bits / 512) * 64
 
     @property
     def approx_count(self) -> float:
+        if self._backend == "bf":
+            return float(self._r.execute_command("BF.CARD", f"{self._key}:bf"))
         return _core.estimate_count(self.bits_set, self._num_bits, self._num_hashes, self._layout)
 
     @property
@@ -268,28 +663,39 @@ class RedisBloomFilter:
         return 1.0 if math.isinf(n) else _core.false_positive_rate(n, self._num_bits, self._num_hashes, self._layout)
 
     def clear(self) -> None:
-        """Forget every key (delete the bit shards, keep the parameters)."""
-        for i in range(self._shards):
-            self._r.delete(self._shard_key(i))
+        """Forget every key (the values made anew at full size, the
+        parameters kept)."""
+        meta: dict[str, Any] = {k: (int(v) if k in ("num_bits", "shards", "shard_bits", "capacity") else v)
+                                for k, v in self._meta.items()}
+        meta["error_rate"] = float(self._meta["error_rate"])
+        meta["kind"] = self._kind
+        self._create(meta)
 
     def delete(self) -> None:
-        """Remove the filter from Redis entirely (shards and parameters)."""
-        self.clear()
+        """Remove the filter from Redis entirely (values and parameters)."""
+        if self._kind == "bf":
+            self._r.delete(f"{self._key}:bf")
+        for i in range(self._shards if self._kind == "bits" else 0):
+            self._r.delete(self._shard_key(i))
         self._r.delete(self._meta_key)
 
     # ---- interop with local filters ---------------------------------------------------
 
     @classmethod
-    def from_filter(cls, bf: BloomFilter, redis: Any, key: str, *, shard_bits: int = DEFAULT_SHARD_BITS) -> RedisBloomFilter:
+    def from_filter(cls, bf: BloomFilter, redis: Any, key: str, *, shard_bits: int = DEFAULT_SHARD_BITS,
+                    backend: str = "auto") -> RedisBloomFilter:
         """Upload a local BloomFilter (made with a capacity and error_rate) to a
         new Redis filter at key; answers are identical afterwards."""
         if bf.capacity is None or bf.error_rate is None:
             raise ValueError("from_filter needs a filter built with a capacity and error_rate (not from_params)")
+        if backend == "bf":
+            raise ValueError("from_filter copies bits: backend 'bf' keeps RedisBloom's own data")
         if isinstance(redis, str):
             redis = _redis.Redis.from_url(redis)
         if redis.exists(f"{key}:meta"):
             raise ValueError(f"a filter already exists at key {key!r}; delete() it first")
-        rf = cls(redis, key, bf.capacity, bf.error_rate, layout=bf.layout, seed=bf.seed, shard_bits=shard_bits)
+        rf = cls(redis, key, bf.capacity, bf.error_rate, layout=bf.layout, seed=bf.seed, shard_bits=shard_bits,
+                 backend=backend)
         if (rf.num_bits, rf.num_hashes) != (bf.num_bits, bf.num_hashes):  # pragma: no cover - same sizing math
             raise ValueError("the Redis filter's geometry differs from the local one")
         data = memoryview(bf)
@@ -305,6 +711,8 @@ class RedisBloomFilter:
 
     def to_filter(self) -> BloomFilter:
         """Download into a local BloomFilter with identical answers."""
+        if self._backend == "bf":
+            raise ValueError("backend 'bf' keeps RedisBloom's own data: it has no bloomline bits to download")
         nbytes = math.ceil(self._num_bits / 512) * 64
         shard_bytes = self._shard_bits // 8
         parts = []
@@ -319,6 +727,11 @@ class RedisBloomFilter:
         )
 
     # ---- facts ----------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        """Which backend runs: 'module', 'plain' or 'bf'."""
+        return self._backend
 
     @property
     def key(self) -> str:
@@ -357,7 +770,7 @@ class RedisBloomFilter:
         return self._error_rate
 
     def shard_keys(self) -> list[str]:
-        return [self._shard_key(i) for i in range(self._shards)]
+        return [self._shard_key(i) for i in range(self._shards)] if self._kind == "bits" else []
 
     def _repr_html_(self) -> str:
         from .display import filter_html
@@ -366,7 +779,81 @@ class RedisBloomFilter:
 
     def __repr__(self) -> str:
         return (
-            f"<RedisBloomFilter key={self._key!r} capacity={self._capacity} error_rate={self._error_rate} "
-            f"layout='{self._layout}' num_bits={self._num_bits} num_hashes={self._num_hashes} "
-            f"shards={self._shards} seed={self._seed}>"
+            f"<RedisBloomFilter key={self._key!r} backend='{self._backend}' capacity={self._capacity} "
+            f"error_rate={self._error_rate} layout='{self._layout}' num_bits={self._num_bits} "
+            f"num_hashes={self._num_hashes} shards={self._shards} seed={self._seed}>"
         )
+
+
+class RedisStages:
+    """A scalable chain's stages in Redis, for
+    ``ScalableBloomFilter(..., store=RedisStages(redis, key))``: the same
+    stage maths and compound error bound as a local chain, shared by every
+    process attached to the key.
+
+    Keys (one hash tag, so a Redis Cluster keeps a chain on one node):
+    ``{key}:stages`` (how many), stage i a RedisBloomFilter at
+    ``{key}:s{i}``, and its count of new keys at ``{key}:s{i}:count``.
+
+    Every add goes to the last stage with a guard: refused when another
+    process has added a stage meanwhile (the chain then reads the stages
+    again and adds there), so a key is new to exactly one process even
+    while the chain grows. A new stage is made by whoever first finds the
+    last one full; the others attach to it.
+    """
+
+    shared = True
+
+    def __init__(self, redis: Any, key: str, *, backend: str = "auto", retries: int = 8) -> None:
+        if isinstance(redis, str):
+            redis = _redis.Redis.from_url(redis)
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"key must be a non-empty str, got {key!r}")
+        self._r = redis
+        self._base = f"{{{key}}}"
+        self._backend = backend
+        self._retries = retries
+
+    def _stage_key(self, i: int) -> str:
+        return f"{self._base}:s{i}"
+
+    @property
+    def stages_key(self) -> str:
+        return f"{self._base}:stages"
+
+    def count_key(self, i: int) -> str:
+        return f"{self._base}:s{i}:count"
+
+    def stage_count(self) -> int:
+        """How many stages the chain has in Redis now."""
+        return int(self._r.get(self.stages_key) or 0)
+
+    def stages(self) -> list[tuple[Any, int]]:
+        n = self.stage_count()
+        out = []
+        for i in range(n):
+            stage = RedisBloomFilter(self._r, self._stage_key(i), backend=self._backend, retries=self._retries)
+            out.append((stage, int(self._r.get(self.count_key(i)) or 0)))
+        return out
+
+    def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> Any:
+        stage = RedisBloomFilter(self._r, self._stage_key(index), capacity, error_rate, layout=layout, seed=seed,
+                                 shards=1 if capacity * 64 < DEFAULT_SHARD_BITS else None, backend=self._backend,
+                                 retries=self._retries)
+        # The chain grows from index to index + 1 stages once, whoever asks first.
+        self._r.eval("if (redis.call('GET', KEYS[1]) or '0') == ARGV[1] then "
+                     "redis.call('SET', KEYS[1], ARGV[2]) end", 1, self.stages_key, str(index), str(index + 1))
+        return stage
+
+    def add_to_last(self, index: int, stage: Any, keys: Any) -> tuple[npt.NDArray[np.bool_], int]:
+        """Add to stage `index`, the last; StaleChain if it no longer is."""
+        return cast("RedisBloomFilter", stage)._chain_add(keys, self.stages_key, index + 1, self.count_key(index))
+
+    def reset(self) -> None:
+        for stage, _ in self.stages():
+            stage.delete()
+        n = int(self._r.get(self.stages_key) or 0)
+        self._r.delete(self.stages_key, *[self.count_key(i) for i in range(n)])
+
+    def close(self) -> None:
+        pass

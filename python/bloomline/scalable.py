@@ -34,15 +34,29 @@ from ._core import BloomFilter, ChainRule
 if TYPE_CHECKING:
     from ._core import Layout, StrPath
 
-__all__ = ["DirectoryStages", "MemoryStages", "ScalableBloomFilter", "StageStore"]
+__all__ = ["DirectoryStages", "MemoryStages", "ScalableBloomFilter", "StageStore", "StaleChain"]
 
 Keys = Union[npt.NDArray[Any], Iterable[Any]]
+
+
+class StaleChain(Exception):
+    """A shared store refused an add to what the chain thought was its last
+    stage: another process has grown the chain (to `stages` stages)."""
+
+    def __init__(self, stages: int) -> None:
+        super().__init__(f"the chain has {stages} stages now")
+        self.stages = stages
 
 
 class StageStore(Protocol):
     """Where a chain's stages live. A store hands the chain its existing
     stages (oldest first, each with its count of new keys) and makes new
-    ones; the chain decides when and with what parameters."""
+    ones; the chain decides when and with what parameters. A shared store
+    (``shared`` True: several processes add to the same chain, as
+    ``redis.RedisStages``) also has ``stage_count()``, and the chain reads
+    its stages again whenever that changes."""
+
+    shared: bool
 
     def stages(self) -> list[tuple[BloomFilter, int]]:
         """The stages already in the store, oldest first, with their counts."""
@@ -50,6 +64,14 @@ class StageStore(Protocol):
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
         """Make stage ``index`` (empty) and keep it."""
+        ...
+
+    def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> tuple[npt.NDArray[np.bool_], int | None]:
+        """Add keys to stage `index`, the last one: the answers, and the
+        stage's count of new keys after them where the store keeps it
+        (shared stores; None: the chain counts). A shared store raises
+        when the stage is no longer the last (another process grew the
+        chain: redis.StaleChain)."""
         ...
 
     def reset(self) -> None:
@@ -61,7 +83,16 @@ class StageStore(Protocol):
         ...
 
 
-class MemoryStages:
+class _LocalStages:
+    """What the stores of one process share: adds go to the stage as they are."""
+
+    shared = False
+
+    def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> tuple[npt.NDArray[np.bool_], int | None]:
+        return stage.add_many(keys), None
+
+
+class MemoryStages(_LocalStages):
     """Stages in memory (the default store)."""
 
     def __init__(self, stages: list[tuple[BloomFilter, int]] | None = None) -> None:
@@ -81,7 +112,7 @@ class MemoryStages:
         pass
 
 
-class DirectoryStages:
+class DirectoryStages(_LocalStages):
     """Stages as files ``bloomline-seen.{i}.blf`` in a directory, each mapped
     for writing (``BloomFilter.open(path, "r+")``): adds go straight to the
     files, so a process killed with SIGKILL loses none of them, and a chain
@@ -191,6 +222,9 @@ class ScalableBloomFilter:
 
     def _new_stage(self) -> BloomFilter:
         i = len(self._stages)
+        if self._store.shared and i < self._store.stage_count():  # type: ignore[attr-defined]
+            self._reload()  # another process grew the chain first
+            return self._stages[-1]
         if i >= self._rule.max_stages:
             raise ValueError(
                 f"the chain is full: its {i} stages hold {self._rule.max_capacity:,} keys, and a stage past them "
@@ -199,11 +233,36 @@ class ScalableBloomFilter:
             )
         capacity, rate = self._stage_params(i)
         stage = self._store.new_stage(i, capacity, rate, self._layout, self._seed)
+        if self._store.shared:
+            self._reload()  # the stage as the store has it (another process's, if it won)
+            if i and self._on_grow is not None and len(self._stages) == i + 1:
+                self._on_grow(self)
+            return self._stages[-1]
         self._stages.append(stage)
         self._counts.append(0)
         if i and self._on_grow is not None:
             self._on_grow(self)
         return stage
+
+    def _sync(self) -> None:
+        """A shared store's chain may have grown in another process: read its
+        stages again when their number changed (one small read)."""
+        if not self._store.shared:
+            return
+        if self._store.stage_count() != len(self._stages):  # type: ignore[attr-defined]
+            self._reload()
+
+    def _reload(self) -> None:
+        before = len(self._stages)
+        self._stages, self._counts = [], []
+        for i, (stage, count) in enumerate(self._store.stages()):
+            self._check_stage(i, stage)
+            self._stages.append(stage)
+            self._counts.append(count)
+        if not self._stages:
+            self._new_stage()
+        elif len(self._stages) > before > 0 and self._on_grow is not None:
+            self._on_grow(self)
 
     def _room(self) -> int:
         """New keys the current stage may still take."""
@@ -217,6 +276,8 @@ class ScalableBloomFilter:
 
     def add(self, key: Any) -> bool:
         """Add a key; True if it was new across the whole chain."""
+        if self._store.shared:
+            return bool(self.add_many([key])[0])
         for stage in self._stages[:-1]:
             if key in stage:
                 return False
@@ -230,6 +291,7 @@ class ScalableBloomFilter:
         return False
 
     def __contains__(self, key: object) -> bool:
+        self._sync()
         return any(key in stage for stage in reversed(self._stages))
 
     # ---- batches ----------------------------------------------------------------------
@@ -239,11 +301,12 @@ class ScalableBloomFilter:
         only). All or nothing: a batch that could pass the chain's last
         stage is refused before any key is added."""
         hashed, shape = self._hash(keys)
+        self._sync()
         seen = np.zeros(len(hashed), dtype=bool)
         for stage in self._stages[:-1]:
             seen |= stage.contains_many(hashed)
         candidates = int(np.count_nonzero(~seen))
-        if candidates > self._room_left():
+        if candidates > self._room_left() and not self._store.shared:
             raise ValueError(
                 f"the chain can take {self._room_left():,} more keys (max_capacity {self._rule.max_capacity:,}), "
                 f"and this batch may hold {candidates:,} new ones; nothing was added"
@@ -267,8 +330,16 @@ class ScalableBloomFilter:
             fresh = ~seen[start:stop]
             new = np.zeros(stop - start, dtype=bool)
             if fresh.any():
-                new[fresh] = self._stages[-1].add_many(hashed[start:stop][fresh])
-            self._counts[-1] += int(np.count_nonzero(new))
+                try:
+                    new[fresh], count = self._store.add_to_last(len(self._stages) - 1, self._stages[-1],
+                                                                hashed[start:stop][fresh])
+                except StaleChain:  # another process grew the chain: add there
+                    older = len(self._stages)
+                    self._reload()
+                    for stage in self._stages[older - 1 : -1]:  # stages that became older
+                        seen[start:] |= stage.contains_many(hashed[start:])
+                    continue
+                self._counts[-1] = count if count is not None else self._counts[-1] + int(np.count_nonzero(new))
             out[start:stop] = new
             start = stop
         return out.reshape(shape)
@@ -276,6 +347,7 @@ class ScalableBloomFilter:
     def contains_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
         """True where the key may be present (in any stage)."""
         hashed, shape = self._hash(keys)
+        self._sync()
         hit = np.zeros(len(hashed), dtype=bool)
         for stage in self._stages:
             hit |= stage.contains_many(hashed)
