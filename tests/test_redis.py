@@ -304,13 +304,18 @@ def _chain_worker(port: int, backend: str, keys: list[int], q: "mp.Queue[list[in
     from bloomline import ScalableBloomFilter
     from bloomline.redis import RedisStages
 
-    chain = ScalableBloomFilter(500, 0.01, store=RedisStages(redis.Redis(host="127.0.0.1", port=port), "crawl",
-                                                             backend=backend))
-    new: list[int] = []
-    for start in range(0, len(keys), 250):
-        chunk = np.array(keys[start : start + 250], dtype=np.uint64)
-        new.extend(chunk[chain.add_many(chunk)].tolist())
-    q.put(new)
+    import traceback
+
+    try:
+        chain = ScalableBloomFilter(500, 0.01, store=RedisStages(redis.Redis(host="127.0.0.1", port=port), "crawl",
+                                                                 backend=backend))
+        new: list[int] = []
+        for start in range(0, len(keys), 250):
+            chunk = np.array(keys[start : start + 250], dtype=np.uint64)
+            new.extend(chunk[chain.add_many(chunk)].tolist())
+        q.put(new)
+    except Exception:  # reported to the test, not lost in a dead process
+        q.put([-1, traceback.format_exc()])  # type: ignore[list-item]
 
 
 @pytest.mark.parametrize("backend", ["plain", "module"])
@@ -337,6 +342,8 @@ def test_a_chain_grows_in_redis_and_each_key_is_new_once(backend: str, tmp_path_
         for p in procs:
             p.join(timeout=60)
             assert p.exitcode == 0
+        for r in results:
+            assert not (r and r[0] == -1), r[1]
         counts = np.zeros(6000, dtype=np.int64)
         for new in results:
             np.add.at(counts, np.array(new, dtype=np.int64), 1)

@@ -22,9 +22,9 @@
 // payload: GETRANGE, BITCOUNT, RDB snapshots and the plain-Redis script all
 // read it, and a filter the module wrote is read by a server without it.
 // Writes replicate as the command itself (one per batch): replicas and an
-// AOF replay load the module too. Replicating them as standard commands (a
-// SETRANGE per changed block) cost more than the add itself
-// (benchmarks/NOTES.md, "Redis").
+// AOF replay load the module too. Replicating them as standard commands
+// would send a SETRANGE per changed block, up to k per key, many times the
+// size of the command itself.
 //
 // Written against the documented module API (modules-api-ref) with our own
 // declarations: the module gets each function by name through the GetApi

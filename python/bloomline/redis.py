@@ -81,30 +81,24 @@ _REDIS_MAX_BITS = 2**32
 BACKENDS = ("auto", "module", "plain", "bf")
 
 # Adds on plain Redis: the batch's BITFIELD SET operations, run by this
-# script so that the answer is kept for a repeat of the batch. Lua's stack
-# takes a few thousand values per call, so BITFIELD runs on whole keys'
-# operations a chunk at a time.
+# script so that the answer is kept for a repeat of the batch. The answer is
+# the old value of every bit, one character each ("0"/"1", k per key): the
+# client finds the new keys (any "0") itself, so the script has no loop per
+# key. Lua's stack takes a few thousand values per call, so BITFIELD runs on
+# a chunk of whole keys' operations at a time.
 #   KEYS: shard, answer key
 #   ARGV: ttl ms, keys in the batch, k, then 4 arguments per bit
 _PLAIN_ADD = """
 local done = redis.call('GET', KEYS[2])
 if done then return done end
-local n, k = tonumber(ARGV[2]), tonumber(ARGV[3])
-local per = 4 * k
+local per = 4 * tonumber(ARGV[3])
 local step = per * math.max(1, math.floor(7000 / per))
-local out, key = {}, 0
+local parts = {}
 for first = 4, #ARGV, step do
-  local old = redis.call('BITFIELD', KEYS[1], unpack(ARGV, first, math.min(first + step - 1, #ARGV)))
-  for i = 1, #old, k do
-    key = key + 1
-    local new = '0'
-    for j = i, i + k - 1 do
-      if old[j] == 0 then new = '1' break end
-    end
-    out[key] = new
-  end
+  parts[#parts + 1] = table.concat(redis.call('BITFIELD', KEYS[1],
+                                              unpack(ARGV, first, math.min(first + step - 1, #ARGV))))
 end
-local answer = table.concat(out)
+local answer = table.concat(parts)
 redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
 return answer
 """
@@ -119,23 +113,19 @@ local done = redis.call('GET', KEYS[2])
 if done then return done end
 local have = redis.call('GET', KEYS[3]) or '0'
 if have ~= ARGV[4] then return redis.error_reply('STALE ' .. have) end
-local n, k = tonumber(ARGV[2]), tonumber(ARGV[3])
+local k = tonumber(ARGV[3])
 local per = 4 * k
 local step = per * math.max(1, math.floor(7000 / per))
-local out, key, news = {}, 0, 0
+local parts = {}
 for first = 5, #ARGV, step do
-  local old = redis.call('BITFIELD', KEYS[1], unpack(ARGV, first, math.min(first + step - 1, #ARGV)))
-  for i = 1, #old, k do
-    key = key + 1
-    local new = '0'
-    for j = i, i + k - 1 do
-      if old[j] == 0 then new = '1' break end
-    end
-    if new == '1' then news = news + 1 end
-    out[key] = new
-  end
+  parts[#parts + 1] = table.concat(redis.call('BITFIELD', KEYS[1],
+                                              unpack(ARGV, first, math.min(first + step - 1, #ARGV))))
 end
-local answer = table.concat(out)
+local answer = table.concat(parts)
+local news = 0
+for i = 1, #answer, k do
+  if string.find(string.sub(answer, i, i + k - 1), '0', 1, true) then news = news + 1 end
+end
 redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
 redis.call('INCRBY', KEYS[4], news)
 return answer
@@ -146,12 +136,11 @@ return answer
 _BF_ADD = """
 local done = redis.call('GET', KEYS[2])
 if done then return done end
-local out = {}
+local parts = {}
 for first = 2, #ARGV, 5000 do
-  local r = redis.call('BF.MADD', KEYS[1], unpack(ARGV, first, math.min(first + 4999, #ARGV)))
-  for i = 1, #r do out[#out + 1] = r[i] == 1 and '1' or '0' end
+  parts[#parts + 1] = table.concat(redis.call('BF.MADD', KEYS[1], unpack(ARGV, first, math.min(first + 4999, #ARGV))))
 end
-local answer = table.concat(out)
+local answer = table.concat(parts)
 redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
 return answer
 """
@@ -168,6 +157,20 @@ def module_path() -> str:
 def _resp(*args: bytes) -> bytes:
     """The RESP encoding of a command's arguments."""
     return b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+try:  # hiredis packs a command's many arguments in C
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - the redis extra brings hiredis
+    _hiredis_pack = None
+
+
+def _pack(args: list[Any]) -> bytes:
+    """A whole command (str arguments as UTF-8)."""
+    if _hiredis_pack is not None:
+        return bytes(_hiredis_pack(tuple(args)))
+    items = [a.encode() if isinstance(a, str) else a for a in args]
+    return b"*%d\r\n" % len(items) + _resp(*items)
 
 
 def _b(v: Any) -> bytes:
@@ -470,9 +473,8 @@ class RedisBloomFilter:
         if self._backend == "bf":
             items = self._bf_items(keys)
             bf_key = f"{self._key}:bf"
-            head: list[bytes] = [b"EVALSHA", _b(self._bf_sha), b"2", bf_key.encode(),
-                                 self._answer_key(bf_key, batch).encode(), _b(self._ttl)]
-            cmd = b"*%d\r\n" % (len(head) + len(items)) + _resp(*head) + _resp(*items)
+            cmd = _pack([b"EVALSHA", _b(self._bf_sha), b"2", bf_key, self._answer_key(bf_key, batch), _b(self._ttl),
+                         *items])
             (answer,) = self._sender.run([(bf_key.encode(), cmd)])
             flags: npt.NDArray[np.bool_] = np.frombuffer(answer, dtype=np.uint8) == ord("1")
             return flags.reshape(shape) if shape is not None else flags
@@ -545,9 +547,8 @@ class RedisBloomFilter:
         shape = keys.shape if isinstance(keys, np.ndarray) else None
         if self._backend == "bf":
             items = self._bf_items(keys)
-            head = [b"BF.MEXISTS", f"{self._key}:bf".encode()]
-            cmd = b"*%d\r\n" % (len(head) + len(items)) + _resp(*head) + _resp(*items)
-            (reply,) = self._sender.run([(head[1], cmd)])
+            bf_key = f"{self._key}:bf"
+            (reply,) = self._sender.run([(bf_key.encode(), _pack([b"BF.MEXISTS", bf_key, *items]))])
             out = np.asarray(reply, dtype=np.int64) == 1 if len(items) else np.zeros(0, dtype=bool)
             return out.reshape(shape) if shape is not None else out
         if self._backend == "module":
@@ -556,7 +557,9 @@ class RedisBloomFilter:
             jobs = [(self._shard_key(s).encode(),
                      b"*3\r\n" + _resp(b"BLOOMLINE.HAS", self._shard_key(s).encode(), blob))
                     for s, blob in zip(shards.tolist(), blobs)]
-            out = self._scatter(n, order, starts, self._sender.run(jobs))
+            out = np.zeros(n, dtype=bool)
+            for reply, lo, hi in zip(self._sender.run(jobs), starts[:-1].tolist(), starts[1:].tolist()):
+                out[order[lo:hi]] = np.frombuffer(reply, dtype=np.uint8) == ord("1")
         else:
             shards, starts, order, ops, counts, n = _core.redis_bitfield_ops(
                 keys, self._num_bits, self._num_hashes, set=False, **self._geometry())
@@ -571,19 +574,27 @@ class RedisBloomFilter:
                 out[order[lo:hi]] = a
         return out.reshape(shape) if shape is not None else out
 
-    @staticmethod
-    def _scatter(n: int, order: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],
+    def _scatter(self, n: int, order: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],
                  replies: list[bytes]) -> npt.NDArray[np.bool_]:
-        """Per-shard answers ('1'/'0' per key) back to batch order."""
+        """Per-shard add answers back to batch order: one '1'/'0' per key
+        (the module), or the old value of each of a key's k bits (plain
+        Redis: the key was new if any was '0')."""
         out = np.zeros(n, dtype=bool)
         for reply, lo, hi in zip(replies, starts[:-1].tolist(), starts[1:].tolist()):
-            out[order[lo:hi]] = np.frombuffer(reply, dtype=np.uint8) == ord("1")
+            chars = np.frombuffer(reply, dtype=np.uint8)
+            if self._backend == "plain":
+                out[order[lo:hi]] = (chars.reshape(hi - lo, self._num_hashes) == ord("0")).any(axis=1)
+            else:
+                out[order[lo:hi]] = chars == ord("1")
         return out
 
     @staticmethod
-    def _bf_items(keys: Keys) -> list[bytes]:
+    def _bf_items(keys: Keys) -> list[Any]:
         """The keys' bytes by bloomline's key rules (str as UTF-8, int as 8
-        little-endian bytes), as the server's BF commands take them."""
+        little-endian bytes), as the server's BF commands take them. A list
+        of str and bytes goes as it is (the packer writes str as UTF-8)."""
+        if isinstance(keys, list) and all(type(k) in (str, bytes) for k in keys):
+            return keys
         if isinstance(keys, np.ndarray) and keys.dtype.kind in "iub":
             wide = keys.reshape(-1).astype("<i8" if keys.dtype.kind == "i" else "<u8")
             raw = wide.tobytes()

@@ -314,15 +314,27 @@ class ScalableBloomFilter:
         out = np.zeros(len(hashed), dtype=bool)
         start = 0
         while start < len(hashed):
-            if self._room() <= 0:
+            full = False
+            while self._room() <= 0:  # (a shared chain's stages may fill in other processes too)
                 # The stage that just filled is an older stage now.
                 seen[start:] |= self._stages[-1].contains_many(hashed[start:])
                 if len(self._stages) == self._rule.max_stages:
-                    # No stage can follow; by the check above every key
-                    # left is known (new keys <= candidates <= room).
-                    assert seen[start:].all(), "a new key past the chain's last stage"
+                    full = True
                     break
+                older = len(self._stages)
                 self._new_stage()
+                # Stages other processes added meanwhile are older now too.
+                for stage in self._stages[older:-1]:
+                    seen[start:] |= stage.contains_many(hashed[start:])
+            if full:
+                # No stage can follow; by the check above every key left is
+                # known (new keys <= candidates <= room).
+                assert seen[start:].all() or self._store.shared, "a new key past the chain's last stage"
+                if not seen[start:].all():
+                    raise ValueError(f"the chain is full: its {len(self._stages)} stages hold "
+                                     f"{self._rule.max_capacity:,} keys; {int(np.count_nonzero(~seen[start:])):,} "
+                                     "keys of this batch were not added")
+                break
             # Take at most as many keys as the stage has room for new ones:
             # the stage never passes its capacity by more than the duplicates
             # it could not know about.
