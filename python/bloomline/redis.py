@@ -53,8 +53,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Union, cast
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -151,6 +151,9 @@ def module_path() -> str:
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "redis_module.so")
     if not os.path.exists(path):  # pragma: no cover - a broken install
         raise FileNotFoundError(f"bloomline's Redis module is not installed at {path}")
+    if not os.access(path, os.X_OK):  # pragma: no cover - a broken install
+        # redis-server 7 refuses to load a module file it may not execute.
+        raise PermissionError(f"bloomline's Redis module at {path} is not executable; run: chmod a+x {path}")
     return path
 
 
@@ -159,6 +162,7 @@ def _resp(*args: bytes) -> bytes:
     return b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
 
 
+_hiredis_pack: Optional[Callable[[tuple[Any, ...]], Any]]
 try:  # hiredis packs a command's many arguments in C
     from hiredis import pack_command as _hiredis_pack
 except ImportError:  # pragma: no cover - the redis extra brings hiredis
