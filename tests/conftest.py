@@ -65,8 +65,11 @@ def need(binary: str) -> str:
 
 
 class RedisServer:
-    def __init__(self, tmp: Path, *extra: str) -> None:
-        self.port = free_port(with_bus="--cluster-enabled" in extra)
+    def __init__(self, tmp: Path, *extra: str, port: int | None = None) -> None:
+        """extra: more redis-server arguments (later ones win); port: a
+        port to reuse (a restart), else a free one."""
+        self.port = port if port is not None else free_port(with_bus="--cluster-enabled" in extra)
+        self.extra = extra
         self.dir = tmp
         self.proc = subprocess.Popen(
             [need("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly",

@@ -819,7 +819,8 @@ class RedisStages:
 
     shared = True
 
-    def __init__(self, redis: Any, key: str, *, backend: str = "auto", retries: int = 8) -> None:
+    def __init__(self, redis: Any, key: str, *, backend: str = "auto", retries: int = 8,
+                 answer_ttl_ms: int = 120_000) -> None:
         if isinstance(redis, str):
             redis = _redis.Redis.from_url(redis)
         if not isinstance(key, str) or not key:
@@ -828,6 +829,7 @@ class RedisStages:
         self._base = f"{{{key}}}"
         self._backend = backend
         self._retries = retries
+        self._ttl = answer_ttl_ms
 
     def _stage_key(self, i: int) -> str:
         return f"{self._base}:s{i}"
@@ -847,14 +849,15 @@ class RedisStages:
         n = self.stage_count()
         out = []
         for i in range(n):
-            stage = RedisBloomFilter(self._r, self._stage_key(i), backend=self._backend, retries=self._retries)
+            stage = RedisBloomFilter(self._r, self._stage_key(i), backend=self._backend, retries=self._retries,
+                                     answer_ttl_ms=self._ttl)
             out.append((stage, int(self._r.get(self.count_key(i)) or 0)))
         return out
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> Any:
         stage = RedisBloomFilter(self._r, self._stage_key(index), capacity, error_rate, layout=layout, seed=seed,
                                  shards=1 if capacity * 64 < DEFAULT_SHARD_BITS else None, backend=self._backend,
-                                 retries=self._retries)
+                                 retries=self._retries, answer_ttl_ms=self._ttl)
         # The chain grows from index to index + 1 stages once, whoever asks first.
         self._r.eval("if (redis.call('GET', KEYS[1]) or '0') == ARGV[1] then "
                      "redis.call('SET', KEYS[1], ARGV[2]) end", 1, self.stages_key, str(index), str(index + 1))

@@ -34,9 +34,18 @@ from ._core import BloomFilter, ChainRule
 if TYPE_CHECKING:
     from ._core import Layout, StrPath
 
-__all__ = ["DirectoryStages", "MemoryStages", "ScalableBloomFilter", "StageStore", "StaleChain"]
+__all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "ScalableBloomFilter", "StageStore", "StaleChain"]
 
 Keys = Union[npt.NDArray[Any], Iterable[Any]]
+
+
+class ChainMismatch(ValueError):
+    """A stored stage differs from what the chain's parameters make."""
+
+    def __init__(self, index: int, field: str, stored: Any, wanted: Any, stage: Any) -> None:
+        super().__init__(f"stage {index} differs in {field} (stored {stored!r} != {wanted!r} from these "
+                         "parameters); resume with the parameters it was made with")
+        self.index, self.field, self.stored, self.wanted, self.stage = index, field, stored, wanted, stage
 
 
 class StaleChain(Exception):
@@ -117,11 +126,13 @@ class DirectoryStages(_LocalStages):
     for writing (``BloomFilter.open(path, "r+")``): adds go straight to the
     files, so a process killed with SIGKILL loses none of them, and a chain
     made on the same directory later resumes from them. A stage's count of
-    new keys is its header's insert count."""
+    new keys is its header's insert count. With ``verify``, each file's
+    payload checksum is checked when it is opened (O(size), once)."""
 
-    def __init__(self, directory: StrPath) -> None:
+    def __init__(self, directory: StrPath, *, verify: bool = False) -> None:
         self.directory = Path(os.fsdecode(directory))
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.verify = verify
         self._open: list[BloomFilter] = []
 
     def path(self, index: int) -> Path:
@@ -131,7 +142,11 @@ class DirectoryStages(_LocalStages):
         found = []
         i = 0
         while self.path(i).exists():
-            stage = BloomFilter.open(self.path(i), "r+")
+            try:
+                stage = BloomFilter.open(self.path(i), "r+", verify=self.verify)
+            except BaseException:
+                self.close()
+                raise
             self._open.append(stage)
             # (A file whose writer was killed is repaired by the open, its
             # insert count made at least the estimate from its bits.)
@@ -215,10 +230,7 @@ class ScalableBloomFilter:
                                   ("layout", stage.layout, self._layout), ("seed", stage.seed, self._seed)):
             if have != want:
                 self._store.close()
-                raise ValueError(
-                    f"stage {i} differs in {field} (stored {have!r} != {want!r} from these parameters); "
-                    "resume with the parameters it was made with"
-                )
+                raise ChainMismatch(i, field, have, want, stage)
 
     def _new_stage(self) -> BloomFilter:
         i = len(self._stages)
@@ -301,7 +313,8 @@ class ScalableBloomFilter:
         only). All or nothing: a batch that could pass the chain's last
         stage is refused before any key is added."""
         hashed, shape = self._hash(keys)
-        self._sync()
+        # (A shared chain is not read again first: an add to a stage that is
+        # no longer the last is refused, StaleChain below.)
         seen = np.zeros(len(hashed), dtype=bool)
         for stage in self._stages[:-1]:
             seen |= stage.contains_many(hashed)

@@ -1,0 +1,284 @@
+"""RedisBloomDupeFilter in real crawls: Scrapy's scheduler and scrapy-redis's,
+a real redis-server (killed and restarted), a 5,000-page site of 12 links a
+page served from loopback."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("scrapy")
+redis = pytest.importorskip("redis")
+
+from conftest import RedisServer  # noqa: E402
+from scrapy_site import Site, crawl, start_crawl  # noqa: E402
+
+PAGES = 5000
+OURS = "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter"
+SCRAPY_REDIS = ("SCHEDULER=scrapy_redis.scheduler.Scheduler",
+                "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter")  # scrapy-redis reads DUPEFILTER_CLASS
+
+
+def links12(i: int) -> list[int]:
+    """12 links a page: the next page (so every page is reachable from 0)
+    and 11 spread over the site."""
+    return [(i + 1) % PAGES] + [(i * a + b) % PAGES for a, b in
+                                ((3, 7), (5, 11), (7, 13), (11, 17), (13, 19), (17, 23), (19, 29), (23, 31),
+                                 (29, 37), (31, 41), (37, 43))]
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    s = Site(PAGES, links12)
+    yield s
+    s.stop()
+
+
+def finish_reason(log: str) -> str:
+    m = re.search(r"'finish_reason': '([^']*)'", log)
+    return m.group(1) if m else ""
+
+
+def our_lines(log: str, level: str) -> list[str]:
+    return [line for line in log.splitlines() if f"[scrapy.dupefilters] {level}:" in line]
+
+
+def stat(log: str, name: str) -> float:
+    m = re.search(rf"'{re.escape(name)}': ([0-9.e+-]+)", log)
+    assert m, f"no stat {name}"
+    return float(m.group(1))
+
+
+def assert_clean(log: str) -> None:
+    """No traceback, no unretrieved task exception, no deprecation warning."""
+    for bad in ("Traceback", "Task exception was never retrieved", "Engine slot not assigned", "Deprecat"):
+        assert bad not in log, log[-3000:]
+
+
+def test_grows_in_redis_and_fetches_the_whole_site(site: Site, tmp_path: Path, redis_server: RedisServer) -> None:
+    r = crawl(tmp_path, site, OURS, f"REDIS_URL={redis_server.url}", "BLOOMLINE_CAPACITY=500")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_clean(r.stderr)
+    pages = site.pages()
+    # A new page is dropped with probability under 1e-4 a check: 5,000 new
+    # pages expect 0.5 lost; 3 or more happens with probability 1.4%.
+    assert len(pages) >= PAGES - 2 and max(pages.values()) == 1
+    grew = [line for line in our_lines(r.stderr, "INFO") if "added after" in line]
+    assert len(grew) >= 3, r.stderr[-3000:]  # 500, 1,000, 2,000, 4,000: at least 4 stages
+    assert stat(r.stderr, "bloomline/stages") >= 4
+    assert stat(r.stderr, "bloomline/expected_fp_rate") < 1e-4
+    assert abs(stat(r.stderr, "bloomline/approx_count") - PAGES) < PAGES * 0.05
+    # Only first sightings in this process went to Redis: one per page.
+    filtered = stat(r.stderr, "dupefilter/filtered")
+    checks = stat(r.stderr, "bloomline/redis_checks")
+    assert checks <= len(pages) + 2 and checks / (filtered + len(pages)) < 0.1
+    # SCHEDULER_PERSIST is off: the filter is gone, and a new crawl fetches the site again.
+    assert any("deleted the filter" in line for line in our_lines(r.stderr, "INFO"))
+    left = redis.Redis.from_url(redis_server.url).keys("*")
+    assert [k for k in left if b":ans:" not in k] == []  # (checks' answers expire in 2 s)
+
+
+def test_persist_keeps_the_filter_and_says_so(site: Site, tmp_path: Path, redis_server: RedisServer) -> None:
+    settings = (OURS, f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=True", "CLOSESPIDER_PAGECOUNT=300")
+    r = crawl(tmp_path, site, *settings)
+    assert r.returncode == 0, r.stderr[-3000:]
+    first = sum(site.pages().values())
+    assert any("kept the filter at Redis key 'site:dupefilter'" in line for line in our_lines(r.stderr, "INFO"))
+    r2 = crawl(tmp_path, site, *settings[:-1])
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    attached = [line for line in our_lines(r2.stderr, "INFO") if "attached to the filter" in line]
+    assert len(attached) == 1
+    count = int(re.search(r"about (\d+) requests seen", attached[0]).group(1))  # type: ignore[union-attr]
+    assert count >= first
+    # The second crawl's start page was seen by the first: nothing fetched again.
+    assert max(site.pages().values()) == 1
+
+
+def test_reads_scrapy_redis_connection_settings_and_key(site: Site, tmp_path: Path,
+                                                        redis_server: RedisServer) -> None:
+    r = crawl(tmp_path, site, OURS, "REDIS_HOST=127.0.0.1", f"REDIS_PORT={redis_server.port}",
+              'REDIS_PARAMS={"socket_timeout": 3, "decode_responses": true}',
+              "SCHEDULER_DUPEFILTER_KEY=crawls:%(spider)s:seen", "SCHEDULER_PERSIST=True",
+              "CLOSESPIDER_PAGECOUNT=50")
+    assert r.returncode == 0, r.stderr[-3000:]
+    keys = sorted(k.decode() for k in redis.Redis(port=redis_server.port).keys("*"))
+    assert keys and all(k.startswith("{crawls:site:seen}:") for k in keys), keys
+
+
+def test_bloomline_settings_override_scrapy_redis_ones(site: Site, tmp_path: Path, redis_server: RedisServer) -> None:
+    r = crawl(tmp_path, site, OURS, "REDIS_URL=redis://127.0.0.1:1/0", f"BLOOMLINE_REDIS_URL={redis_server.url}",
+              "SCHEDULER_DUPEFILTER_KEY=ignored:%(spider)s", "BLOOMLINE_REDIS_KEY=mine", "SCHEDULER_PERSIST=True",
+              "CLOSESPIDER_PAGECOUNT=50")
+    assert r.returncode == 0, r.stderr[-3000:]
+    keys = sorted(k.decode() for k in redis.Redis.from_url(redis_server.url).keys("*"))
+    assert keys and all(k.startswith("{mine}:") for k in keys), keys
+
+
+@pytest.mark.parametrize(
+    ("setting", "shown"),
+    [
+        ("BLOOMLINE_CAPACITY=abc", "BLOOMLINE_CAPACITY must be an integer >= 1, got 'abc'"),
+        ("BLOOMLINE_ERROR_RATE=1.5", "BLOOMLINE_ERROR_RATE must be in (0, 1), got '1.5'"),
+        ("BLOOMLINE_REDIS_KEY=crawl:100%", "BLOOMLINE_REDIS_KEY must be a %-format"),
+        ("BLOOMLINE_LAYOUT=wide", "BLOOMLINE_LAYOUT must be 'blocked' or 'standard', got 'wide'"),
+        ("BLOOMLINE_REDIS_RETRY_TIMEOUT=-1", "BLOOMLINE_REDIS_RETRY_TIMEOUT must be in [0, 86400], got '-1'"),
+        ("SCHEDULER_PERSIST=maybe", "SCHEDULER_PERSIST must be a boolean, got 'maybe'"),
+    ],
+)
+def test_a_bad_setting_stops_the_crawl_before_its_first_request(site: Site, tmp_path: Path, redis_server: RedisServer,
+                                                                setting: str, shown: str) -> None:
+    r = crawl(tmp_path, site, OURS, f"REDIS_URL={redis_server.url}", setting)
+    assert r.returncode == 1
+    errors = our_lines(r.stderr, "ERROR")
+    assert len(errors) == 1 and shown in errors[0], r.stderr[-3000:]
+    assert finish_reason(r.stderr) == "bloomline_bad_settings"
+    assert_clean(r.stderr)
+    assert not site.pages()
+
+
+def test_resuming_with_other_settings_names_them_as_written(site: Site, tmp_path: Path,
+                                                            redis_server: RedisServer) -> None:
+    base = (OURS, f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=True", "CLOSESPIDER_PAGECOUNT=20")
+    assert crawl(tmp_path, site, *base, "BLOOMLINE_ERROR_RATE=1e-4", "BLOOMLINE_CAPACITY=1000").returncode == 0
+    r = crawl(tmp_path, site, *base, "BLOOMLINE_ERROR_RATE=0.001", "BLOOMLINE_CAPACITY=1000")
+    assert r.returncode == 1
+    (error,) = our_lines(r.stderr, "ERROR")
+    assert "was made with BLOOMLINE_CAPACITY=1000, BLOOMLINE_ERROR_RATE=0.0001" in error, error
+    assert "this crawl has BLOOMLINE_CAPACITY='1000', BLOOMLINE_ERROR_RATE='0.001'" in error, error
+    assert_clean(r.stderr)
+
+
+def test_unreachable_redis_at_start_fails_the_crawl(site: Site, tmp_path: Path) -> None:
+    from conftest import free_port
+
+    r = crawl(tmp_path, site, OURS, f"REDIS_URL=redis://127.0.0.1:{free_port()}/0",
+              "BLOOMLINE_REDIS_RETRY_TIMEOUT=1")
+    assert r.returncode == 1
+    assert finish_reason(r.stderr) == "bloomline_redis_unavailable"
+    assert len(our_lines(r.stderr, "ERROR")) == 1
+    assert_clean(r.stderr)
+    assert not site.pages()
+
+
+# ---- Redis killed mid-crawl -----------------------------------------------------------------
+
+
+def durable_redis(tmp: Path, port: int | None = None) -> RedisServer:
+    """A redis-server that writes every command to its append-only file
+    before answering, so a restart after SIGKILL has all of it."""
+    tmp.mkdir(exist_ok=True)
+    return RedisServer(tmp, "--appendonly", "yes", "--appendfsync", "always", port=port)
+
+
+def kill_redis_mid_crawl(site: Site, tmp: Path, server: RedisServer, settings: tuple[str, ...]) -> str:
+    """Start a crawl, SIGKILL Redis after 1,000 pages, wait for the crawl to
+    end (bounded), return its log."""
+    log = tmp / "crawl.log"
+    proc = start_crawl(tmp, site, *settings, log=log)
+    deadline = time.monotonic() + 120
+    while sum(site.pages().values()) < 1000 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.005)
+    assert proc.poll() is None, log.read_text()[-3000:]
+    server.proc.send_signal(signal.SIGKILL)
+    server.proc.wait(timeout=10)
+    try:
+        code = proc.wait(timeout=120)  # a hang fails here
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    return text
+
+
+@pytest.mark.parametrize("scheduler", ["scrapy", "scrapy-redis"])
+def test_redis_killed_mid_crawl_stops_it_loudly_and_a_restart_finishes_the_site(
+        site: Site, tmp_path: Path, scheduler: str) -> None:
+    server = durable_redis(tmp_path / "redis")
+    try:
+        settings = (f"REDIS_URL={server.url}", "BLOOMLINE_REDIS_RETRY_TIMEOUT=2", "SCHEDULER_PERSIST=True",
+                    f"JOBDIR={tmp_path / 'job'}")
+        settings += SCRAPY_REDIS if scheduler == "scrapy-redis" else (OURS,)
+        log = kill_redis_mid_crawl(site, tmp_path, server, settings)
+        assert finish_reason(log) == "bloomline_redis_unavailable"
+        (error,) = our_lines(log, "ERROR")
+        assert "unreachable" in error and "bloomline_redis_unavailable" in error
+        assert "Task exception was never retrieved" not in log
+        if scheduler == "scrapy":
+            assert "Traceback" not in log, log[-3000:]
+        before = site.pages()
+        assert 1000 <= len(before) < PAGES and max(before.values()) == 1
+        server = durable_redis(tmp_path / "redis", port=server.port)
+        r = crawl(tmp_path, site, *settings)
+        assert r.returncode == 0, r.stderr[-3000:]
+        pages = site.pages()
+        assert len(pages) == PAGES, sorted(set(f"/page/{i}" for i in range(PAGES)) - set(pages))[:20]
+        # Fetched twice only where a check was sent and not answered (at most
+        # a few) or a resumed request was in flight at the kill.
+        assert sum(n - 1 for n in pages.values()) <= 20, [p for p, n in pages.items() if n > 1]
+    finally:
+        server.stop()
+
+
+# ---- many processes -----------------------------------------------------------------------------
+
+
+def test_two_processes_with_scrapy_redis_fetch_every_page_exactly_once(site: Site, tmp_path: Path,
+                                                                        redis_server: RedisServer) -> None:
+    settings = (*SCRAPY_REDIS, f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=True",
+                "SCHEDULER_IDLE_BEFORE_CLOSE=1", "BLOOMLINE_CAPACITY=1000")
+    logs = [tmp_path / f"crawl{i}.log" for i in range(2)]
+    dirs = [tmp_path / f"p{i}" for i in range(2)]
+    procs = []
+    for d, log in zip(dirs, logs):
+        d.mkdir()
+        procs.append(start_crawl(d, site, *settings, log=log))
+    for p, log in zip(procs, logs):
+        try:
+            assert p.wait(timeout=300) == 0, log.read_text()[-3000:]
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+    pages = site.pages()
+    assert len(pages) == PAGES and max(pages.values()) == 1
+    # Both processes crawled (the shared queue fed both).
+    assert all(stat(log.read_text(), "downloader/response_count") > 0 for log in logs)
+
+
+# ---- the filter object --------------------------------------------------------------------------
+
+
+def test_the_scrapy_redis_interface(redis_server: RedisServer, tmp_path: Path) -> None:
+    import logging
+
+    from scrapy import Request, Spider
+    from scrapy.utils.test import get_crawler
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+    from bloomline.scrapy.dupefilter import logger
+
+    class S(Spider):
+        name = "iface"
+
+    crawler = get_crawler(S, {"REDIS_URL": redis_server.url, "JOBDIR": str(tmp_path)})
+    crawler.spider = S.from_crawler(crawler)
+    df = RedisBloomDupeFilter.from_spider(crawler.spider)
+    assert df.key == "iface:dupefilter"
+    assert logger.name == "scrapy.dupefilters" and isinstance(logger, logging.Logger)
+    req = Request("http://127.0.0.1/a")
+    fp = crawler.request_fingerprinter.fingerprint(req)
+    assert df.request_fingerprint(req) == fp.hex()
+    assert df.request_seen(req) is False and df.request_seen(req) is True
+    assert df.request_seen(Request("http://127.0.0.1/b")) is False
+    # The front filter answered the repeat: two checks went to Redis, not three.
+    assert df.redis_checks == 2
+    r = redis.Redis.from_url(redis_server.url)
+    assert any(b":ans:" not in k for k in r.keys("*"))
+    df.clear()
+    assert all(b":ans:" in k for k in r.keys("*"))
