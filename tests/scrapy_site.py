@@ -120,6 +120,10 @@ def crawl(tmp: Path, site: Site, *settings: str, mode: str = "crawl", timeout: f
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp, env=os.environ.copy())
 
 
+JOURNAL = ("DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter", "SCHEDULER=bloomline.scrapy.JournalScheduler",
+           'SPIDER_MIDDLEWARES={"bloomline.scrapy.JournalDoneMiddleware": 0}')
+
+
 def start_crawl(tmp: Path, site: Site, *settings: str, log: Path | None = None) -> subprocess.Popen[bytes]:
     """A crawl in the background (8 requests at once); its log to `log`."""
     spider = tmp / "site_spider.py"

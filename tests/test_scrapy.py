@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("scrapy")
 
-from scrapy_site import PAGES, SPIDER, Site, crawl, kill_9, start_crawl, wait_for_pages  # noqa: E402
+from scrapy_site import JOURNAL, PAGES, SPIDER, Site, crawl, kill_9, start_crawl, wait_for_pages  # noqa: E402
 
 
 @pytest.fixture
@@ -67,9 +67,6 @@ def test_jobdir_pause_and_resume(site: Site, tmp_path: Path) -> None:
     assert max(total.values()) == 1  # no page fetched twice across the runs
     assert len(total) == PAGES  # none missed
 
-
-JOURNAL = ("DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter", "SCHEDULER=bloomline.scrapy.JournalScheduler",
-           'SPIDER_MIDDLEWARES={"bloomline.scrapy.JournalDoneMiddleware": 0}')
 
 
 def test_jobdir_kill_9_at_a_random_moment_misses_nothing(site: Site, tmp_path: Path) -> None:
@@ -156,3 +153,59 @@ def test_two_processes_share_a_redis_filter(site: Site, tmp_path: Path, redis_se
     pages = site.pages()
     assert max(pages.values()) == 1  # no page fetched twice across both processes
     assert len(pages) >= PAGES * 0.5
+
+
+def test_a_small_crawl_keeps_a_small_jobdir_and_reports_its_fill(site: Site, tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    r = crawl(tmp_path, site, "DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter", f"JOBDIR={job}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    files = list(job.glob("bloomline-seen.*.blf"))
+    assert files and sum(f.stat().st_size for f in files) < 2 * 2**20
+    for name in ("bloomline/fill", "bloomline/expected_fp_rate", "bloomline/approx_count", "bloomline/stages"):
+        assert f"'{name}'" in r.stderr
+    summary = [line for line in r.stderr.splitlines() if "[scrapy.dupefilters] INFO: BloomDupeFilter: about" in line]
+    assert len(summary) == 1 and "target 0.0001" in summary[0]
+    assert "Deprecat" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_damaged_jobdir_filter_stops_the_resume_naming_the_file(site: Site, tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    common = (*JOURNAL, f"JOBDIR={job}")
+    r1 = crawl(tmp_path, site, *common, "CLOSESPIDER_PAGECOUNT=300")
+    assert r1.returncode == 0, r1.stderr[-3000:]
+    first = sum(site.pages().values())
+    stage = job / "bloomline-seen.0.blf"
+    data = bytearray(stage.read_bytes())
+    data[len(data) // 2] ^= 0x10  # one bit of the payload
+    stage.write_bytes(bytes(data))
+    r2 = crawl(tmp_path, site, *common)
+    assert r2.returncode == 1
+    errors = [line for line in r2.stderr.splitlines() if "[scrapy.dupefilters] ERROR:" in line]
+    assert len(errors) == 1 and str(stage) in errors[0] and "requests.journal" in errors[0], r2.stderr[-3000:]
+    assert "'finish_reason': 'bloomline_damaged_jobdir'" in r2.stderr
+    assert "Traceback" not in r2.stderr
+    assert sum(site.pages().values()) == first  # nothing fetched
+
+
+@pytest.mark.parametrize(
+    ("setting", "shown"),
+    [("BLOOMLINE_CAPACITY=1e3.5", "BLOOMLINE_CAPACITY must be an integer >= 1, got '1e3.5'"),
+     ("BLOOMLINE_ERROR_RATE=abc", "BLOOMLINE_ERROR_RATE must be in (0, 1), got 'abc'")],
+)
+def test_a_bad_setting_of_the_local_filter_is_one_error_line(site: Site, tmp_path: Path, setting: str,
+                                                            shown: str) -> None:
+    r = crawl(tmp_path, site, "DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter", setting)
+    assert r.returncode == 1
+    errors = [line for line in r.stderr.splitlines() if "[scrapy.dupefilters] ERROR:" in line]
+    assert len(errors) == 1 and shown in errors[0], r.stderr[-3000:]
+    assert "Traceback" not in r.stderr and not site.pages()
+
+
+def test_resuming_a_jobdir_with_another_rate_names_the_rate_as_written(site: Site, tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    base = ("DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter", f"JOBDIR={job}", "CLOSESPIDER_PAGECOUNT=20")
+    assert crawl(tmp_path, site, *base).returncode == 0
+    r = crawl(tmp_path, site, *base, "BLOOMLINE_ERROR_RATE=1e-3")
+    assert r.returncode == 1
+    (error,) = [line for line in r.stderr.splitlines() if "[scrapy.dupefilters] ERROR:" in line]
+    assert "BLOOMLINE_ERROR_RATE=0.0001" in error and "BLOOMLINE_ERROR_RATE='1e-3'" in error, error

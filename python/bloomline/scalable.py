@@ -144,6 +144,9 @@ class DirectoryStages(_LocalStages):
         while self.path(i).exists():
             try:
                 stage = BloomFilter.open(self.path(i), "r+", verify=self.verify)
+            except ValueError as e:
+                self.close()
+                raise ValueError(f"{self.path(i)}: {e}") from e
             except BaseException:
                 self.close()
                 raise

@@ -466,7 +466,7 @@ def _jobdir_refusal(path: Optional[str], error: Exception) -> _Refused:
 
     journal = Path(path or ".") / JOURNAL_NAME
     what = (f"the request journal {journal} still holds the pending requests; " if journal.exists() else "")
-    return _Refused(REASON_JOBDIR, f"BloomDupeFilter cannot resume from JOBDIR {path!r}: {error}. {what}"
+    return _Refused(REASON_JOBDIR, f"BloomDupeFilter cannot resume from JOBDIR {path!r}: {error}; {what}"
                                    "remove the damaged bloomline-seen.*.blf files to resume without the record of "
                                    "what was seen (pages may be fetched again), or start with a new JOBDIR")
 

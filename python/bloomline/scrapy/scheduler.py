@@ -75,7 +75,9 @@ class JournalScheduler(Scheduler):
         self.mqs = self._mq()
         self.dqs = None
         result = self.df.open()
-        if self.dqdir:
+        # (A refused dupefilter stops the crawl at spider_opened; its journal
+        # is left as it is for the crawl that resumes.)
+        if self.dqdir and getattr(self.df, "refused", None) is None:
             df = self.df
             fingerprint_of = on_fingerprint = None
             if isinstance(df, BloomDupeFilter):
