@@ -23,6 +23,13 @@ def links(i: int) -> list[int]:
     return sorted({(i + 1) % PAGES, (2 * i + 1) % PAGES, (7 * i + 3) % PAGES, 0, i})
 
 
+def twelve_links(pages: int) -> Callable[[int], list[int]]:
+    """12 links a page: the next page (so every page is reachable from 0)
+    and 11 spread over the site."""
+    pairs = ((3, 7), (5, 11), (7, 13), (11, 17), (13, 19), (17, 23), (19, 29), (23, 31), (29, 37), (31, 41), (37, 43))
+    return lambda i: [(i + 1) % pages] + [(i * a + b) % pages for a, b in pairs]
+
+
 class Site:
     """A page counts as fetched when its response is sent. Closing the gate
     holds every new request unanswered (and uncounted) until it opens;

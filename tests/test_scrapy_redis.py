@@ -17,7 +17,7 @@ pytest.importorskip("scrapy")
 redis = pytest.importorskip("redis")
 
 from conftest import RedisServer  # noqa: E402
-from scrapy_site import Site, crawl, start_crawl  # noqa: E402
+from scrapy_site import Site, crawl, start_crawl, twelve_links  # noqa: E402
 
 PAGES = 5000
 OURS = "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter"
@@ -25,17 +25,9 @@ SCRAPY_REDIS = ("SCHEDULER=scrapy_redis.scheduler.Scheduler",
                 "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter")  # scrapy-redis reads DUPEFILTER_CLASS
 
 
-def links12(i: int) -> list[int]:
-    """12 links a page: the next page (so every page is reachable from 0)
-    and 11 spread over the site."""
-    return [(i + 1) % PAGES] + [(i * a + b) % PAGES for a, b in
-                                ((3, 7), (5, 11), (7, 13), (11, 17), (13, 19), (17, 23), (19, 29), (23, 31),
-                                 (29, 37), (31, 41), (37, 43))]
-
-
 @pytest.fixture
 def site() -> Iterator[Site]:
-    s = Site(PAGES, links12)
+    s = Site(PAGES, twelve_links(PAGES))
     yield s
     s.stop()
 
