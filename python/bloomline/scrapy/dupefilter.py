@@ -172,9 +172,9 @@ def _redis_key(settings: Any, spider_name: str) -> str:
     return key
 
 
-def _redis_client(settings: Any) -> tuple[Any, str]:
+def _redis_client(settings: Any) -> Any:
     """A redis-py client from scrapy-redis's settings (BLOOMLINE_REDIS_*
-    first), and where it points, for messages."""
+    first)."""
     params = dict(REDIS_DEFAULTS)
     for name in ("REDIS_PARAMS", "BLOOMLINE_REDIS_PARAMS"):
         try:
@@ -196,19 +196,20 @@ def _redis_client(settings: Any) -> tuple[Any, str]:
     url = settings.get("BLOOMLINE_REDIS_URL") or settings.get("REDIS_URL")
     try:
         if url:
-            return cls.from_url(url, **params), _safe_url(str(url))
+            return cls.from_url(url, **params)
         host = settings.get("BLOOMLINE_REDIS_HOST") or settings.get("REDIS_HOST") or "localhost"
         port = _int_setting(settings, "BLOOMLINE_REDIS_PORT" if settings.get("BLOOMLINE_REDIS_PORT") else "REDIS_PORT",
                             6379, 1)
         db = settings.get("REDIS_DB")
         if db is not None:
             params["db"] = db
-        return cls(host=host, port=port, **params), f"{host}:{port}"
+        return cls(host=host, port=port, **params)
     except _Refused:
         raise
     except (TypeError, ValueError) as e:
         where = "BLOOMLINE_REDIS_URL or REDIS_URL" if url else "REDIS_HOST, REDIS_PORT or REDIS_PARAMS"
-        raise _Refused(REASON_SETTINGS, f"{where} cannot make a Redis client ({url or params!r}): {e}") from None
+        shown = _safe_url(str(url)) if url else repr(params)
+        raise _Refused(REASON_SETTINGS, f"{where} cannot make a Redis client ({shown}): {e}") from None
 
 
 def _safe_url(url: str) -> str:
@@ -510,7 +511,9 @@ class RedisBloomDupeFilter(_DupeFilter):
             self.where = _safe_url(server)
             server = redis.Redis.from_url(server, **REDIS_DEFAULTS)
         else:
-            self.where = getattr(server, "connection_pool", None) and repr(server.connection_pool) or repr(server)
+            kw = getattr(getattr(server, "connection_pool", None), "connection_kwargs", {})
+            self.where = (f"{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}" if "host" in kw
+                          else kw.get("path") or type(server).__name__)
         self.server = server
         self.key = key
         self.persist = persist
@@ -524,12 +527,14 @@ class RedisBloomDupeFilter(_DupeFilter):
         self._timer: Any = None
         self._just_spilled: Optional[Request] = None
         self._spider: Any = None
+        self._queue_in_redis = False  # scrapy-redis: the scheduler pushes a new request to Redis after the check
+        self._last_new: Optional[Request] = None
         self.redis_checks = 0  # checks the front filter could not answer: they went to Redis
-        # Stage sizes of the chain and of the front filter: the error budget
-        # split so that together they stay under error_rate.
         # Answers kept 2 s: long enough for the two quick resends of a
         # dropped check; a check left unanswered past them is spilled.
         self._stages = RedisStages(server, key, backend=backend, retries=2, answer_ttl_ms=2000)
+        # The chain and the front filter split the error budget, so that
+        # together they stay under error_rate.
         self.seen = self._retrying(lambda: ScalableBloomFilter(
             capacity, error_rate * (1 - FRONT_SHARE), growth=GROWTH, tightening=TIGHTENING, layout=layout,
             store=self._stages, on_grow=self._grew))
@@ -571,7 +576,7 @@ class RedisBloomDupeFilter(_DupeFilter):
             if backend not in ("auto", "module", "plain"):
                 raise _Refused(REASON_SETTINGS, f"BLOOMLINE_REDIS_BACKEND must be 'auto', 'module' or 'plain', "
                                                 f"got {backend!r}")
-            server, where = _redis_client(s)
+            server = _redis_client(s)
             try:
                 self = cls(server, key, config.debug, fingerprinter=crawler.request_fingerprinter,
                            capacity=config.capacity, error_rate=config.error_rate, layout=config.layout,
@@ -579,11 +584,18 @@ class RedisBloomDupeFilter(_DupeFilter):
                            spill_dir=jobdir)
             except ChainMismatch as e:
                 raise _mismatch(f"the filter at Redis key {key!r}", e, s, 1 - FRONT_SHARE) from None
-            self.where = where
+            except Exception as e:  # refused by the server (a key of another type, no memory, a bad backend)
+                import redis
+
+                if not isinstance(e, (redis.RedisError, ValueError)):
+                    raise
+                raise _Refused(REASON_REDIS, f"RedisBloomDupeFilter cannot open the filter at Redis key {key!r}: "
+                                             f"{e}") from None
         except _Refused as e:
             return cast("RedisBloomDupeFilter", cls._refused_filter(crawler, e))
         # With Scrapy's scheduler and a JOBDIR the crawl is meant to resume: keep the filter.
         self.delete_on_close = not persist and (scrapy_redis or not jobdir)
+        self._queue_in_redis = scrapy_redis
         self._watch(crawler)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed, weak=False)
         return self
@@ -625,6 +637,8 @@ class RedisBloomDupeFilter(_DupeFilter):
             self._fail(f"Redis at {self.where} refused a check: {e}")
             return self._keep(request, sent=True)
         self.front.add(fp)
+        if new and self._queue_in_redis:
+            self._last_new = request
         return not new
 
     def log(self, request: Request, spider: Any) -> None:
@@ -666,6 +680,13 @@ class RedisBloomDupeFilter(_DupeFilter):
         if self._outage is not None:
             return
         self._outage = time.monotonic()
+        if self._last_new is not None:
+            # scrapy-redis pushes a new request right after its check; the
+            # last one's push may have met the outage first. Recorded but
+            # perhaps never queued: keep it to fetch again (at least once).
+            last, self._last_new = self._last_new, None
+            self._keep(last, sent=True)
+            self._just_spilled = None
         logger.warning("%s: Redis at %s unreachable (%s); the crawl is paused while it is retried for up to %g s",
                        self.label, self.where, error, self.retry_timeout)
         engine = getattr(self.crawler, "engine", None)
