@@ -45,8 +45,8 @@ def test_unfinished_requests_survive_an_unclean_stop(tmp_path: Path) -> None:
         j.push(Request(f"http://127.0.0.1/{i}", meta={"i": i, "fp": bytes([i]) * 20}))
     taken = [j.pop() for _ in range(4)]
     assert all(r is not None for r in taken)
-    j.done(taken[0].meta[bs._META_ID])  # type: ignore[union-attr]
-    j.done(taken[1].meta[bs._META_ID])  # type: ignore[union-attr]
+    j.done(taken[0].meta[bs.JOURNAL_META_ID])  # type: ignore[union-attr]
+    j.done(taken[1].meta[bs.JOURNAL_META_ID])  # type: ignore[union-attr]
     # no close(): the process died. Reopen: 6 queued + 2 taken but unfinished.
     seen: list[bytes] = []
     j2 = journal(path, seen=seen)
@@ -119,8 +119,8 @@ def test_retry_finishes_its_original_when_it_finishes(tmp_path: Path) -> None:
     j.push(original.replace(url="http://127.0.0.1/b"))  # a redirect keeps meta
     retry = j.pop()
     assert retry is not None and retry.url.endswith("/b")
-    assert retry.meta[bs._META_ID] != original.meta[bs._META_ID]
-    j.done(retry.meta[bs._META_ID])
+    assert retry.meta[bs.JOURNAL_META_ID] != original.meta[bs.JOURNAL_META_ID]
+    j.done(retry.meta[bs.JOURNAL_META_ID])
     assert journal(path).recovered == 0  # both finished, none queued again
 
 
@@ -136,9 +136,9 @@ def test_compaction_keeps_queued_and_taken_requests(tmp_path: Path, monkeypatch:
     for _ in range(350):
         r = j.pop()
         assert r is not None
-        j.done(r.meta[bs._META_ID])
+        j.done(r.meta[bs.JOURNAL_META_ID])
     assert path.stat().st_size < peak / 2  # rewritten while running
     rest = urls(j)
     assert [int(u.rsplit("/", 1)[1]) for u in rest] == list(range(351, 400))
-    j.done(held.meta[bs._META_ID])  # taken before the rewrite, finished after it
+    j.done(held.meta[bs.JOURNAL_META_ID])  # taken before the rewrite, finished after it
     assert journal(path).recovered == 49  # the 49 popped above were never finished

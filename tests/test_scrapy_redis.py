@@ -236,6 +236,10 @@ def test_two_processes_with_scrapy_redis_fetch_every_page_exactly_once(site: Sit
     for d, log in zip(dirs, logs):
         d.mkdir()
         procs.append(start_crawl(d, site, *settings, log=log))
+        # The second starts once the shared queue is busy, so that both crawl.
+        deadline = time.monotonic() + 60
+        while len(procs) == 1 and sum(site.pages().values()) < 200 and time.monotonic() < deadline:
+            time.sleep(0.01)
     for p, log in zip(procs, logs):
         try:
             assert p.wait(timeout=300) == 0, log.read_text()[-3000:]

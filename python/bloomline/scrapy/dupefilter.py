@@ -61,7 +61,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 from scrapy import signals
 from scrapy.dupefilters import BaseDupeFilter
-from scrapy.exceptions import CloseSpider
 from scrapy.http import Request
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import load_object
@@ -70,10 +69,10 @@ from scrapy.utils.request import referer_str
 
 from .._core import ChainRule
 from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter
+from .journal import JOURNAL_META_ID, JOURNAL_NAME, RequestJournal
 
 if TYPE_CHECKING:
     from .._core import Layout
-    from .journal import RequestJournal
 
 __all__ = ["BloomDupeFilter", "RedisBloomDupeFilter"]
 
@@ -463,8 +462,6 @@ class BloomDupeFilter(_DupeFilter):
 
 
 def _jobdir_refusal(path: Optional[str], error: Exception) -> _Refused:
-    from .journal import JOURNAL_NAME
-
     journal = Path(path or ".") / JOURNAL_NAME
     what = (f"the request journal {journal} still holds the pending requests; " if journal.exists() else "")
     return _Refused(REASON_JOBDIR, f"BloomDupeFilter cannot resume from JOBDIR {path!r}: {error}; {what}"
@@ -669,8 +666,6 @@ class RedisBloomDupeFilter(_DupeFilter):
 
     def _spill_journal(self) -> RequestJournal:
         if self._spill is None:
-            from .journal import RequestJournal
-
             self._spill_dir.mkdir(parents=True, exist_ok=True)
             path = self._spill_dir / f"{_file_safe(self.key)}.{os.getpid()}.unchecked.journal"
             self._spill = RequestJournal(path, self._spider, fifo=True)
@@ -746,8 +741,6 @@ class RedisBloomDupeFilter(_DupeFilter):
         """Schedule the requests this process kept while Redis was away, and
         those an earlier crawl of this spider left (their files claimed by
         renaming, so one process takes each)."""
-        from .journal import RequestJournal
-
         journals: list[tuple[RequestJournal, Optional[Path]]] = []
         if self._spill is not None:
             journals.append((self._spill, None))
@@ -768,7 +761,7 @@ class RedisBloomDupeFilter(_DupeFilter):
                 request = journal.pop()
                 if request is None:
                     break
-                journal.done(request.meta.pop("bloomline_journal_id"))
+                journal.done(request.meta.pop(JOURNAL_META_ID))
                 count += 1
                 self._reschedule(request)
             journal.close()

@@ -38,7 +38,7 @@ from scrapy.utils.request import request_from_dict
 
 from .. import _core
 
-__all__ = ["JOURNAL_NAME", "RequestJournal"]
+__all__ = ["JOURNAL_META_ID", "JOURNAL_NAME", "RequestJournal"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ _JOURNAL_MAGIC = b"BLMJRNL1"
 # priority i64, crc32 u32 (over bytes 2..15, the fingerprint and the payload)
 _REC = struct.Struct("<BBHIqI")
 _PENDING, _DONE = 0, 1
-_META_ID = "bloomline_journal_id"
+JOURNAL_META_ID = "bloomline_journal_id"  # request.meta key of a request handed out by pop()
 _COMPACT_MIN_BYTES = 64 << 20
 _WRITE_BLOCK = 1 << 20  # bytes per write while rewriting
 
@@ -95,12 +95,12 @@ class RequestJournal:
         fingerprint = b""
         if self._fingerprint_of is not None and not request.dont_filter:
             fingerprint = self._fingerprint_of(request)
-        parent = request.meta.pop(_META_ID, None)  # a retry or redirect of a request we handed out
+        parent = request.meta.pop(JOURNAL_META_ID, None)  # a retry or redirect of a request we handed out
         try:
             payload = pickle.dumps(request.to_dict(spider=self.spider), protocol=4)
         except Exception as e:  # unpicklable callback, meta or body: Scrapy's memory queue takes it
             if parent is not None:
-                request.meta[_META_ID] = parent
+                request.meta[JOURNAL_META_ID] = parent
             raise ValueError(f"cannot serialize {request}: {e}") from e
         if len(fingerprint) > 0xFFFF:
             raise ValueError(f"fingerprint must be at most 65535 bytes, got {len(fingerprint)}")
@@ -148,7 +148,7 @@ class RequestJournal:
                 self._handed[rid] = (offset, _REC.size, self._chained.pop(offset, []))
                 self.done(rid)
                 continue
-            request.meta[_META_ID] = rid
+            request.meta[JOURNAL_META_ID] = rid
             self._handed[rid] = (offset, length, self._chained.pop(offset, []))
             return request
         return None

@@ -14,7 +14,7 @@ from scrapy.http import Request, Response
 import logging
 
 from .dupefilter import BloomDupeFilter
-from .journal import _META_ID, JOURNAL_NAME, RequestJournal
+from .journal import JOURNAL_META_ID, JOURNAL_NAME, RequestJournal
 
 __all__ = ["JournalDoneMiddleware", "JournalScheduler", "request_done"]
 
@@ -141,7 +141,7 @@ class JournalDoneMiddleware:
 
     def _finished(self, response: Response) -> None:
         request = getattr(response, "request", None)
-        rid = request.meta.get(_META_ID) if request is not None else None
+        rid = request.meta.get(JOURNAL_META_ID) if request is not None else None
         if rid is not None:
             self.crawler.signals.send_catch_log(signal=request_done, request_id=rid)
 
