@@ -215,12 +215,7 @@ class ScalableBloomFilter:
         self._on_grow = on_grow
         self._stages: list[BloomFilter] = []
         self._counts: list[int] = []  # new keys taken by each stage
-        for i, (stage, count) in enumerate(self._store.stages()):
-            self._check_stage(i, stage)
-            self._stages.append(stage)
-            self._counts.append(count)
-        if not self._stages:
-            self._new_stage()
+        self._reload()  # the store's stages (checked), or a first one
 
     # ---- stages ---------------------------------------------------------------
 
