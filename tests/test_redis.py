@@ -5,8 +5,10 @@ from __future__ import annotations
 import multiprocessing as mp
 import threading
 import time
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from bloomline import BloomFilter
@@ -83,6 +85,27 @@ def test_clear_and_delete(redis_client: object) -> None:
     assert not redis_client.exists("tmp:meta")  # type: ignore[attr-defined]
 
 
+def _count_new(target: Any, args: list[tuple[Any, ...]], n: int, *, timeout: float) -> npt.NDArray[np.int64]:
+    """Run target(*a, queue) in one spawned process per a; each puts the
+    indexes (below n) it found new, or its traceback as a str. How many
+    processes found each new."""
+    ctx = mp.get_context("spawn")
+    q: mp.Queue[list[int]] = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*a, q)) for a in args]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=timeout) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    for r in results:
+        assert not isinstance(r, str), r  # a worker's traceback
+    counts = np.zeros(n, dtype=np.int64)
+    for new in results:
+        np.add.at(counts, np.array(new, dtype=np.int64), 1)
+    return counts
+
+
 def _worker(url: str, urls: list[str], q: "mp.Queue[list[int]]") -> None:
     f = RedisBloomFilter(url, "fleet")
     new: list[int] = []
@@ -102,18 +125,7 @@ def test_four_processes_each_url_new_exactly_once(redis_server: object) -> None:
     for _ in range(4):  # overlapping: each process takes a random 60%
         idx = rng.permutation(100_000)[:60_000]
         parts.append([all_urls[i] for i in idx])
-    ctx = mp.get_context("spawn")
-    q: mp.Queue[list[int]] = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(url, p, q)) for p in parts]
-    for p in procs:
-        p.start()
-    results = [q.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    counts = np.zeros(100_000, dtype=np.int64)
-    for r in results:
-        np.add.at(counts, np.array(r, dtype=np.int64), 1)
+    counts = _count_new(_worker, [(url, p) for p in parts], 100_000, timeout=300)
     offered = np.zeros(100_000, dtype=bool)
     for p in parts:
         offered[[int(u.rsplit("/", 1)[1]) for u in p]] = True
@@ -258,7 +270,7 @@ def test_attaching_with_another_layout_or_seed_names_the_field(redis_client: obj
     assert RedisBloomFilter(redis_client, "g", seed=7, layout="standard").seed == 7
 
 
-def _same_keys_worker(port: int, backend: str, n: int, q: "mp.Queue[tuple[list[int], int]]") -> None:
+def _same_keys_worker(port: int, backend: str, n: int, q: "mp.Queue[list[int]]") -> None:
     r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=20)
     f = RedisBloomFilter(r, "fleet", backend=backend, retries=20)
     keys = np.arange(n, dtype=np.uint64)
@@ -266,7 +278,7 @@ def _same_keys_worker(port: int, backend: str, n: int, q: "mp.Queue[tuple[list[i
     for start in range(0, n, 10_000):
         flags = f.add_many(keys[start : start + 10_000])
         new.extend((np.nonzero(flags)[0] + start).tolist())
-    q.put((new, 0))
+    q.put(new)
 
 
 @pytest.mark.parametrize("cut", [False, True], ids=["steady", "cut connections"])
@@ -281,18 +293,7 @@ def test_four_processes_adding_the_same_keys_see_each_new_exactly_once(backend_s
     RedisBloomFilter(server.url, "fleet", 1_000_000, 0.001, backend=backend)
     proxy = CuttingProxy(server.port, cut_every=5) if cut else None
     port = proxy.port if proxy else server.port
-    ctx = mp.get_context("spawn")
-    q: mp.Queue[tuple[list[int], int]] = ctx.Queue()
-    procs = [ctx.Process(target=_same_keys_worker, args=(port, backend, n, q)) for _ in range(4)]
-    for p in procs:
-        p.start()
-    results = [q.get(timeout=600) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    counts = np.zeros(n, dtype=np.int64)
-    for new, _ in results:
-        np.add.at(counts, np.array(new, dtype=np.int64), 1)
+    counts = _count_new(_same_keys_worker, [(port, backend, n)] * 4, n, timeout=600)
     assert counts.max() == 1  # never new twice, retries included
     assert int((counts == 0).sum()) <= 5  # new to nobody: false positives only (expected well under 1)
     if proxy:
@@ -315,7 +316,7 @@ def _chain_worker(port: int, backend: str, keys: list[int], q: "mp.Queue[list[in
             new.extend(chunk[chain.add_many(chunk)].tolist())
         q.put(new)
     except Exception:  # reported to the test, not lost in a dead process
-        q.put([-1, traceback.format_exc()])  # type: ignore[list-item]
+        q.put(traceback.format_exc())  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("backend", ["plain", "module"])
@@ -333,20 +334,7 @@ def test_a_chain_grows_in_redis_and_each_key_is_new_once(backend: str, tmp_path_
         chain = ScalableBloomFilter(500, 0.01, store=store, on_grow=lambda c: grown.append(c.num_stages))
         rng = np.random.default_rng(17)
         parts = [sorted(rng.choice(6000, size=4000, replace=False).tolist()) for _ in range(4)]
-        ctx = mp.get_context("spawn")
-        q: mp.Queue[list[int]] = ctx.Queue()
-        procs = [ctx.Process(target=_chain_worker, args=(server.port, backend, p, q)) for p in parts]
-        for p in procs:
-            p.start()
-        results = [q.get(timeout=300) for _ in procs]
-        for p in procs:
-            p.join(timeout=60)
-            assert p.exitcode == 0
-        for r in results:
-            assert not (r and r[0] == -1), r[1]
-        counts = np.zeros(6000, dtype=np.int64)
-        for new in results:
-            np.add.at(counts, np.array(new, dtype=np.int64), 1)
+        counts = _count_new(_chain_worker, [(server.port, backend, p) for p in parts], 6000, timeout=300)
         offered = np.zeros(6000, dtype=bool)
         for p in parts:
             offered[p] = True

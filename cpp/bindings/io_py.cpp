@@ -19,6 +19,22 @@ namespace py = pybind11;
 
 namespace {
 
+// The hashes of a batch as hash_many's array (its dtype carrying the seed):
+// run(body) calls a batch driver (with_batch_hashes, with_line_hashes) with
+// the body that fills it, without the GIL.
+template <class Run>
+py::array hashes_into_array(std::uint64_t seed, Run run) {
+    py::array hashed;
+    run([&](auto& src, std::size_t n, bool*) {
+        py::gil_scoped_acquire gil;
+        hashed = py::array(py_keys::hash_dtype(seed), std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
+        auto* out = static_cast<Hash128*>(hashed.mutable_data());
+        py::gil_scoped_release nogil;
+        hash_range(src, 0, n, out);
+    });
+    return hashed;
+}
+
 class PyAtomicWriter {
 public:
     explicit PyAtomicWriter(py::handle path) : file_(std::make_unique<AtomicFile>(py_filter::fs_path(path))) {}
@@ -186,15 +202,7 @@ void register_io(py::module_& m) {
             const std::uint64_t s = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
             // Hashed once by the key rules; the result is a batch of keys
             // like any other, for filters with the same seed.
-            py::array hashed;
-            py_keys::with_batch_hashes(keys, s, "keys", [&](auto& src, std::size_t n, bool*) {
-                py::gil_scoped_acquire gil;
-                hashed = py::array(py_keys::hash_dtype(s), std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
-                auto* out = static_cast<Hash128*>(hashed.mutable_data());
-                py::gil_scoped_release nogil;
-                hash_range(src, 0, n, out);
-            });
-            return hashed;
+            return hashes_into_array(s, [&](auto body) { py_keys::with_batch_hashes(keys, s, "keys", body); });
         },
         py::arg("keys"), py::arg("seed") = 0,
         "The 128-bit hashes of a batch of keys (1-D), as an array that every batch call of a filter with this "
@@ -204,15 +212,7 @@ void register_io(py::module_& m) {
         "hash_lines",
         [](py::handle data, py::handle seed) {
             const std::uint64_t s = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
-            py::array hashed;
-            py_keys::with_line_hashes(data, s, "data", [&](auto& src, std::size_t n, bool*) {
-                py::gil_scoped_acquire gil;
-                hashed = py::array(py_keys::hash_dtype(s), std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
-                auto* out = static_cast<Hash128*>(hashed.mutable_data());
-                py::gil_scoped_release nogil;
-                hash_range(src, 0, n, out);
-            });
-            return hashed;
+            return hashes_into_array(s, [&](auto body) { py_keys::with_line_hashes(data, s, "data", body); });
         },
         py::arg("data"), py::arg("seed") = 0,
         "The hashes of each line of a block of text (as add_lines reads it), like hash_many's.");

@@ -80,6 +80,23 @@ DEFAULT_SHARD_BITS = 2**31  # 256 MB: far under Redis's 512 MB string limit
 _REDIS_MAX_BITS = 2**32
 BACKENDS = ("auto", "module", "plain", "bf")
 
+
+def _lua_apply_bits(first_arg: int) -> str:
+    """Lua shared by the plain scripts: BITFIELD over ARGV[first_arg..] (4
+    arguments a bit, k = ARGV[3] bits a key) in chunks of whole keys, the
+    old bits concatenated into `answer`."""
+    return f"""local k = tonumber(ARGV[3])
+local per = 4 * k
+local step = per * math.max(1, math.floor(7000 / per))
+local parts = {{}}
+for first = {first_arg}, #ARGV, step do
+  parts[#parts + 1] = table.concat(redis.call('BITFIELD', KEYS[1],
+                                              unpack(ARGV, first, math.min(first + step - 1, #ARGV))))
+end
+local answer = table.concat(parts)
+"""
+
+
 # Adds on plain Redis: the batch's BITFIELD SET operations, run by this
 # script so that the answer is kept for a repeat of the batch. The answer is
 # the old value of every bit, one character each ("0"/"1", k per key): the
@@ -91,15 +108,7 @@ BACKENDS = ("auto", "module", "plain", "bf")
 _PLAIN_ADD = """
 local done = redis.call('GET', KEYS[2])
 if done then return done end
-local per = 4 * tonumber(ARGV[3])
-local step = per * math.max(1, math.floor(7000 / per))
-local parts = {}
-for first = 4, #ARGV, step do
-  parts[#parts + 1] = table.concat(redis.call('BITFIELD', KEYS[1],
-                                              unpack(ARGV, first, math.min(first + step - 1, #ARGV))))
-end
-local answer = table.concat(parts)
-redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
+""" + _lua_apply_bits(4) + """redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
 return answer
 """
 
@@ -113,16 +122,7 @@ local done = redis.call('GET', KEYS[2])
 if done then return done end
 local have = redis.call('GET', KEYS[3]) or '0'
 if have ~= ARGV[4] then return redis.error_reply('STALE ' .. have) end
-local k = tonumber(ARGV[3])
-local per = 4 * k
-local step = per * math.max(1, math.floor(7000 / per))
-local parts = {}
-for first = 5, #ARGV, step do
-  parts[#parts + 1] = table.concat(redis.call('BITFIELD', KEYS[1],
-                                              unpack(ARGV, first, math.min(first + step - 1, #ARGV))))
-end
-local answer = table.concat(parts)
-local news = 0
+""" + _lua_apply_bits(5) + """local news = 0
 for i = 1, #answer, k do
   if string.find(string.sub(answer, i, i + k - 1), '0', 1, true) then news = news + 1 end
 end
