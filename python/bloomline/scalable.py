@@ -327,15 +327,18 @@ class ScalableBloomFilter:
         while start < len(hashed):
             full = False
             while self._room() <= 0:  # (a shared chain's stages may fill in other processes too)
-                # The stage that just filled is an older stage now.
-                seen[start:] |= self._stages[-1].contains_many(hashed[start:])
                 if len(self._stages) == self._rule.max_stages:
+                    seen[start:] |= self._stages[-1].contains_many(hashed[start:])
                     full = True
                     break
                 older = len(self._stages)
                 self._new_stage()
-                # Stages other processes added meanwhile are older now too.
-                for stage in self._stages[older:-1]:
+                # The stage that just filled is an older stage now, and so
+                # are stages other processes added meanwhile. Read after the
+                # growth: once the chain is longer, a shared store refuses
+                # adds to them (StaleChain), so another process's add that
+                # raced this growth is in them by now.
+                for stage in self._stages[older - 1 : -1]:
                     seen[start:] |= stage.contains_many(hashed[start:])
             if full:
                 # No stage can follow; by the check above every key left is
