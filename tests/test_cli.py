@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import bloomline
@@ -322,3 +323,101 @@ def test_redis_module_prints_the_module_path() -> None:
     assert r.returncode == 0
     path = r.stdout.decode().strip()
     assert path.endswith("redis_module.so") and os.path.exists(path)
+
+
+# ---- reading lines in blocks -------------------------------------------------
+
+
+def test_lines_longer_than_a_block_and_crlf(tmp_path: Path) -> None:
+    from bloomline.cli import BLOCK
+
+    long_line = b"L" * (3 * BLOCK + 17)  # spans four blocks
+    data = b"a\r\n" + long_line + b"\r\nb\n" + long_line + b"\nb\r\na\n" + long_line + b"x\r\n" + b"tail"
+    (tmp_path / "in.txt").write_bytes(data)
+    r = run("dedup", str(tmp_path / "in.txt"))
+    assert r.returncode == 0, r.stderr
+    # CRLF and LF lines are one key; the first occurrence is written as it was
+    assert r.stdout == b"a\r\n" + long_line + b"\r\nb\n" + long_line + b"x\r\n" + b"tail\n"
+    assert "8 lines read, 5 written, 3 dropped" in r.stderr.decode()
+
+
+def test_line_blocks_end_at_newlines(tmp_path: Path) -> None:
+    from bloomline.cli import LineBlocks
+
+    lines = [b"x" * (i % 23) + (b"\r\n" if i % 3 == 0 else b"\n") for i in range(500)]
+    data = b"".join(lines) + b"no newline at the end"
+    (tmp_path / "in.txt").write_bytes(data)
+    for block in (1, 7, 64, 4096):
+        got = [bytes(b) for b in LineBlocks([str(tmp_path / "in.txt")], block=block)]
+        assert b"".join(got) == data
+        assert all(b.endswith(b"\n") for b in got[:-1]) and got[-1].endswith(b"no newline at the end")
+
+
+def test_add_lines_reads_crlf_empty_and_unterminated_lines() -> None:
+    f = bloomline.BloomFilter(1000, 1e-6)
+    assert f.add_lines(b"a\r\nb\n\nb\r\n\r\na").tolist() == [True, True, True, False, False, False]
+    assert f.contains_lines(b"a\nc").tolist() == [True, False]
+    assert "" in f  # the empty line is the empty key
+    assert bloomline.select_lines(b"a\r\nb\nc", np.array([True, False, True])) == b"a\r\nc\n"
+
+
+def test_progress_is_drawn_on_a_terminal_only(tmp_path: Path) -> None:
+    import pty
+    import select
+    import time
+
+    # stdin is a pipe fed slowly, so that the half-second redraw comes
+    # round; stderr is a terminal.
+    leader, follower = pty.openpty()
+    p = subprocess.Popen([EXE or "bloomline", "dedup"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=follower)
+    os.close(follower)
+    seen = b""
+    assert p.stdin is not None
+    deadline = time.monotonic() + 60
+    for i in range(12):
+        p.stdin.write(b"".join(b"https://example.com/%d/%d\n" % (i, j) for j in range(2000)))
+        p.stdin.flush()
+        time.sleep(0.15)
+        while select.select([leader], [], [], 0)[0]:
+            seen += os.read(leader, 65536)
+        if b"lines/s" in seen or time.monotonic() > deadline:
+            break
+    p.stdin.close()
+    p.wait(timeout=60)
+    while select.select([leader], [], [], 0.2)[0]:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    text = seen.decode(errors="replace")
+    assert p.returncode == 0
+    assert "lines/s" in text and "/s, " in text  # bytes and lines per second, redrawn in place
+    assert "%" not in text.split("lines/s")[0]  # stdin: no size, no percentage
+    assert "peak memory" in text and "expected false-positive rate" in text
+    # piped stderr gets the summary only
+    r = run("dedup", stdin=b"a\nb\n")
+    assert "lines/s" not in r.stderr.decode() and "peak memory" in r.stderr.decode()
+
+
+def test_progress_shows_a_percentage_when_the_size_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from bloomline import cli
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    progress = cli.Progress(total_bytes=4_000_000)
+    progress.last -= 1  # as if half a second had passed
+    progress.update(1_000_000, 12_345)
+    assert "(25%)" in err.getvalue() and "12,345 lines" in err.getvalue() and "lines/s" in err.getvalue()
+    progress.done()
+    assert err.getvalue().endswith("\r\x1b[K")  # the line is cleared at the end

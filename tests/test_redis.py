@@ -361,3 +361,18 @@ def test_cluster_backends(redis_cluster: list[object], backend: str) -> None:
     assert {client.get_node_from_key(k).port for k in f.shard_keys()} == {s.port for s in redis_cluster}  # type: ignore[attr-defined]
     f.delete()
     client.close()
+
+
+def test_every_backend_takes_arrow_columns_with_nulls(backend_server: tuple[RedisServer, str]) -> None:
+    pa = pytest.importorskip("pyarrow")
+    server, backend = backend_server
+    f = RedisBloomFilter(redis.Redis(host="127.0.0.1", port=server.port), "arrow", 10_000, 0.001, backend=backend)
+    col = pa.array(["a", None, "b", "a"])
+    with pytest.raises(ValueError, match=r"keys\[1\] is null"):
+        f.add_many(col)
+    assert f.add_many(col, nulls="skip").tolist() == [True, False, True, False]
+    assert f.contains_many(pa.chunked_array([["b"], [None, "zz"]]), nulls="skip").tolist() == [True, False, False]
+    assert f.add_many(pa.array([5, -5], pa.int32())).tolist() == [True, True]
+    assert f.contains_many([5, -5, 6]).tolist() == [True, True, False]  # the same integer keys
+    f.update(pa.array(["u", None]), nulls="skip")
+    assert "u" in f and f.contains_many(["a", None, "u"], nulls="skip").tolist() == [True, False, True]

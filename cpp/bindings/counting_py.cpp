@@ -78,23 +78,27 @@ the BloomFilter of the same keys.
             "The smallest of the key's counters: an upper bound on its adds minus removes (0: certainly absent).")
         .def(
             "remove_many",
-            [](H& h, py::handle keys) {
+            [](H& h, py::handle keys, py::handle nulls) {
                 CountingBloomFilter& f = *h;
-                return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
-                                                  [&f](auto& src, std::size_t n, bool* out) { f.remove_keys(src, n, out); });
+                return py_keys::with_batch_hashes(
+                    keys, f.geometry().seed, "keys",
+                    [&f](auto& src, std::size_t n, bool* out) { f.remove_keys(src, n, out); },
+                    py_keys::parse_nulls(nulls));
             },
-            py::arg("keys"),
+            py::arg("keys"), py::kw_only(), py::arg("nulls") = "raise",
             "Remove a batch, one occurrence per element. Returns a bool array: True where removed, False where the "
-            "key was certainly absent (nothing changed for it).")
+            "key was certainly absent (nothing changed for it) or null (nulls='skip').")
         .def(
             "count_many",
-            [](const H& h, py::handle keys) {
+            [](const H& h, py::handle keys, py::handle nulls) {
                 const CountingBloomFilter& f = *h;
                 return py_keys::with_batch_hashes<std::uint32_t>(
                     keys, f.geometry().seed, "keys",
-                    [&f](auto& src, std::size_t n, std::uint32_t* out) { f.count_keys(src, 0, n, out); });
+                    [&f](auto& src, std::size_t n, std::uint32_t* out) { f.count_keys(src, 0, n, out); },
+                    py_keys::parse_nulls(nulls));
             },
-            py::arg("keys"), "count() of each key, as a uint32 array.")
+            py::arg("keys"), py::kw_only(), py::arg("nulls") = "raise",
+            "count() of each key, as a uint32 array (0 for nulls, nulls='skip').")
         .def(
             "to_bloom", [](const H& h) { return Handle<BloomFilter>(h->to_bloom()); },
             "The BloomFilter of the same keys (bit set where counter > 0).")

@@ -322,31 +322,35 @@ void bind_common(py::class_<Handle<T>>& cls) {
     using H = Handle<T>;
     cls.def(
            "add_many",
-           [](H& h, py::handle keys, py::handle threads) {
+           [](H& h, py::handle keys, py::handle threads, py::handle nulls) {
                T& f = *h;
                const unsigned t = parse_threads(threads);
-               return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
-                                                 [&f, t](auto& src, std::size_t n, bool* out) {
-                                                     add_parallel(f, src, n, out, batch_threads(t, n));
-                                                 });
+               return py_keys::with_batch_hashes(
+                   keys, f.geometry().seed, "keys",
+                   [&f, t](auto& src, std::size_t n, bool* out) { add_parallel(f, src, n, out, batch_threads(t, n)); },
+                   py_keys::parse_nulls(nulls));
            },
-           py::arg("keys"), py::kw_only(), py::arg("threads") = 1,
-           "Add a batch (NumPy array or iterable). Returns a bool array: True where the key was new; a key repeated "
-           "in the batch is new only at its first place. threads=N hashes on N threads (0: one per CPU); the result "
-           "is the same as with one.")
+           py::arg("keys"), py::kw_only(), py::arg("threads") = 1, py::arg("nulls") = "raise",
+           "Add a batch (NumPy array, Arrow column, or iterable). Returns a bool array: True where the key was new; "
+           "a key repeated in the batch is new only at its first place. threads=N hashes on N threads (0: one per "
+           "CPU); the result is the same as with one. nulls='skip' leaves nulls (None) out, False in the answer; "
+           "by default a null is a ValueError.")
         .def(
             "contains_many",
-            [](const H& h, py::handle keys, py::handle threads) {
+            [](const H& h, py::handle keys, py::handle threads, py::handle nulls) {
                 const T& f = *h;
                 const unsigned t = parse_threads(threads);
-                return py_keys::with_batch_hashes(keys, f.geometry().seed, "keys",
-                                                  [&f, t](auto& src, std::size_t n, bool* out) {
-                                                      contains_parallel(f, src, n, out, batch_threads(t, n));
-                                                  });
+                return py_keys::with_batch_hashes(
+                    keys, f.geometry().seed, "keys",
+                    [&f, t](auto& src, std::size_t n, bool* out) {
+                        contains_parallel(f, src, n, out, batch_threads(t, n));
+                    },
+                    py_keys::parse_nulls(nulls));
             },
-            py::arg("keys"), py::kw_only(), py::arg("threads") = 1,
-            "Test a batch (NumPy array or iterable). Returns a bool array: True where maybe present. threads=N "
-            "uses N threads (0: one per CPU).")
+            py::arg("keys"), py::kw_only(), py::arg("threads") = 1, py::arg("nulls") = "raise",
+            "Test a batch (NumPy array, Arrow column, or iterable). Returns a bool array: True where maybe present. "
+            "threads=N uses N threads (0: one per CPU). nulls='skip' answers False for nulls (None); by default a "
+            "null is a ValueError.")
         .def(
             "add_lines",
             [](H& h, py::handle data, py::handle threads) {
@@ -375,14 +379,17 @@ void bind_common(py::class_<Handle<T>>& cls) {
             "Test each line of a block of text, as add_lines reads it. Returns a bool array, one per line.")
         .def(
             "update",
-            [](H& h, py::args iterables) {
+            [](H& h, py::args iterables, py::handle nulls) {
                 T& f = *h;
+                const py_keys::Nulls how = py_keys::parse_nulls(nulls);
                 for (py::handle keys : iterables)
-                    py_keys::for_each_chunk(keys, f.geometry().seed, "keys",
-                                            [&f](auto& src, std::size_t n) { f.add_keys(src, n, nullptr); });
+                    py_keys::for_each_chunk(
+                        keys, f.geometry().seed, "keys", [&f](auto& src, std::size_t n) { f.add_keys(src, n, nullptr); },
+                        how);
             },
+            py::arg("nulls") = "raise",
             "Add every key of each iterable (like set.update); an iterator is added a chunk at a time as it yields "
-            "keys, in bounded memory.")
+            "keys, in bounded memory. nulls='skip' leaves nulls (None) out.")
         .def(
             "__contains__",
             [](const H& h, py::handle key) { return h->contains(py_keys::hash_key(key.ptr(), h->geometry().seed)); },

@@ -209,6 +209,61 @@ void register_io(py::module_& m) {
         "seed takes in place of the keys; slicing and masking it keep it so.");
 
     m.def(
+        "hash_valid",
+        [](py::handle keys, py::handle seed, py::handle nulls) {
+            const std::uint64_t s = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
+            py::array hashed;
+            // The answer of each key is "not null": the driver leaves nulls False.
+            py::array valid = py_keys::with_batch_hashes(
+                keys, s, "keys",
+                [&](auto& src, std::size_t n, bool* out) {
+                    Hash128* into = nullptr;
+                    {
+                        py::gil_scoped_acquire gil;
+                        hashed = py::array(py_keys::hash_dtype(s), std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
+                        into = static_cast<Hash128*>(hashed.mutable_data());
+                    }
+                    hash_range(src, 0, n, into);
+                    std::fill(out, out + n, true);
+                },
+                py_keys::parse_nulls(nulls));
+            return py::make_tuple(hashed, valid);
+        },
+        py::arg("keys"), py::arg("seed") = 0, py::kw_only(), py::arg("nulls") = "raise",
+        "(hashes, valid): hash_many's hashes of the keys that are not null, and a bool array of the batch's "
+        "shape, True where the key is not null. With nulls='raise' (the default), valid is all True.");
+
+    m.def(
+        "offers_arrow", [](py::handle keys) { return py_keys::offers_arrow(keys); }, py::arg("keys"),
+        "Whether keys offer the Arrow PyCapsule interface (__arrow_c_array__ or __arrow_c_stream__).");
+
+    m.def(
+        "arrow_key_bytes",
+        [](py::handle keys) {
+            // Each key's bytes by the key rules (integers as 8 little-endian
+            // bytes), for stores that take keys rather than hashes (RedisBloom).
+            std::unique_ptr<py_keys::ArrowInput> in = py_keys::read_arrow(keys, "keys");
+            if (!in) throw py::type_error("keys must offer the Arrow PyCapsule interface");
+            py::list out;
+            for (const ArrowColumn& c : in->columns) {
+                for (std::size_t i = 0; i < c.length; ++i) {
+                    if (!c.valid(i)) continue;
+                    if (is_bytes(c)) {
+                        const ByteSpan b = bytes_at(c, c.offset + i);
+                        out.append(py::bytes(reinterpret_cast<const char*>(b.data), b.size));
+                    } else {
+                        const std::uint64_t v = integer_at(c, c.offset + i);
+                        char le[8];
+                        for (int byte = 0; byte < 8; ++byte) le[byte] = static_cast<char>(v >> (8 * byte));
+                        out.append(py::bytes(le, 8));
+                    }
+                }
+            }
+            return out;
+        },
+        py::arg("keys"), "The bytes of each key of an Arrow column that is not null, as a list.");
+
+    m.def(
         "hash_lines",
         [](py::handle data, py::handle seed) {
             const std::uint64_t s = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");

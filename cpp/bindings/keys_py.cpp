@@ -193,34 +193,54 @@ ArrayKeys prepare_array(py::handle keys, std::uint64_t seed, const char* param) 
     return a;
 }
 
-std::string check_unicode(const ArrayKeys& a, const char* param) {
+std::string hash_unicode(const ArrayKeys& a, std::uint64_t seed, const char* param, Hash128* out) {
     const std::size_t chars = a.itemsize / 4;
+    std::vector<unsigned char> utf8(4 * chars + 1);  // 4 bytes per code point at most
     const auto* cps = reinterpret_cast<const std::uint32_t*>(a.data());
-    // A branch-free pass first (vectorised); the slow search only on failure.
-    std::uint32_t bad_seen = 0;
-    for (std::size_t i = 0; i < a.n * chars; ++i)
-        bad_seen |= static_cast<std::uint32_t>(cps[i] > 0x10FFFF) | static_cast<std::uint32_t>(cps[i] - 0xD800 < 0x800);
-    if (!bad_seen) return {};
-    for (std::size_t i = 0; i < a.n * chars; ++i) {
-        const std::uint32_t c = cps[i];
-        if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
-            char hex[16];
-            std::snprintf(hex, sizeof hex, "0x%x", c);
-            return std::string(param) + "[" + std::to_string(i / chars) + "] is not encodable as UTF-8 (code point " +
-                   hex + ")";
+    for (std::size_t i = 0; i < a.n; ++i) {
+        const std::uint32_t* e = cps + i * chars;
+        // ASCII (nearly every URL): the whole element narrowed in one
+        // vectorised pass, its padding then dropped from the bytes.
+        std::uint32_t any = 0;
+        for (std::size_t c = 0; c < chars; ++c) {
+            any |= e[c];
+            utf8[c] = static_cast<unsigned char>(e[c]);
         }
+        if (any < 0x80) {
+            out[i] = murmur3_128(utf8.data(), strip_trailing_nuls(utf8.data(), chars), seed);
+            continue;
+        }
+        std::uint32_t bad = 0;
+        const std::ptrdiff_t len = utf32_to_utf8(e, strip_trailing_nuls(e, chars), utf8.data(), &bad);
+        if (len < 0) {
+            char hex[16];
+            std::snprintf(hex, sizeof hex, "0x%x", bad);
+            return std::string(param) + "[" + std::to_string(i) + "] is not encodable as UTF-8 (code point " + hex +
+                   ")";
+        }
+        out[i] = murmur3_128(utf8.data(), static_cast<std::size_t>(len), seed);
     }
     return {};
 }
 
-std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param) {
+std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param,
+                                   std::vector<std::uint8_t>* valid) {
     PyObject* obj = keys.ptr();
     std::vector<Hash128> hashes;
+    // Hash item i into hashes[i]; with valid given, None is a null there.
+    auto hash_at = [&](PyObject* item, std::size_t i) {
+        if (valid != nullptr && item == Py_None) {
+            (*valid)[i] = 0;
+            return;
+        }
+        hashes[i] = hash_item(item, seed, param, i);
+    };
     if (is_ndarray(keys)) {  // object array, already C-contiguous
         auto arr = py::reinterpret_borrow<py::array>(keys);
         auto** items = static_cast<PyObject**>(const_cast<void*>(arr.data()));
         hashes.resize(static_cast<std::size_t>(arr.size()));
-        for (std::size_t i = 0; i < hashes.size(); ++i) hashes[i] = hash_item(items[i], seed, param, i);
+        if (valid != nullptr) valid->assign(hashes.size(), 1);
+        for (std::size_t i = 0; i < hashes.size(); ++i) hash_at(items[i], i);
         return hashes;
     }
     refuse_single_key(obj, param);
@@ -228,6 +248,7 @@ std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const ch
         const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
         PyObject** items = PySequence_Fast_ITEMS(obj);
         hashes.resize(static_cast<std::size_t>(n));
+        if (valid != nullptr) valid->assign(hashes.size(), 1);
         // The key objects of a large list are scattered over the heap, and
         // reading each is a cache miss: ask for object i + 8 (its header and
         // the first bytes of an ASCII str's data) while hashing object i.
@@ -238,13 +259,23 @@ std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const ch
                 __builtin_prefetch(ahead, 0, 3);
                 __builtin_prefetch(ahead + 64, 0, 3);
             }
-            hashes[static_cast<std::size_t>(i)] = hash_item(items[i], seed, param, static_cast<std::size_t>(i));
+            hash_at(items[i], static_cast<std::size_t>(i));
         }
         return hashes;
     }
+    // Any other iterable: None kept in place (a zero hash) and marked.
     py::object iter = iterate(keys, param);
-    hash_next(iter, seed, param, ~std::size_t{0}, 0, &hashes);
-    return hashes;
+    for (std::size_t i = 0;; ++i) {
+        PyObject* item = PyIter_Next(iter.ptr());
+        if (item == nullptr) {
+            if (PyErr_Occurred()) throw_current();
+            return hashes;
+        }
+        py::object hold = py::reinterpret_steal<py::object>(item);
+        hashes.emplace_back();
+        if (valid != nullptr) valid->push_back(1);
+        hash_at(item, i);
+    }
 }
 
 void refuse_single_key(PyObject* obj, const char* param) {
@@ -264,8 +295,8 @@ py::object iterate(py::handle keys, const char* param) {
     return py::reinterpret_steal<py::object>(it);
 }
 
-bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size_t max, std::size_t first,
-               std::vector<Hash128>* out) {
+bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size_t max, std::size_t* index,
+               std::vector<Hash128>* out, Nulls nulls) {
     out->clear();
     while (out->size() < max) {
         PyObject* item = PyIter_Next(iter.ptr());
@@ -274,9 +305,138 @@ bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size
             return false;
         }
         py::object hold = py::reinterpret_steal<py::object>(item);
-        out->push_back(hash_item(item, seed, param, first + out->size()));
+        const std::size_t i = (*index)++;
+        if (item == Py_None && nulls == Nulls::skip) continue;
+        out->push_back(hash_item(item, seed, param, i));
     }
     return true;
+}
+
+Nulls parse_nulls(py::handle nulls) {
+    if (py::isinstance<py::str>(nulls)) {
+        const std::string v = nulls.cast<std::string>();
+        if (v == "raise") return Nulls::raise;
+        if (v == "skip") return Nulls::skip;
+    }
+    throw_py(PyExc_ValueError,
+             "nulls must be 'raise' or 'skip', got " + py::repr(nulls).cast<std::string>());
+}
+
+std::string null_error(const char* param, std::size_t index) {
+    return std::string(param) + "[" + std::to_string(index) +
+           "] is null; pass nulls='skip' to leave null keys out (their answers are False)";
+}
+
+// ---------------------------------------------------------------------------
+// Arrow (the PyCapsule interface over the C Data Interface)
+
+ArrowInput::~ArrowInput() {
+    for (ArrowArray& a : arrays)
+        if (a.release != nullptr) a.release(&a);
+    if (schema.release != nullptr) schema.release(&schema);
+}
+
+std::size_t ArrowInput::first_null() const {
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+        const std::size_t i = bloomline::first_null(columns[c]);
+        if (i < columns[c].length) return starts[c] + i;
+    }
+    return size();
+}
+
+std::vector<std::uint8_t> ArrowInput::valid() const {
+    std::vector<std::uint8_t> v(size());
+    for (std::size_t c = 0; c < columns.size(); ++c)
+        for (std::size_t i = 0; i < columns[c].length; ++i) v[starts[c] + i] = columns[c].valid(i) ? 1 : 0;
+    return v;
+}
+
+bool offers_arrow(py::handle keys) {
+    PyObject* o = keys.ptr();
+    if (PyList_Check(o) || PyTuple_Check(o) || PyUnicode_Check(o) || PyBytes_Check(o)) return false;
+    return PyObject_HasAttrString(o, "__arrow_c_array__") || PyObject_HasAttrString(o, "__arrow_c_stream__");
+}
+
+namespace {
+
+// The struct a capsule holds, or a TypeError naming what came instead.
+template <class T>
+T* capsule_pointer(py::handle capsule, const char* name, const char* param) {
+    void* p = PyCapsule_IsValid(capsule.ptr(), name) ? PyCapsule_GetPointer(capsule.ptr(), name) : nullptr;
+    if (p == nullptr) {
+        PyErr_Clear();
+        throw_py(PyExc_TypeError, std::string(param) + ": the Arrow export did not give a '" + name +
+                                      "' capsule (got " + type_name(capsule.ptr()) + ")");
+    }
+    return static_cast<T*>(p);
+}
+
+// Move a struct out of its capsule: ours to release; the capsule's
+// destructor then sees it released and does nothing.
+template <class T>
+void take(T* from, T* to) {
+    *to = *from;
+    from->release = nullptr;
+}
+
+}  // namespace
+
+std::unique_ptr<ArrowInput> read_arrow(py::handle keys, const char* param) {
+    if (is_ndarray(keys) || !offers_arrow(keys)) return nullptr;
+    const bool as_array = PyObject_HasAttrString(keys.ptr(), "__arrow_c_array__") != 0;
+    py::object exported;
+    try {
+        exported = keys.attr(as_array ? "__arrow_c_array__" : "__arrow_c_stream__")();
+    } catch (py::error_already_set& e) {
+        // pandas exports through pyarrow: without it, or for an object
+        // Series pyarrow cannot convert (mixed types), iterate the Series,
+        // whose errors then name the offending key.
+        if (e.matches(PyExc_ImportError) || e.matches(PyExc_NotImplementedError) || e.matches(PyExc_TypeError) ||
+            e.matches(PyExc_ValueError))
+            return nullptr;
+        throw;
+    }
+    auto in = std::make_unique<ArrowInput>();
+    if (as_array) {
+        if (!PyTuple_Check(exported.ptr()) || PyTuple_GET_SIZE(exported.ptr()) != 2)
+            throw_py(PyExc_TypeError, std::string(param) + ".__arrow_c_array__() did not return (schema, array)");
+        auto* schema = capsule_pointer<ArrowSchema>(PyTuple_GET_ITEM(exported.ptr(), 0), "arrow_schema", param);
+        auto* array = capsule_pointer<ArrowArray>(PyTuple_GET_ITEM(exported.ptr(), 1), "arrow_array", param);
+        if (schema->release == nullptr || array->release == nullptr)
+            throw_py(PyExc_ValueError, std::string(param) + ": the Arrow export was already consumed");
+        take(schema, &in->schema);
+        in->arrays.emplace_back();
+        take(array, &in->arrays.back());
+    } else {
+        auto* stream = capsule_pointer<ArrowArrayStream>(exported, "arrow_array_stream", param);
+        if (stream->release == nullptr)
+            throw_py(PyExc_ValueError, std::string(param) + ": the Arrow stream was already consumed");
+        auto failed = [&](int code) {
+            const char* why = stream->get_last_error != nullptr ? stream->get_last_error(stream) : nullptr;
+            throw_py(PyExc_ValueError, std::string(param) + ": reading the Arrow stream failed (" +
+                                           (why != nullptr ? std::string(why) : "error " + std::to_string(code)) +
+                                           ")");
+        };
+        if (const int rc = stream->get_schema(stream, &in->schema)) failed(rc);
+        for (;;) {
+            ArrowArray chunk{};
+            if (const int rc = stream->get_next(stream, &chunk)) failed(rc);
+            if (chunk.release == nullptr) break;  // the end of the stream
+            in->arrays.push_back(chunk);
+        }
+        // The capsule releases the stream; the chunks are ours and outlive it.
+    }
+    const ArrowSchema* column = nullptr;
+    const std::string type_error = key_column_schema(in->schema, &column);
+    if (!type_error.empty()) throw_py(PyExc_TypeError, std::string(param) + ": " + type_error);
+    for (const ArrowArray& a : in->arrays) {
+        ArrowColumn c;
+        const std::string error = open_column(in->schema, a, &c);
+        if (!error.empty()) throw_py(PyExc_ValueError, std::string(param) + ": " + error);
+        in->columns.push_back(c);
+        in->starts.push_back(in->starts.back() + c.length);
+    }
+    return in;
 }
 
 }  // namespace bloomline::py_keys

@@ -3,12 +3,18 @@
 //
 // Scalar keys: str (UTF-8), bytes, int (8 bytes LE, [-2**63, 2**64)), NumPy
 // integer and bool scalars, any other C-contiguous buffer (raw bytes).
-// Batches (with_batch_hashes): NumPy arrays of integer/bool/S/U dtype are
-// hashed and probed with the GIL released, with no allocation beyond the
-// result; object arrays, lists and other iterables are hashed with the GIL
-// held and probed without it. Arrays of hashes made by hash_many (dtype
-// HASH_DTYPE, carrying their seed) are used as they are: a scalable chain
-// hashes a batch once for all its stages.
+// Batches (with_batch_hashes): NumPy arrays of integer/bool/S/U dtype, and
+// Arrow columns (any object with __arrow_c_array__ or __arrow_c_stream__:
+// pyarrow, pandas, polars, DuckDB; arrow_keys.hpp reads them) are hashed and
+// probed with the GIL released, with no allocation beyond the result; object
+// arrays, lists and other iterables are hashed with the GIL held and probed
+// without it. Arrays of hashes made by hash_many (dtype HASH_DTYPE, carrying
+// their seed) are used as they are: a scalable chain hashes a batch once for
+// all its stages.
+//
+// Nulls (an Arrow column's nulls, None in a list): refused with a ValueError
+// naming the first, or with nulls="skip" left out of the batch, their answers
+// False (0).
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -21,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bloomline/arrow_keys.hpp"
 #include "bloomline/hash_batch.hpp"
 #include "bloomline/keys.hpp"
 #include "bloomline/key_source.hpp"
@@ -51,6 +58,9 @@ Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what = "key");
 
 // ---- batches ----------------------------------------------------------------
 
+// nulls=: "raise" (the default) or "skip".
+enum class Nulls { raise, skip };
+
 // A NumPy array of keys, made C-contiguous and native-endian.
 struct ArrayKeys {
     py::array arr;
@@ -62,52 +72,85 @@ struct ArrayKeys {
 };
 
 bool is_ndarray(py::handle keys);
+// Has keys __arrow_c_array__ or __arrow_c_stream__?
+bool offers_arrow(py::handle keys);
 // seed: the filter's; arrays of hashes made with another seed are refused.
 ArrayKeys prepare_array(py::handle keys, std::uint64_t seed, const char* param);
 // The dtype of hash_many's arrays: {h1: <u8, h2: <u8}, its metadata
 // {"bloomline_seed": seed}.
 py::dtype hash_dtype(std::uint64_t seed);
-// First element of a U array that UTF-8 cannot encode, as an error message
-// ("" if none). Runs without the GIL, before anything is changed.
-std::string check_unicode(const ArrayKeys& a, const char* param);
-// Hash lists, tuples, iterables and object arrays (GIL held).
-std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param);
+// The hashes of a U array's elements (their UTF-8) into out, reading the
+// array once: "" or, for the first element UTF-8 cannot encode, an error
+// message. Runs without the GIL, before the filter is touched, so a bad
+// element changes nothing.
+std::string hash_unicode(const ArrayKeys& a, std::uint64_t seed, const char* param, Hash128* out);
+// Hash lists, tuples, iterables and object arrays (GIL held). With valid
+// given, None is a null: valid[i] = 0 (else a TypeError, as any non-key).
+std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param,
+                                   std::vector<std::uint8_t>* valid = nullptr);
 // A str, bytes or int where a batch belongs: TypeError saying so.
 void refuse_single_key(PyObject* obj, const char* param);
 // An iterator over keys (TypeError if keys is not iterable, or is one key).
 py::object iterate(py::handle keys, const char* param);
-// Up to max more keys of iter hashed into out (their places counted from
-// first, for errors); false once iter is exhausted.
-bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size_t max, std::size_t first,
-               std::vector<Hash128>* out);
+// Up to max more keys of iter hashed into out; *index counts the items
+// taken (their places, for errors). False once iter is exhausted. With
+// nulls="skip", None items are taken but left out.
+bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size_t max, std::size_t* index,
+               std::vector<Hash128>* out, Nulls nulls = Nulls::raise);
 [[noreturn]] void raise_value_error(const std::string& msg);
 
-// The keys of an integer array: key i alone, or a run of keys through the
-// batch hash (AVX2 where the CPU has it). Narrower integers are widened to
-// 64 bits (sign-extended when signed) a few hundred at a time.
-template <class T>
-struct IntKeys {
-    const T* v;
-    std::uint64_t seed;
+Nulls parse_nulls(py::handle nulls);
+std::string null_error(const char* param, std::size_t index);
 
-    Hash128 operator()(std::size_t i) const { return hash_int(v[i], seed); }
-
-    void range(std::size_t first, std::size_t m, Hash128* out) const {
-        if constexpr (sizeof(T) == 8) {
-            murmur3_128_u64_many(reinterpret_cast<const std::uint64_t*>(v + first), m, seed, out);
-        } else {
-            using Wide = typename std::conditional<std::is_signed<T>::value, std::int64_t, std::uint64_t>::type;
-            constexpr std::size_t kStep = 256;
-            std::uint64_t wide[kStep];
-            for (std::size_t s = 0; s < m; s += kStep) {
-                const std::size_t c = std::min(kStep, m - s);
-                for (std::size_t i = 0; i < c; ++i)
-                    wide[i] = static_cast<std::uint64_t>(static_cast<Wide>(v[first + s + i]));
-                murmur3_128_u64_many(wide, c, seed, out + s);
-            }
+// An Arrow input, its chunks moved out of the producer's capsules (and
+// released with this object): one column, in one or more chunks.
+struct ArrowInput {
+    ArrowSchema schema{};
+    std::vector<ArrowArray> arrays;
+    std::vector<ArrowColumn> columns;
+    std::vector<std::size_t> starts{0};  // starts[c]: chunk c's first key; back(): the total
+    ArrowInput() = default;
+    ArrowInput(const ArrowInput&) = delete;
+    ArrowInput& operator=(const ArrowInput&) = delete;
+    ~ArrowInput();
+    std::size_t size() const { return starts.back(); }
+    // The first null's index, or size().
+    std::size_t first_null() const;
+    // One byte per key: 1 where it is not null.
+    std::vector<std::uint8_t> valid() const;
+    // f(source) over every key, for one chunk or many.
+    template <class F>
+    void with_source(std::uint64_t seed, F&& f) const {
+        if (columns.size() == 1) {
+            ArrowKeys src{columns.data(), seed};
+            return f(src);
         }
+        ArrowChunkedKeys src{columns.data(), starts.data(), columns.size(), seed};
+        f(src);
     }
 };
+// keys read through the Arrow PyCapsule interface, or null if keys offer
+// none (or their producer cannot export them, such as pandas without
+// pyarrow: those keys are iterated instead).
+std::unique_ptr<ArrowInput> read_arrow(py::handle keys, const char* param);
+
+// body(src, n, out) over the valid keys only (valid[i] != 0), the answers
+// put back in place; out is 0 (False) for the others.
+template <class Out, class Src, class Body>
+void skip_nulls(Src& src, std::size_t n, const std::uint8_t* valid, Out* out, Body& body) {
+    std::vector<Hash128> kept;
+    std::vector<std::size_t> where;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!valid[i]) continue;
+        where.push_back(i);
+        kept.push_back(src(i));
+    }
+    std::unique_ptr<Out[]> answers(new Out[kept.size()]());
+    Prehashed hashed{kept.data()};
+    body(hashed, kept.size(), answers.get());
+    std::fill(out, out + n, Out{});
+    for (std::size_t j = 0; j < where.size(); ++j) out[where[j]] = answers[j];
+}
 
 // Call f(source) with source(i) = hash of element i of a fixed-width array.
 // A source may be called from several threads at once.
@@ -136,34 +179,26 @@ void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
             if (w == 2) return ints(std::int16_t{});
             if (w == 4) return ints(std::int32_t{});
             return ints(std::int64_t{});
-        case 'S':
+        default:  // 'S' ('U' arrays are hashed first: hash_unicode)
             return f([p, w, seed](std::size_t i) {
                 const unsigned char* e = p + i * w;
                 return murmur3_128(e, strip_trailing_nuls(e, w), seed);
-            });
-        default:  // 'U', already checked by check_unicode
-            return f([p, w, seed](std::size_t i) {
-                // One buffer per thread: sources are called from every
-                // thread of a threads= batch. 4 bytes per code point at most.
-                thread_local std::vector<unsigned char> utf8;
-                if (utf8.size() < w) utf8.resize(w);
-                const auto* cps = reinterpret_cast<const std::uint32_t*>(p + i * w);
-                std::uint32_t bad = 0;
-                const std::ptrdiff_t len = utf32_to_utf8(cps, strip_trailing_nuls(cps, w / 4), utf8.data(), &bad);
-                return murmur3_128(utf8.data(), static_cast<std::size_t>(len < 0 ? 0 : len), seed);
             });
     }
 }
 
 // The batch driver: body(src, n, out) runs with the GIL released, where src
 // is a key source (key_source.hpp; callable from any thread) and out[i]
-// receives the answer for key i. The result has the input's shape for NumPy arrays,
-// else 1-D. Fixed-width NumPy keys are hashed inside body, without the GIL
-// (by every thread of a threads= batch); lists, iterables and object arrays
-// are hashed first, with it.
+// receives the answer for key i. The result has the input's shape for NumPy
+// arrays, else 1-D. Fixed-width NumPy keys and Arrow columns are hashed
+// inside body, without the GIL (by every thread of a threads= batch); lists,
+// iterables and object arrays are hashed first, with it. body is called
+// once, with every key (or every key that is not null, nulls="skip").
 template <class Out = bool, class Body>
-py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const char* param, Body body) {
+py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const char* param, Body body,
+                                   Nulls nulls = Nulls::raise) {
     std::vector<Hash128> hashes;
+    std::vector<std::uint8_t> valid;
     std::vector<py::ssize_t> shape;
     if (is_ndarray(keys)) {
         ArrayKeys a = prepare_array(keys, seed, param);
@@ -175,16 +210,41 @@ py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const ch
                 // Safe without the GIL: `a.arr` keeps the keys' memory alive,
                 // and a filter's memory never moves.
                 py::gil_scoped_release nogil;
-                if (a.kind == 'U') error = check_unicode(a, param);
-                if (error.empty()) with_array_source(a, seed, [&](auto source) { body(source, a.n, out); });
+                if (a.kind == 'U') {
+                    // Hashed in one pass, then used in place: the array is
+                    // four times its text, and is read once.
+                    hashes.resize(a.n);
+                    error = hash_unicode(a, seed, param, hashes.data());
+                    Prehashed hashed{hashes.data()};
+                    if (error.empty()) body(hashed, a.n, out);
+                } else {
+                    with_array_source(a, seed, [&](auto source) { body(source, a.n, out); });
+                }
             }
             if (!error.empty()) raise_value_error(error);
             return result;
         }
         shape = a.shape;
-        hashes = hash_iterable(a.arr, seed, param);
+        hashes = hash_iterable(a.arr, seed, param, nulls == Nulls::skip ? &valid : nullptr);
+    } else if (std::unique_ptr<ArrowInput> arrow = read_arrow(keys, param)) {
+        const std::size_t n = arrow->size();
+        py::array_t<Out> result(static_cast<py::ssize_t>(n));
+        Out* out = result.mutable_data();
+        std::size_t null_at = n;
+        {
+            py::gil_scoped_release nogil;
+            null_at = arrow->first_null();
+            if (null_at == n) {
+                arrow->with_source(seed, [&](auto& src) { body(src, n, out); });
+            } else if (nulls == Nulls::skip) {
+                const std::vector<std::uint8_t> ok = arrow->valid();
+                arrow->with_source(seed, [&](auto& src) { skip_nulls(src, n, ok.data(), out, body); });
+            }
+        }
+        if (null_at < n && nulls == Nulls::raise) raise_value_error(null_error(param, null_at));
+        return result;
     } else {
-        hashes = hash_iterable(keys, seed, param);
+        hashes = hash_iterable(keys, seed, param, nulls == Nulls::skip ? &valid : nullptr);
         shape = {static_cast<py::ssize_t>(hashes.size())};
     }
     py::array_t<Out> result(shape);
@@ -192,7 +252,10 @@ py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const ch
     {
         py::gil_scoped_release nogil;
         Prehashed hash_at{hashes.data()};
-        body(hash_at, hashes.size(), out);
+        if (std::find(valid.begin(), valid.end(), 0) != valid.end())
+            skip_nulls(hash_at, hashes.size(), valid.data(), out, body);
+        else
+            body(hash_at, hashes.size(), out);
     }
     return result;
 }
@@ -231,17 +294,17 @@ py::array_t<Out> with_line_hashes(py::handle data, std::uint64_t seed, const cha
 // length takes bounded memory and its keys are added as they come.
 constexpr std::size_t kChunkKeys = std::size_t{1} << 16;
 template <class F>
-void for_each_chunk(py::handle keys, std::uint64_t seed, const char* param, F&& f) {
-    if (is_ndarray(keys) || PyList_Check(keys.ptr()) || PyTuple_Check(keys.ptr())) {
-        with_batch_hashes(keys, seed, param, [&f](auto& src, std::size_t n, bool*) { f(src, n); });
+void for_each_chunk(py::handle keys, std::uint64_t seed, const char* param, F&& f, Nulls nulls = Nulls::raise) {
+    if (is_ndarray(keys) || PyList_Check(keys.ptr()) || PyTuple_Check(keys.ptr()) || offers_arrow(keys)) {
+        with_batch_hashes(
+            keys, seed, param, [&f](auto& src, std::size_t n, bool*) { f(src, n); }, nulls);
         return;
     }
     py::object iter = iterate(keys, param);
     std::vector<Hash128> chunk;
-    std::size_t first = 0;
+    std::size_t taken = 0;
     for (bool more = true; more;) {
-        more = hash_next(iter, seed, param, kChunkKeys, first, &chunk);
-        first += chunk.size();
+        more = hash_next(iter, seed, param, kChunkKeys, &taken, &chunk, nulls);
         py::gil_scoped_release nogil;
         Prehashed src{chunk.data()};
         f(src, chunk.size());

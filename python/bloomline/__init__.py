@@ -24,12 +24,10 @@ from ._core import (
     CountingBloomFilter,
     __version__,
     estimate_count,
-    false_positive_rate,
     hash_lines,
     hash_many,
     key_positions,
     murmur3_128,
-    optimal_num_hashes,
     read_header,
     select_lines,
     simd_level,
@@ -38,6 +36,7 @@ from ._protocol import Filter
 from .display import filter_html as _filter_html
 from .frontier import DedupQueue
 from .scalable import ScalableBloomFilter
+from .sizing import Params, ParamsArrays, bits_per_key, false_positive_rate, optimal_num_hashes, optimal_params
 
 if TYPE_CHECKING:
     from ._core import Layout
@@ -53,7 +52,9 @@ __all__ = [
     "Filter",
     "ScalableBloomFilter",
     "Params",
+    "ParamsArrays",
     "__version__",
+    "bits_per_key",
     "estimate_count",
     "false_positive_rate",
     "from_bytes",
@@ -67,26 +68,6 @@ __all__ = [
     "select_lines",
     "simd_level",
 ]
-
-
-class Params(NamedTuple):
-    """Geometry that meets an error rate at a capacity (see optimal_params)."""
-
-    num_bits: int
-    num_hashes: int
-    bits_per_key: float
-    expected_fp_rate: float
-
-
-def optimal_params(capacity: int, error_rate: float, layout: Layout = "blocked") -> Params:
-    """The smallest num_bits (and the best num_hashes for it) whose
-    false-positive rate at ``capacity`` keys, by ``layout``'s own formula, is
-    at most ``error_rate``.
-
-    >>> optimal_params(1_000_000, 0.01, layout="standard").num_hashes
-    7
-    """
-    return Params(*_core.optimal_params(capacity, error_rate, layout))
 
 
 def from_bytes(data: Any) -> Union[BloomFilter, CountingBloomFilter, ScalableBloomFilter]:

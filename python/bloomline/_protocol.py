@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from ._core import Layout
+    from ._core import Keys, Layout, Nulls
 
 __all__ = ["Filter"]
 
@@ -30,15 +30,16 @@ class Filter(Protocol):
 
     def __contains__(self, key: object, /) -> bool: ...
 
-    def add_many(self, keys: Union[npt.NDArray[Any], Iterable[Any]]) -> npt.NDArray[np.bool_]:
-        """Add a batch; True where the key was new."""
+    def add_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
+        """Add a batch (NumPy array, Arrow column, iterable); True where the
+        key was new."""
         ...
 
-    def contains_many(self, keys: Union[npt.NDArray[Any], Iterable[Any]]) -> npt.NDArray[np.bool_]:
+    def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """True where the key may be present."""
         ...
 
-    def update(self, *iterables: Union[npt.NDArray[Any], Iterable[Any]]) -> None: ...
+    def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None: ...
 
     def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
         """Add each line of a block of text (bytes-like); True where new."""

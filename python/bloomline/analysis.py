@@ -1,27 +1,40 @@
 """False-positive experiments, for notebooks.
 
 ``fp_experiment`` fills real filters to chosen levels (also past capacity)
-and measures their false-positive rate on fresh absent keys, beside the rate
-the sizing math predicts; everything runs through batch calls and a seeded
-generator, so it is fast and repeatable. ``bits_per_key_experiment`` does the
-same for explicit geometries (m/n and k). The plot helpers draw the results
-with matplotlib (an optional extra: ``pip install 'bloomline[plot]'``).
+and measures their false-positive rate on fresh absent keys;
+``bits_per_key_experiment`` does the same for explicit geometries (m/n and
+k). Each row builds ``trials`` independent filters (different seeds and
+keys), so that its 95% interval covers both sources of spread: from filter
+to filter (which bits the keys happened to set) and from probe to probe.
+Beside the measurement, each row gives two predictions:
 
->>> r = fp_experiment(capacities=[10_000], error_rates=[0.01], fills=[0.5, 1.0], probes=100_000)
+- ``theory``: the a-priori rate of the layout's formula (bloomline.sizing);
+  over many filters the measured rates average to it.
+- ``predicted``: the rate the filters' actual bits give (standard: the
+  fraction of bits set, to the power k; blocked: the mean over blocks of the
+  block's fraction, to the power k). Measured rates scatter around it by
+  probe noise alone.
+
+The plot helpers draw results with matplotlib (an optional extra:
+``pip install 'bloomline[plot]'``); each takes ``ax=`` and returns the Axes.
+
+>>> r = fp_experiment(capacities=[10_000], error_rates=[0.01], fills=[0.5, 1.0], probes=20_000, trials=2)
 >>> r.measured.shape == r.theory.shape == (2,)
 True
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import numpy.typing as npt
 
-from ._core import BloomFilter, false_positive_rate
+from ._core import BloomFilter
+from .sizing import false_positive_rate
 
 if TYPE_CHECKING:
     from ._core import Layout
@@ -33,18 +46,50 @@ __all__ = [
     "plot_fp_vs_bits_per_key",
     "plot_fp_vs_fill",
     "plot_measured_vs_theory",
+    "plot_residuals",
 ]
+
+BLOCK_BITS = 512
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint16)
+# 97.5% quantiles of Student's t, by degrees of freedom (1..30); beyond, 1.96.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+# (field, heading, format) of the table views; units in the headings.
+_COLUMNS = (
+    ("layout", "layout", "{}"),
+    ("capacity", "capacity (keys)", "{:,}"),
+    ("error_rate", "target rate", "{:.3g}"),
+    ("fill", "fill (keys / capacity)", "{:.2f}"),
+    ("keys", "keys added", "{:,}"),
+    ("num_bits", "m (bits)", "{:,}"),
+    ("bits_per_key", "bits / key", "{:.2f}"),
+    ("num_hashes", "k", "{}"),
+    ("trials", "filters", "{}"),
+    ("probes", "probes / filter", "{:,}"),
+    ("measured", "measured rate", "{:.3e}"),
+    ("ci_low", "95% low", "{:.3e}"),
+    ("ci_high", "95% high", "{:.3e}"),
+    ("predicted", "from actual bits", "{:.3e}"),
+    ("theory", "theory", "{:.3e}"),
+)
 
 
 @dataclass(frozen=True)
 class FPResult:
-    """One row per filter measured; every field is a NumPy array of equal length.
+    """One row per geometry measured; every field is a NumPy array of equal
+    length.
 
-    capacity, error_rate (target; NaN for explicit geometries), layout,
-    fill (keys added / capacity), keys, num_bits, num_hashes, bits_per_key
-    (num_bits / keys added), measured (false-positive rate on ``probes``
-    fresh absent keys), theory (the layout's formula at that fill), probes,
-    and ci_low/ci_high (a 95% Wilson interval around measured).
+    capacity (keys the filter was sized for; for explicit geometries, the
+    keys added), error_rate (the target; NaN for explicit geometries),
+    layout, fill (keys added / capacity), keys (added to each filter),
+    num_bits (m), num_hashes (k), bits_per_key (m / keys), trials (filters
+    built), probes (fresh absent keys per filter), hits (false positives,
+    all filters together), measured (hits / (trials * probes)), ci_low and
+    ci_high (the 95% interval: a Student t interval over the filters'
+    rates, joined with a Wilson interval over all probes so that rows with
+    few or no hits stay honest), predicted (the rate of the filters' actual
+    bits, averaged), theory (the layout's formula at that fill).
     """
 
     capacity: npt.NDArray[np.int64]
@@ -55,11 +100,14 @@ class FPResult:
     num_bits: npt.NDArray[np.int64]
     num_hashes: npt.NDArray[np.int64]
     bits_per_key: npt.NDArray[np.float64]
-    measured: npt.NDArray[np.float64]
-    theory: npt.NDArray[np.float64]
+    trials: npt.NDArray[np.int64]
     probes: npt.NDArray[np.int64]
+    hits: npt.NDArray[np.int64]
+    measured: npt.NDArray[np.float64]
     ci_low: npt.NDArray[np.float64]
     ci_high: npt.NDArray[np.float64]
+    predicted: npt.NDArray[np.float64]
+    theory: npt.NDArray[np.float64]
 
     def __len__(self) -> int:
         return len(self.measured)
@@ -67,62 +115,177 @@ class FPResult:
     def as_dict(self) -> dict[str, npt.NDArray[Any]]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    @property
+    def theory_inside(self) -> npt.NDArray[np.bool_]:
+        """Where theory lies inside the row's 95% interval."""
+        inside: npt.NDArray[np.bool_] = (self.ci_low <= self.theory) & (self.theory <= self.ci_high)
+        return inside
+
+    def where(self, **conditions: Any) -> FPResult:
+        """The rows whose fields match: ``res.where(layout="blocked", num_hashes=[6, 7])``.
+        A value that is a list, tuple, set or array matches any of its
+        members; a callable is given the column and returns a mask."""
+        mask = np.ones(len(self), dtype=bool)
+        names = {f.name for f in fields(self)}
+        for name, want in conditions.items():
+            if name not in names:
+                raise ValueError(f"FPResult has no field {name!r}; fields: {', '.join(sorted(names))}")
+            column = getattr(self, name)
+            if callable(want):
+                mask &= np.asarray(want(column), dtype=bool)
+            elif isinstance(want, (list, tuple, set, frozenset, np.ndarray)):
+                mask &= np.isin(column, list(want))
+            else:
+                mask &= column == want
+        return FPResult(**{name: column[mask] for name, column in self.as_dict().items()})
+
     def to_pandas(self) -> Any:
-        """A pandas DataFrame of the rows (needs pandas)."""
+        """A pandas DataFrame, one row per geometry, its columns this
+        result's fields with their dtypes (layout as str). ``FPResult.from_pandas``
+        reads it back."""
         try:
             import pandas as pd  # type: ignore[import-untyped, unused-ignore]
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("to_pandas() needs pandas: pip install pandas") from exc
-        return pd.DataFrame(self.as_dict())
+        data = self.as_dict()
+        data["layout"] = data["layout"].astype(object)
+        return pd.DataFrame(data)
+
+    @classmethod
+    def from_pandas(cls, frame: Any) -> FPResult:
+        """An FPResult from a DataFrame with this class's columns (a filtered
+        ``to_pandas()``, say); dtypes are restored."""
+        missing = [f.name for f in fields(cls) if f.name not in frame.columns]
+        if missing:
+            raise ValueError(f"the DataFrame lacks the columns {', '.join(missing)}")
+        empty = _result([])
+        return cls(**{f.name: np.asarray(frame[f.name].to_numpy(), dtype=getattr(empty, f.name).dtype)
+                      for f in fields(cls)})
+
+    def _shown_columns(self) -> list[tuple[str, str, str]]:
+        cols = list(_COLUMNS)
+        if np.isnan(self.error_rate).all():  # explicit geometries: no target, fill is 1
+            cols = [c for c in cols if c[0] not in ("error_rate", "fill", "capacity")]
+        return cols
 
     def __repr__(self) -> str:
-        lines = [f"FPResult({len(self)} rows)"]
-        lines.append(f"  {'layout':9} {'capacity':>10} {'target':>8} {'fill':>5} {'bits/key':>8} {'k':>3} "
-                     f"{'measured':>10} {'theory':>10}")
-        for i in range(len(self)):
-            lines.append(
-                f"  {self.layout[i]:9} {self.capacity[i]:>10,} {self.error_rate[i]:>8.3g} {self.fill[i]:>5.2f} "
-                f"{self.bits_per_key[i]:>8.2f} {self.num_hashes[i]:>3} {self.measured[i]:>10.3e} {self.theory[i]:>10.3e}"
-            )
+        cols = self._shown_columns()
+        cells = [[fmt.format(_item(getattr(self, name)[i])) for name, _, fmt in cols] for i in range(len(self))]
+        widths = [max([len(head)] + [len(row[j]) for row in cells]) for j, (_, head, _) in enumerate(cols)]
+        lines = [f"FPResult({len(self)} rows; theory inside the 95% interval in "
+                 f"{int(self.theory_inside.sum())} of {len(self)})"]
+        lines.append("  " + "  ".join(head.rjust(w) for (_, head, _), w in zip(cols, widths)))
+        for row in cells:
+            lines.append("  " + "  ".join(c.rjust(w) for c, w in zip(row, widths)))
         return "\n".join(lines)
+
+    def _repr_html_(self, max_rows: int = 200) -> str:
+        import html
+
+        cols = self._shown_columns()
+        head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in cols) + "<th>theory inside</th>"
+        body = []
+        inside = self.theory_inside
+        for i in range(min(len(self), max_rows)):
+            cells = "".join(f"<td>{html.escape(fmt.format(_item(getattr(self, n)[i])))}</td>" for n, _, fmt in cols)
+            body.append(f"<tr>{cells}<td>{'yes' if inside[i] else '<b>no</b>'}</td></tr>")
+        more = f"<p>... and {len(self) - max_rows:,} more rows</p>" if len(self) > max_rows else ""
+        return (f"<div class='bloomline-fpresult'><p>FPResult: {len(self):,} rows; theory inside the 95% interval "
+                f"in {int(inside.sum()):,}</p><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
+                f"</tbody></table>{more}</div>")
+
+
+def _item(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+# ---- measuring ------------------------------------------------------------------
 
 
 def _wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (float("nan"), float("nan"))
     p = hits / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def _measure(bf: BloomFilter, n_keys: int, probes: int, rng: np.random.Generator) -> tuple[int, int]:
-    """Add n_keys random keys, probe with fresh ones (a disjoint range)."""
-    present = rng.integers(0, 2**62, size=n_keys, dtype=np.uint64)
-    for chunk in np.array_split(present, max(1, n_keys // 5_000_000)):
-        bf.add_many(chunk)
+def _interval(hits: Sequence[int], probes: int) -> tuple[float, float]:
+    """95% interval of the mean rate over filters: Student's t over the
+    filters' rates (their spread holds the filter-to-filter and the probe
+    variance), joined with Wilson over all probes (which stays honest when
+    there are few hits, where t collapses)."""
+    total = len(hits) * probes
+    lo, hi = _wilson(int(sum(hits)), total)
+    if len(hits) >= 2:
+        rates = np.asarray(hits, dtype=np.float64) / probes
+        df = len(hits) - 1
+        t = _T975[df - 1] if df <= len(_T975) else 1.96
+        half = t * float(rates.std(ddof=1)) / math.sqrt(len(hits))
+        lo, hi = min(lo, float(rates.mean()) - half), max(hi, float(rates.mean()) + half)
+    return max(0.0, lo), min(1.0, hi)
+
+
+def _rate_of_bits(bf: BloomFilter) -> float:
+    """The false-positive rate of this filter's actual bits, for a fresh key
+    hashed uniformly (its k positions drawn with replacement)."""
+    k = bf.num_hashes
+    if bf.layout == "standard":
+        return float((bf.bits_set / bf.num_bits) ** k)
+    per_block = _POPCOUNT[np.asarray(bf)].reshape(-1, BLOCK_BITS // 8).sum(axis=1, dtype=np.float64)
+    return float(np.mean((per_block / BLOCK_BITS) ** k))
+
+
+def _measure(bf: BloomFilter, n_keys: int, probes: int, rng: np.random.Generator) -> tuple[int, float]:
+    """Add n_keys random keys, probe with fresh ones (a disjoint range):
+    (false positives, the rate the filter's bits predict)."""
+    step = 5_000_000
+    for start in range(0, n_keys, step):
+        bf.add_many(rng.integers(0, 2**62, size=min(step, n_keys - start), dtype=np.uint64))
     hits = 0
-    done = 0
-    while done < probes:
-        m = min(5_000_000, probes - done)
-        absent = rng.integers(0, 2**62, size=m, dtype=np.uint64) | np.uint64(2**62)
+    for start in range(0, probes, step):
+        absent = rng.integers(0, 2**62, size=min(step, probes - start), dtype=np.uint64) | np.uint64(2**62)
         hits += int(np.count_nonzero(bf.contains_many(absent)))
-        done += m
-    return hits, probes
+    return hits, _rate_of_bits(bf)
+
+
+def _row(make: Any, n_keys: int, probes: int, trials: int, rng: np.random.Generator) -> dict[str, Any]:
+    hits: list[int] = []
+    predicted: list[float] = []
+    bf: Optional[BloomFilter] = None
+    for _ in range(trials):
+        bf = make(int(rng.integers(0, 2**63)))
+        h, p = _measure(bf, n_keys, probes, rng)
+        hits.append(h)
+        predicted.append(p)
+    assert bf is not None
+    lo, hi = _interval(hits, probes)
+    return dict(num_bits=bf.num_bits, num_hashes=bf.num_hashes, trials=trials, probes=probes, hits=sum(hits),
+                measured=sum(hits) / (trials * probes), ci_low=lo, ci_high=hi,
+                predicted=float(np.mean(predicted)),
+                theory=false_positive_rate(n_keys, bf.num_bits, bf.num_hashes, bf.layout))
 
 
 def _result(rows: list[dict[str, Any]]) -> FPResult:
-    def col(name: str, dtype: Any) -> npt.NDArray[Any]:
-        return np.array([r[name] for r in rows], dtype=dtype)
+    types = {"capacity": np.int64, "error_rate": np.float64, "layout": np.str_, "fill": np.float64,
+             "keys": np.int64, "num_bits": np.int64, "num_hashes": np.int64, "bits_per_key": np.float64,
+             "trials": np.int64, "probes": np.int64, "hits": np.int64, "measured": np.float64,
+             "ci_low": np.float64, "ci_high": np.float64, "predicted": np.float64, "theory": np.float64}
+    return FPResult(**{name: np.array([r[name] for r in rows], dtype=t) for name, t in types.items()})
 
-    return FPResult(
-        capacity=col("capacity", np.int64), error_rate=col("error_rate", np.float64), layout=col("layout", np.str_),
-        fill=col("fill", np.float64), keys=col("keys", np.int64), num_bits=col("num_bits", np.int64),
-        num_hashes=col("num_hashes", np.int64), bits_per_key=col("bits_per_key", np.float64),
-        measured=col("measured", np.float64), theory=col("theory", np.float64), probes=col("probes", np.int64),
-        ci_low=col("ci_low", np.float64), ci_high=col("ci_high", np.float64),
-    )
+
+def _grid(name: str, values: Iterable[Any]) -> list[Any]:
+    out = list(values)
+    if not out:
+        raise ValueError(f"{name} is empty: give at least one value")
+    return out
+
+
+def _check_counts(probes: int, trials: int) -> None:
+    if int(probes) < 1:
+        raise ValueError(f"probes must be >= 1, got {probes}")
+    if int(trials) < 1:
+        raise ValueError(f"trials must be >= 1, got {trials}")
 
 
 def fp_experiment(
@@ -131,38 +294,36 @@ def fp_experiment(
     layouts: Iterable[Layout] = ("blocked", "standard"),
     fills: Iterable[float] = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0),
     *,
-    probes: int = 1_000_000,
+    probes: int = 200_000,
+    trials: int = 5,
     seed: int = 0,
 ) -> FPResult:
     """Measured false-positive rate against theory, for every combination.
 
-    For each capacity, error rate and layout, a filter is sized as
-    ``BloomFilter(capacity, error_rate, layout=...)`` and filled to each
+    For each capacity, error rate and layout, ``trials`` filters are sized as
+    ``BloomFilter(capacity, error_rate, layout=...)``, each filled to each
     ``fill`` (keys = fill * capacity; fills above 1 show what happens past
-    capacity), then probed with ``probes`` fresh keys. ``seed`` makes it
-    repeatable.
+    capacity) with its own keys and seed, then probed with ``probes`` fresh
+    keys. ``seed`` makes it repeatable.
     """
-    if probes < 1:
-        raise ValueError(f"probes must be >= 1, got {probes}")
+    _check_counts(probes, trials)
+    capacities, error_rates = _grid("capacities", capacities), _grid("error_rates", error_rates)
+    layouts, fills = _grid("layouts", layouts), sorted(_grid("fills", fills))
+    for fill in fills:
+        if fill < 0:
+            raise ValueError(f"fills must be >= 0, got {fill}")
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
     for capacity in capacities:
         for error_rate in error_rates:
             for layout in layouts:
-                for fill in sorted(fills):
-                    if fill < 0:
-                        raise ValueError(f"fills must be >= 0, got {fill}")
-                    bf = BloomFilter(int(capacity), float(error_rate), layout=layout)
+                for fill in fills:
                     n = int(round(fill * capacity))
-                    hits, total = _measure(bf, n, probes, rng)
-                    lo, hi = _wilson(hits, total)
-                    rows.append(dict(
-                        capacity=capacity, error_rate=error_rate, layout=layout, fill=fill, keys=n,
-                        num_bits=bf.num_bits, num_hashes=bf.num_hashes, bits_per_key=bf.num_bits / max(n, 1),
-                        measured=hits / total,
-                        theory=false_positive_rate(n, bf.num_bits, bf.num_hashes, layout),
-                        probes=total, ci_low=lo, ci_high=hi,
-                    ))
+                    row = _row(lambda s: BloomFilter(int(capacity), float(error_rate), layout=layout, seed=s),
+                               n, int(probes), int(trials), rng)
+                    row.update(capacity=capacity, error_rate=error_rate, layout=layout, fill=fill, keys=n,
+                               bits_per_key=row["num_bits"] / max(n, 1))
+                    rows.append(row)
     return _result(rows)
 
 
@@ -172,25 +333,37 @@ def bits_per_key_experiment(
     layouts: Sequence[Layout] = ("standard",),
     *,
     keys: int = 100_000,
-    probes: int = 1_000_000,
+    probes: int = 200_000,
+    trials: int = 5,
     seed: int = 0,
 ) -> FPResult:
-    """Measured vs theory for explicit geometries: m = bits_per_key * keys
-    (rounded up to whole 512-bit blocks), each k, each layout."""
+    """Measured vs theory for explicit geometries: for each layout, bits
+    per key and k, ``trials`` filters of m bits each hold ``keys`` keys.
+
+    m is ``round(bits_per_key * keys)`` for the standard layout (exact), and
+    that rounded up to whole 512-bit blocks for the blocked layout; each row
+    reports its actual m and m / keys.
+    """
+    _check_counts(probes, trials)
+    if int(keys) < 1:
+        raise ValueError(f"keys must be >= 1, got {keys}")
+    layouts, bpks, ks = _grid("layouts", layouts), _grid("bits_per_key", bits_per_key), _grid("num_hashes", num_hashes)
+    for bpk in bpks:
+        if not bpk > 0:
+            raise ValueError(f"bits_per_key must be > 0, got {bpk}")
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
     for layout in layouts:
-        for bpk in bits_per_key:
-            m = int(np.ceil(bpk * keys / 512)) * 512
-            for k in num_hashes:
-                bf = BloomFilter.from_params(m, int(k), layout=layout)
-                hits, total = _measure(bf, keys, probes, rng)
-                lo, hi = _wilson(hits, total)
-                rows.append(dict(
-                    capacity=keys, error_rate=float("nan"), layout=layout, fill=1.0, keys=keys, num_bits=m,
-                    num_hashes=k, bits_per_key=m / keys, measured=hits / total,
-                    theory=false_positive_rate(keys, m, int(k), layout), probes=total, ci_low=lo, ci_high=hi,
-                ))
+        for bpk in bpks:
+            m = max(1, int(round(bpk * keys)))
+            if layout == "blocked":
+                m = -(-m // BLOCK_BITS) * BLOCK_BITS
+            for k in ks:
+                row = _row(lambda s: BloomFilter.from_params(m, int(k), layout=layout, seed=s),
+                           int(keys), int(probes), int(trials), rng)
+                row.update(capacity=keys, error_rate=float("nan"), layout=layout, fill=1.0, keys=keys,
+                           bits_per_key=m / keys)
+                rows.append(row)
     return _result(rows)
 
 
@@ -204,62 +377,148 @@ def _axes(ax: Any) -> Any:
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("plots need matplotlib: pip install 'bloomline[plot]'") from exc
-    return plt.subplots(figsize=(6, 4))[1]
+    return plt.subplots(figsize=(7, 4.5))[1]
+
+
+def _colours(count: int) -> list[Any]:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if count <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(count)]
+
+
+_LAYOUT_STYLE = {"blocked": ("o", "-"), "standard": ("s", "--")}
+
+
+def _measured(ax: Any, x: Any, y: Any, lo: Any, hi: Any, hits: Any, colour: Any, marker: str) -> Any:
+    """Points with 95% intervals; rows with no hits are drawn as their upper
+    bound (a downward triangle at ci_high), never as a point at zero."""
+    zero = hits == 0
+    handle = None
+    if (~zero).any():
+        handle = ax.errorbar(x[~zero], y[~zero], yerr=[y[~zero] - lo[~zero], hi[~zero] - y[~zero]], fmt=marker,
+                             color=colour, ms=4, capsize=2, lw=1)
+    if zero.any():
+        ax.plot(x[zero], hi[zero], "v", color=colour, ms=6, mfc="none")
+    return handle
+
+
+def _finish(ax: Any, title: str, xlabel: str, ylabel: str, series_count: int, theory_lines: bool = True) -> None:
+    from matplotlib.lines import Line2D
+
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize="medium")
+    handles, labels = ax.get_legend_handles_labels()
+    extra = [Line2D([], [], color="grey", marker="v", ls="none", mfc="none"),
+             Line2D([], [], color="grey", marker="o", ls="none"), Line2D([], [], color="grey", ls="-")]
+    extra_labels = ["no hits: 95% upper bound", "points: measured, 95% interval", "lines: theory"]
+    if not theory_lines:
+        extra, extra_labels = extra[:2], extra_labels[:2]
+    ax.legend(handles + extra, labels + extra_labels, fontsize="x-small", ncol=2 if series_count > 6 else 1,
+              loc="best")
+
+
+def _probes_text(result: FPResult) -> str:
+    trials, probes = np.unique(result.trials), np.unique(result.probes)
+    if len(trials) == 1 and len(probes) == 1:
+        return f"{int(trials[0])} filters x {int(probes[0]):,} probes per point"
+    return "probes per point vary"
 
 
 def plot_fp_vs_fill(result: FPResult, ax: Any = None) -> Any:
-    """False-positive rate against fill (keys / capacity), measured (points
-    with 95% intervals) and theory (lines), one colour per layout/target."""
+    """False-positive rate against fill (keys / capacity): one series per
+    (layout, capacity, target), each its own colour, measured (points with
+    95% intervals) and theory (a line). Returns the Axes."""
     ax = _axes(ax)
-    for layout in np.unique(result.layout):
-        for rate in np.unique(result.error_rate):
-            sel = (result.layout == layout) & (result.error_rate == rate)
-            if not sel.any():
-                continue
-            order = np.argsort(result.fill[sel])
-            x, y, t = result.fill[sel][order], result.measured[sel][order], result.theory[sel][order]
-            lo, hi = result.ci_low[sel][order], result.ci_high[sel][order]
-            line = ax.plot(x, t, "-", label=f"{layout}, target {rate:g}: theory")[0]
-            ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="o", color=line.get_color(), label=f"{layout}, target {rate:g}: measured")
-            ax.axhline(rate, color=line.get_color(), lw=0.5, ls=":")
+    groups = sorted({(str(l), int(c), float(r)) for l, c, r in zip(result.layout, result.capacity, result.error_rate)})
+    for colour, (layout, capacity, rate) in zip(_colours(len(groups)), groups):
+        sel = (result.layout == layout) & (result.capacity == capacity) & (result.error_rate == rate)
+        order = np.argsort(result.fill[sel])
+        pick = {name: col[sel][order] for name, col in result.as_dict().items()}
+        marker, style = _LAYOUT_STYLE.get(layout, ("o", "-"))
+        name = f"{layout}, {capacity:,} keys, target {rate:g}"
+        ax.plot(pick["fill"], pick["theory"], style, color=colour, lw=1, label=f"{name}: theory")
+        handle = _measured(ax, pick["fill"], pick["measured"], pick["ci_low"], pick["ci_high"], pick["hits"],
+                           colour, marker)
+        if handle is not None:
+            handle.set_label(f"{name}: measured")
+        ax.axhline(rate, color=colour, lw=0.5, ls=":")
     ax.axvline(1.0, color="grey", lw=0.5)
-    ax.set_yscale("log")
-    ax.set_xlabel("fill (keys added / capacity)")
-    ax.set_ylabel("false-positive rate")
-    ax.legend(fontsize="small")
+    layouts = ", ".join(sorted({g[0] for g in groups}))
+    sizes = ", ".join(f"{c:,}" for c in sorted({g[1] for g in groups}))
+    _finish(ax, f"FP rate vs fill: {layouts}; capacity {sizes} keys; {_probes_text(result)}",
+            "fill (keys added / capacity)", "false-positive rate", 2 * len(groups))
     return ax
 
 
 def plot_fp_vs_bits_per_key(result: FPResult, ax: Any = None) -> Any:
-    """False-positive rate against bits per key, one line per k."""
+    """False-positive rate against bits per key: one series per (layout,
+    keys, k), each its own colour (circles and solid lines: blocked;
+    squares and dashed lines: standard), measured and theory alike in the
+    legend. Returns the Axes."""
     ax = _axes(ax)
-    for k in np.unique(result.num_hashes):
-        sel = result.num_hashes == k
+    groups = sorted({(str(l), int(n), int(k)) for l, n, k in zip(result.layout, result.keys, result.num_hashes)})
+    for colour, (layout, keys, k) in zip(_colours(len(groups)), groups):
+        sel = (result.layout == layout) & (result.keys == keys) & (result.num_hashes == k)
         order = np.argsort(result.bits_per_key[sel])
-        line = ax.plot(result.bits_per_key[sel][order], result.theory[sel][order], "-", label=f"k={k} theory")[0]
-        ax.plot(result.bits_per_key[sel][order], result.measured[sel][order], "o", color=line.get_color())
-    ax.set_yscale("log")
-    ax.set_xlabel("bits per key (m / n)")
-    ax.set_ylabel("false-positive rate")
-    ax.legend(fontsize="small", ncol=2)
+        pick = {name: col[sel][order] for name, col in result.as_dict().items()}
+        marker, style = _LAYOUT_STYLE.get(layout, ("o", "-"))
+        name = f"{layout}, k={k}" + (f", {keys:,} keys" if len({g[1] for g in groups}) > 1 else "")
+        ax.plot(pick["bits_per_key"], pick["theory"], style, color=colour, lw=1, label=f"{name}: theory")
+        handle = _measured(ax, pick["bits_per_key"], pick["measured"], pick["ci_low"], pick["ci_high"],
+                           pick["hits"], colour, marker)
+        if handle is not None:
+            handle.set_label(f"{name}: measured")
+    layouts = ", ".join(sorted({g[0] for g in groups}))
+    sizes = ", ".join(f"{n:,}" for n in sorted({g[1] for g in groups}))
+    _finish(ax, f"FP rate vs bits per key: {layouts}; {sizes} keys; {_probes_text(result)}",
+            "bits per key (m / n)", "false-positive rate", 2 * len(groups))
     return ax
 
 
 def plot_measured_vs_theory(result: FPResult, ax: Any = None) -> Any:
-    """Measured against predicted rate: points on the diagonal agree."""
+    """Measured against theory, one colour per layout: points on the
+    diagonal agree. Returns the Axes."""
     ax = _axes(ax)
-    for layout in np.unique(result.layout):
+    layouts = sorted({str(l) for l in result.layout})
+    for colour, layout in zip(_colours(len(layouts)), layouts):
         sel = result.layout == layout
-        ax.errorbar(result.theory[sel], result.measured[sel],
-                    yerr=[result.measured[sel] - result.ci_low[sel], result.ci_high[sel] - result.measured[sel]],
-                    fmt="o", label=layout)
+        handle = _measured(ax, result.theory[sel], result.measured[sel], result.ci_low[sel], result.ci_high[sel],
+                           result.hits[sel], colour, _LAYOUT_STYLE.get(layout, ("o", "-"))[0])
+        if handle is not None:
+            handle.set_label(f"{layout}: measured")
     positive = result.theory[result.theory > 0]
     lo = float(positive.min()) if len(positive) else 1e-6
     hi = float(max(result.theory.max(), result.measured.max(), lo * 10))
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="measured = theory")
     ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("theory")
-    ax.set_ylabel("measured")
-    ax.legend(fontsize="small")
+    _finish(ax, f"Measured vs theory: {', '.join(layouts)}; {_probes_text(result)}", "theory",
+            "measured false-positive rate", len(layouts), theory_lines=False)
+    return ax
+
+
+def plot_residuals(result: FPResult, ax: Any = None, x: str = "bits_per_key") -> Any:
+    """Measured / theory with its 95% interval, against ``x`` (a field:
+    bits_per_key, fill, theory, ...), one colour per layout; 1 is perfect
+    agreement. Rows with no hits show their upper bound. Returns the Axes."""
+    ax = _axes(ax)
+    xs = getattr(result, x)
+    layouts = sorted({str(l) for l in result.layout})
+    for i, (colour, layout) in enumerate(zip(_colours(len(layouts)), layouts)):
+        sel = (result.layout == layout) & (result.theory > 0)
+        theory = result.theory[sel]
+        # layouts side by side at each x, so that their bars do not hide each other
+        shift = xs[sel] * (1 + 0.01 * (i - (len(layouts) - 1) / 2))
+        handle = _measured(ax, shift, result.measured[sel] / theory, result.ci_low[sel] / theory,
+                           result.ci_high[sel] / theory, result.hits[sel], colour,
+                           _LAYOUT_STYLE.get(layout, ("o", "-"))[0])
+        if handle is not None:
+            handle.set_label(f"{layout}: measured / theory")
+    ax.axhline(1.0, color="k", lw=0.8, ls="--", label="agreement")
+    if x == "theory":
+        ax.set_xscale("log")
+    _finish(ax, f"Residuals: {', '.join(layouts)}; {_probes_text(result)}", x.replace("_", " "),
+            "measured / theory", len(layouts), theory_lines=False)
     return ax

@@ -61,10 +61,10 @@ import numpy.typing as npt
 
 from . import _core, optimal_params
 from ._core import BloomFilter
-from .scalable import StaleChain
+from .scalable import StaleChain, _in_place
 
 if TYPE_CHECKING:
-    from ._core import Layout
+    from ._core import Keys, Layout, Nulls
 
 try:
     import redis as _redis
@@ -73,7 +73,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without redis-py
 
 __all__ = ["RedisBloomFilter", "RedisStages", "StaleChain", "module_path"]
 
-Keys = Union[npt.NDArray[Any], Iterable[Any]]
 
 FORMAT_VERSION = 1
 DEFAULT_SHARD_BITS = 2**31  # 256 MB: far under Redis's 512 MB string limit
@@ -455,12 +454,13 @@ class RedisBloomFilter:
             return f"{routing}:ans:{batch}"
         return f"{{{routing}}}:ans:{batch}"
 
-    def add_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
+    def add_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """Add a batch (one command per shard, in one round trip per node);
         True where the key was new. Among processes adding the same key at
-        once exactly one sees it new, retries included."""
+        once exactly one sees it new, retries included. nulls='skip' leaves
+        nulls out (False), as BloomFilter.add_many."""
         try:
-            return self._add_many(keys)
+            return self._add_many(keys, nulls)
         except _redis.ResponseError as e:
             if not str(e).startswith("NOSCRIPT"):
                 raise
@@ -469,19 +469,18 @@ class RedisBloomFilter:
             # was missing, and is idempotent where it was.
             self._plain_sha = self._r.script_load(_PLAIN_ADD) if self._backend == "plain" else None
             self._bf_sha = self._r.script_load(_BF_ADD) if self._backend == "bf" else None
-            return self._add_many(keys)
+            return self._add_many(keys, nulls)
 
-    def _add_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
-        shape = keys.shape if isinstance(keys, np.ndarray) else None
+    def _add_many(self, keys: Keys, nulls: Nulls) -> npt.NDArray[np.bool_]:
         batch = os.urandom(12).hex()
         if self._backend == "bf":
-            items = self._bf_items(keys)
+            items, valid = self._bf_items(keys, nulls)
             bf_key = f"{self._key}:bf"
             cmd = _pack([b"EVALSHA", _b(self._bf_sha), b"2", bf_key, self._answer_key(bf_key, batch), _b(self._ttl),
                          *items])
             (answer,) = self._sender.run([(bf_key.encode(), cmd)])
-            flags: npt.NDArray[np.bool_] = np.frombuffer(answer, dtype=np.uint8) == ord("1")
-            return flags.reshape(shape) if shape is not None else flags
+            return _in_place(valid, np.frombuffer(answer, dtype=np.uint8) == ord("1"))
+        keys, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         if self._backend == "module":
             shards, starts, order, blobs, n = _core.redis_positions(keys, self._num_bits, self._num_hashes,
                                                                     **self._geometry())
@@ -500,8 +499,7 @@ class RedisBloomFilter:
                 plain = (b"EVALSHA", _b(self._plain_sha), b"2", shard.encode(),
                          self._answer_key(shard, batch).encode(), _b(self._ttl), _b(hi - lo), _b(self._num_hashes))
                 jobs.append((shard.encode(), b"*%d\r\n" % (len(plain) + count) + _resp(*plain) + arg_bytes))
-        out = self._scatter(n, order, starts, self._sender.run(jobs))
-        return out.reshape(shape) if shape is not None else out
+        return _in_place(valid, self._scatter(n, order, starts, self._sender.run(jobs)))
 
     def _chain_add(self, keys: Keys, stages_key: str, expected: int, count_key: str) -> tuple[npt.NDArray[np.bool_], int]:
         """add_many for a stage of a chain (RedisStages): refused with
@@ -545,16 +543,15 @@ class RedisBloomFilter:
             raise
         return self._scatter(n, order, starts, replies[:-1]), int(replies[-1] or 0)
 
-    def contains_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
+    def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """True where the key may be present (one read per shard, one round
-        trip per node)."""
-        shape = keys.shape if isinstance(keys, np.ndarray) else None
+        trip per node); False for nulls with nulls='skip'."""
         if self._backend == "bf":
-            items = self._bf_items(keys)
+            items, valid = self._bf_items(keys, nulls)
             bf_key = f"{self._key}:bf"
             (reply,) = self._sender.run([(bf_key.encode(), _pack([b"BF.MEXISTS", bf_key, *items]))])
-            out = np.asarray(reply, dtype=np.int64) == 1 if len(items) else np.zeros(0, dtype=bool)
-            return out.reshape(shape) if shape is not None else out
+            return _in_place(valid, np.asarray(reply, dtype=np.int64) == 1 if len(items) else np.zeros(0, dtype=bool))
+        keys, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         if self._backend == "module":
             shards, starts, order, blobs, n = _core.redis_positions(keys, self._num_bits, self._num_hashes,
                                                                     **self._geometry())
@@ -576,7 +573,7 @@ class RedisBloomFilter:
             out = np.zeros(n, dtype=bool)
             for a, lo, hi in zip(answers, starts[:-1].tolist(), starts[1:].tolist()):
                 out[order[lo:hi]] = a
-        return out.reshape(shape) if shape is not None else out
+        return _in_place(valid, out)
 
     def _scatter(self, n: int, order: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],
                  replies: list[bytes]) -> npt.NDArray[np.bool_]:
@@ -593,29 +590,40 @@ class RedisBloomFilter:
         return out
 
     @staticmethod
-    def _bf_items(keys: Keys) -> list[Any]:
+    def _bf_items(keys: Keys, nulls: Nulls) -> tuple[list[Any], npt.NDArray[np.bool_]]:
         """The keys' bytes by bloomline's key rules (str as UTF-8, int as 8
-        little-endian bytes), as the server's BF commands take them. A list
-        of str and bytes goes as it is (the packer writes str as UTF-8)."""
+        little-endian bytes), as the server's BF commands take them, and
+        where the batch's keys are not null (nulls='skip'). A list of str and
+        bytes goes as it is (the packer writes str as UTF-8)."""
         if isinstance(keys, list) and all(type(k) in (str, bytes) for k in keys):
-            return keys
+            return keys, np.ones(len(keys), dtype=bool)
         if isinstance(keys, np.ndarray) and keys.dtype.kind in "iub":
             wide = keys.reshape(-1).astype("<i8" if keys.dtype.kind == "i" else "<u8")
             raw = wide.tobytes()
-            return [raw[i : i + 8] for i in range(0, len(raw), 8)]
+            return [raw[i : i + 8] for i in range(0, len(raw), 8)], np.ones(keys.shape, dtype=bool)
+        # Anything else is checked by the core first: what is not a key
+        # (or a single key where a batch belongs) is refused, naming its
+        # place, and so is a null unless nulls='skip'.
+        if not isinstance(keys, np.ndarray) and _core.offers_arrow(keys):
+            _, valid = _core.hash_valid(keys, nulls=nulls)
+            return _core.arrow_key_bytes(keys), valid
         if isinstance(keys, (str, bytes, bytearray, int)):
             _core.hash_many(keys)  # the core's own error for a single key where a batch belongs
-        items = keys.reshape(-1).tolist() if isinstance(keys, np.ndarray) else list(keys)
-        _core.hash_many(items)  # refuses what is not a key, naming its place
+        items = keys.reshape(-1).tolist() if isinstance(keys, np.ndarray) else list(cast(Iterable[Any], keys))
+        _, valid = _core.hash_valid(items, nulls=nulls)
+        if isinstance(keys, np.ndarray):
+            valid = valid.reshape(keys.shape)
         out = []
         for k in items:
+            if k is None:
+                continue
             if isinstance(k, str):
                 out.append(k.encode())
             elif isinstance(k, (bytes, bytearray, memoryview)):
                 out.append(bytes(k))
             else:
                 out.append(int(k).to_bytes(8, "little", signed=int(k) < 0))
-        return out
+        return out, valid
 
     # ---- the API ------------------------------------------------------------------
 
@@ -624,7 +632,7 @@ class RedisBloomFilter:
         return bool(self.add_many([key])[0])
 
     def __contains__(self, key: object) -> bool:
-        return bool(self.contains_many([key])[0])
+        return bool(self.contains_many([cast(Any, key)])[0])
 
     def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
         """Add each line of a block of text, as BloomFilter.add_lines reads it."""
@@ -638,9 +646,9 @@ class RedisBloomFilter:
             return self.contains_many([bytes(line) for line in bytes(data).splitlines()])
         return self.contains_many(_core.hash_lines(data, self._seed))
 
-    def update(self, *iterables: Keys) -> None:
+    def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None:
         for keys in iterables:
-            self.add_many(keys)
+            self.add_many(keys, nulls=nulls)
 
     @property
     def bits_set(self) -> int:

@@ -32,11 +32,20 @@ from . import _core
 from ._core import BloomFilter, ChainRule
 
 if TYPE_CHECKING:
-    from ._core import Layout, StrPath
+    from ._core import Keys, Layout, Nulls, StrPath
 
 __all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "ScalableBloomFilter", "StageStore", "StaleChain"]
 
-Keys = Union[npt.NDArray[Any], Iterable[Any]]
+
+
+def _in_place(valid: npt.NDArray[np.bool_], answers: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Answers for the keys that are not null (from _core.hash_valid), as an
+    array of the batch's shape: False (0) where the key was null."""
+    if answers.size == valid.size:
+        return answers.reshape(valid.shape)
+    out = np.zeros(valid.shape, dtype=answers.dtype)
+    out[valid] = answers
+    return out
 
 
 class ChainMismatch(ValueError):
@@ -306,11 +315,15 @@ class ScalableBloomFilter:
 
     # ---- batches ----------------------------------------------------------------------
 
-    def add_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
+    def add_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """Add a batch; True where the key was new (first place in the batch
         only). All or nothing: a batch that could pass the chain's last
-        stage is refused before any key is added."""
-        hashed, shape = self._hash(keys)
+        stage is refused before any key is added. nulls='skip' leaves nulls
+        out (False), as BloomFilter.add_many."""
+        hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
+        return _in_place(valid, self._add_hashed(hashed))
+
+    def _add_hashed(self, hashed: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
         # (A shared chain is not read again first: an add to a stage that is
         # no longer the last is refused, StaleChain below.)
         seen = np.zeros(len(hashed), dtype=bool)
@@ -368,16 +381,17 @@ class ScalableBloomFilter:
                 self._counts[-1] = count if count is not None else self._counts[-1] + int(np.count_nonzero(new))
             out[start:stop] = new
             start = stop
-        return out.reshape(shape)
+        return out
 
-    def contains_many(self, keys: Keys) -> npt.NDArray[np.bool_]:
-        """True where the key may be present (in any stage)."""
-        hashed, shape = self._hash(keys)
+    def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
+        """True where the key may be present (in any stage); False for nulls
+        with nulls='skip'."""
+        hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         self._sync()
         hit = np.zeros(len(hashed), dtype=bool)
         for stage in self._stages:
             hit |= stage.contains_many(hashed)
-        return hit.reshape(shape)
+        return _in_place(valid, hit)
 
     def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
         """Add each line of a block of text, as BloomFilter.add_lines reads it;
@@ -388,16 +402,10 @@ class ScalableBloomFilter:
         """Test each line of a block of text; True where it may be present."""
         return self.contains_many(_core.hash_lines(data, self._seed))
 
-    def update(self, *iterables: Keys) -> None:
+    def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None:
         """Add every key of each iterable."""
         for keys in iterables:
-            self.add_many(keys)
-
-    def _hash(self, keys: Keys) -> tuple[npt.NDArray[Any], tuple[int, ...]]:
-        """The batch hashed once for every stage (the key rules and their
-        errors are the core's), and the shape of the answer."""
-        hashed = _core.hash_many(keys, self._seed)
-        return hashed, (keys.shape if isinstance(keys, np.ndarray) else hashed.shape)
+            self.add_many(keys, nulls=nulls)
 
     # ---- facts ---------------------------------------------------------------------
 

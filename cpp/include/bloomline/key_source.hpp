@@ -15,10 +15,14 @@
 // function pointer called about every 16 keys) that fills a small ring.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
+#include "bloomline/hash_batch.hpp"
+#include "bloomline/keys.hpp"
 #include "bloomline/murmur3.hpp"
 
 namespace bloomline {
@@ -50,6 +54,33 @@ struct Prehashed {
     const Hash128* h;
     Hash128 operator()(std::size_t i) const { return h[i]; }
     const Hash128* in_place(std::size_t first) const { return h + first; }
+};
+
+// The keys of an integer array: key i alone, or a run of keys through the
+// batch hash (AVX2 where the CPU has it). Narrower integers are widened to
+// 64 bits (sign-extended when signed) a few hundred at a time.
+template <class T>
+struct IntKeys {
+    const T* v;
+    std::uint64_t seed;
+
+    Hash128 operator()(std::size_t i) const { return hash_int(v[i], seed); }
+
+    void range(std::size_t first, std::size_t m, Hash128* out) const {
+        if constexpr (sizeof(T) == 8) {
+            murmur3_128_u64_many(reinterpret_cast<const std::uint64_t*>(v + first), m, seed, out);
+        } else {
+            using Wide = typename std::conditional<std::is_signed<T>::value, std::int64_t, std::uint64_t>::type;
+            constexpr std::size_t kStep = 256;
+            std::uint64_t wide[kStep];
+            for (std::size_t s = 0; s < m; s += kStep) {
+                const std::size_t c = std::min(kStep, m - s);
+                for (std::size_t i = 0; i < c; ++i)
+                    wide[i] = static_cast<std::uint64_t>(static_cast<Wide>(v[first + s + i]));
+                murmur3_128_u64_many(wide, c, seed, out + s);
+            }
+        }
+    }
 };
 
 // A source behind a function pointer: hash(ctx, first, m, out) writes the
