@@ -37,6 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _sections import write_section  # noqa: E402
+from run import machine as machine_facts  # noqa: E402
 
 ROUNDS = 7
 
@@ -62,15 +63,8 @@ def versions() -> dict[str, str]:
 
 
 def machine() -> str:
-    cpu = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.platform()}"
+    facts = machine_facts()
+    return f"{facts['cpu']}, {facts['cores']} cores, {facts['os']}"
 
 
 # ---------------------------------------------------------------------------

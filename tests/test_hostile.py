@@ -232,7 +232,7 @@ def test_bad_constructor_arguments_name_the_parameter(cls: str, param: str, valu
     (lambda: BloomFilter(100).add_lines("text"), "data"),
     (lambda: bloomline.select_lines(b"a\nb\n", [True]), "mask"),
     (lambda: bloomline.false_positive_rate(-1, 512, 3), "n"),
-    (lambda: bloomline.optimal_num_hashes(1000, 10), "num_bits"),
+    (lambda: bloomline.optimal_num_hashes(n=10, num_bits=1000), "num_bits"),
     (lambda: bloomline.optimal_params(0, 0.01), "capacity"),
     (lambda: bloomline.hash_many([1], seed=-1), "seed"),
     (lambda: BloomFilter.open("x.blf", "w"), "mode"),

@@ -85,15 +85,15 @@ def test_published_bits_per_key() -> None:
 
 
 def test_optimal_num_hashes() -> None:
-    assert optimal_num_hashes(10_000, 1000, "standard") == 7  # 10 ln 2 = 6.93
-    assert optimal_num_hashes(20_000, 1000, "standard") == 14
+    assert optimal_num_hashes(n=1000, num_bits=10_000, layout="standard") == 7  # 10 ln 2 = 6.93
+    assert optimal_num_hashes(n=1000, num_bits=20_000, layout="standard") == 14
     # blocked, 10 bits/key: k = 6 (0.9665%) just beats k = 7
-    k = optimal_num_hashes(512_000, 51_200, "blocked")
+    k = optimal_num_hashes(n=51_200, num_bits=512_000, layout="blocked")
     assert k == 6
     rates = {j: false_positive_rate(51_200, 512_000, j, "blocked") for j in range(1, 20)}
     assert rates[k] == min(rates.values())
     m, n = 1_000_000, 70_000
-    k = optimal_num_hashes(m, n, "standard")
+    k = optimal_num_hashes(n=n, num_bits=m, layout="standard")
     assert k == round(m / n * math.log(2))
 
 
@@ -128,7 +128,8 @@ def test_bad_arguments(kwargs: dict[str, object], exc: type[Exception], message:
 def test_geometry_checks() -> None:
     with pytest.raises(ValueError, match=r"num_hashes must be in \[1, 64\], got 0"):
         false_positive_rate(10, 1000, 0, "standard")
-    with pytest.raises(ValueError, match="num_bits must be a multiple of 512 for layout 'blocked', got 1000"):
+    with pytest.raises(ValueError, match="num_bits must be a whole number of 512-bit blocks for layout 'blocked', "
+                                         "got 1,000; the nearest valid values are 512 and 1,024"):
         false_positive_rate(10, 1000, 3, "blocked")
     with pytest.raises(ValueError, match=r"n must be >= 0, got -1"):
         false_positive_rate(-1, 1000, 3, "standard")
@@ -195,7 +196,7 @@ def test_every_sizing_call_is_total_and_fast_over_the_whole_range() -> None:
         try:
             rate = bloomline.false_positive_rate(n, m, k, layout)  # type: ignore[arg-type]
             assert 0.0 <= rate <= 1.0 and math.isfinite(rate)
-            assert 1 <= bloomline.optimal_num_hashes(m, n, layout) <= 64  # type: ignore[arg-type]
+            assert 1 <= bloomline.optimal_num_hashes(n=n, num_bits=m, layout=layout) <= 64  # type: ignore[arg-type]
         except ValueError as e:
             assert m > 2**48 and "num_bits" in str(e)
         try:
@@ -213,4 +214,65 @@ def test_every_sizing_call_is_total_and_fast_over_the_whole_range() -> None:
 def test_huge_loads_saturate_to_one() -> None:
     for n in (1e10, 1e13, 1e17, 2.0**64):
         assert bloomline.false_positive_rate(n, 512, 3) == pytest.approx(1.0, abs=1e-9)
-        assert bloomline.optimal_num_hashes(512, n) == 1
+        assert bloomline.optimal_num_hashes(n=n, num_bits=512) == 1
+
+
+# ---- the Python sizing API: arrays, keywords, formulas ---------------------------------------
+
+
+def test_false_positive_rate_broadcasts_like_a_ufunc() -> None:
+    n = np.array([1000, 2000, 5000])
+    m = np.array([[10_240], [20_480]])
+    for layout in ("blocked", "standard"):
+        rates = bloomline.false_positive_rate(n, m, 7, layout)
+        assert rates.shape == (2, 3)
+        for i in range(2):
+            for j in range(3):
+                assert rates[i, j] == bloomline.false_positive_rate(int(n[j]), int(m[i, 0]), 7, layout)
+    assert isinstance(bloomline.false_positive_rate(1000, 10_240, 7), float)
+    ks = bloomline.optimal_num_hashes(n=np.array([1000, 2000]), num_bits=20_480, layout="standard")
+    assert ks.tolist() == [bloomline.optimal_num_hashes(n=1000, num_bits=20_480, layout="standard"),
+                           bloomline.optimal_num_hashes(n=2000, num_bits=20_480, layout="standard")]
+    p = bloomline.optimal_params(np.array([1000, 10**6]), [0.01, 0.001])
+    assert p.num_bits.tolist() == [bloomline.optimal_params(1000, 0.01).num_bits,
+                                   bloomline.optimal_params(10**6, 0.001).num_bits]
+    assert bloomline.bits_per_key(np.array([0.01, 0.001, 1e-4]), "standard") == pytest.approx([9.59, 14.38, 19.17],
+                                                                                            abs=0.01)
+
+
+def test_blocked_sizes_not_in_whole_blocks_name_the_nearest() -> None:
+    with pytest.raises(ValueError, match=r"got 20,000; the nearest valid values are 19,968 and 20,480"):
+        bloomline.false_positive_rate(1000, 20_000, 10)
+    with pytest.raises(ValueError, match=r"the nearest valid values are 512"):
+        bloomline.false_positive_rate(10, 100, 2)
+    assert bloomline.false_positive_rate(1000, 20_000, 10, "standard") == pytest.approx(8.894e-5, rel=1e-3)
+
+
+def test_the_old_positional_order_of_optimal_num_hashes_warns() -> None:
+    with pytest.warns(DeprecationWarning, match=r"optimal_num_hashes\(n=..., num_bits=...\)"):
+        k = bloomline.optimal_num_hashes(10_000, 1000, "standard")  # (num_bits, n): the 0.1 order
+    assert k == bloomline.optimal_num_hashes(n=1000, num_bits=10_000, layout="standard") == 7
+    with pytest.raises(TypeError, match="needs n= and num_bits="):
+        bloomline.optimal_num_hashes(n=1000)
+
+
+def test_exact_formula_matches_enumeration_and_exceeds_the_textbook() -> None:
+    import itertools
+
+    for m, n, k in ((8, 2, 2), (6, 3, 1), (5, 1, 3), (7, 2, 3)):
+        total = 0.0
+        for draws in itertools.product(range(m), repeat=n * k):
+            total += (len(set(draws)) / m) ** k
+        exact = bloomline.false_positive_rate(n, m, k, "standard", formula="exact")
+        assert exact == pytest.approx(total / m ** (n * k), rel=1e-12)
+    # the textbook form is a slight under-estimate; at large m the two meet
+    small = bloomline.false_positive_rate(20, 200, 5, "standard", formula="exact")
+    assert small > bloomline.false_positive_rate(20, 200, 5, "standard")
+    big = bloomline.false_positive_rate(10**5, 2 * 10**6, 10, "standard", formula="exact")
+    assert big == pytest.approx(8.89e-5, rel=2e-3)
+    exact = bloomline.false_positive_rate(np.array([10, 20]), 200, 5, "standard", formula="exact")
+    assert exact.tolist() == [bloomline.false_positive_rate(c, 200, 5, "standard", formula="exact") for c in (10, 20)]
+    with pytest.raises(ValueError, match="formula='exact' is for layout 'standard'"):
+        bloomline.false_positive_rate(10, 512, 2, "blocked", formula="exact")
+    with pytest.raises(ValueError, match="formula must be 'auto', 'textbook' or 'exact', got 'fast'"):
+        bloomline.false_positive_rate(10, 512, 2, formula="fast")

@@ -104,7 +104,14 @@ def test_add_many_with_threads_equals_one_thread(layout: str, threads: int) -> N
 
 def test_threads_on_every_input_kind() -> None:
     strs = [f"https://example.test/{i}" for i in range(120_000)]
-    arrays = [np.array(strs), np.array(strs, dtype="S"), strs, np.arange(120_000, dtype=np.int32)]
+    arrays: list[object] = [np.array(strs), np.array(strs, dtype="S"), strs, np.arange(120_000, dtype=np.int32)]
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - pyarrow is a test extra
+        pa = None
+    if pa is not None:  # Arrow columns are read without the GIL by every thread too
+        arrays += [pa.array(strs), pa.chunked_array([strs[:50_000], strs[50_000:]], pa.string_view()),
+                   pa.array(np.arange(120_000, dtype=np.int16))]
     for keys in arrays:
         one, many = BloomFilter(200_000, 0.01), BloomFilter(200_000, 0.01)
         assert np.array_equal(one.add_many(keys), many.add_many(keys, threads=4))

@@ -43,6 +43,7 @@ __all__ = [
     "FPResult",
     "bits_per_key_experiment",
     "fp_experiment",
+    "fp_rate_from_bits",
     "plot_fp_vs_bits_per_key",
     "plot_fp_vs_fill",
     "plot_measured_vs_theory",
@@ -139,6 +140,14 @@ class FPResult:
                 mask &= column == want
         return FPResult(**{name: column[mask] for name, column in self.as_dict().items()})
 
+    @classmethod
+    def concat(cls, results: Iterable[FPResult]) -> FPResult:
+        """The rows of several results, in order (for tables measured cell by cell)."""
+        parts = list(results)
+        if not parts:
+            return _result([])
+        return cls(**{f.name: np.concatenate([getattr(r, f.name) for r in parts]) for f in fields(cls)})
+
     def to_pandas(self) -> Any:
         """A pandas DataFrame, one row per geometry, its columns this
         result's fields with their dtypes (layout as str). ``FPResult.from_pandas``
@@ -226,9 +235,13 @@ def _interval(hits: Sequence[int], probes: int) -> tuple[float, float]:
     return max(0.0, lo), min(1.0, hi)
 
 
-def _rate_of_bits(bf: BloomFilter) -> float:
-    """The false-positive rate of this filter's actual bits, for a fresh key
-    hashed uniformly (its k positions drawn with replacement)."""
+def fp_rate_from_bits(bf: BloomFilter) -> float:
+    """The false-positive rate of this filter's actual bits: the probability
+    that a fresh key, hashed uniformly, finds all its k bits set (standard:
+    ``(bits set / m)^k``; blocked: the mean over blocks of ``(bits set in
+    the block / 512)^k``, the block chosen uniformly and the k offsets drawn
+    with replacement, as the blocked index does). Unlike the a-priori
+    formula, it knows which bits these keys happened to set."""
     k = bf.num_hashes
     if bf.layout == "standard":
         return float((bf.bits_set / bf.num_bits) ** k)
@@ -246,7 +259,7 @@ def _measure(bf: BloomFilter, n_keys: int, probes: int, rng: np.random.Generator
     for start in range(0, probes, step):
         absent = rng.integers(0, 2**62, size=min(step, probes - start), dtype=np.uint64) | np.uint64(2**62)
         hits += int(np.count_nonzero(bf.contains_many(absent)))
-    return hits, _rate_of_bits(bf)
+    return hits, fp_rate_from_bits(bf)
 
 
 def _row(make: Any, n_keys: int, probes: int, trials: int, rng: np.random.Generator) -> dict[str, Any]:
@@ -403,10 +416,12 @@ def _measured(ax: Any, x: Any, y: Any, lo: Any, hi: Any, hits: Any, colour: Any,
     return handle
 
 
-def _finish(ax: Any, title: str, xlabel: str, ylabel: str, series_count: int, theory_lines: bool = True) -> None:
+def _finish(ax: Any, title: str, xlabel: str, ylabel: str, series_count: int, theory_lines: bool = True,
+            log: bool = True) -> None:
     from matplotlib.lines import Line2D
 
-    ax.set_yscale("log")
+    if log:
+        ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize="medium")
@@ -416,8 +431,11 @@ def _finish(ax: Any, title: str, xlabel: str, ylabel: str, series_count: int, th
     extra_labels = ["no hits: 95% upper bound", "points: measured, 95% interval", "lines: theory"]
     if not theory_lines:
         extra, extra_labels = extra[:2], extra_labels[:2]
-    ax.legend(handles + extra, labels + extra_labels, fontsize="x-small", ncol=2 if series_count > 6 else 1,
-              loc="best")
+    if series_count > 8:  # beside the plot, where it hides no point
+        ax.legend(handles + extra, labels + extra_labels, fontsize="x-small", ncol=2 if series_count > 24 else 1,
+                  loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    else:
+        ax.legend(handles + extra, labels + extra_labels, fontsize="x-small", loc="best")
 
 
 def _probes_text(result: FPResult) -> str:
@@ -448,32 +466,56 @@ def plot_fp_vs_fill(result: FPResult, ax: Any = None) -> Any:
     ax.axvline(1.0, color="grey", lw=0.5)
     layouts = ", ".join(sorted({g[0] for g in groups}))
     sizes = ", ".join(f"{c:,}" for c in sorted({g[1] for g in groups}))
-    _finish(ax, f"FP rate vs fill: {layouts}; capacity {sizes} keys; {_probes_text(result)}",
+    _finish(ax, f"FP rate vs fill: {layouts}\ncapacity {sizes} keys; {_probes_text(result)}",
             "fill (keys added / capacity)", "false-positive rate", 2 * len(groups))
     return ax
 
 
-def plot_fp_vs_bits_per_key(result: FPResult, ax: Any = None) -> Any:
-    """False-positive rate against bits per key: one series per (layout,
-    keys, k), each its own colour (circles and solid lines: blocked;
-    squares and dashed lines: standard), measured and theory alike in the
-    legend. Returns the Axes."""
+def _series_name(fields_: Sequence[str], values: Sequence[Any], several_keys: bool) -> str:
+    parts = []
+    for name, value in zip(fields_, values):
+        if name == "layout":
+            parts.append(str(value))
+        elif name == "num_hashes":
+            parts.append(f"k={value}")
+        elif name == "keys":
+            if several_keys:
+                parts.append(f"{value:,} keys")
+        else:
+            parts.append(f"{name}={value}")
+    return ", ".join(parts)
+
+
+def plot_fp_vs_bits_per_key(result: FPResult, ax: Any = None,
+                            by: Sequence[str] = ("layout", "keys", "num_hashes")) -> Any:
+    """False-positive rate against bits per key: one series per distinct
+    value of the ``by`` fields (by default each (layout, keys, k)), each its
+    own colour (circles and solid lines: blocked; squares and dashed lines:
+    standard), measured and theory alike in the legend. With
+    ``by=("layout",)`` a sweep whose k changes with the bits per key draws
+    one line per layout. Returns the Axes."""
     ax = _axes(ax)
-    groups = sorted({(str(l), int(n), int(k)) for l, n, k in zip(result.layout, result.keys, result.num_hashes)})
-    for colour, (layout, keys, k) in zip(_colours(len(groups)), groups):
-        sel = (result.layout == layout) & (result.keys == keys) & (result.num_hashes == k)
-        order = np.argsort(result.bits_per_key[sel])
+    columns = [getattr(result, name) for name in by]
+    groups = sorted({tuple(_item(c[i]) for c in columns) for i in range(len(result))})
+    several_keys = len(np.unique(result.keys)) > 1
+    for colour, values in zip(_colours(len(groups)), groups):
+        sel = np.ones(len(result), dtype=bool)
+        for column, value in zip(columns, values):
+            sel &= column == value
+        order = np.argsort(result.bits_per_key[sel], kind="stable")
         pick = {name: col[sel][order] for name, col in result.as_dict().items()}
+        layout = str(pick["layout"][0])
         marker, style = _LAYOUT_STYLE.get(layout, ("o", "-"))
-        name = f"{layout}, k={k}" + (f", {keys:,} keys" if len({g[1] for g in groups}) > 1 else "")
+        name = _series_name(by, values, several_keys)
         ax.plot(pick["bits_per_key"], pick["theory"], style, color=colour, lw=1, label=f"{name}: theory")
         handle = _measured(ax, pick["bits_per_key"], pick["measured"], pick["ci_low"], pick["ci_high"],
                            pick["hits"], colour, marker)
         if handle is not None:
             handle.set_label(f"{name}: measured")
-    layouts = ", ".join(sorted({g[0] for g in groups}))
-    sizes = ", ".join(f"{n:,}" for n in sorted({g[1] for g in groups}))
-    _finish(ax, f"FP rate vs bits per key: {layouts}; {sizes} keys; {_probes_text(result)}",
+    layouts = ", ".join(sorted({str(l) for l in result.layout}))
+    sizes = ", ".join(f"{int(n):,}" for n in np.unique(result.keys))
+    k_text = "" if "num_hashes" in by else "; k as in each row"
+    _finish(ax, f"FP rate vs bits per key: {layouts}\n{sizes} keys{k_text}; {_probes_text(result)}",
             "bits per key (m / n)", "false-positive rate", 2 * len(groups))
     return ax
 
@@ -494,7 +536,7 @@ def plot_measured_vs_theory(result: FPResult, ax: Any = None) -> Any:
     hi = float(max(result.theory.max(), result.measured.max(), lo * 10))
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="measured = theory")
     ax.set_xscale("log")
-    _finish(ax, f"Measured vs theory: {', '.join(layouts)}; {_probes_text(result)}", "theory",
+    _finish(ax, f"Measured vs theory: {', '.join(layouts)}\n{_probes_text(result)}", "theory",
             "measured false-positive rate", len(layouts), theory_lines=False)
     return ax
 
@@ -519,6 +561,6 @@ def plot_residuals(result: FPResult, ax: Any = None, x: str = "bits_per_key") ->
     ax.axhline(1.0, color="k", lw=0.8, ls="--", label="agreement")
     if x == "theory":
         ax.set_xscale("log")
-    _finish(ax, f"Residuals: {', '.join(layouts)}; {_probes_text(result)}", x.replace("_", " "),
-            "measured / theory", len(layouts), theory_lines=False)
+    _finish(ax, f"Residuals (measured / theory): {', '.join(layouts)}\n{_probes_text(result)}",
+            x.replace("_", " "), "measured / theory", len(layouts), theory_lines=False, log=False)
     return ax

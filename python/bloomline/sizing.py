@@ -38,7 +38,7 @@ import math
 import warnings
 from decimal import Decimal, localcontext
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, NamedTuple, Union, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, Union, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["Params", "ParamsArrays", "bits_per_key", "false_positive_rate", "optimal_num_hashes", "optimal_params"]
 
 BLOCK_BITS = 512
-ArrayLike = Union[float, int, "npt.ArrayLike"]
 
 
 class Params(NamedTuple):
@@ -137,15 +136,15 @@ def _fp_one(n: Any, num_bits: Any, num_hashes: Any, layout: str, formula: str) -
     if formula == "exact":
         rate = _core.false_positive_rate(n, m, k, "standard")  # the core checks every argument first
         return _exact_standard(_as_int(n, "n"), m, k) if rate > 0 else 0.0
-    return _core.false_positive_rate(n, m, k, layout)
+    return _core.false_positive_rate(n, m, k, cast("Layout", layout))
 
 
 @overload
 def false_positive_rate(n: float, num_bits: int, num_hashes: int, layout: Layout = ..., *,
                         formula: str = ...) -> float: ...
 @overload
-def false_positive_rate(n: ArrayLike, num_bits: ArrayLike, num_hashes: ArrayLike, layout: Any = ..., *,
-                        formula: str = ...) -> npt.NDArray[np.float64]: ...
+def false_positive_rate(n: Any, num_bits: Any, num_hashes: Any, layout: Any = ..., *,
+                        formula: str = ...) -> Any: ...  # arrays: an array of the broadcast shape
 def false_positive_rate(n: Any, num_bits: Any, num_hashes: Any, layout: Any = "blocked", *,
                         formula: str = "auto") -> Any:
     """The false-positive rate of a filter of ``num_bits`` bits and
@@ -170,7 +169,7 @@ def false_positive_rate(n: Any, num_bits: Any, num_hashes: Any, layout: Any = "b
 def _hashes_one(n: Any, num_bits: Any, layout: str) -> int:
     m = _as_int(num_bits, "num_bits")
     _check_blocks(m, layout)
-    return int(_core.optimal_num_hashes(m, n, layout))
+    return int(_core.optimal_num_hashes(m, n, cast("Layout", layout)))
 
 
 _MISSING: Any = object()
@@ -211,7 +210,7 @@ def optimal_num_hashes(*args: Any, n: Any = _MISSING, num_bits: Any = _MISSING, 
 @overload
 def optimal_params(capacity: int, error_rate: float, layout: Layout = ...) -> Params: ...
 @overload
-def optimal_params(capacity: ArrayLike, error_rate: ArrayLike, layout: Any = ...) -> ParamsArrays: ...
+def optimal_params(capacity: Any, error_rate: Any, layout: Any = ...) -> Any: ...  # arrays: a ParamsArrays
 def optimal_params(capacity: Any, error_rate: Any, layout: Any = "blocked") -> Union[Params, ParamsArrays]:
     """The smallest num_bits (and the best num_hashes for it) whose
     false-positive rate at ``capacity`` keys, by ``layout``'s own formula
@@ -224,8 +223,8 @@ def optimal_params(capacity: Any, error_rate: Any, layout: Any = "blocked") -> U
     7
     """
     if _is_scalar(capacity, error_rate, layout):
-        return Params(*_core.optimal_params(capacity, error_rate, str(layout)))
-    parts = np.vectorize(lambda a, b, c: _core.optimal_params(a, b, str(c)),
+        return Params(*_core.optimal_params(capacity, error_rate, cast("Layout", str(layout))))
+    parts = np.vectorize(lambda a, b, c: _core.optimal_params(a, b, cast("Layout", str(c))),
                          otypes=[np.int64, np.int64, np.float64, np.float64])(capacity, error_rate, layout)
     return ParamsArrays(*parts)
 
