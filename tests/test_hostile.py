@@ -234,6 +234,8 @@ def test_bad_constructor_arguments_name_the_parameter(cls: str, param: str, valu
     (lambda: bloomline.false_positive_rate(-1, 512, 3), "n"),
     (lambda: bloomline.optimal_num_hashes(n=10, num_bits=1000), "num_bits"),
     (lambda: bloomline.optimal_params(0, 0.01), "capacity"),
+    (lambda: bloomline._core.redis_bitfield_ops([1], 4096, 3, shard_bits=1000), "shard_bits"),
+    (lambda: bloomline._core.redis_positions([1], 4096, 3, shard_bits=1000), "shard_bits"),
     (lambda: bloomline.hash_many([1], seed=-1), "seed"),
     (lambda: BloomFilter.open("x.blf", "w"), "mode"),
     (lambda: ScalableBloomFilter(10, growth=3), "growth"),

@@ -35,6 +35,30 @@ py::array hashes_into_array(std::uint64_t seed, Run run) {
     return hashed;
 }
 
+// The hashes of a batch (the key rules of with_batch_hashes), in order.
+std::vector<Hash128> batch_hashes(py::handle keys, std::uint64_t seed) {
+    std::vector<Hash128> hashes;
+    py_keys::with_batch_hashes(keys, seed, "keys", [&hashes](auto& src, std::size_t n, bool*) {
+        hashes.resize(n);
+        hash_range(src, 0, n, hashes.data());
+    });
+    return hashes;
+}
+
+// shard_bits= of the Redis layouts: whole blocks, at most 2**32 bits.
+std::uint64_t parse_shard_bits(py::handle shard_bits) {
+    const std::uint64_t sb =
+        py_args::to_u64(shard_bits, "shard_bits", kBlockBits, std::uint64_t{1} << 32, "[512, 2**32]");
+    if (sb % kBlockBits != 0) throw std::invalid_argument("shard_bits must be a multiple of 512, got " + fmt(sb));
+    return sb;
+}
+
+py::array_t<std::int64_t> int64_array(const std::vector<std::uint64_t>& v) {
+    py::array_t<std::int64_t> a(static_cast<py::ssize_t>(v.size()));
+    std::copy(v.begin(), v.end(), a.mutable_data());
+    return a;
+}
+
 class PyAtomicWriter {
 public:
     explicit PyAtomicWriter(py::handle path) : file_(std::make_unique<AtomicFile>(py_filter::fs_path(path))) {}
@@ -112,11 +136,7 @@ void register_io(py::module_& m) {
             // a filter of this geometry touches, for stores kept elsewhere
             // (bloomline.redis).
             const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
-            std::vector<Hash128> hashes;
-            py_keys::with_batch_hashes(keys, g.seed, "keys", [&hashes](auto& src, std::size_t n, bool*) {
-                hashes.resize(n);
-                hash_range(src, 0, n, hashes.data());
-            });
+            const std::vector<Hash128> hashes = batch_hashes(keys, g.seed);
             py::array_t<std::uint64_t> out(
                 {static_cast<py::ssize_t>(hashes.size()), static_cast<py::ssize_t>(g.num_hashes)});
             std::uint64_t* o = out.mutable_data();
@@ -136,27 +156,17 @@ void register_io(py::module_& m) {
             // The batch, grouped by shard, as the bytes arguments of the
             // Redis module and script (positions.hpp).
             const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
-            const std::uint64_t sb = py_args::to_u64(shard_bits, "shard_bits", kBlockBits, std::uint64_t{1} << 32,
-                                                     "[512, 2**32]");
-            if (sb % kBlockBits != 0) throw std::invalid_argument("shard_bits must be a multiple of 512, got " + fmt(sb));
-            std::vector<Hash128> hashes;
-            py_keys::with_batch_hashes(keys, g.seed, "keys", [&hashes](auto& src, std::size_t n, bool*) {
-                hashes.resize(n);
-                hash_range(src, 0, n, hashes.data());
-            });
+            const std::uint64_t sb = parse_shard_bits(shard_bits);
+            const std::vector<Hash128> hashes = batch_hashes(keys, g.seed);
             ShardedPositions sp;
             {
                 py::gil_scoped_release nogil;
                 sp = shard_positions(g, sb, hashes.data(), hashes.size());
             }
-            auto as_array = [](const std::vector<std::uint64_t>& v) {
-                py::array_t<std::int64_t> a(static_cast<py::ssize_t>(v.size()));
-                std::copy(v.begin(), v.end(), a.mutable_data());
-                return a;
-            };
             py::list blobs;
             for (const std::string& b : sp.blobs) blobs.append(py::bytes(b));
-            return py::make_tuple(as_array(sp.shards), as_array(sp.starts), as_array(sp.keys), blobs, hashes.size());
+            return py::make_tuple(int64_array(sp.shards), int64_array(sp.starts), int64_array(sp.keys), blobs,
+                                  hashes.size());
         },
         py::arg("keys"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
         py::arg("seed") = 0, py::arg("shard_bits") = std::uint64_t{1} << 31,
@@ -169,27 +179,17 @@ void register_io(py::module_& m) {
            py::handle shard_bits, bool set) {
             // The batch as BITFIELD arguments in RESP, per shard (plain Redis).
             const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
-            const std::uint64_t sb = py_args::to_u64(shard_bits, "shard_bits", kBlockBits, std::uint64_t{1} << 32,
-                                                     "[512, 2**32]");
-            std::vector<Hash128> hashes;
-            py_keys::with_batch_hashes(keys, g.seed, "keys", [&hashes](auto& src, std::size_t n, bool*) {
-                hashes.resize(n);
-                hash_range(src, 0, n, hashes.data());
-            });
+            const std::uint64_t sb = parse_shard_bits(shard_bits);
+            const std::vector<Hash128> hashes = batch_hashes(keys, g.seed);
             ShardedOps so;
             {
                 py::gil_scoped_release nogil;
                 so = shard_bitfield_ops(g, sb, hashes.data(), hashes.size(), set);
             }
-            auto as_array = [](const std::vector<std::uint64_t>& v) {
-                py::array_t<std::int64_t> a(static_cast<py::ssize_t>(v.size()));
-                std::copy(v.begin(), v.end(), a.mutable_data());
-                return a;
-            };
             py::list args;
             for (const std::string& a : so.args) args.append(py::bytes(a));
-            return py::make_tuple(as_array(so.keys.shards), as_array(so.keys.starts), as_array(so.keys.keys), args,
-                                  as_array(so.arg_counts), hashes.size());
+            return py::make_tuple(int64_array(so.keys.shards), int64_array(so.keys.starts), int64_array(so.keys.keys), args,
+                                  int64_array(so.arg_counts), hashes.size());
         },
         py::arg("keys"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
         py::arg("seed") = 0, py::arg("shard_bits") = std::uint64_t{1} << 31, py::arg("set") = true,
