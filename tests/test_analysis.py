@@ -107,6 +107,7 @@ def test_pandas_round_trip_keeps_types() -> None:
     assert df["num_bits"].dtype == np.int64 and df["measured"].dtype == np.float64
     back = FPResult.from_pandas(df[df["layout"] == "blocked"])
     assert len(back) == 2 and back.layout.dtype.kind == "U" and back.trials.dtype == np.int64
+    assert back.layout.tolist() == ["blocked", "blocked"]  # whole strings, not cut to the dtype of an empty column
     assert back.measured.tolist() == r.where(layout="blocked").measured.tolist()
 
 

@@ -254,6 +254,8 @@ def test_the_old_positional_order_of_optimal_num_hashes_warns() -> None:
     assert k == bloomline.optimal_num_hashes(n=1000, num_bits=10_000, layout="standard") == 7
     with pytest.raises(TypeError, match="needs n= and num_bits="):
         bloomline.optimal_num_hashes(n=1000)
+    with pytest.raises(TypeError, match="takes n= and num_bits="):
+        bloomline.optimal_num_hashes(1000)
 
 
 def test_exact_formula_matches_enumeration_and_exceeds_the_textbook() -> None:

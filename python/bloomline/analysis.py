@@ -167,9 +167,7 @@ class FPResult:
         missing = [f.name for f in fields(cls) if f.name not in frame.columns]
         if missing:
             raise ValueError(f"the DataFrame lacks the columns {', '.join(missing)}")
-        empty = _result([])
-        return cls(**{f.name: np.asarray(frame[f.name].to_numpy(), dtype=getattr(empty, f.name).dtype)
-                      for f in fields(cls)})
+        return cls(**{name: np.asarray(frame[name].to_numpy(), dtype=t) for name, t in _TYPES.items()})
 
     def _shown_columns(self) -> list[tuple[str, str, str]]:
         cols = list(_COLUMNS)
@@ -279,12 +277,17 @@ def _row(make: Any, n_keys: int, probes: int, trials: int, rng: np.random.Genera
                 theory=false_positive_rate(n_keys, bf.num_bits, bf.num_hashes, bf.layout))
 
 
+# The dtype of each FPResult field (str: NumPy's, sized to the longest value).
+_TYPES: dict[str, Any] = {
+    "capacity": np.int64, "error_rate": np.float64, "layout": np.str_, "fill": np.float64, "keys": np.int64,
+    "num_bits": np.int64, "num_hashes": np.int64, "bits_per_key": np.float64, "trials": np.int64,
+    "probes": np.int64, "hits": np.int64, "measured": np.float64, "ci_low": np.float64, "ci_high": np.float64,
+    "predicted": np.float64, "theory": np.float64,
+}
+
+
 def _result(rows: list[dict[str, Any]]) -> FPResult:
-    types = {"capacity": np.int64, "error_rate": np.float64, "layout": np.str_, "fill": np.float64,
-             "keys": np.int64, "num_bits": np.int64, "num_hashes": np.int64, "bits_per_key": np.float64,
-             "trials": np.int64, "probes": np.int64, "hits": np.int64, "measured": np.float64,
-             "ci_low": np.float64, "ci_high": np.float64, "predicted": np.float64, "theory": np.float64}
-    return FPResult(**{name: np.array([r[name] for r in rows], dtype=t) for name, t in types.items()})
+    return FPResult(**{name: np.array([r[name] for r in rows], dtype=t) for name, t in _TYPES.items()})
 
 
 def _grid(name: str, values: Iterable[Any]) -> list[Any]:

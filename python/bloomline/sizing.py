@@ -187,7 +187,7 @@ def optimal_num_hashes(*args: Any, n: Any = _MISSING, num_bits: Any = _MISSING, 
     reverse of every other sizing call's.
     """
     if args:
-        if len(args) > 3 or n is not _MISSING or num_bits is not _MISSING:
+        if len(args) not in (2, 3) or n is not _MISSING or num_bits is not _MISSING:
             raise TypeError("optimal_num_hashes takes n= and num_bits= (and layout=) as keywords")
         warnings.warn(
             "optimal_num_hashes(num_bits, n) with positional arguments is deprecated: the sizing API takes n "
