@@ -376,3 +376,21 @@ def test_every_backend_takes_arrow_columns_with_nulls(backend_server: tuple[Redi
     assert f.contains_many([5, -5, 6]).tolist() == [True, True, False]  # the same integer keys
     f.update(pa.array(["u", None]), nulls="skip")
     assert "u" in f and f.contains_many(["a", None, "u"], nulls="skip").tolist() == [True, False, True]
+
+
+def test_a_flushed_script_is_loaded_again_and_a_generator_is_not_lost(redis_server: RedisServer) -> None:
+    client = redis.Redis(host="127.0.0.1", port=redis_server.port)
+    f = RedisBloomFilter(client, "noscript", 10_000, 0.001, backend="plain")
+    assert f.add_many(["a"]).tolist() == [True]
+    client.script_flush()  # as after a server restart: the script is gone (NOSCRIPT)
+    # the batch is retried after loading the script again, with the same keys
+    assert f.add_many(k for k in ["b", "a", "c"]).tolist() == [True, False, True]
+    assert f.contains_many(["a", "b", "c", "d"]).tolist() == [True, True, True, False]
+    # a chain's stage adds through its own script, recovered the same way
+    from bloomline import ScalableBloomFilter
+    from bloomline.redis import RedisStages
+
+    chain = ScalableBloomFilter(100, 0.01, store=RedisStages(client, "noscript-chain", backend="plain"))
+    assert chain.add_many([1, 2]).tolist() == [True, True]
+    client.script_flush()
+    assert chain.add_many([2, 3]).tolist() == [False, True]

@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 import numpy as np
@@ -75,6 +75,13 @@ __all__ = ["RedisBloomFilter", "RedisStages", "StaleChain", "module_path"]
 
 
 FORMAT_VERSION = 1
+
+
+def _no_script(e: Exception) -> bool:
+    """Did the server not know a script (NOSCRIPT)? redis-py turns that
+    reply into NoScriptError, whose text no longer says NOSCRIPT."""
+    return isinstance(e, _redis.exceptions.NoScriptError) or str(e).startswith("NOSCRIPT")
+
 DEFAULT_SHARD_BITS = 2**31  # 256 MB: far under Redis's 512 MB string limit
 _REDIS_MAX_BITS = 2**32
 BACKENDS = ("auto", "module", "plain", "bf")
@@ -459,10 +466,12 @@ class RedisBloomFilter:
         True where the key was new. Among processes adding the same key at
         once exactly one sees it new, retries included. nulls='skip' leaves
         nulls out (False), as BloomFilter.add_many."""
+        if isinstance(keys, Iterator):  # a retry below must see the same keys again
+            keys = list(keys)
         try:
             return self._add_many(keys, nulls)
         except _redis.ResponseError as e:
-            if not str(e).startswith("NOSCRIPT"):
+            if not _no_script(e):
                 raise
             # A server restarted (or a node new to the cluster) forgot the
             # script: load it again; the batch was not applied anywhere it
@@ -537,7 +546,7 @@ class RedisBloomFilter:
         except _redis.ResponseError as e:
             if str(e).startswith("STALE"):
                 raise StaleChain(int(str(e).split()[1])) from None
-            if str(e).startswith("NOSCRIPT"):
+            if _no_script(e):
                 self._plain_cadd_sha = None
                 return self._chain_add(keys, stages_key, expected, count_key)
             raise
