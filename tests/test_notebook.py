@@ -49,7 +49,7 @@ def test_fp_rate_notebook_reproduces_the_numbers(tmp_path: Path) -> None:
     assert numbers["blocked_k6_10bpk"] == pytest.approx(0.00966, rel=0.05)
     assert numbers["blocked_at_capacity"] == pytest.approx(0.01, rel=0.10)
     assert numbers["blocked_at_3x"] > 0.2  # past capacity the rate climbs fast
-    assert numbers["theory_inside"] >= 0.90 * numbers["rows"]
+    assert numbers["theory_inside"] >= 0.95 * numbers["rows"]  # each printed table: theory inside its interval
     html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells for o in c.get("outputs", []))
     assert "bloomline-filter" in html and "bloomline-fpresult" in html  # the rich displays rendered
     assert images(nb) >= 3
