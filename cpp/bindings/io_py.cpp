@@ -21,16 +21,21 @@ namespace {
 
 // The hashes of a batch as hash_many's array (its dtype carrying the seed):
 // run(body) calls a batch driver (with_batch_hashes, with_line_hashes) with
-// the body that fills it, without the GIL.
+// the body that fills it, without the GIL. The body answers True for each
+// key it is given, so the driver's own result says which keys were hashed
+// (False: a null left out with nulls='skip').
 template <class Run>
 py::array hashes_into_array(std::uint64_t seed, Run run) {
     py::array hashed;
-    run([&](auto& src, std::size_t n, bool*) {
-        py::gil_scoped_acquire gil;
-        hashed = py::array(py_keys::hash_dtype(seed), std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
-        auto* out = static_cast<Hash128*>(hashed.mutable_data());
-        py::gil_scoped_release nogil;
+    run([&](auto& src, std::size_t n, bool* given) {
+        Hash128* out = nullptr;
+        {
+            py::gil_scoped_acquire gil;
+            hashed = py::array(py_keys::hash_dtype(seed), std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
+            out = static_cast<Hash128*>(hashed.mutable_data());
+        }
         hash_range(src, 0, n, out);
+        std::fill(given, given + n, true);
     });
     return hashed;
 }
@@ -212,21 +217,10 @@ void register_io(py::module_& m) {
         "hash_valid",
         [](py::handle keys, py::handle seed, py::handle nulls) {
             const std::uint64_t s = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
-            py::array hashed;
-            // The answer of each key is "not null": the driver leaves nulls False.
-            py::array valid = py_keys::with_batch_hashes(
-                keys, s, "keys",
-                [&](auto& src, std::size_t n, bool* out) {
-                    Hash128* into = nullptr;
-                    {
-                        py::gil_scoped_acquire gil;
-                        hashed = py::array(py_keys::hash_dtype(s), std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
-                        into = static_cast<Hash128*>(hashed.mutable_data());
-                    }
-                    hash_range(src, 0, n, into);
-                    std::fill(out, out + n, true);
-                },
-                py_keys::parse_nulls(nulls));
+            py::array valid;
+            py::array hashed = hashes_into_array(s, [&](auto body) {
+                valid = py_keys::with_batch_hashes(keys, s, "keys", body, py_keys::parse_nulls(nulls));
+            });
             return py::make_tuple(hashed, valid);
         },
         py::arg("keys"), py::arg("seed") = 0, py::kw_only(), py::arg("nulls") = "raise",

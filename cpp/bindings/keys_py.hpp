@@ -162,23 +162,11 @@ void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
         Prehashed source{reinterpret_cast<const Hash128*>(p)};
         return f(source);
     }
-    auto ints = [&](auto tag) {
-        using T = decltype(tag);
-        IntKeys<T> source{reinterpret_cast<const T*>(p), seed};
-        f(source);
-    };
     switch (a.kind) {
         case 'b':
         case 'u':
-            if (w == 1) return ints(std::uint8_t{});
-            if (w == 2) return ints(std::uint16_t{});
-            if (w == 4) return ints(std::uint32_t{});
-            return ints(std::uint64_t{});
         case 'i':
-            if (w == 1) return ints(std::int8_t{});
-            if (w == 2) return ints(std::int16_t{});
-            if (w == 4) return ints(std::int32_t{});
-            return ints(std::int64_t{});
+            return with_int_keys(p, w, a.kind == 'i', seed, [&f](auto source) { f(source); });
         default:  // 'S' ('U' arrays are hashed first: hash_unicode)
             return f([p, w, seed](std::size_t i) {
                 const unsigned char* e = p + i * w;

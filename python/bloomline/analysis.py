@@ -448,27 +448,43 @@ def _probes_text(result: FPResult) -> str:
     return "probes per point vary"
 
 
+def _groups(result: FPResult, by: Sequence[str]) -> list[tuple[tuple[Any, ...], npt.NDArray[np.bool_]]]:
+    """The distinct values of the ``by`` fields, sorted, each with its rows."""
+    columns = [getattr(result, name) for name in by]
+    out = []
+    for values in sorted({tuple(_item(c[i]) for c in columns) for i in range(len(result))}):
+        sel = np.ones(len(result), dtype=bool)
+        for column, value in zip(columns, values):
+            sel &= column == value
+        if sel.any():  # (a NaN never equals itself: such a group selects nothing)
+            out.append((values, sel))
+    return out
+
+
+def _draw_series(ax: Any, result: FPResult, sel: npt.NDArray[np.bool_], x: str, name: str, colour: Any) -> None:
+    """One series against field ``x``: theory as a line, measured as points
+    with intervals, each with its legend entry; the layout picks the style."""
+    order = np.argsort(getattr(result, x)[sel], kind="stable")
+    pick = {field: column[sel][order] for field, column in result.as_dict().items()}
+    marker, style = _LAYOUT_STYLE.get(str(pick["layout"][0]), ("o", "-"))
+    ax.plot(pick[x], pick["theory"], style, color=colour, lw=1, label=f"{name}: theory")
+    handle = _measured(ax, pick[x], pick["measured"], pick["ci_low"], pick["ci_high"], pick["hits"], colour, marker)
+    if handle is not None:
+        handle.set_label(f"{name}: measured")
+
+
 def plot_fp_vs_fill(result: FPResult, ax: Any = None) -> Any:
     """False-positive rate against fill (keys / capacity): one series per
     (layout, capacity, target), each its own colour, measured (points with
     95% intervals) and theory (a line). Returns the Axes."""
     ax = _axes(ax)
-    groups = sorted({(str(l), int(c), float(r)) for l, c, r in zip(result.layout, result.capacity, result.error_rate)})
-    for colour, (layout, capacity, rate) in zip(_colours(len(groups)), groups):
-        sel = (result.layout == layout) & (result.capacity == capacity) & (result.error_rate == rate)
-        order = np.argsort(result.fill[sel])
-        pick = {name: col[sel][order] for name, col in result.as_dict().items()}
-        marker, style = _LAYOUT_STYLE.get(layout, ("o", "-"))
-        name = f"{layout}, {capacity:,} keys, target {rate:g}"
-        ax.plot(pick["fill"], pick["theory"], style, color=colour, lw=1, label=f"{name}: theory")
-        handle = _measured(ax, pick["fill"], pick["measured"], pick["ci_low"], pick["ci_high"], pick["hits"],
-                           colour, marker)
-        if handle is not None:
-            handle.set_label(f"{name}: measured")
+    groups = _groups(result, ("layout", "capacity", "error_rate"))
+    for colour, ((layout, capacity, rate), sel) in zip(_colours(len(groups)), groups):
+        _draw_series(ax, result, sel, "fill", f"{layout}, {capacity:,} keys, target {rate:g}", colour)
         ax.axhline(rate, color=colour, lw=0.5, ls=":")
     ax.axvline(1.0, color="grey", lw=0.5)
-    layouts = ", ".join(sorted({g[0] for g in groups}))
-    sizes = ", ".join(f"{c:,}" for c in sorted({g[1] for g in groups}))
+    layouts = ", ".join(sorted({g[0][0] for g in groups}))
+    sizes = ", ".join(f"{c:,}" for c in sorted({g[0][1] for g in groups}))
     _finish(ax, f"FP rate vs fill: {layouts}\ncapacity {sizes} keys; {_probes_text(result)}",
             "fill (keys added / capacity)", "false-positive rate", 2 * len(groups))
     return ax
@@ -498,23 +514,10 @@ def plot_fp_vs_bits_per_key(result: FPResult, ax: Any = None,
     ``by=("layout",)`` a sweep whose k changes with the bits per key draws
     one line per layout. Returns the Axes."""
     ax = _axes(ax)
-    columns = [getattr(result, name) for name in by]
-    groups = sorted({tuple(_item(c[i]) for c in columns) for i in range(len(result))})
+    groups = _groups(result, by)
     several_keys = len(np.unique(result.keys)) > 1
-    for colour, values in zip(_colours(len(groups)), groups):
-        sel = np.ones(len(result), dtype=bool)
-        for column, value in zip(columns, values):
-            sel &= column == value
-        order = np.argsort(result.bits_per_key[sel], kind="stable")
-        pick = {name: col[sel][order] for name, col in result.as_dict().items()}
-        layout = str(pick["layout"][0])
-        marker, style = _LAYOUT_STYLE.get(layout, ("o", "-"))
-        name = _series_name(by, values, several_keys)
-        ax.plot(pick["bits_per_key"], pick["theory"], style, color=colour, lw=1, label=f"{name}: theory")
-        handle = _measured(ax, pick["bits_per_key"], pick["measured"], pick["ci_low"], pick["ci_high"],
-                           pick["hits"], colour, marker)
-        if handle is not None:
-            handle.set_label(f"{name}: measured")
+    for colour, (values, sel) in zip(_colours(len(groups)), groups):
+        _draw_series(ax, result, sel, "bits_per_key", _series_name(by, values, several_keys), colour)
     layouts = ", ".join(sorted({str(l) for l in result.layout}))
     sizes = ", ".join(f"{int(n):,}" for n in np.unique(result.keys))
     k_text = "" if "num_hashes" in by else "; k as in each row"

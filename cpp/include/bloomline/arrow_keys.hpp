@@ -138,17 +138,7 @@ inline ByteSpan bytes_at(const ArrowColumn& c, std::size_t j) {
 // (sign-extended when signed): the integer key it is.
 inline std::uint64_t integer_at(const ArrowColumn& c, std::size_t j) {
     if (c.kind == ArrowColumn::Kind::boolean) return (static_cast<const std::uint8_t*>(c.values)[j >> 3] >> (j & 7)) & 1;
-    const void* v = c.values;
-    switch (static_cast<int>(c.width) * (c.is_signed ? -1 : 1)) {
-        case 1: return static_cast<const std::uint8_t*>(v)[j];
-        case 2: return static_cast<const std::uint16_t*>(v)[j];
-        case 4: return static_cast<const std::uint32_t*>(v)[j];
-        case 8: return static_cast<const std::uint64_t*>(v)[j];
-        case -1: return static_cast<std::uint64_t>(std::int64_t{static_cast<const std::int8_t*>(v)[j]});
-        case -2: return static_cast<std::uint64_t>(std::int64_t{static_cast<const std::int16_t*>(v)[j]});
-        case -4: return static_cast<std::uint64_t>(std::int64_t{static_cast<const std::int32_t*>(v)[j]});
-        default: return static_cast<std::uint64_t>(static_cast<const std::int64_t*>(v)[j]);
-    }
+    return with_int_keys(c.values, c.width, c.is_signed, 0, [j](auto ints) { return ints.value(j); });
 }
 
 inline bool is_bytes(const ArrowColumn& c) {
@@ -185,16 +175,7 @@ struct ArrowKeys {
                 break;
         }
         // Integers: IntKeys widens a run and hashes it four at a time.
-        switch (static_cast<int>(c->width) * (c->is_signed ? -1 : 1)) {
-            case 1: return IntKeys<std::uint8_t>{static_cast<const std::uint8_t*>(c->values) + j, seed}.range(0, m, out);
-            case 2: return IntKeys<std::uint16_t>{static_cast<const std::uint16_t*>(c->values) + j, seed}.range(0, m, out);
-            case 4: return IntKeys<std::uint32_t>{static_cast<const std::uint32_t*>(c->values) + j, seed}.range(0, m, out);
-            case 8: return IntKeys<std::uint64_t>{static_cast<const std::uint64_t*>(c->values) + j, seed}.range(0, m, out);
-            case -1: return IntKeys<std::int8_t>{static_cast<const std::int8_t*>(c->values) + j, seed}.range(0, m, out);
-            case -2: return IntKeys<std::int16_t>{static_cast<const std::int16_t*>(c->values) + j, seed}.range(0, m, out);
-            case -4: return IntKeys<std::int32_t>{static_cast<const std::int32_t*>(c->values) + j, seed}.range(0, m, out);
-            default: return IntKeys<std::int64_t>{static_cast<const std::int64_t*>(c->values) + j, seed}.range(0, m, out);
-        }
+        with_int_keys(c->values, c->width, c->is_signed, seed, [&](auto ints) { ints.range(j, m, out); });
     }
 
   private:

@@ -64,24 +64,44 @@ struct IntKeys {
     const T* v;
     std::uint64_t seed;
 
-    Hash128 operator()(std::size_t i) const { return hash_int(v[i], seed); }
+    // Element i as the 64-bit integer key it is.
+    std::uint64_t value(std::size_t i) const {
+        using Wide = typename std::conditional<std::is_signed<T>::value, std::int64_t, std::uint64_t>::type;
+        return static_cast<std::uint64_t>(static_cast<Wide>(v[i]));
+    }
+
+    Hash128 operator()(std::size_t i) const { return murmur3_128_u64(value(i), seed); }
 
     void range(std::size_t first, std::size_t m, Hash128* out) const {
         if constexpr (sizeof(T) == 8) {
             murmur3_128_u64_many(reinterpret_cast<const std::uint64_t*>(v + first), m, seed, out);
         } else {
-            using Wide = typename std::conditional<std::is_signed<T>::value, std::int64_t, std::uint64_t>::type;
             constexpr std::size_t kStep = 256;
             std::uint64_t wide[kStep];
             for (std::size_t s = 0; s < m; s += kStep) {
                 const std::size_t c = std::min(kStep, m - s);
-                for (std::size_t i = 0; i < c; ++i)
-                    wide[i] = static_cast<std::uint64_t>(static_cast<Wide>(v[first + s + i]));
+                for (std::size_t i = 0; i < c; ++i) wide[i] = value(first + s + i);
                 murmur3_128_u64_many(wide, c, seed, out + s);
             }
         }
     }
 };
+
+// f(IntKeys<T>{p, seed}) for integers of `width` bytes (1, 2, 4 or 8),
+// signed or not: the one place an integer array's element type is chosen.
+template <class F>
+decltype(auto) with_int_keys(const void* p, std::size_t width, bool is_signed, std::uint64_t seed, F&& f) {
+    auto as = [&](auto tag) -> decltype(auto) {
+        using T = decltype(tag);
+        return f(IntKeys<T>{static_cast<const T*>(p), seed});
+    };
+    switch (width) {
+        case 1: return is_signed ? as(std::int8_t{}) : as(std::uint8_t{});
+        case 2: return is_signed ? as(std::int16_t{}) : as(std::uint16_t{});
+        case 4: return is_signed ? as(std::int32_t{}) : as(std::uint32_t{});
+        default: return is_signed ? as(std::int64_t{}) : as(std::uint64_t{});
+    }
+}
 
 // A source behind a function pointer: hash(ctx, first, m, out) writes the
 // hashes of keys [first, first + m) (m <= 16) to out. Called on one thread,

@@ -2,6 +2,7 @@
 // fixed-width array elements, so NumPy batches hash without the GIL.
 //
 //   integers (any width, signed or not) -> widened to 64 bits, 8 bytes LE
+//                (IntKeys in key_source.hpp, for arrays of every width)
 //   S elements  -> their bytes without trailing NULs
 //   U elements  -> UTF-8 of their code points without trailing NULs
 //
@@ -64,14 +65,6 @@ inline std::ptrdiff_t utf32_to_utf8(const std::uint32_t* cp, std::size_t n, unsi
         }
     }
     return o - out;
-}
-
-// Hash an integer key: widened to 64 bits (sign-extended when signed), then
-// the 8 little-endian bytes.
-template <class T>
-inline Hash128 hash_int(T v, std::uint64_t seed) {
-    using Wide = typename std::conditional<std::is_signed<T>::value, std::int64_t, std::uint64_t>::type;
-    return murmur3_128_u64(static_cast<std::uint64_t>(static_cast<Wide>(v)), seed);
 }
 
 }  // namespace bloomline
