@@ -27,6 +27,7 @@ import socket  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
+from typing import Any  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 
@@ -142,24 +143,40 @@ def backend_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     server.stop()
 
 
-class CuttingProxy:
-    """A loopback TCP proxy in front of a server that drops connections
-    mid-batch: every `cut_every`-th reply to a large request (a batch, over
-    10 KB; not the client's handshake or small reads) is thrown away and
-    both sockets closed, so the batch ran but its reply never came."""
+class FaultProxy:
+    """A loopback TCP proxy in front of a server that injects one kind of
+    fault into chosen requests: a request is chosen when its bytes (since
+    the last reply) exceed `min_bytes` and contain `match`, every `every`-th
+    such request, at most `limit` times. The faults:
 
-    def __init__(self, port: int, cut_every: int) -> None:
+    - "cut_after": the server runs the command; its reply is thrown away and
+      both sockets closed (the client never learns the outcome);
+    - "cut_before": the request is not passed on; both sockets are closed
+      (the command never runs, as far as the client can tell the same);
+    - "drop": the reply, and all that follows on that connection, is
+      swallowed and the connection kept open (the client's socket timeout
+      ends the wait; TCP never delivers later bytes after losing earlier);
+    - "stall": the reply is held `stall_s` seconds, then sent (to a client
+      that may have given up), or with `then_cut` the connection is cut
+      instead.
+    """
+
+    MODES = ("cut_after", "cut_before", "drop", "stall")
+
+    def __init__(self, port: int, mode: str, *, every: int = 1, limit: int | None = None, min_bytes: int = 0,
+                 match: bytes = b"", stall_s: float = 0.0, then_cut: bool = False) -> None:
         import threading
 
-        self.target = port
-        self.cut_every = cut_every
-        self.cuts = 0
-        self.big_replies = 0
+        assert mode in self.MODES, mode
+        self.target, self.mode, self.every, self.limit = port, mode, every, limit
+        self.min_bytes, self.match, self.stall_s, self.then_cut = min_bytes, match, stall_s, then_cut
+        self.seen = 0  # requests that qualified
+        self.faults = 0
         self.lock = threading.Lock()
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(64)
+        self.listener.listen(128)
         self.port = self.listener.getsockname()[1]
         self.running = True
         threading.Thread(target=self._accept, daemon=True).start()
@@ -172,38 +189,72 @@ class CuttingProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            server = socket.create_connection(("127.0.0.1", self.target))
-            sent = [0]  # request bytes since the last reply, per connection
-            threading.Thread(target=self._pipe, args=(client, server, sent, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, sent, True), daemon=True).start()
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                client.close()
+                continue
+            state = {"request": b"", "fault": None}  # per connection
+            threading.Thread(target=self._requests, args=(client, server, state), daemon=True).start()
+            threading.Thread(target=self._replies, args=(server, client, state), daemon=True).start()
 
-    def _pipe(self, src: socket.socket, dst: socket.socket, sent: list[int], replies: bool) -> None:
-        try:
-            while True:
-                data = src.recv(1 << 16)
-                if not data:
-                    break
-                if not replies:
-                    sent[0] += len(data)
-                else:
-                    cut = False
-                    if sent[0] > 10_000:
-                        with self.lock:
-                            self.big_replies += 1
-                            cut = self.big_replies % self.cut_every == 0
-                            self.cuts += cut
-                    sent[0] = 0
-                    if cut:
-                        break
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
+    def _choose(self, request: bytes) -> bool:
+        if len(request) < self.min_bytes or self.match not in request:
+            return False
+        with self.lock:
+            if self.limit is not None and self.faults >= self.limit:
+                return False
+            self.seen += 1
+            chosen = self.seen % self.every == 0
+            self.faults += chosen
+            return chosen
+
+    @staticmethod
+    def _close(*socks: socket.socket) -> None:
+        for s in socks:
             try:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             s.close()
+
+    def _requests(self, src: socket.socket, dst: socket.socket, state: dict[str, Any]) -> None:
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                state["request"] += data
+                if state["fault"] is None and self._choose(state["request"]):
+                    state["fault"] = self.mode
+                    if self.mode == "cut_before":
+                        break
+                dst.sendall(data)
+        except OSError:
+            pass
+        self._close(src, dst)
+
+    def _replies(self, src: socket.socket, dst: socket.socket, state: dict[str, Any]) -> None:
+        silent = False
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                fault, state["fault"], state["request"] = state["fault"], None, b""
+                if fault == "cut_after":
+                    break
+                silent = silent or fault == "drop"
+                if silent:
+                    continue
+                if fault == "stall":
+                    time.sleep(self.stall_s)
+                    if self.then_cut:
+                        break
+                dst.sendall(data)
+        except OSError:
+            pass
+        self._close(src, dst)
 
     def close(self) -> None:
         self.running = False
@@ -218,18 +269,16 @@ def redis_client(redis_server: RedisServer) -> Iterator[object]:
     client.close()
 
 
-@pytest.fixture(scope="module")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RedisServer]]:
-    """Three masters on loopback ports joined into a Redis Cluster, with
-    bloomline's module loaded (the plain backend is asked for explicitly
-    where it is tested)."""
+def start_cluster(tmp: Path, modules: list[str]) -> list[RedisServer]:
+    """Three masters on loopback ports joined into a Redis Cluster, with the
+    given --loadmodule arguments."""
     servers: list[RedisServer] = []
     try:
         for i in range(3):
+            (tmp / f"node{i}").mkdir(exist_ok=True)
             servers.append(
-                RedisServer(tmp_path_factory.mktemp(f"cluster{i}"), "--cluster-enabled", "yes",
-                            "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000",
-                            *module_args("module"))
+                RedisServer(tmp / f"node{i}", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                            "--cluster-node-timeout", "5000", *modules)
             )
         subprocess.run(
             [need("redis-cli"), "--cluster", "create", *[f"127.0.0.1:{s.port}" for s in servers],
@@ -238,14 +287,35 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Red
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            info = subprocess.run([need("redis-cli"), "-p", str(servers[0].port), "cluster", "info"],
-                                  capture_output=True, text=True, timeout=10).stdout
-            if "cluster_state:ok" in info:
-                break
+            infos = [subprocess.run([need("redis-cli"), "-p", str(s.port), "cluster", "info"],
+                                    capture_output=True, text=True, timeout=10).stdout for s in servers]
+            if all("cluster_state:ok" in info for info in infos):
+                return servers
             time.sleep(0.2)
-        else:
-            raise RuntimeError("the Redis Cluster did not reach state ok")
-        yield servers
-    finally:
+        raise RuntimeError("the Redis Cluster did not reach state ok")
+    except BaseException:
         for s in servers:
             s.stop()
+        raise
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RedisServer]]:
+    """Three masters joined into a Redis Cluster, with bloomline's module
+    loaded (the plain backend is asked for explicitly where it is tested)."""
+    servers = start_cluster(tmp_path_factory.mktemp("cluster"), module_args("module"))
+    yield servers
+    for s in servers:
+        s.stop()
+
+
+# What the Redis fault harness found, printed after the run (each case's
+# faults, raised batches and their errors: tests/test_redis_harness.py).
+HARNESS_LINES: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if HARNESS_LINES:
+        terminalreporter.section("Redis fault harness")
+        for line in HARNESS_LINES:
+            terminalreporter.write_line(line)

@@ -1,14 +1,14 @@
 // Python face of persistence and keys: bloomline._core.from_bytes (kinds 1
 // and 2; bloomline.from_bytes adds scalable chains), read_header,
-// key_positions, hash_many, and AtomicWriter (the one atomic writer,
-// file.hpp, for bytes written from Python).
+// key_positions, hash_many, the lines helpers, and AtomicWriter (the one
+// atomic writer, file.hpp, for bytes written from Python). Redis's batches
+// are redis_py.cpp's.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include "args_py.hpp"
 #include "bloomline/file.hpp"
 #include "bloomline/filter_io.hpp"
-#include "bloomline/positions.hpp"
 #include "filter_py.hpp"
 #include "keys_py.hpp"
 #include "register.hpp"
@@ -38,30 +38,6 @@ py::array hashes_into_array(std::uint64_t seed, Run run) {
         std::fill(given, given + n, true);
     });
     return hashed;
-}
-
-// The hashes of a batch (the key rules of with_batch_hashes), in order.
-std::vector<Hash128> batch_hashes(py::handle keys, std::uint64_t seed) {
-    std::vector<Hash128> hashes;
-    py_keys::with_batch_hashes(keys, seed, "keys", [&hashes](auto& src, std::size_t n, bool*) {
-        hashes.resize(n);
-        hash_range(src, 0, n, hashes.data());
-    });
-    return hashes;
-}
-
-// shard_bits= of the Redis layouts: whole blocks, at most 2**32 bits.
-std::uint64_t parse_shard_bits(py::handle shard_bits) {
-    const std::uint64_t sb =
-        py_args::to_u64(shard_bits, "shard_bits", kBlockBits, std::uint64_t{1} << 32, "[512, 2**32]");
-    if (sb % kBlockBits != 0) throw std::invalid_argument("shard_bits must be a multiple of 512, got " + fmt(sb));
-    return sb;
-}
-
-py::array_t<std::int64_t> int64_array(const std::vector<std::uint64_t>& v) {
-    py::array_t<std::int64_t> a(static_cast<py::ssize_t>(v.size()));
-    std::copy(v.begin(), v.end(), a.mutable_data());
-    return a;
 }
 
 class PyAtomicWriter {
@@ -138,10 +114,10 @@ void register_io(py::module_& m) {
         "key_positions",
         [](py::handle keys, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed) {
             // The slot indices each key sets, as an (n, k) uint64 array: what
-            // a filter of this geometry touches, for stores kept elsewhere
-            // (bloomline.redis).
+            // a filter of this geometry touches (for study, or a store of
+            // one's own).
             const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
-            const std::vector<Hash128> hashes = batch_hashes(keys, g.seed);
+            const std::vector<Hash128> hashes = py_keys::batch_hashes(keys, g.seed);
             py::array_t<std::uint64_t> out(
                 {static_cast<py::ssize_t>(hashes.size()), static_cast<py::ssize_t>(g.num_hashes)});
             std::uint64_t* o = out.mutable_data();
@@ -153,53 +129,6 @@ void register_io(py::module_& m) {
         },
         py::arg("keys"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
         py::arg("seed") = 0, "The k slot indices of each key for this geometry, as an (n, k) uint64 array.");
-
-    m.def(
-        "redis_positions",
-        [](py::handle keys, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed,
-           py::handle shard_bits) {
-            // The batch, grouped by shard, as the bytes arguments of the
-            // Redis module and script (positions.hpp).
-            const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
-            const std::uint64_t sb = parse_shard_bits(shard_bits);
-            const std::vector<Hash128> hashes = batch_hashes(keys, g.seed);
-            ShardedPositions sp;
-            {
-                py::gil_scoped_release nogil;
-                sp = shard_positions(g, sb, hashes.data(), hashes.size());
-            }
-            py::list blobs;
-            for (const std::string& b : sp.blobs) blobs.append(py::bytes(b));
-            return py::make_tuple(int64_array(sp.shards), int64_array(sp.starts), int64_array(sp.keys), blobs,
-                                  hashes.size());
-        },
-        py::arg("keys"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
-        py::arg("seed") = 0, py::arg("shard_bits") = std::uint64_t{1} << 31,
-        "(shards, starts, keys, blobs, n): the batch grouped by shard, blobs[s] the positions of the keys "
-        "keys[starts[s]:starts[s+1]] of shard shards[s] (docs/FORMAT.md, positions).");
-
-    m.def(
-        "redis_bitfield_ops",
-        [](py::handle keys, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed,
-           py::handle shard_bits, bool set) {
-            // The batch as BITFIELD arguments in RESP, per shard (plain Redis).
-            const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
-            const std::uint64_t sb = parse_shard_bits(shard_bits);
-            const std::vector<Hash128> hashes = batch_hashes(keys, g.seed);
-            ShardedOps so;
-            {
-                py::gil_scoped_release nogil;
-                so = shard_bitfield_ops(g, sb, hashes.data(), hashes.size(), set);
-            }
-            py::list args;
-            for (const std::string& a : so.args) args.append(py::bytes(a));
-            return py::make_tuple(int64_array(so.keys.shards), int64_array(so.keys.starts), int64_array(so.keys.keys), args,
-                                  int64_array(so.arg_counts), hashes.size());
-        },
-        py::arg("keys"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
-        py::arg("seed") = 0, py::arg("shard_bits") = std::uint64_t{1} << 31, py::arg("set") = true,
-        "(shards, starts, keys, args, arg_counts, n): the batch as BITFIELD SET (or GET) arguments in RESP, per "
-        "shard, offsets in Redis's bit order.");
 
     m.def(
         "hash_many",
@@ -230,32 +159,6 @@ void register_io(py::module_& m) {
     m.def(
         "offers_arrow", [](py::handle keys) { return py_keys::offers_arrow(keys); }, py::arg("keys"),
         "Whether keys offer the Arrow PyCapsule interface (__arrow_c_array__ or __arrow_c_stream__).");
-
-    m.def(
-        "arrow_key_bytes",
-        [](py::handle keys) {
-            // Each key's bytes by the key rules (integers as 8 little-endian
-            // bytes), for stores that take keys rather than hashes (RedisBloom).
-            std::unique_ptr<py_keys::ArrowInput> in = py_keys::read_arrow(keys, "keys");
-            if (!in) throw py::type_error("keys must offer the Arrow PyCapsule interface");
-            py::list out;
-            for (const ArrowColumn& c : in->columns) {
-                for (std::size_t i = 0; i < c.length; ++i) {
-                    if (!c.valid(i)) continue;
-                    if (is_bytes(c)) {
-                        const ByteSpan b = bytes_at(c, c.offset + i);
-                        out.append(py::bytes(reinterpret_cast<const char*>(b.data), b.size));
-                    } else {
-                        const std::uint64_t v = integer_at(c, c.offset + i);
-                        char le[8];
-                        for (int byte = 0; byte < 8; ++byte) le[byte] = static_cast<char>(v >> (8 * byte));
-                        out.append(py::bytes(le, 8));
-                    }
-                }
-            }
-            return out;
-        },
-        py::arg("keys"), "The bytes of each key of an Arrow column that is not null, as a list.");
 
     m.def(
         "hash_lines",

@@ -36,20 +36,6 @@ bool is_instance(PyObject* o, PyObject* type) {
     return r == 1;
 }
 
-Hash128 hash_u64(std::uint64_t v, std::uint64_t seed) { return murmur3_128_u64(v, seed); }
-
-Hash128 hash_buffer(PyObject* key, std::uint64_t seed, const char* what) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(key, &view, PyBUF_SIMPLE) != 0) {
-        PyErr_Clear();
-        throw_py(PyExc_ValueError, std::string(what) + " of type " + type_name(key) +
-                                       " is not a C-contiguous buffer; pass bytes(" + what + ") instead");
-    }
-    const Hash128 h = murmur3_128(view.buf, static_cast<std::size_t>(view.len), seed);
-    PyBuffer_Release(&view);
-    return h;
-}
-
 [[noreturn]] void bad_type(PyObject* key, const char* what) {
     throw_py(PyExc_TypeError, std::string(what) + " must be str, bytes-like or int, got " + type_name(key));
 }
@@ -78,44 +64,65 @@ std::uint64_t int_key(PyObject* o, const char* what) {
     throw_py(PyExc_OverflowError, std::string(what) + " must be in [-2**63, 2**64) as an int key, got " + shown);
 }
 
-Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what) {
+namespace {
+
+// The one reading of a key by the key rules: on_bytes(p, n) for str (its
+// UTF-8), bytes and other buffers, on_int(v) for ints, NumPy integer and
+// bool scalars (v is the 64-bit pattern, 8 bytes little-endian as bytes).
+// Hashing and the key bytes sent to a server's BF commands both go through it.
+template <class OnBytes, class OnInt>
+auto visit_key(PyObject* key, const char* what, OnBytes&& on_bytes, OnInt&& on_int) {
     // Most common first: crawler URLs are str.
     if (PyUnicode_Check(key)) {
         // ASCII str (nearly every URL): its bytes are its UTF-8, in place.
         if (PyUnicode_IS_COMPACT_ASCII(key))
-            return murmur3_128(PyUnicode_DATA(key), static_cast<std::size_t>(PyUnicode_GET_LENGTH(key)), seed);
+            return on_bytes(PyUnicode_DATA(key), static_cast<std::size_t>(PyUnicode_GET_LENGTH(key)));
         Py_ssize_t len = 0;
         const char* s = PyUnicode_AsUTF8AndSize(key, &len);
         if (s == nullptr) throw_current();  // lone surrogates: UnicodeEncodeError
-        return murmur3_128(s, static_cast<std::size_t>(len), seed);
+        return on_bytes(s, static_cast<std::size_t>(len));
     }
-    if (PyBytes_Check(key)) return murmur3_128(PyBytes_AS_STRING(key), static_cast<std::size_t>(PyBytes_GET_SIZE(key)), seed);
-    if (PyLong_Check(key)) return hash_u64(int_key(key, what), seed);
+    if (PyBytes_Check(key)) return on_bytes(PyBytes_AS_STRING(key), static_cast<std::size_t>(PyBytes_GET_SIZE(key)));
+    if (PyLong_Check(key)) return on_int(int_key(key, what));
     if (PyFloat_Check(key) || key == Py_None) bad_type(key, what);
 
     const NumpyTypes& np = numpy_types();
+    auto index = [&]() {
+        py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(key));
+        if (!as_int) throw_current();
+        return on_int(int_key(as_int.ptr(), what));
+    };
     if (is_instance(key, np.generic)) {
         // NumPy scalars export buffers; only integer and bool ones are keys
         // (np.str_ and np.bytes_ were caught above as str and bytes).
-        if (is_instance(key, np.bool_)) return hash_u64(PyObject_IsTrue(key) ? 1 : 0, seed);
-        if (is_instance(key, np.integer)) {
-            py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(key));
-            if (!as_int) throw_current();
-            return hash_u64(int_key(as_int.ptr(), what), seed);
-        }
+        if (is_instance(key, np.bool_)) return on_int(PyObject_IsTrue(key) ? 1 : 0);
+        if (is_instance(key, np.integer)) return index();
         bad_type(key, what);
     }
     if (is_instance(key, np.ndarray))
         throw_py(PyExc_TypeError, std::string(what) +
                                       " is a numpy.ndarray: pass arrays to add_many/contains_many, or arr.tobytes() "
                                       "for one key of raw bytes");
-    if (PyObject_CheckBuffer(key)) return hash_buffer(key, seed, what);
-    if (PyIndex_Check(key)) {
-        py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(key));
-        if (!as_int) throw_current();
-        return hash_u64(int_key(as_int.ptr(), what), seed);
+    if (PyObject_CheckBuffer(key)) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(key, &view, PyBUF_SIMPLE) != 0) {
+            PyErr_Clear();
+            throw_py(PyExc_ValueError, std::string(what) + " of type " + type_name(key) +
+                                           " is not a C-contiguous buffer; pass bytes(" + what + ") instead");
+        }
+        std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> hold(&view, PyBuffer_Release);
+        return on_bytes(view.buf, static_cast<std::size_t>(view.len));
     }
+    if (PyIndex_Check(key)) return index();
     bad_type(key, what);
+}
+
+}  // namespace
+
+Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what) {
+    return visit_key(
+        key, what, [seed](const void* p, std::size_t n) { return murmur3_128(p, n, seed); },
+        [seed](std::uint64_t v) { return murmur3_128_u64(v, seed); });
 }
 
 // ---------------------------------------------------------------------------
@@ -437,6 +444,127 @@ std::unique_ptr<ArrowInput> read_arrow(py::handle keys, const char* param) {
         in->starts.push_back(in->starts.back() + c.length);
     }
     return in;
+}
+
+// ---------------------------------------------------------------------------
+// Key bytes (for servers that take keys, not hashes: RedisBloom's BF.*)
+
+namespace {
+void append_bulk(KeyItems* items, const void* p, std::size_t n) {
+    std::string& out = items->body;
+    out += '$';
+    out += std::to_string(n);
+    out += "\r\n";
+    out.append(static_cast<const char*>(p), n);
+    out += "\r\n";
+    items->ends.push_back(out.size());
+}
+void append_int_bulk(KeyItems* items, std::uint64_t v) {
+    unsigned char le[8];
+    for (int b = 0; b < 8; ++b) le[b] = static_cast<unsigned char>(v >> (8 * b));
+    append_bulk(items, le, 8);
+}
+}  // namespace
+
+KeyItems key_items(py::handle keys, const char* param, Nulls nulls) {
+    KeyItems items;
+    auto add_object = [&](PyObject* item, std::size_t i) {
+        if (item == Py_None) {
+            if (nulls == Nulls::raise) raise_value_error(null_error(param, i));
+            items.valid[i] = 0;
+            return;
+        }
+        const std::string what = std::string(param) + "[" + std::to_string(i) + "]";
+        visit_key(
+            item, what.c_str(), [&](const void* p, std::size_t n) { append_bulk(&items, p, n); },
+            [&](std::uint64_t v) { append_int_bulk(&items, v); });
+    };
+    if (is_ndarray(keys)) {
+        ArrayKeys a = prepare_array(keys, 0, param);
+        items.shape = a.shape;
+        items.valid.assign(a.n, 1);
+        const unsigned char* p = a.data();
+        switch (a.kind) {
+            case 'H':
+                throw_py(PyExc_TypeError, std::string(param) + " are hashes (hash_many): a server that takes keys "
+                                                               "(backend 'bf') needs the keys themselves");
+            case 'b':
+            case 'i':
+            case 'u':
+                with_int_keys(p, a.itemsize, a.kind == 'i', 0, [&](auto ints) {
+                    for (std::size_t i = 0; i < a.n; ++i) append_int_bulk(&items, ints.value(i));
+                });
+                break;
+            case 'S':
+                for (std::size_t i = 0; i < a.n; ++i)
+                    append_bulk(&items, p + i * a.itemsize, strip_trailing_nuls(p + i * a.itemsize, a.itemsize));
+                break;
+            case 'U': {
+                const std::size_t chars = a.itemsize / 4;
+                std::vector<unsigned char> utf8(4 * chars + 1);
+                for (std::size_t i = 0; i < a.n; ++i) {
+                    const auto* e = reinterpret_cast<const std::uint32_t*>(p) + i * chars;
+                    std::uint32_t bad = 0;
+                    const std::ptrdiff_t len = utf32_to_utf8(e, strip_trailing_nuls(e, chars), utf8.data(), &bad);
+                    if (len < 0)
+                        raise_value_error(std::string(param) + "[" + std::to_string(i) +
+                                          "] is not encodable as UTF-8 (code point " + std::to_string(bad) + ")");
+                    append_bulk(&items, utf8.data(), static_cast<std::size_t>(len));
+                }
+                break;
+            }
+            default: {  // object arrays: element by element
+                auto** objs = static_cast<PyObject**>(const_cast<void*>(a.arr.data()));
+                for (std::size_t i = 0; i < a.n; ++i) add_object(objs[i], i);
+                return items;
+            }
+        }
+        return items;
+    }
+    if (std::unique_ptr<ArrowInput> arrow = read_arrow(keys, param)) {
+        const std::size_t n = arrow->size();
+        items.valid.assign(n, 1);
+        items.shape = {static_cast<py::ssize_t>(n)};
+        if (nulls == Nulls::raise && arrow->first_null() < n) raise_value_error(null_error(param, arrow->first_null()));
+        for (std::size_t c = 0; c < arrow->columns.size(); ++c) {
+            const ArrowColumn& col = arrow->columns[c];
+            for (std::size_t j = 0; j < col.length; ++j) {
+                const std::size_t i = arrow->starts[c] + j;
+                if (!col.valid(j)) {
+                    items.valid[i] = 0;
+                    continue;
+                }
+                if (is_bytes(col)) {
+                    const ByteSpan b = bytes_at(col, col.offset + j);
+                    append_bulk(&items, b.data, b.size);
+                } else {
+                    append_int_bulk(&items, integer_at(col, col.offset + j));
+                }
+            }
+        }
+        return items;
+    }
+    refuse_single_key(keys.ptr(), param);
+    if (PyList_Check(keys.ptr()) || PyTuple_Check(keys.ptr())) {
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(keys.ptr());
+        PyObject** objs = PySequence_Fast_ITEMS(keys.ptr());
+        items.valid.assign(static_cast<std::size_t>(n), 1);
+        for (Py_ssize_t i = 0; i < n; ++i) add_object(objs[i], static_cast<std::size_t>(i));
+    } else {
+        py::object iter = iterate(keys, param);
+        for (std::size_t i = 0;; ++i) {
+            PyObject* item = PyIter_Next(iter.ptr());
+            if (item == nullptr) {
+                if (PyErr_Occurred()) throw_current();
+                break;
+            }
+            py::object hold = py::reinterpret_steal<py::object>(item);
+            items.valid.push_back(1);
+            add_object(item, i);
+        }
+    }
+    items.shape = {static_cast<py::ssize_t>(items.valid.size())};
+    return items;
 }
 
 }  // namespace bloomline::py_keys

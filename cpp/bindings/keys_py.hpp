@@ -134,6 +134,18 @@ struct ArrowInput {
 // pyarrow: those keys are iterated instead).
 std::unique_ptr<ArrowInput> read_arrow(py::handle keys, const char* param);
 
+// The bytes of each key of a batch by the key rules, as RESP bulk strings
+// in batch order (for a server that takes keys, not hashes: RedisBloom's
+// BF.*), nulls left out: valid[i] is 0 where key i is null (nulls="skip";
+// with "raise" a null is a ValueError naming it). shape: the batch's.
+struct KeyItems {
+    std::string body;
+    std::vector<std::size_t> ends;  // where each key's argument ends in body
+    std::vector<std::uint8_t> valid;
+    std::vector<py::ssize_t> shape;
+};
+KeyItems key_items(py::handle keys, const char* param, Nulls nulls);
+
 // body(src, n, out) over the valid keys only (valid[i] != 0), the answers
 // put back in place; out is 0 (False) for the others.
 template <class Out, class Src, class Body>
@@ -246,6 +258,16 @@ py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const ch
             body(hash_at, hashes.size(), out);
     }
     return result;
+}
+
+// The hashes of a batch (the key rules of with_batch_hashes), in order.
+inline std::vector<Hash128> batch_hashes(py::handle keys, std::uint64_t seed) {
+    std::vector<Hash128> hashes;
+    with_batch_hashes(keys, seed, "keys", [&hashes](auto& src, std::size_t n, bool*) {
+        hashes.resize(n);
+        hash_range(src, 0, n, hashes.data());
+    });
+    return hashes;
 }
 
 // The lines of a bytes-like block as keys (lines.hpp): body(src, n, out)

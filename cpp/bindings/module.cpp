@@ -33,6 +33,13 @@ PYBIND11_MODULE(_core, m) {
     // "portable" (no AVX2, not x86, or BLOOMLINE_SIMD=portable).
     m.attr("simd_level") = bloomline::simd_level_name(bloomline::simd_level());
     bloomline::py_keys::init_numpy_types();
+    // bloomline.CapacityWarning, shared by every fixed filter (local and in
+    // Redis): one warning per filter when it passes its capacity.
+    m.attr("CapacityWarning") = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
+        "bloomline.CapacityWarning",
+        "A fixed-size filter has taken more new keys than its capacity: its false-positive rate rises past the "
+        "one it was made for. Make it larger, or use a ScalableBloomFilter, which grows.",
+        PyExc_UserWarning, nullptr));
 
     m.def(
         "murmur3_128",
@@ -57,4 +64,5 @@ mmh3.hash128(data, seed, x64arch=True, signed=False).)doc");
     bloomline::register_counting(m);
     bloomline::register_chain(m);
     bloomline::register_io(m);
+    bloomline::register_redis(m);
 }

@@ -9,4 +9,5 @@ void register_counting(pybind11::module_& m);
 void register_sizing(pybind11::module_& m);
 void register_chain(pybind11::module_& m);
 void register_io(pybind11::module_& m);
+void register_redis(pybind11::module_& m);
 }  // namespace bloomline

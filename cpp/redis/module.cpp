@@ -1,22 +1,38 @@
 // bloomline's Redis module: `redis-server --loadmodule $(bloomline redis-module)`.
 //
-// Two commands over plain Redis strings, one per filter shard, each taking a
-// batch of positions computed by the client (positions.hpp) as one bytes
-// argument:
+// Commands over plain Redis strings, each taking a batch of positions
+// computed by the client (positions.hpp) as one bytes argument. The client's
+// side of each command (its arguments, in order, and how it is retried) is
+// python/bloomline/redis/_module.py; docs/DECISIONS.md has the protocol.
 //
-//   BLOOMLINE.ADD shard answerkey ttl_ms positions
-//       test-and-set every key of the batch, atomically; reply: a bulk
-//       string with one byte per key, '1' where the key was new. The reply
-//       is also kept at answerkey for ttl_ms, and a repeat of the command
-//       (a client retrying after a dropped connection) gets it back instead
-//       of adding again: a key is new to exactly one caller.
-//   BLOOMLINE.CADD shard answerkey stages count ttl_ms expected positions
-//       the same for a stage of a scalable chain: refused with "-STALE n"
-//       unless the string at `stages` is `expected` (the client's idea of
-//       the chain's length), and the count of new keys added to the integer
-//       at `count`. The four keys share a slot (one hash tag).
+//   BLOOMLINE.ADD shard count answer ttl_ms mode positions
+//       test-and-set every key of the batch in one shard, atomically. Reply:
+//       [answer, count]: one byte per key ('1' new, '0' present, '?'
+//       unknown, see below) and the shard's count of new keys afterwards.
+//       The answer is kept at `answer` for ttl_ms, and a repeat of the
+//       command (a client re-sending after a dropped reply) gets it back
+//       instead of adding again: a key is new to exactly one caller.
+//   BLOOMLINE.CADD stages count answer shard_1 .. shard_n expected capacity ttl_ms mode positions
+//       the same for a stage of a scalable chain, over all its shards in one
+//       step (its keys share one hash tag): refused with "-STALE m" unless
+//       the string at `stages` is `expected` (the client's idea of the
+//       chain's length); the stage's count of new keys at `count` never
+//       passes `capacity`: the adds stop before the key that would pass it,
+//       and the reply's answer holds only the keys taken (shard 1's in
+//       order, then shard 2's, ...). `positions` is each shard's blob in
+//       turn, each after its length (u32, little-endian).
 //   BLOOMLINE.HAS shard positions
 //       reply: one byte per key, '1' where every bit is set.
+//
+// mode is "F" for a first send and "R" for a re-send whose first send may
+// have run. A re-send finds the kept answer; if it is gone (expired past
+// the client's retry window, evicted, deleted), a key found present may
+// have been set by that first send, so it is answered '?' and the client
+// raises rather than call it "seen".
+//
+// A key of a filter that should exist and does not (evicted, expired,
+// deleted) is "-MISSING <name>", never made anew: a fresh shard would
+// answer "new" for every key the filter had seen.
 //
 // The value stays a plain string holding the same bytes as a local filter's
 // payload: GETRANGE, BITCOUNT, RDB snapshots and the plain-Redis script all
@@ -35,6 +51,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bloomline/positions.hpp"
@@ -49,6 +66,7 @@ using CmdFunc = int (*)(Ctx*, Str**, int);
 constexpr int kOk = 0, kErr = 1, kApiVersion1 = 1;
 constexpr int kRead = 1 << 0, kWrite = 1 << 1;
 constexpr int kKeyTypeEmpty = 0, kKeyTypeString = 1;
+constexpr long long kMaxTtlMs = 86'400'000;  // a day: the client's bound on answer_ttl_ms
 
 // The API functions this module uses, fetched by name at load.
 int (*GetApi)(const char*, void*);
@@ -58,6 +76,8 @@ int (*IsModuleNameBusy)(const char*);
 int (*WrongArity)(Ctx*);
 int (*ReplyWithError)(Ctx*, const char*);
 int (*ReplyWithStringBuffer)(Ctx*, const char*, std::size_t);
+int (*ReplyWithArray)(Ctx*, long);
+int (*ReplyWithLongLong)(Ctx*, long long);
 Key* (*OpenKey)(Ctx*, Str*, int);
 void (*CloseKey)(Key*);
 int (*KeyType)(Key*);
@@ -92,37 +112,43 @@ std::string text(const Str* s) {
     return std::string(p, len);
 }
 
-// The shard's bytes for reading or writing; an error reply when there is
-// no such string.
-unsigned char* shard_bytes(Ctx* ctx, Key* key, int mode, std::size_t* len) {
-    const int type = KeyType(key);
+int reply_error(Ctx* ctx, const std::string& message) {
+    ReplyWithError(ctx, message.c_str());
+    return kOk;
+}
+
+int reply_missing(Ctx* ctx, const Str* name) { return reply_error(ctx, "MISSING " + text(name)); }
+
+// A string value's bytes, or null (and an error reply) when the key is
+// missing or holds another type.
+unsigned char* string_bytes(Ctx* ctx, const OpenedKey& key, const Str* name, int mode, std::size_t* len) {
+    const int type = key.k ? KeyType(key.k) : kKeyTypeEmpty;
     if (type == kKeyTypeEmpty) {
-        ReplyWithError(ctx, "ERR bloomline: no such filter shard (create the filter first)");
+        reply_missing(ctx, name);
         return nullptr;
     }
     if (type != kKeyTypeString) {
-        ReplyWithError(ctx, "WRONGTYPE bloomline: the shard key holds a value that is not a string");
+        reply_error(ctx, "WRONGTYPE bloomline: " + text(name) + " holds a value that is not a string");
         return nullptr;
     }
-    return reinterpret_cast<unsigned char*>(StringDMA(key, len, mode));
+    return reinterpret_cast<unsigned char*>(StringDMA(key.k, len, mode));
 }
 
-// The answer kept for a batch already done, if any.
-bool replay(Ctx* ctx, Str* answer_key) {
-    OpenedKey done(ctx, answer_key, kRead);
-    if (!done.k || KeyType(done.k) != kKeyTypeString) return false;
-    std::size_t len = 0;
-    const char* p = StringDMA(done.k, &len, kRead);
-    ReplyWithStringBuffer(ctx, p, len);
-    return true;
-}
-
-std::string read_string(Ctx* ctx, Str* name) {
+// The integer in a string key (a count, a stage count); false (and an error
+// reply) when it is missing or not an integer.
+bool read_count(Ctx* ctx, Str* name, long long* value) {
     OpenedKey key(ctx, name, kRead);
-    if (!key.k || KeyType(key.k) != kKeyTypeString) return {};
     std::size_t len = 0;
-    const char* p = StringDMA(key.k, &len, kRead);
-    return std::string(p, len);
+    const unsigned char* p = string_bytes(ctx, key, name, kRead, &len);
+    if (!p) return false;
+    const std::string digits(reinterpret_cast<const char*>(p), len);
+    char* end = nullptr;
+    *value = std::strtoll(digits.c_str(), &end, 10);
+    if (digits.empty() || *end != '\0') {
+        reply_error(ctx, "WRONGTYPE bloomline: " + text(name) + " does not hold an integer");
+        return false;
+    }
+    return true;
 }
 
 void set_string(Ctx* ctx, Str* name, const std::string& value, long long ttl_ms) {
@@ -133,68 +159,145 @@ void set_string(Ctx* ctx, Str* name, const std::string& value, long long ttl_ms)
     if (ttl_ms > 0) SetExpire(key.k, ttl_ms);
 }
 
-// Test-and-set a batch into a shard; the answer is kept at answer_key.
-// Returns false when it has replied with an error.
-bool add_batch(Ctx* ctx, Str* shard_key, Str* answer_key, long long ttl, Str* positions, std::string* answer) {
-    OpenedKey shard(ctx, shard_key, kRead | kWrite);
-    std::size_t len = 0;
-    unsigned char* bytes = shard_bytes(ctx, shard.k, kWrite, &len);
-    if (!bytes) return false;
-    std::size_t blob_len = 0;
-    const auto* blob = reinterpret_cast<const unsigned char*>(StringPtrLen(positions, &blob_len));
-    std::string error;
-    if (!bloomline::apply_positions(blob, blob_len, bytes, len, true, answer, &error, [](std::size_t, std::size_t) {})) {
-        ReplyWithError(ctx, error.c_str());
-        return false;
+int reply_answer(Ctx* ctx, const std::string& answer, long long count) {
+    ReplyWithArray(ctx, 2);
+    ReplyWithStringBuffer(ctx, answer.data(), answer.size());
+    return ReplyWithLongLong(ctx, count);
+}
+
+// A batch already done: its kept answer, with the count as it is now.
+bool replay(Ctx* ctx, Str* answer_key, Str* count_key) {
+    std::string kept;
+    {
+        OpenedKey done(ctx, answer_key, kRead);
+        if (!done.k || KeyType(done.k) != kKeyTypeString) return false;
+        std::size_t len = 0;
+        const char* p = StringDMA(done.k, &len, kRead);
+        kept.assign(p, len);
     }
-    set_string(ctx, answer_key, *answer, ttl);
+    long long count = 0;
+    if (read_count(ctx, count_key, &count)) reply_answer(ctx, kept, count);
     return true;
 }
 
-bool parse_ttl(Ctx* ctx, Str* arg, long long* ttl) {
-    if (StringToLongLong(arg, ttl) == kOk && *ttl >= 1) return true;
-    ReplyWithError(ctx, "ERR bloomline: ttl_ms must be a positive integer");
-    return false;
+// ttl_ms and mode, shared by both adds; false after an error reply.
+bool parse_add_args(Ctx* ctx, Str* ttl_arg, Str* mode_arg, long long* ttl, bloomline::Apply* mode) {
+    if (StringToLongLong(ttl_arg, ttl) != kOk || *ttl < 1 || *ttl > kMaxTtlMs) {
+        reply_error(ctx, "ERR bloomline: ttl_ms must be an integer in [1, 86400000]");
+        return false;
+    }
+    const std::string m = text(mode_arg);
+    if (m != "F" && m != "R") {
+        reply_error(ctx, "ERR bloomline: mode must be F (a first send) or R (a re-send)");
+        return false;
+    }
+    *mode = m == "F" ? bloomline::Apply::add : bloomline::Apply::add_unsure;
+    return true;
 }
 
+// Apply one shard's blob (see apply_positions); false after an error reply.
+bool apply_to_shard(Ctx* ctx, Str* shard_key, const unsigned char* blob, std::size_t blob_len,
+                    bloomline::Apply mode, std::uint64_t room, std::string* answer, std::size_t* processed,
+                    std::uint64_t* news) {
+    OpenedKey shard(ctx, shard_key, mode == bloomline::Apply::test ? kRead : kRead | kWrite);
+    std::size_t len = 0;
+    unsigned char* bytes = string_bytes(ctx, shard, shard_key, mode == bloomline::Apply::test ? kRead : kWrite, &len);
+    if (!bytes) return false;
+    std::string error;
+    if (!bloomline::apply_positions(blob, blob_len, bytes, len, mode, room, answer, processed, news, &error)) {
+        reply_error(ctx, error);
+        return false;
+    }
+    return true;
+}
+
+const unsigned char* bytes_of(const Str* s, std::size_t* len) {
+    return reinterpret_cast<const unsigned char*>(StringPtrLen(s, len));
+}
+
+// BLOOMLINE.ADD shard count answer ttl_ms mode positions
 int cmd_add(Ctx* ctx, Str** argv, int argc) {
-    if (argc != 5) return WrongArity(ctx);
+    if (argc != 7) return WrongArity(ctx);
+    Str *shard = argv[1], *count_key = argv[2], *answer_key = argv[3];
     long long ttl = 0;
-    if (!parse_ttl(ctx, argv[3], &ttl) || replay(ctx, argv[2])) return kOk;
+    bloomline::Apply mode{};
+    if (!parse_add_args(ctx, argv[4], argv[5], &ttl, &mode) || replay(ctx, answer_key, count_key)) return kOk;
+    long long count = 0;
+    if (!read_count(ctx, count_key, &count)) return kOk;
+    std::size_t blob_len = 0;
+    const unsigned char* blob = bytes_of(argv[6], &blob_len);
     std::string answer;
-    if (!add_batch(ctx, argv[1], argv[2], ttl, argv[4], &answer)) return kOk;
+    std::size_t processed = 0;
+    std::uint64_t news = 0;
+    if (!apply_to_shard(ctx, shard, blob, blob_len, mode, ~std::uint64_t{0}, &answer, &processed, &news)) return kOk;
+    count += static_cast<long long>(news);
+    set_string(ctx, count_key, std::to_string(count), 0);
+    set_string(ctx, answer_key, answer, ttl);
     ReplicateVerbatim(ctx);
-    return ReplyWithStringBuffer(ctx, answer.data(), answer.size());
+    return reply_answer(ctx, answer, count);
 }
 
+// BLOOMLINE.CADD stages count answer shard_1 .. shard_n expected capacity ttl_ms mode positions
 int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
-    if (argc != 8) return WrongArity(ctx);
-    long long ttl = 0;
-    if (!parse_ttl(ctx, argv[5], &ttl) || replay(ctx, argv[2])) return kOk;
-    const std::string stages = read_string(ctx, argv[3]);
-    if (stages != text(argv[6])) return ReplyWithError(ctx, ("STALE " + (stages.empty() ? "0" : stages)).c_str());
+    if (argc < 10) return WrongArity(ctx);
+    const int shards = argc - 9;
+    Str *stages_key = argv[1], *count_key = argv[2], *answer_key = argv[3];
+    Str** tail = argv + 4 + shards;  // expected capacity ttl_ms mode positions
+    long long ttl = 0, capacity = 0, stages = 0, count = 0;
+    bloomline::Apply mode{};
+    if (!parse_add_args(ctx, tail[2], tail[3], &ttl, &mode) || replay(ctx, answer_key, count_key)) return kOk;
+    if (StringToLongLong(tail[1], &capacity) != kOk || capacity < 1)
+        return reply_error(ctx, "ERR bloomline: capacity must be a positive integer");
+    if (!read_count(ctx, stages_key, &stages)) return kOk;
+    if (std::to_string(stages) != text(tail[0])) return reply_error(ctx, "STALE " + std::to_string(stages));
+    if (!read_count(ctx, count_key, &count)) return kOk;
+    std::size_t len = 0;
+    const unsigned char* p = bytes_of(tail[4], &len);
+    // Split the positions first: a malformed batch changes nothing (each
+    // shard's blob is checked whole before its first bit is touched, and
+    // the shards are checked for existence before any is written).
+    std::vector<std::pair<const unsigned char*, std::size_t>> blobs;
+    for (int s = 0; s < shards; ++s) {
+        if (len < 4) return reply_error(ctx, "ERR bloomline: malformed positions (shard lengths)");
+        const std::size_t n = p[0] | p[1] << 8 | p[2] << 16 | static_cast<std::size_t>(p[3]) << 24;
+        if (n > len - 4) return reply_error(ctx, "ERR bloomline: malformed positions (shard lengths)");
+        blobs.emplace_back(p + 4, n);
+        p += 4 + n;
+        len -= 4 + n;
+    }
+    if (len != 0) return reply_error(ctx, "ERR bloomline: malformed positions (trailing bytes)");
+    for (int s = 0; s < shards; ++s) {
+        OpenedKey shard(ctx, argv[4 + s], kRead);
+        std::size_t ignored = 0;
+        if (!string_bytes(ctx, shard, argv[4 + s], kRead, &ignored)) return kOk;
+    }
+    const std::uint64_t room = count >= capacity ? 0 : static_cast<std::uint64_t>(capacity - count);
     std::string answer;
-    if (!add_batch(ctx, argv[1], argv[2], ttl, argv[7], &answer)) return kOk;
-    long long news = 0;
-    for (char c : answer) news += c == '1';
-    const std::string count = read_string(ctx, argv[4]);
-    const long long before = count.empty() ? 0 : std::strtoll(count.c_str(), nullptr, 10);
-    set_string(ctx, argv[4], std::to_string(before + news), 0);
+    std::uint64_t news = 0;
+    for (int s = 0; s < shards; ++s) {
+        std::size_t processed = 0;
+        if (!apply_to_shard(ctx, argv[4 + s], blobs[s].first, blobs[s].second, mode, room, &answer, &processed, &news))
+            return kOk;  // (only a bad blob after an earlier shard's adds: the client never sends one)
+        if (news == room) break;
+    }
+    if (answer.empty()) return reply_answer(ctx, answer, count);  // a full stage: nothing changed
+    count += static_cast<long long>(news);
+    set_string(ctx, count_key, std::to_string(count), 0);
+    set_string(ctx, answer_key, answer, ttl);
     ReplicateVerbatim(ctx);
-    return ReplyWithStringBuffer(ctx, answer.data(), answer.size());
+    return reply_answer(ctx, answer, count);
 }
 
+// BLOOMLINE.HAS shard positions
 int cmd_has(Ctx* ctx, Str** argv, int argc) {
     if (argc != 3) return WrongArity(ctx);
-    OpenedKey shard(ctx, argv[1], kRead);
-    std::size_t len = 0;
-    unsigned char* bytes = shard_bytes(ctx, shard.k, kRead, &len);
-    if (!bytes) return kOk;
     std::size_t blob_len = 0;
-    const auto* blob = reinterpret_cast<const unsigned char*>(StringPtrLen(argv[2], &blob_len));
-    std::string answer, error;
-    if (!bloomline::apply_positions(blob, blob_len, bytes, len, false, &answer, &error, [](std::size_t, std::size_t) {}))
-        return ReplyWithError(ctx, error.c_str());
+    const unsigned char* blob = bytes_of(argv[2], &blob_len);
+    std::string answer;
+    std::size_t processed = 0;
+    std::uint64_t news = 0;
+    if (!apply_to_shard(ctx, argv[1], blob, blob_len, bloomline::Apply::test, 0, &answer, &processed, &news))
+        return kOk;
     return ReplyWithStringBuffer(ctx, answer.data(), answer.size());
 }
 
@@ -206,6 +309,8 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
                     api("RedisModule_SetModuleAttribs", &SetModuleAttribs) &&
                     api("RedisModule_WrongArity", &WrongArity) && api("RedisModule_ReplyWithError", &ReplyWithError) &&
                     api("RedisModule_ReplyWithStringBuffer", &ReplyWithStringBuffer) &&
+                    api("RedisModule_ReplyWithArray", &ReplyWithArray) &&
+                    api("RedisModule_ReplyWithLongLong", &ReplyWithLongLong) &&
                     api("RedisModule_OpenKey", &OpenKey) && api("RedisModule_CloseKey", &CloseKey) &&
                     api("RedisModule_KeyType", &KeyType) && api("RedisModule_StringDMA", &StringDMA) &&
                     api("RedisModule_StringPtrLen", &StringPtrLen) &&
@@ -215,11 +320,12 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
                     api("RedisModule_StringToLongLong", &StringToLongLong);
     if (!ok) return kErr;
     if (api("RedisModule_IsModuleNameBusy", &IsModuleNameBusy) && IsModuleNameBusy("bloomline")) return kErr;
-    SetModuleAttribs(ctx, "bloomline", 1, kApiVersion1);
-    // Keys: 1-2 for ADD (the shard and its answer key, one slot in a
-    // cluster), 1-4 for CADD, 1 for HAS.
-    if (CreateCommand(ctx, "bloomline.add", cmd_add, "write deny-oom", 1, 2, 1) != kOk) return kErr;
-    if (CreateCommand(ctx, "bloomline.cadd", cmd_chain_add, "write deny-oom", 1, 4, 1) != kOk) return kErr;
+    SetModuleAttribs(ctx, "bloomline", 2, kApiVersion1);
+    // Keys (for cluster routing and slot checks): ADD's first three
+    // arguments; CADD's from the first to the sixth from the end (its
+    // shards); HAS's first.
+    if (CreateCommand(ctx, "bloomline.add", cmd_add, "write deny-oom", 1, 3, 1) != kOk) return kErr;
+    if (CreateCommand(ctx, "bloomline.cadd", cmd_chain_add, "write deny-oom", 1, -6, 1) != kOk) return kErr;
     if (CreateCommand(ctx, "bloomline.has", cmd_has, "readonly fast", 1, 1, 1) != kOk) return kErr;
     return kOk;
 }

@@ -21,6 +21,7 @@ from typing import Any, Union
 from . import _core
 from ._core import (
     BloomFilter,
+    CapacityWarning,
     CountingBloomFilter,
     __version__,
     estimate_count,
@@ -47,6 +48,7 @@ CountingBloomFilter._repr_html_ = _filter_html  # type: ignore[method-assign, as
 
 __all__ = [
     "BloomFilter",
+    "CapacityWarning",
     "CountingBloomFilter",
     "DedupQueue",
     "Filter",

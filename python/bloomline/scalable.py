@@ -71,25 +71,32 @@ class StageStore(Protocol):
     stages (oldest first, each with its count of new keys) and makes new
     ones; the chain decides when and with what parameters. A shared store
     (``shared`` True: several processes add to the same chain, as
-    ``redis.RedisStages``) also has ``stage_count()``, and the chain reads
-    its stages again whenever that changes."""
+    ``redis.RedisStages``) decides when its last stage is full, in the same
+    step as the add, and the chain reads its stages again whenever their
+    number changes."""
 
     shared: bool
 
     def stages(self) -> list[tuple[BloomFilter, int]]:
-        """The stages already in the store, oldest first, with their counts."""
+        """The stages in the store, oldest first, with their counts."""
+        ...
+
+    def stage_count(self) -> int:
+        """How many stages the store holds now."""
         ...
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
-        """Make stage ``index`` (empty) and keep it."""
+        """Make stage ``index`` (empty) and keep it; a shared store makes it
+        once, however many processes ask."""
         ...
 
-    def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> tuple[npt.NDArray[np.bool_], int | None]:
-        """Add keys to stage `index`, the last one: the answers, and the
-        stage's count of new keys after them where the store keeps it
-        (shared stores; None: the chain counts). A shared store raises
-        when the stage is no longer the last (another process grew the
-        chain: redis.StaleChain)."""
+    def add_to_last(self, index: int, stage: BloomFilter, keys: Any
+                    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None, int | None]:
+        """Add hashed keys to stage `index`, the last one: (new, taken,
+        count). A local store takes every key (taken None) and the chain
+        counts; a shared store takes keys while the stage has room (taken
+        False for the rest) and reports the stage's count, and raises
+        StaleChain when another process has grown the chain."""
         ...
 
     def reset(self) -> None:
@@ -105,9 +112,14 @@ class _LocalStages:
     """What the stores of one process share: adds go to the stage as they are."""
 
     shared = False
+    _made = 0
 
-    def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> tuple[npt.NDArray[np.bool_], int | None]:
-        return stage.add_many(keys), None
+    def add_to_last(self, index: int, stage: BloomFilter, keys: Any
+                    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None, int | None]:
+        return stage.add_many(keys), None, None
+
+    def stage_count(self) -> int:
+        return self._made
 
 
 class MemoryStages(_LocalStages):
@@ -118,13 +130,16 @@ class MemoryStages(_LocalStages):
 
     def stages(self) -> list[tuple[BloomFilter, int]]:
         initial, self._initial = self._initial, []
+        self._made = len(initial)
         return initial
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
+        self._made = index + 1
         return BloomFilter(capacity, error_rate, layout=layout, seed=seed)
 
     def reset(self) -> None:
         self._initial = []
+        self._made = 0
 
     def close(self) -> None:
         pass
@@ -164,12 +179,14 @@ class DirectoryStages(_LocalStages):
             # insert count made at least the estimate from its bits.)
             found.append((stage, stage.insert_count))
             i += 1
+        self._made = i
         return found
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
         BloomFilter(capacity, error_rate, layout=layout, seed=seed).save(self.path(index))
         stage = BloomFilter.open(self.path(index), "r+")
         self._open.append(stage)
+        self._made = index + 1
         return stage
 
     def reset(self) -> None:
@@ -178,6 +195,7 @@ class DirectoryStages(_LocalStages):
         while self.path(i).exists():
             self.path(i).unlink()
             i += 1
+        self._made = 0
 
     def close(self) -> None:
         for stage in self._open:
@@ -240,8 +258,10 @@ class ScalableBloomFilter:
                 raise ChainMismatch(i, field, have, want, stage)
 
     def _new_stage(self) -> BloomFilter:
+        """The next stage: made in the store (a shared store makes it once,
+        whoever asks first), then read as the store has it."""
         i = len(self._stages)
-        if self._store.shared and i < self._store.stage_count():  # type: ignore[attr-defined]
+        if self._store.shared and i < self._store.stage_count():
             self._reload()  # another process grew the chain first
             return self._stages[-1]
         if i >= self._rule.max_stages:
@@ -253,9 +273,7 @@ class ScalableBloomFilter:
         capacity, rate = self._stage_params(i)
         stage = self._store.new_stage(i, capacity, rate, self._layout, self._seed)
         if self._store.shared:
-            self._reload()  # the stage as the store has it (another process's, if it won)
-            if i and self._on_grow is not None and len(self._stages) == i + 1:
-                self._on_grow(self)
+            self._reload()  # the stage as the store has it
             return self._stages[-1]
         self._stages.append(stage)
         self._counts.append(0)
@@ -266,12 +284,12 @@ class ScalableBloomFilter:
     def _sync(self) -> None:
         """A shared store's chain may have grown in another process: read its
         stages again when their number changed (one small read)."""
-        if not self._store.shared:
-            return
-        if self._store.stage_count() != len(self._stages):  # type: ignore[attr-defined]
+        if self._store.shared and self._store.stage_count() != len(self._stages):
             self._reload()
 
     def _reload(self) -> None:
+        """The store's stages, checked, or a first one; on_grow once when the
+        chain is longer than it was."""
         before = len(self._stages)
         self._stages, self._counts = [], []
         for i, (stage, count) in enumerate(self._store.stages()):
@@ -321,16 +339,28 @@ class ScalableBloomFilter:
         stage is refused before any key is added. nulls='skip' leaves nulls
         out (False), as BloomFilter.add_many."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
-        return _in_place(valid, self._add_hashed(hashed))
+        try:
+            return _in_place(valid, self._add_hashed(hashed))
+        except Exception as e:
+            if getattr(e, "new", None) is not None:  # (a shared store's error: what is known, in the batch's shape)
+                e._facts(*(None if a is None else _in_place(valid, a) for a in (e.new, e.unknown)))  # type: ignore[attr-defined]
+            raise
 
     def _add_hashed(self, hashed: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
-        # (A shared chain is not read again first: an add to a stage that is
-        # no longer the last is refused, StaleChain below.)
+        return self._add_shared(hashed) if self._store.shared else self._add_local(hashed)
+
+    def _full_error(self, left: int) -> ValueError:
+        return ValueError(f"the chain is full: its {len(self._stages)} stages hold {self._rule.max_capacity:,} keys; "
+                          f"{left:,} keys of this batch were not added")
+
+    def _add_local(self, hashed: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+        """One process: the chain knows every stage's count, so it gives the
+        last stage at most the keys it has room for, and starts the next."""
         seen = np.zeros(len(hashed), dtype=bool)
         for stage in self._stages[:-1]:
             seen |= stage.contains_many(hashed)
         candidates = int(np.count_nonzero(~seen))
-        if candidates > self._room_left() and not self._store.shared:
+        if candidates > self._room_left():
             raise ValueError(
                 f"the chain can take {self._room_left():,} more keys (max_capacity {self._rule.max_capacity:,}), "
                 f"and this batch may hold {candidates:,} new ones; nothing was added"
@@ -338,49 +368,70 @@ class ScalableBloomFilter:
         out = np.zeros(len(hashed), dtype=bool)
         start = 0
         while start < len(hashed):
-            full = False
-            while self._room() <= 0:  # (a shared chain's stages may fill in other processes too)
+            if self._room() <= 0:
                 if len(self._stages) == self._rule.max_stages:
+                    # By the check above every key left is known.
                     seen[start:] |= self._stages[-1].contains_many(hashed[start:])
-                    full = True
+                    if not seen[start:].all():  # pragma: no cover - excluded by the check above
+                        raise self._full_error(int(np.count_nonzero(~seen[start:])))
                     break
-                older = len(self._stages)
                 self._new_stage()
-                # The stage that just filled is an older stage now, and so
-                # are stages other processes added meanwhile. Read after the
-                # growth: once the chain is longer, a shared store refuses
-                # adds to them (StaleChain), so another process's add that
-                # raced this growth is in them by now.
-                for stage in self._stages[older - 1 : -1]:
-                    seen[start:] |= stage.contains_many(hashed[start:])
-            if full:
-                # No stage can follow; by the check above every key left is
-                # known (new keys <= candidates <= room).
-                assert seen[start:].all() or self._store.shared, "a new key past the chain's last stage"
-                if not seen[start:].all():
-                    raise ValueError(f"the chain is full: its {len(self._stages)} stages hold "
-                                     f"{self._rule.max_capacity:,} keys; {int(np.count_nonzero(~seen[start:])):,} "
-                                     "keys of this batch were not added")
-                break
-            # Take at most as many keys as the stage has room for new ones:
-            # the stage never passes its capacity by more than the duplicates
-            # it could not know about.
+                seen[start:] |= self._stages[-2].contains_many(hashed[start:])  # the stage that filled
+                continue
+            # At most as many keys as the stage has room for new ones: it never
+            # passes its capacity by more than the duplicates it could not know.
             stop = min(len(hashed), start + self._room())
             fresh = ~seen[start:stop]
-            new = np.zeros(stop - start, dtype=bool)
             if fresh.any():
-                try:
-                    new[fresh], count = self._store.add_to_last(len(self._stages) - 1, self._stages[-1],
-                                                                hashed[start:stop][fresh])
-                except StaleChain:  # another process grew the chain: add there
-                    older = len(self._stages)
-                    self._reload()
-                    for stage in self._stages[older - 1 : -1]:  # stages that became older
-                        seen[start:] |= stage.contains_many(hashed[start:])
-                    continue
-                self._counts[-1] = count if count is not None else self._counts[-1] + int(np.count_nonzero(new))
-            out[start:stop] = new
+                new, _, _ = self._store.add_to_last(len(self._stages) - 1, self._stages[-1], hashed[start:stop][fresh])
+                out[start:stop][fresh] = new
+                self._counts[-1] += int(np.count_nonzero(new))
             start = stop
+        return out
+
+    def _add_shared(self, hashed: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+        """Many processes: the store's server decides in each add what the
+        last stage takes (up to its capacity) and refuses a stage that is no
+        longer the last; the rest of the batch goes to the next stage. A key
+        is looked up in every stage older than the one it is added to, read
+        after that stage stopped taking keys, so an add by another process
+        that raced the growth is seen."""
+        out = np.zeros(len(hashed), dtype=bool)
+        seen = np.zeros(len(hashed), dtype=bool)
+        pending = np.arange(len(hashed))
+        checked = 0  # stages below this were looked up for the pending keys
+        while pending.size:
+            last = len(self._stages) - 1
+            for stage in self._stages[checked:last]:
+                seen[pending] |= stage.contains_many(hashed[pending])
+            checked = last
+            fresh = pending[~seen[pending]]
+            if not fresh.size:
+                break
+            try:
+                new, taken, count = self._store.add_to_last(last, self._stages[last], hashed[fresh])
+            except StaleChain:  # another process grew the chain: add there
+                self._reload()
+                continue
+            except Exception as e:
+                # A store's error that says what it knows of its keys (new,
+                # unknown): in the terms of this batch, with the keys this
+                # call already found new.
+                if getattr(e, "new", None) is not None:
+                    known, unknown = out.copy(), np.zeros(len(hashed), dtype=bool)
+                    known[fresh] |= e.new  # type: ignore[attr-defined]
+                    if getattr(e, "unknown", None) is not None:
+                        unknown[fresh] = e.unknown  # type: ignore[attr-defined]
+                    e._facts(known, unknown)  # type: ignore[attr-defined]
+                raise
+            assert taken is not None and count is not None
+            out[fresh[taken]] = new[taken]
+            self._counts[last] = count
+            pending = fresh[~taken]
+            if pending.size:  # the stage is full, or the chain grew meanwhile
+                if len(self._stages) == self._rule.max_stages:
+                    raise self._full_error(int(pending.size))
+                self._new_stage()
         return out
 
     def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:

@@ -1,11 +1,17 @@
 // Batches of precomputed positions, for a filter whose bits live elsewhere
 // (Redis): the client hashes the keys and computes their positions here,
-// with the same index generator as a local filter, and sends one bytes
-// argument per shard; the server (bloomline's Redis module, or the plain
-// Redis script) only tests and sets bits. A shard is a run of whole 512-bit
-// blocks, the same bytes as that part of a local filter's payload.
+// with the same index generator as a local filter; the server (bloomline's
+// Redis module, or the plain-Redis script) only tests and sets bits. A shard
+// is a run of whole 512-bit blocks, the same bytes as that part of a local
+// filter's payload.
 //
-// The batch format (little-endian), documented in docs/FORMAT.md:
+// Two encodings of a shard's part of a batch, both documented in
+// docs/FORMAT.md ("Positions"): a positions blob (one bytes argument, for
+// the module) and BITFIELD operands in RESP (for plain Redis, whose own
+// command parses them). The command around them is framed by the client
+// (bloomline/redis/_wire.py); this header only encodes and applies operands.
+//
+// The blob (little-endian):
 //   byte 0  'B' (blocked layout) or 'S' (standard layout)
 //   byte 1  k, the bits per key (1..64)
 //   bytes 2..3  0
@@ -14,11 +20,13 @@
 //          u16 bit offsets within the block (0..511);
 //     'S': k u32 bit offsets within the shard (the standard layout has one).
 //   Bit b of a region is bit b % 8 of its byte b / 8 (as in a payload).
+// A stage of a chain in Redis adds to all its shards in one command: its
+// positions are each shard's blob in turn, each preceded by its length (u32).
 #pragma once
 
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
-#include <charconv>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -34,138 +42,131 @@ inline std::size_t position_record_size(Layout layout, std::uint32_t k) {
     return layout == Layout::blocked ? 4 + 2 * static_cast<std::size_t>(k) : 4 * static_cast<std::size_t>(k);
 }
 
-// The keys of a batch grouped by shard: for shard shards[s], the keys
-// keys[starts[s] .. starts[s + 1]) (indices into the batch, in batch order)
-// and their records in blobs[s].
-struct ShardedPositions {
+// A batch's keys grouped by shard: part p holds the keys
+// keys[starts[p] .. starts[p + 1]) (indices into the batch, in batch order),
+// all of shard shards[p]; parts are in shard order.
+struct ShardGroups {
     std::vector<std::uint64_t> shards;
     std::vector<std::uint64_t> starts;
     std::vector<std::uint64_t> keys;
-    std::vector<std::string> blobs;
+    std::size_t parts() const { return shards.size(); }
 };
 
 // shard_bits: the bits of every shard but the last (a multiple of 512).
-inline ShardedPositions shard_positions(const Geometry& g, std::uint64_t shard_bits, const Hash128* hashes,
-                                        std::size_t n) {
-    ShardedPositions out;
-    const std::uint64_t num_blocks = g.num_blocks();
-    const std::uint64_t blocks_per_shard = shard_bits / kBlockBits;
-    std::vector<std::uint64_t> shard_of(n);
+inline std::uint64_t shard_of(const Geometry& g, std::uint64_t shard_bits, const Hash128& h) {
+    return g.layout == Layout::blocked ? block_index(h.h1, g.num_blocks()) / (shard_bits / kBlockBits) : 0;
+}
+
+inline ShardGroups group_by_shard(const Geometry& g, std::uint64_t shard_bits, const Hash128* hashes, std::size_t n) {
+    ShardGroups out;
+    std::vector<std::uint64_t> shard(n);
     std::uint64_t max_shard = 0;
     for (std::size_t i = 0; i < n; ++i) {
-        shard_of[i] = g.layout == Layout::blocked ? block_index(hashes[i].h1, num_blocks) / blocks_per_shard : 0;
-        max_shard = shard_of[i] > max_shard ? shard_of[i] : max_shard;
+        shard[i] = shard_of(g, shard_bits, hashes[i]);
+        max_shard = shard[i] > max_shard ? shard[i] : max_shard;
     }
     // Counting sort by shard: stable, so each shard's keys stay in batch order.
     std::vector<std::uint64_t> count(n ? max_shard + 2 : 1, 0);
-    for (std::size_t i = 0; i < n; ++i) ++count[shard_of[i] + 1];
+    for (std::size_t i = 0; i < n; ++i) ++count[shard[i] + 1];
     for (std::size_t s = 1; s < count.size(); ++s) count[s] += count[s - 1];
-    std::vector<std::uint64_t> order(n);
+    out.keys.resize(n);
     {
         std::vector<std::uint64_t> next(count.begin(), count.end() - 1);
-        for (std::size_t i = 0; i < n; ++i) order[next[shard_of[i]]++] = i;
+        for (std::size_t i = 0; i < n; ++i) out.keys[next[shard[i]]++] = i;
     }
-    const std::size_t rec = position_record_size(g.layout, g.num_hashes);
-    unsigned char head[kPositionsHeader] = {g.layout == Layout::blocked ? kPositionsBlocked : kPositionsStandard,
-                                            static_cast<unsigned char>(g.num_hashes), 0, 0};
     for (std::uint64_t s = 0; s + 1 < count.size(); ++s) {
         if (count[s] == count[s + 1]) continue;
         out.shards.push_back(s);
-        out.starts.push_back(out.keys.size());
-        std::string blob(kPositionsHeader + rec * (count[s + 1] - count[s]), '\0');
-        std::memcpy(&blob[0], head, kPositionsHeader);
-        auto* p = reinterpret_cast<unsigned char*>(&blob[kPositionsHeader]);
-        auto put = [&p](std::uint64_t v, int bytes) {
-            for (int b = 0; b < bytes; ++b) *p++ = static_cast<unsigned char>(v >> (8 * b));
-        };
-        for (std::uint64_t j = count[s]; j < count[s + 1]; ++j) {
-            const Hash128& h = hashes[order[j]];
-            out.keys.push_back(order[j]);
-            if (g.layout == Layout::blocked) {
-                const std::uint64_t block = block_index(h.h1, num_blocks);
-                put((block - s * blocks_per_shard) * kBlockBytes, 4);
-                for (std::uint32_t i = 0; i < g.num_hashes; ++i) put(offset_in_block(h.h2, i), 2);
-            } else {
-                for_each_slot(g, h, [&](std::uint64_t slot) { put(slot, 4); });
-            }
-        }
-        out.blobs.push_back(std::move(blob));
+        out.starts.push_back(count[s]);
     }
-    out.starts.push_back(out.keys.size());
+    out.starts.push_back(n);
     return out;
 }
 
-// The same batch as Redis BITFIELD operations, for plain Redis: for each key
-// k "SET u1 <offset> 1" (or "GET u1 <offset>") in RESP, offsets in Redis's
-// bit order (from the top bit of each byte), per shard. args[s] is the RESP
-// encoding of those arguments alone (the caller writes the command's head),
-// arg_counts[s] how many there are.
-struct ShardedOps {
-    ShardedPositions keys;  // shards, starts, keys (blobs unused)
-    std::vector<std::string> args;
-    std::vector<std::uint64_t> arg_counts;
-};
-
-inline ShardedOps shard_bitfield_ops(const Geometry& g, std::uint64_t shard_bits, const Hash128* hashes, std::size_t n,
-                                     bool set) {
-    ShardedOps out;
-    out.keys = shard_positions(g, shard_bits, hashes, n);
+// The positions blob of part p of a grouping.
+inline std::string encode_positions(const Geometry& g, std::uint64_t shard_bits, const Hash128* hashes,
+                                    const ShardGroups& groups, std::size_t p) {
+    const std::uint64_t first = groups.starts[p], last = groups.starts[p + 1];
     const std::size_t rec = position_record_size(g.layout, g.num_hashes);
-    const bool blocked = g.layout == Layout::blocked;
-    // "$3\r\nSET\r\n$2\r\nu1\r\n$" <len> "\r\n" <offset> "\r\n$1\r\n1\r\n", written by hand: a
-    // batch of 10,000 keys is 60,000 of them.
+    std::string blob(kPositionsHeader + rec * (last - first), '\0');
+    blob[0] = static_cast<char>(g.layout == Layout::blocked ? kPositionsBlocked : kPositionsStandard);
+    blob[1] = static_cast<char>(g.num_hashes);
+    auto* w = reinterpret_cast<unsigned char*>(&blob[kPositionsHeader]);
+    auto put = [&w](std::uint64_t v, int bytes) {
+        for (int b = 0; b < bytes; ++b) *w++ = static_cast<unsigned char>(v >> (8 * b));
+    };
+    const std::uint64_t base_block = groups.shards[p] * (shard_bits / kBlockBits);
+    for (std::uint64_t j = first; j < last; ++j) {
+        const Hash128& h = hashes[groups.keys[j]];
+        if (g.layout == Layout::blocked) {
+            put((block_index(h.h1, g.num_blocks()) - base_block) * kBlockBytes, 4);
+            for (std::uint32_t i = 0; i < g.num_hashes; ++i) put(offset_in_block(h.h2, i), 2);
+        } else {
+            for_each_slot(g, h, [&](std::uint64_t slot) { put(slot, 4); });
+        }
+    }
+    return blob;
+}
+
+// Part p as BITFIELD operands in RESP ("SET u1 <offset> 1", or "GET u1
+// <offset>", k per key, offsets in Redis's bit order: from the top bit of
+// each byte), appended to *out; returns how many arguments were written.
+inline std::uint64_t append_bitfield_operands(const Geometry& g, std::uint64_t shard_bits, const Hash128* hashes,
+                                              const ShardGroups& groups, std::size_t p, bool set, std::string* out) {
+    const std::uint64_t first = groups.starts[p], last = groups.starts[p + 1];
+    // Written by hand: a batch of 10,000 keys is 60,000 operations.
     const char* head = set ? "$3\r\nSET\r\n$2\r\nu1\r\n$" : "$3\r\nGET\r\n$2\r\nu1\r\n$";
     const std::size_t head_len = std::strlen(head);
     const char* tail = set ? "\r\n$1\r\n1\r\n" : "\r\n";
     const std::size_t tail_len = std::strlen(tail);
-    for (std::size_t s = 0; s < out.keys.shards.size(); ++s) {
-        const std::string& blob = out.keys.blobs[s];
-        const std::size_t count = (blob.size() - kPositionsHeader) / rec;
-        std::string resp(count * g.num_hashes * (head_len + tail_len + 24), '\0');
-        char* w = &resp[0];
-        const auto* r = reinterpret_cast<const unsigned char*>(blob.data()) + kPositionsHeader;
-        auto get = [](const unsigned char* p, int bytes) {
-            std::uint64_t v = 0;
-            for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[b];
-            return v;
-        };
-        for (std::size_t i = 0; i < count; ++i, r += rec) {
-            const std::uint64_t base = blocked ? get(r, 4) * 8 : 0;
-            for (std::uint32_t j = 0; j < g.num_hashes; ++j) {
-                const std::uint64_t bit = base + (blocked ? get(r + 4 + 2 * j, 2) : get(r + 4 * j, 4));
-                const std::uint64_t redis_bit = bit - bit % 8 + 7 - bit % 8;
-                char digits[24];
-                const auto end = std::to_chars(digits, digits + sizeof digits, redis_bit).ptr;
-                const auto len = static_cast<std::size_t>(end - digits);
-                std::memcpy(w, head, head_len);
-                w += head_len;
-                const auto len_end = std::to_chars(w, w + 4, len).ptr;
-                w = len_end;
-                *w++ = '\r';
-                *w++ = '\n';
-                std::memcpy(w, digits, len);
-                w += len;
-                std::memcpy(w, tail, tail_len);
-                w += tail_len;
-            }
+    const std::size_t at = out->size();
+    out->resize(at + (last - first) * g.num_hashes * (head_len + tail_len + 24));
+    char* w = &(*out)[at];
+    const std::uint64_t base_bit = groups.shards[p] * shard_bits;
+    auto emit = [&](std::uint64_t bit) {
+        const std::uint64_t redis_bit = bit - bit % 8 + 7 - bit % 8;
+        char digits[24];
+        const auto len = static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, redis_bit).ptr - digits);
+        std::memcpy(w, head, head_len);
+        w = std::to_chars(w + head_len, w + head_len + 4, len).ptr;
+        *w++ = '\r';
+        *w++ = '\n';
+        std::memcpy(w, digits, len);
+        std::memcpy(w + len, tail, tail_len);
+        w += len + tail_len;
+    };
+    for (std::uint64_t j = first; j < last; ++j) {
+        const Hash128& h = hashes[groups.keys[j]];
+        if (g.layout == Layout::blocked) {
+            const std::uint64_t block_bit = (block_index(h.h1, g.num_blocks()) * kBlockBits) - base_bit;
+            for (std::uint32_t i = 0; i < g.num_hashes; ++i) emit(block_bit + offset_in_block(h.h2, i));
+        } else {
+            for_each_slot(g, h, emit);
         }
-        resp.resize(static_cast<std::size_t>(w - resp.data()));
-        out.args.push_back(std::move(resp));
-        out.arg_counts.push_back(count * g.num_hashes * (set ? 4 : 3));
     }
-    return out;
+    out->resize(static_cast<std::size_t>(w - out->data()));
+    return (last - first) * g.num_hashes * (set ? 4 : 3);
 }
 
-// Server side: apply a batch to a shard's bytes (the module). For each
-// record, answer[i] = '1' when the key was new (add) or is present (test),
-// else '0'. Returns false (and sets *error) for a malformed batch or a
-// position outside the shard; nothing is changed then. changed(offset,
-// len) is called for each region an add wrote (for replication).
-template <class Changed>
-bool apply_positions(const unsigned char* blob, std::size_t blob_len, unsigned char* shard, std::size_t shard_len,
-                     bool add, std::string* answer, std::string* error, Changed&& changed) {
+// Server side (the module): what an apply does with each key.
+//   test: answer '1' where every bit is set, else '0'.
+//   add: set the bits; answer '1' where a bit changed (the key was new),
+//        else '0'.
+//   add_unsure: the same for a re-sent batch whose first send may have run
+//        and whose kept answer is gone: a key found present may have been set
+//        by that first send, so it is answered '?' (unknown), never '0'.
+enum class Apply { test, add, add_unsure };
+
+// Apply one shard's blob. Adds stop before the key that would be new past
+// `room` new keys (a stage of a chain at its capacity); *processed says how
+// many keys were answered, and one answer byte per processed key is
+// appended to *answer. Returns false (and sets *error) for a malformed blob
+// or a position outside the shard; nothing is changed then.
+inline bool apply_positions(const unsigned char* blob, std::size_t blob_len, unsigned char* shard,
+                            std::size_t shard_len, Apply mode, std::uint64_t room, std::string* answer,
+                            std::size_t* processed, std::uint64_t* news, std::string* error) {
     if (blob_len < kPositionsHeader || (blob[0] != kPositionsBlocked && blob[0] != kPositionsStandard) ||
-        blob[1] < 1 || blob[1] > kMaxHashes) {
+        blob[1] < 1 || blob[1] > kMaxHashes || blob[2] != 0 || blob[3] != 0) {
         *error = "ERR bloomline: malformed positions (bad header)";
         return false;
     }
@@ -203,30 +204,34 @@ bool apply_positions(const unsigned char* blob, std::size_t blob_len, unsigned c
                 }
         }
     }
-    answer->assign(n, '0');
-    for (std::size_t i = 0; i < n; ++i) {
+    const int width = layout == Layout::blocked ? 2 : 4;
+    std::size_t i = 0;
+    for (; i < n; ++i) {
+        if (mode != Apply::test && *news == room) break;
         const unsigned char* r = blob + kPositionsHeader + i * rec;
         const std::uint64_t base = layout == Layout::blocked ? get(r, 4) : 0;
         const unsigned char* bits = layout == Layout::blocked ? r + 4 : r;
-        const int width = layout == Layout::blocked ? 2 : 4;
         bool all = true;
-        for (std::uint32_t j = 0; j < k; ++j) {
+        for (std::uint32_t j = 0; j < k && all; ++j) {
             const std::uint64_t b = get(bits + width * j, width);
-            all = all && (shard[base + b / 8] >> (b % 8) & 1);
+            all = shard[base + b / 8] >> (b % 8) & 1;
         }
-        if (!add) {
-            (*answer)[i] = all ? '1' : '0';
+        if (mode == Apply::test) {
+            answer->push_back(all ? '1' : '0');
             continue;
         }
-        if (all) continue;
-        (*answer)[i] = '1';
+        if (all) {  // present: not new, or unknown when the first send may have set it
+            answer->push_back(mode == Apply::add_unsure ? '?' : '0');
+            continue;
+        }
         for (std::uint32_t j = 0; j < k; ++j) {
             const std::uint64_t b = get(bits + width * j, width);
             shard[base + b / 8] = static_cast<unsigned char>(shard[base + b / 8] | (1u << (b % 8)));
-            if (layout == Layout::standard) changed(b / 8, 1);
         }
-        if (layout == Layout::blocked) changed(base, kBlockBytes);
+        answer->push_back('1');
+        ++*news;
     }
+    *processed = i;
     return true;
 }
 

@@ -1,0 +1,82 @@
+"""Bloom filters shared by many processes through Redis.
+
+``RedisBloomFilter`` is one filter of fixed size; ``RedisStages`` keeps a
+growing chain's stages (``ScalableBloomFilter(..., store=RedisStages(...))``).
+Three backends, the same answers:
+
+``"module"``
+    bloomline's own Redis module (``redis-server --loadmodule $(bloomline
+    redis-module)``): each batch is one command per shard whose one bytes
+    argument holds the positions the client computed (docs/FORMAT.md,
+    "Positions"), tested and set in the string's memory.
+``"plain"``
+    Any Redis, no module: adds are one script call per shard, its arguments
+    the batch's ``BITFIELD SET u1`` operations encoded by the core; lookups
+    one ``BITFIELD_RO`` per shard.
+``"bf"``
+    The server's own Bloom commands (RedisBloom, Redis 8, valkey-bloom):
+    ``BF.RESERVE`` with ``EXPANSION`` (it grows), ``BF.MADD``, ``BF.MEXISTS``.
+
+``backend="auto"`` (the default) picks the module when the server has it,
+else plain. The "module" and "plain" backends keep the bits in plain Redis
+strings, byte for byte a local filter's payload, and either reads what the
+other wrote.
+
+**The promise, through faults.** A key is reported new to exactly one
+caller, or the call raises; never "seen" for a key nobody added, never a
+silent fresh start:
+
+- a batch has one id for its life; its every re-send (a dropped reply, a
+  timeout, NOSCRIPT, MOVED, ASK) is the same command, and the server keeps
+  each shard's answer under that id for ``answer_ttl_ms``, longer than the
+  client's retry window;
+- a re-send whose kept answer is gone cannot be told from a first send:
+  keys it finds present are answered "unknown", and the call raises
+  ``UnknownOutcome`` (its ``unknown`` array says which keys to treat as new);
+- a key that should exist and does not (evicted, expired, deleted) raises
+  ``MissingKeyError``, on every backend; attaching warns
+  (``EvictionWarning``) when the server's ``maxmemory-policy`` may evict;
+- creating a filter and growing a chain are idempotent: a re-sent step
+  finishes the job;
+- a chain's stage is declared full by the server, in the same step as the
+  add, so N processes keep the false-positive bound one process keeps;
+- a fixed filter past its capacity warns once (``bloomline.CapacityWarning``).
+
+docs/DECISIONS.md ("Redis that loses nothing") has the protocol; each
+module here is one part of it: ``_wire`` (framing, routing, re-sends),
+``_backend`` and one module per backend, ``_meta`` (parameters, creation),
+``_filter`` (RedisBloomFilter), ``_stages`` (RedisStages).
+
+**Cluster.** Shards are whole runs of 512-bit blocks under Redis's 512 MB
+string limit, so filters of more than ``2**32`` bits work; shard names hash
+to different slots, so a cluster spreads them over its masters. A chain's
+keys share one hash tag (one node). The standard layout spreads a key's
+bits over the whole array and so is kept in one shard (at most ``2**32``
+bits).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import _core
+from ..scalable import StaleChain
+from ._errors import EvictionWarning, MissingKeyError, UnknownOutcome
+from ._filter import RedisBloomFilter
+from ._meta import DEFAULT_SHARD_BITS
+from ._stages import RedisStages
+
+__all__ = ["DEFAULT_SHARD_BITS", "EvictionWarning", "MissingKeyError", "RedisBloomFilter", "RedisStages",
+           "StaleChain", "UnknownOutcome", "module_path"]
+
+
+def module_path() -> str:
+    """The path of bloomline's Redis module, for ``redis-server --loadmodule``."""
+    # Installed beside the extension (in an editable install, in its build tree).
+    path = os.path.join(os.path.dirname(os.path.abspath(_core.__file__)), "redis_module.so")
+    if not os.path.exists(path):  # pragma: no cover - a broken install
+        raise FileNotFoundError(f"bloomline's Redis module is not installed at {path}")
+    if not os.access(path, os.X_OK):  # pragma: no cover - a broken install
+        # redis-server 7 refuses to load a module file it may not execute.
+        raise PermissionError(f"bloomline's Redis module at {path} is not executable; run: chmod a+x {path}")
+    return path

@@ -1,0 +1,247 @@
+"""What every backend shares: a filter's keys in Redis, the interface a
+backend implements, and how replies become answers (and faults errors).
+
+A backend turns a batch into commands (``Part``s: the jobs, and the batch
+indices their reply answers, in its order); the filter and each stage of a
+chain run them alike through ``run_adds`` and ``run_lookups``. Every add
+reply is ``[answer, count]``: one byte per key taken (``1`` new, ``0``
+present, ``?`` unknown: a re-send whose kept answer was gone found it
+present) and the count of new keys where the command keeps one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
+
+import numpy as np
+import numpy.typing as npt
+import redis as _redis
+
+from .. import _core
+from ._errors import MissingKeyError, UnknownOutcome
+from ._wire import Job, Sender, _error_code, sibling
+
+if TYPE_CHECKING:
+    from .._core import Layout, Nulls
+
+NEW, PRESENT, UNSURE, NOT_TAKEN = ord("1"), ord("0"), ord("?"), 0
+
+
+@dataclass(frozen=True)
+class FilterKeys:
+    """A filter in Redis: its geometry and the names of its keys. shards[i]
+    holds nbytes[i] bytes; counts[i] its count of new keys (a fixed filter
+    keeps one per shard, so that each add updates its own in one step)."""
+
+    name: str
+    layout: Layout
+    num_bits: int
+    num_hashes: int
+    seed: int
+    shard_bits: int
+    shards: tuple[str, ...] = ()
+    nbytes: tuple[int, ...] = ()
+    counts: tuple[str, ...] = ()
+    bf: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class StageGuard:
+    """What a stage add checks in the same step (a chain in Redis): the
+    chain's stage count is `expected`, and the stage's count of new keys,
+    at `count`, stays within `capacity`."""
+
+    stages: str
+    expected: int
+    capacity: int
+    count: str
+    answers: str  # the prefix of the stage's answer keys
+
+
+@dataclass
+class Part:
+    """Commands of a batch and the batch indices their answer covers (in the
+    reply's order); decode turns the replies of a lookup into a bool per
+    index. count_key: the count an add reply reports."""
+
+    jobs: list[Job]
+    idx: npt.NDArray[np.int64]
+    decode: Optional[Callable[[list[Any]], npt.NDArray[np.bool_]]] = None
+    count_key: Optional[str] = None
+
+
+@dataclass
+class Prepared:
+    """A batch ready for a backend: hashes (bits backends) or key bytes in
+    bodies of at most max_keys (bf); n keys, valid the batch's non-nulls."""
+
+    n: int
+    valid: npt.NDArray[np.bool_]
+    hashes: Any = None
+    bodies: list[bytes] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+
+
+class Backend:
+    """One way of keeping a filter in Redis. The fixed filter and every stage
+    of a chain use these alike; the three subclasses are the only places
+    that know their server's commands."""
+
+    name: ClassVar[str]
+    max_keys: ClassVar[int]  # keys per command: one command holds the server for a bounded time
+
+    def prepare(self, keys: Any, nulls: Nulls, seed: int) -> Prepared:
+        raise NotImplementedError
+
+    def add_parts(self, f: FilterKeys, batch: Prepared, batch_id: str, ttl_ms: int) -> list[Part]:
+        raise NotImplementedError
+
+    def stage_parts(self, f: FilterKeys, guard: StageGuard, batch: Prepared, batch_id: str,
+                    ttl_ms: int) -> list[Part]:
+        raise ValueError(f"backend {self.name!r} cannot keep a scalable chain's stages")
+
+    def has_parts(self, f: FilterKeys, batch: Prepared) -> list[Part]:
+        raise NotImplementedError
+
+
+def missing_error(e: Exception, what: str, policy: str = "") -> Exception:
+    """A server's MISSING reply as MissingKeyError, naming the key and what
+    removes keys; other errors as they are."""
+    if not isinstance(e, _redis.ResponseError) or _error_code(e) not in ("MISSING", "WRONGSIZE"):
+        return e
+    key = str(e).split(" ", 2)[1] if len(str(e).split()) > 1 else "?"
+    how = (f" (this server's maxmemory-policy is {policy!r}: it evicts keys under memory pressure)"
+           if policy and policy != "noeviction" else "")
+    state = "is gone" if _error_code(e) == "MISSING" else "has the wrong size"
+    return MissingKeyError(
+        f"{key!r}, a key of {what}, {state}: evicted{how}, expired (an EXPIRE, or the filter's expire()), "
+        "or deleted. Refused rather than answered from a fresh, empty filter; drop() the filter and make it "
+        "anew, or restore it", key=key)
+
+
+def run_adds(sender: Sender, parts: Sequence[Part], n: int, what: str, policy: str = "",
+             tolerate: Sequence[str] = ()) -> tuple[npt.NDArray[np.uint8], dict[str, int], list[Exception]]:
+    """Send an add's parts: each key's answer byte (NOT_TAKEN where a stage
+    add stopped before it), the counts the replies reported, and the error
+    replies whose code is in `tolerate` (their parts took nothing). Raises
+    when any other part failed or any answer is unknown, with what is known."""
+    replies = sender.run([p.jobs[0] for p in parts])
+    codes = np.zeros(n, dtype=np.uint8)
+    counts: dict[str, int] = {}
+    failed: list[tuple[Part, Exception]] = []
+    skipped: list[Exception] = []
+    for part, reply in zip(parts, replies):
+        if isinstance(reply, Exception):
+            if isinstance(reply, _redis.ResponseError) and _error_code(reply) in tolerate:
+                skipped.append(reply)
+            else:
+                failed.append((part, reply))
+            continue
+        answer, count = reply
+        codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
+        if part.count_key is not None and int(count) >= 0:
+            counts[part.count_key] = int(count)
+    unsure = codes == UNSURE
+    if not failed and not unsure.any():
+        return codes, counts, skipped
+    unknown = unsure.copy()
+    for part, e in failed:
+        if isinstance(e, UnknownOutcome):
+            unknown[part.idx] = True
+    error = failed[0][1] if failed else UnknownOutcome(
+        f"{int(unsure.sum())} keys of a batch to {what} were re-sent after a lost reply whose kept answer was gone, "
+        "and found present: the lost send may have added them")
+    error = missing_error(error, what, policy)
+    if isinstance(error, (UnknownOutcome, MissingKeyError)):
+        error._facts(codes == NEW, unknown)
+    raise error
+
+
+def run_lookups(sender: Sender, parts: Sequence[Part], n: int, what: str, policy: str = "") -> npt.NDArray[np.bool_]:
+    """Send a lookup's parts; True where the key may be present."""
+    jobs = [j for p in parts for j in p.jobs]
+    replies = sender.run(jobs)
+    out = np.zeros(n, dtype=bool)
+    at = 0
+    for part in parts:
+        mine = replies[at : at + len(part.jobs)]
+        at += len(part.jobs)
+        try:
+            for reply in mine:
+                if isinstance(reply, Exception):
+                    raise reply
+            assert part.decode is not None
+            out[part.idx] = part.decode(mine)
+        except _redis.ResponseError as e:
+            raise missing_error(e, what, policy) from None
+    return out
+
+
+def check_size(key: str, nbytes: int, reply: Any) -> None:
+    """A shard's STRLEN (or EXISTS for 1) read beside a lookup, as MISSING."""
+    if int(reply) != nbytes:
+        raise _redis.ResponseError(f"{'MISSING' if int(reply) == 0 else 'WRONGSIZE'} {key}")
+
+
+class BitsBackend(Backend):
+    """The backends that keep bloomline's bits in Redis strings (module,
+    plain): a batch is hashed once, cut into chunks of max_keys, and each
+    chunk grouped by shard by the core (its operands in the subclass's form).
+    A fixed filter sends a command per shard part, each with its own answer
+    key in its shard's slot; a stage sends one per chunk, over all its
+    shards (they share a slot)."""
+
+    form_add: ClassVar[str]
+    form_has: ClassVar[str]
+
+    def prepare(self, keys: Any, nulls: Nulls, seed: int) -> Prepared:
+        hashed, valid = _core.hash_valid(keys, seed, nulls=nulls)
+        return Prepared(len(hashed), valid, hashes=hashed)
+
+    def _chunks(self, f: FilterKeys, hashes: Any, form: str, joined: bool = False) -> Any:
+        for lo in range(0, len(hashes), self.max_keys):
+            shards, starts, order, bodies, counts = _core.redis_batch(
+                hashes[lo : lo + self.max_keys], f.num_bits, f.num_hashes, layout=f.layout, seed=f.seed,
+                shard_bits=f.shard_bits, form=form, joined=joined)
+            yield lo, shards.tolist(), starts, order, bodies, counts.tolist()
+
+    def add_parts(self, f: FilterKeys, batch: Prepared, batch_id: str, ttl_ms: int) -> list[Part]:
+        parts = []
+        for c, (lo, shards, starts, order, bodies, counts) in enumerate(self._chunks(f, batch.hashes, self.form_add)):
+            for p, s in enumerate(shards):
+                job = self.add_job(f, s, sibling(f.shards[s], f":ans:{batch_id}.{c}"), ttl_ms, bodies[p], counts[p])
+                parts.append(Part([job], lo + order[starts[p] : starts[p + 1]], count_key=f.counts[s]))
+        return parts
+
+    def stage_parts(self, f: FilterKeys, guard: StageGuard, batch: Prepared, batch_id: str,
+                    ttl_ms: int) -> list[Part]:
+        parts = []
+        chunks = self._chunks(f, batch.hashes, self.form_add, joined=True)
+        for c, (lo, shards, starts, order, bodies, counts) in enumerate(chunks):
+            job = self.stage_job(f, guard, shards, np.diff(starts).tolist(), f"{guard.answers}{batch_id}.{c}",
+                                 ttl_ms, bodies[0], counts[0])
+            parts.append(Part([job], lo + order, count_key=guard.count))
+        return parts
+
+    def has_parts(self, f: FilterKeys, batch: Prepared) -> list[Part]:
+        parts = []
+        for lo, shards, starts, order, bodies, counts in self._chunks(f, batch.hashes, self.form_has):
+            for p, s in enumerate(shards):
+                jobs, decode = self.has_jobs(f, s, bodies[p], counts[p])
+                parts.append(Part(jobs, lo + order[starts[p] : starts[p + 1]], decode=decode))
+        return parts
+
+    # -- each bits backend's commands ------------------------------------------------------
+
+    def add_job(self, f: FilterKeys, shard: int, answer: str, ttl_ms: int, body: bytes, count: int) -> Job:
+        raise NotImplementedError
+
+    def stage_job(self, f: FilterKeys, guard: StageGuard, shards: list[int], keys_per_shard: list[int],
+                  answer: str, ttl_ms: int, body: bytes, count: int) -> Job:
+        raise NotImplementedError
+
+    def has_jobs(self, f: FilterKeys, shard: int, body: bytes,
+                 count: int) -> tuple[list[Job], Callable[[list[Any]], npt.NDArray[np.bool_]]]:
+        raise NotImplementedError

@@ -1,0 +1,56 @@
+"""What a Redis filter raises when a fault cannot be survived.
+
+Both errors carry what is known of the batch: ``new`` is True where a key
+was reported new to this call (its add was answered), ``unknown`` True where
+the outcome is unknown (the command may or may not have run). A caller that
+must not lose a key treats every ``unknown`` key as new (fetch the page):
+at least once, never lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import numpy.typing as npt
+import redis as _redis
+
+__all__ = ["EvictionWarning", "MissingKeyError", "UnknownOutcome"]
+
+
+class _BatchFacts:
+    new: Optional[npt.NDArray[np.bool_]]
+    unknown: Optional[npt.NDArray[np.bool_]]
+
+    def _facts(self, new: Any, unknown: Any) -> None:
+        self.new = new
+        self.unknown = unknown
+
+
+class UnknownOutcome(_redis.ConnectionError, _BatchFacts):
+    """A command whose reply was lost could not be sent again safely (its
+    retries ran out, or its answer may have expired or been evicted), so
+    whether its keys were added is unknown. A subclass of redis's
+    ConnectionError: code that retries on those keeps working, and must
+    treat ``unknown`` keys as new."""
+
+    def __init__(self, message: str, *, new: Any = None, unknown: Any = None) -> None:
+        super().__init__(message)
+        self._facts(new, unknown)
+
+
+class MissingKeyError(_redis.ResponseError, _BatchFacts):
+    """A key of a filter that should exist does not: evicted, expired or
+    deleted. bloomline refuses rather than answer from a fresh, empty
+    filter (every key would look new, or every page seen)."""
+
+    def __init__(self, message: str, *, key: str = "", new: Any = None, unknown: Any = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self._facts(new, unknown)
+
+
+class EvictionWarning(UserWarning):
+    """The server's ``maxmemory-policy`` can evict a filter's keys (the
+    filter then refuses: MissingKeyError) or the kept answers that make a
+    re-sent batch safe (the re-send then raises UnknownOutcome)."""

@@ -1,0 +1,462 @@
+"""RedisBloomFilter: one Bloom filter shared by many processes through Redis
+(the module doc of bloomline.redis says what it promises)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional, cast
+
+import numpy as np
+import numpy.typing as npt
+import redis as _redis
+
+from .. import _core
+from .._core import BloomFilter, CapacityWarning
+from ..scalable import _in_place
+from ._backend import NEW, Backend, FilterKeys, Prepared, run_adds, run_lookups
+from ._bf import BfBackend
+from ._errors import MissingKeyError, UnknownOutcome
+from ._meta import DEFAULT_SHARD_BITS, data_keys, eviction_policy, keys_of, open_filter, plan
+from ._module import ModuleBackend
+from ._plain import PlainBackend
+from ._wire import DEFAULT_RETRIES, Job, Script, Sender, batch_ids, routable, sibling
+
+if TYPE_CHECKING:
+    from .._core import Keys, Layout, Nulls
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (ModuleBackend(), PlainBackend(), BfBackend())}
+
+# KEYS: shard, count    ARGV: bytes. Zero a shard, keeping its TTL.
+_CLEAR_SHARD = Script("""
+local len = redis.call('STRLEN', KEYS[1])
+if len ~= tonumber(ARGV[1]) then return redis.error_reply((len == 0 and 'MISSING ' or 'WRONGSIZE ') .. KEYS[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('SETRANGE', KEYS[1], ARGV[1] - 1, '\\0')
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+redis.call('SET', KEYS[2], '0', 'KEEPTTL')
+return 1
+""")
+
+
+def client_of(redis: Any) -> Any:
+    """A redis-py client, or one made from a URL."""
+    return _redis.Redis.from_url(redis) if isinstance(redis, str) else redis
+
+
+def server_has_module(client: Any) -> bool:
+    node = client.get_nodes()[0].redis_connection if hasattr(client, "get_nodes") else client
+    try:
+        mods = node.execute_command("MODULE", "LIST")
+    except _redis.ResponseError:  # MODULE LIST refused (ACLs): assume plain Redis
+        return False
+    for m in mods or []:
+        name = m.get(b"name") if isinstance(m, dict) else (m[1] if len(m) > 1 else None)
+        if name in (b"bloomline", "bloomline"):
+            return True
+    return False
+
+
+def run_each(sender: Sender, jobs: Sequence[Job]) -> list[Any]:
+    """Replies of key-by-key commands (the first error raised)."""
+    replies = sender.run(jobs)
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+class RedisBloomFilter:
+    """A Bloom filter stored in Redis, safe to share between processes.
+
+    ``RedisBloomFilter(redis, key, capacity, error_rate)`` creates the filter
+    (or attaches to it if it exists with the same parameters);
+    ``RedisBloomFilter(redis, key)`` attaches to an existing one. ``redis`` is
+    a redis-py client (``redis.Redis`` or ``redis.cluster.RedisCluster``) or a
+    URL. Attaching with a ``layout``, ``seed``, capacity or error rate that
+    differs from the stored one raises ``ValueError`` naming the field.
+    ``retries`` re-sends of a batch after a lost reply, each kept answer
+    ``answer_ttl_ms`` (None: twice the retry window the client's socket
+    timeout allows, at least 10 s; 2 minutes without a timeout).
+    """
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        redis: Any,
+        key: str,
+        capacity: Optional[int] = None,
+        error_rate: Optional[float] = None,
+        *,
+        layout: Optional[Layout] = None,
+        seed: Optional[int] = None,
+        shards: Optional[int] = None,
+        shard_bits: int = DEFAULT_SHARD_BITS,
+        backend: str = "auto",
+        retries: int = DEFAULT_RETRIES,
+        answer_ttl_ms: Optional[int] = None,
+    ) -> None:
+        client = client_of(redis)
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"key must be a non-empty str, got {key!r}")
+        if backend not in ("auto", *BACKENDS):
+            raise ValueError(f"backend must be one of 'auto', 'module', 'plain', 'bf', got {backend!r}")
+        sender = Sender(client, retries=retries, answer_ttl_ms=answer_ttl_ms)
+        new = None
+        if capacity is not None:
+            new = plan(capacity, 0.01 if error_rate is None else error_rate, layout or "blocked",
+                       0 if seed is None else seed, shards, shard_bits, "bf" if backend == "bf" else "bits")
+        wanted: dict[str, Any] = {}
+        if capacity is not None or error_rate is not None:
+            wanted.update(layout=layout or "blocked", seed=0 if seed is None else seed)
+            wanted.update({k: v for k, v in (("capacity", capacity), ("error_rate", error_rate), ("shards", shards))
+                           if v is not None})
+        wanted.update({k: v for k, v in (("layout", layout), ("seed", seed)) if v is not None})
+        meta = open_filter(sender, key, new, wanted)
+        self._setup(sender, key, meta, backend, eviction_policy(client))
+
+    def _setup(self, sender: Sender, key: str, meta: dict[str, str], backend: str, policy: str) -> None:
+        self._sender = sender
+        self._r = sender.client
+        self._key = key
+        self._meta = meta
+        self._kind = meta["kind"]
+        self._keys: FilterKeys = keys_of(key, meta)
+        self._capacity = int(meta["capacity"])
+        self._error_rate = float(meta["error_rate"])
+        self._policy = policy
+        self._what = f"the filter at {key!r}"
+        self._backend = BACKENDS[self._choose_backend(backend)]
+        self._counts: dict[str, int] = {}
+        self._warned = False
+
+    @classmethod
+    def _attach_stage(cls, sender: Sender, key: str, backend: str, policy: str) -> RedisBloomFilter:
+        """A stage of a chain in Redis (RedisStages), sharing its sender."""
+        self = cls.__new__(cls)
+        self._setup(sender, key, open_filter(sender, key, None, {}), backend, policy)
+        return self
+
+    def _choose_backend(self, backend: str) -> str:
+        if self._kind == "bf":
+            if backend not in ("auto", "bf"):
+                raise ValueError(f"the filter at key {self._key!r} is a server Bloom filter (BF.*): backend must "
+                                 f"be 'bf' or 'auto', got {backend!r}")
+            return "bf"
+        if backend == "bf":
+            raise ValueError(f"the filter at key {self._key!r} keeps bloomline's bits: backend 'bf' cannot read it "
+                             "(use 'module', 'plain' or 'auto')")
+        has_module = server_has_module(self._r)
+        if backend == "module" and not has_module:
+            from . import module_path
+
+            raise ValueError("backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
+                             f"{module_path()}")
+        return backend if backend != "auto" else ("module" if has_module else "plain")
+
+    # ---- batches ------------------------------------------------------------------
+
+    def _prepare(self, keys: Keys, nulls: Nulls) -> Prepared:
+        return self._backend.prepare(keys, nulls, self._keys.seed)
+
+    def add_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
+        """Add a batch (one command per shard and chunk, one round trip per
+        node); True where the key was new. Among processes adding the same
+        key at once exactly one sees it new, re-sends included; a fault that
+        cannot be survived raises (UnknownOutcome, MissingKeyError: their
+        ``new`` and ``unknown`` say what is known). nulls='skip' leaves nulls
+        out (False), as BloomFilter.add_many."""
+        if self._kind == "stage":
+            raise TypeError(f"{self._key!r} is a stage of a scalable chain: add to the chain, which keeps the "
+                            "stage's count")
+        batch = self._prepare(keys, nulls)
+        parts = self._backend.add_parts(self._keys, batch, batch_ids.next(), self._sender.answer_ttl_ms)
+        try:
+            codes, counts, _ = run_adds(self._sender, parts, batch.n, self._what, self._policy)
+        except (UnknownOutcome, MissingKeyError) as e:
+            e._facts(*(None if a is None else _in_place(batch.valid, a) for a in (e.new, e.unknown)))
+            raise
+        self._note(counts)
+        return _in_place(batch.valid, codes == NEW)
+
+    def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
+        """True where the key may be present (one read per shard, one round
+        trip per node); False for nulls with nulls='skip'."""
+        batch = self._prepare(keys, nulls)
+        parts = self._backend.has_parts(self._keys, batch)
+        return _in_place(batch.valid, run_lookups(self._sender, parts, batch.n, self._what, self._policy))
+
+    def _note(self, counts: dict[str, int]) -> None:
+        """Keep the shards' counts the replies reported; warn once when
+        their sum passes the capacity."""
+        self._counts.update(counts)
+        if not self._warned and counts and sum(self._counts.values()) > self._capacity:
+            self._warned = True
+            warnings.warn(
+                f"the Redis filter at {self._key!r} has taken {sum(self._counts.values()):,} new keys, past its "
+                f"capacity of {self._capacity:,}: its false-positive rate now rises past {self._error_rate:g} (new "
+                "pages reported seen). Make it with a larger capacity, or use a growing chain "
+                "(ScalableBloomFilter(..., store=RedisStages(redis, key)))", CapacityWarning, stacklevel=3)
+
+    def add(self, key: Any) -> bool:
+        """Add a key; True if it was new, atomically."""
+        return bool(self.add_many([key])[0])
+
+    def __contains__(self, key: object) -> bool:
+        return bool(self.contains_many([cast(Any, key)])[0])
+
+    def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
+        """Add each line of a block of text, as BloomFilter.add_lines reads it."""
+        return self.add_many(self._lines(data))
+
+    def contains_lines(self, data: Any) -> npt.NDArray[np.bool_]:
+        """Test each line of a block of text."""
+        return self.contains_many(self._lines(data))
+
+    def _lines(self, data: Any) -> Any:
+        if self._kind == "bf":  # the server needs the lines themselves
+            return [bytes(line) for line in bytes(data).splitlines()]
+        return _core.hash_lines(data, self._keys.seed)
+
+    def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None:
+        for keys in iterables:
+            self.add_many(keys, nulls=nulls)
+
+    # ---- keys, life and TTL ------------------------------------------------------------
+
+    def _all_keys(self) -> list[str]:
+        return [f"{self._key}:meta", *data_keys(self._keys)]
+
+    def _each(self, command: bytes, *args: Any) -> list[Any]:
+        """command on every key of the filter (with EXISTS beside it: a key
+        that is gone raises MissingKeyError)."""
+        jobs = [j for k in self._all_keys() for j in (Job(k.encode(), b"EXISTS", (k,)), Job(k.encode(), command, (k,), args))]
+        replies = run_each(self._sender, jobs)
+        for k, there in zip(self._all_keys(), replies[::2]):
+            if not int(there):
+                raise MissingKeyError(f"{k!r}, a key of the filter at {self._key!r}, is gone: evicted, expired or "
+                                      "deleted", key=k)
+        return replies[1::2]
+
+    def expire(self, seconds: float) -> None:
+        """Give every key of the filter the same time to live: after it, the
+        filter is gone (until then it answers as before)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < 2**40:
+            raise ValueError(f"seconds must be a positive number, got {seconds!r}")
+        self._each(b"PEXPIRE", max(1, round(seconds * 1000)))
+
+    def persist(self) -> None:
+        """Remove the time to live of every key of the filter."""
+        self._each(b"PERSIST")
+
+    def ttl(self) -> Optional[float]:
+        """Seconds until the first key of the filter expires, or None if none will."""
+        timed = [int(t) for t in self._each(b"PTTL") if int(t) >= 0]
+        return min(timed) / 1000 if timed else None
+
+    def clear(self) -> None:
+        """Forget every key (each value zeroed in place, its TTL kept)."""
+        if self._kind == "stage":
+            raise TypeError(f"{self._key!r} is a stage of a scalable chain: clear the chain")
+        if self._kind == "bf":
+            from ._bf import CREATE
+
+            run_each(self._sender, [Job(self._keys.bf.encode(), b"DEL", (self._keys.bf,))])  # type: ignore[union-attr]
+            self._sender.script(CREATE, [self._keys.bf], [self._error_rate, self._capacity])
+            return
+        k = self._keys
+        run_each(self._sender, [Job(s.encode(), _CLEAR_SHARD, (s, c), (n,))
+                                for s, c, n in zip(k.shards, k.counts, k.nbytes)])
+        self._counts.clear()
+
+    def delete(self) -> None:
+        """Remove the filter from Redis entirely (its meta last)."""
+        run_each(self._sender, [Job(k.encode(), b"DEL", (k,)) for k in data_keys(self._keys)])
+        self._sender.call(f"{self._key}:meta", b"DEL", f"{self._key}:meta")
+
+    @classmethod
+    def drop(cls, redis: Any, key: str) -> int:
+        """Delete every key of the filter at `key`, whatever state it is in
+        (its meta gone, a shard evicted): the way to start over after
+        MissingKeyError. Returns how many keys were deleted."""
+        from ._stages import delete_matching
+
+        star = "\0"  # where a pattern's * goes, once the rest is escaped
+
+        def pattern(name: str) -> str:
+            return "".join("\\" + c if c in "*?[]\\" else c for c in name).replace(star, "*")
+
+        shards, bf = routable(f"{key}:bits:{star}"), routable(f"{key}:bf")
+        return delete_matching(client_of(redis), [pattern(n) for n in (
+            f"{key}:meta", shards, sibling(shards, ":count"), sibling(shards, f":ans:{star}"), bf,
+            sibling(bf, f":ans:{star}"))])
+
+    # ---- facts ----------------------------------------------------------------------
+
+    def _shard_values(self, command: bytes) -> list[Any]:
+        """command on each shard, then its STRLEN (a shard that is gone
+        raises MissingKeyError instead of reading as zeros; nothing makes a
+        vanished shard anew, so one present after the read was during it)."""
+        k = self._keys
+        replies = run_each(self._sender, [j for s in k.shards for j in (Job(s.encode(), command, (s,)),
+                                                                          Job(s.encode(), b"STRLEN", (s,)))])
+        for shard, size, length in zip(k.shards, k.nbytes, replies[1::2]):
+            if int(length) != size:
+                raise MissingKeyError(f"{shard!r}, a shard of the filter at {self._key!r}, "
+                                      f"{'is gone' if not int(length) else 'has the wrong size'}", key=shard)
+        return replies[::2]
+
+    def _need_bits(self, what: str) -> None:
+        if self._kind == "bf":
+            raise ValueError(f"backend 'bf' keeps RedisBloom's own data: {what} is not known")
+
+    @property
+    def bits_set(self) -> int:
+        """BITCOUNT over all shards (not known for backend 'bf')."""
+        self._need_bits("bits_set")
+        return int(sum(self._shard_values(b"BITCOUNT")))
+
+    @property
+    def fill_ratio(self) -> float:
+        """The fraction of bits that are 1 (for backend 'bf', from BF.CARD)."""
+        if self._kind == "bf":
+            return 1.0 - math.exp(-self.approx_count * self.num_hashes / self.num_bits)
+        return self.bits_set / self.num_bits
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of bits the filter takes in Redis."""
+        if self._kind == "bf":
+            return int(self._sender.call(self._keys.bf, b"MEMORY", b"USAGE", self._keys.bf) or 0)
+        return sum(self._keys.nbytes)
+
+    @property
+    def approx_count(self) -> float:
+        """Distinct keys estimated from the bits set (BF.CARD for backend 'bf')."""
+        if self._kind == "bf":
+            return float(self._sender.call(self._keys.bf, b"BF.CARD", self._keys.bf))
+        return _core.estimate_count(self.bits_set, self.num_bits, self.num_hashes, self.layout)
+
+    @property
+    def insert_count(self) -> int:
+        """Adds that found their key new, over every process (the shards'
+        counts; not kept for backend 'bf' or a chain's stage: -1)."""
+        if not self._keys.counts:
+            return -1
+        counts = run_each(self._sender, [Job(c.encode(), b"GET", (c,)) for c in self._keys.counts])
+        return sum(int(c or 0) for c in counts)
+
+    @property
+    def expected_fp_rate(self) -> float:
+        n = self.approx_count
+        return 1.0 if math.isinf(n) else _core.false_positive_rate(n, self.num_bits, self.num_hashes, self.layout)
+
+    # ---- interop with local filters ---------------------------------------------------
+
+    @classmethod
+    def from_filter(cls, bf: BloomFilter, redis: Any, key: str, *, shard_bits: int = DEFAULT_SHARD_BITS,
+                    backend: str = "auto", retries: int = DEFAULT_RETRIES,
+                    answer_ttl_ms: Optional[int] = None) -> RedisBloomFilter:
+        """Upload a local BloomFilter (made with a capacity and error_rate) to a
+        new Redis filter at key; answers are identical afterwards."""
+        if bf.capacity is None or bf.error_rate is None:
+            raise ValueError("from_filter needs a filter built with a capacity and error_rate (not from_params)")
+        if backend == "bf":
+            raise ValueError("from_filter copies bits: backend 'bf' keeps RedisBloom's own data")
+        client = client_of(redis)
+        if client.exists(f"{key}:meta"):
+            raise ValueError(f"a filter already exists at key {key!r}; delete() it first")
+        rf = cls(client, key, bf.capacity, bf.error_rate, layout=bf.layout, seed=bf.seed, shard_bits=shard_bits,
+                 backend=backend, retries=retries, answer_ttl_ms=answer_ttl_ms)
+        if (rf.num_bits, rf.num_hashes) != (bf.num_bits, bf.num_hashes):  # pragma: no cover - same sizing math
+            raise ValueError("the Redis filter's geometry differs from the local one")
+        data = memoryview(bf).cast("B")
+        per = rf._keys.shard_bits // 8
+        chunk = 64 * 2**20  # SETRANGE in 64 MB pieces: no single huge request
+        jobs, ones = [], []
+        for i, (shard, count) in enumerate(zip(rf._keys.shards, rf._keys.counts)):
+            part = data[i * per : i * per + rf._keys.nbytes[i]]
+            for start in range(0, len(part), chunk):
+                piece = bytes(part[start : start + chunk])
+                if piece.strip(b"\x00"):
+                    jobs.append(Job(shard.encode(), b"SETRANGE", (shard,), (start, piece)))
+            ones.append(int(np.unpackbits(np.frombuffer(part, dtype=np.uint8)).sum()))
+        # Each shard's count: its share of the filter's count, by its bits.
+        total = sum(ones) or 1
+        jobs += [Job(c.encode(), b"SET", (c,), (round(bf.insert_count * n / total),))
+                 for c, n in zip(rf._keys.counts, ones)]
+        run_each(rf._sender, jobs)
+        return rf
+
+    def to_filter(self) -> BloomFilter:
+        """Download into a local BloomFilter with identical answers."""
+        if self._kind == "bf":
+            raise ValueError("backend 'bf' keeps RedisBloom's own data: it has no bloomline bits to download")
+        payload = b"".join(self._shard_values(b"GET"))
+        f = BloomFilter.from_buffer(payload, self.num_bits, self.num_hashes, layout=self.layout, seed=self.seed,
+                                    capacity=self._capacity, error_rate=self._error_rate)
+        return f
+
+    # ---- what it is ---------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        """Which backend runs: 'module', 'plain' or 'bf'."""
+        return self._backend.name
+
+    @property
+    def key(self) -> str:
+        return self._key
+
+    @property
+    def num_bits(self) -> int:
+        return self._keys.num_bits
+
+    @property
+    def num_hashes(self) -> int:
+        return self._keys.num_hashes
+
+    @property
+    def layout(self) -> Layout:
+        return cast("Layout", self._keys.layout)
+
+    @property
+    def seed(self) -> int:
+        return self._keys.seed
+
+    @property
+    def shards(self) -> int:
+        return max(1, len(self._keys.shards))
+
+    @property
+    def shard_bits(self) -> int:
+        return self._keys.shard_bits
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def error_rate(self) -> float:
+        return self._error_rate
+
+    @property
+    def answer_ttl_ms(self) -> int:
+        """How long a batch's answer is kept for a re-send (see the class doc)."""
+        return self._sender.answer_ttl_ms
+
+    def shard_keys(self) -> list[str]:
+        return list(self._keys.shards)
+
+    def _repr_html_(self) -> str:
+        from ..display import filter_html
+
+        return filter_html(self)
+
+    def __repr__(self) -> str:
+        return (f"<RedisBloomFilter key={self._key!r} backend='{self.backend}' capacity={self._capacity} "
+                f"error_rate={self._error_rate} layout='{self.layout}' num_bits={self.num_bits} "
+                f"num_hashes={self.num_hashes} shards={self.shards} seed={self.seed}>")

@@ -1,0 +1,223 @@
+"""A filter's parameters in Redis, and how a filter comes to exist there.
+
+The meta is a hash at ``{key}:meta``. Creating a filter is idempotent, so a
+step re-sent after a cut finishes the job and never wedges the key:
+
+1. claim: one script writes every parameter and ``state=creating`` where
+   no meta is (a re-send, or a second creator, reads what is there);
+2. make: each shard (or the BF key) is made at its full size where it is
+   missing, with its count of new keys, by anyone who finds the state
+   ``creating`` (the creator, a process attaching meanwhile, or the next
+   one after the creator died);
+3. mark: ``state=ready``. From then on a missing key is an error.
+
+A filter whose meta is gone while its bits remain is refused (its bits
+would be lost under a new filter): never a silent fresh start.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from .. import optimal_params
+from ._backend import FilterKeys
+from ._errors import EvictionWarning, MissingKeyError
+from ._wire import Job, Script, Sender, routable, sibling
+
+if TYPE_CHECKING:
+    from .._core import Layout
+
+META_VERSION = 2
+DEFAULT_SHARD_BITS = 2**31  # 256 MB: far under Redis's 512 MB string limit
+_REDIS_MAX_BITS = 2**32
+FIELDS = ("kind", "layout", "capacity", "error_rate", "seed", "shards", "num_bits", "num_hashes", "shard_bits")
+
+# KEYS: meta    ARGV: field, value, ...
+_CLAIM = Script("""
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
+return redis.call('HGETALL', KEYS[1])
+""")
+
+# KEYS: shard, count    ARGV: bytes
+_MAKE_SHARD = Script("""
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SETRANGE', KEYS[1], ARGV[1] - 1, '\\0') end
+if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('SET', KEYS[2], '0') end
+return redis.call('STRLEN', KEYS[1])
+""")
+
+# KEYS: meta
+_MARK_READY = Script("""
+if redis.call('HGET', KEYS[1], 'state') == 'creating' then redis.call('HSET', KEYS[1], 'state', 'ready') end
+return 1
+""")
+
+
+def plan(capacity: int, error_rate: float, layout: Layout, seed: int, shards: Optional[int], shard_bits: int,
+         kind: str) -> dict[str, Any]:
+    """A new filter's parameters (checked, each error naming its parameter)."""
+    params = optimal_params(capacity, error_rate, layout)  # checks capacity, error_rate, layout
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
+    if isinstance(shard_bits, bool) or not isinstance(shard_bits, int) or shard_bits % 512 or not (
+            512 <= shard_bits <= _REDIS_MAX_BITS):
+        raise ValueError(f"shard_bits must be a multiple of 512 in [512, 2**32], got {shard_bits!r}")
+    num_bits = params.num_bits
+    base = dict(kind=kind, layout=layout, num_bits=num_bits, num_hashes=params.num_hashes, seed=seed,
+                capacity=capacity, error_rate=error_rate)
+    if kind == "bf":
+        return dict(base, shards=1, shard_bits=0)
+    if layout == "standard":
+        if math.ceil(num_bits / 512) * 512 > _REDIS_MAX_BITS:
+            raise ValueError(f"layout 'standard' keeps every bit in one Redis string, at most 2**32 bits; this "
+                             f"filter needs {num_bits} (use layout 'blocked', which shards)")
+        if shards not in (None, 1):
+            raise ValueError(f"layout 'standard' uses one shard, got shards={shards}")
+        return dict(base, shards=1, shard_bits=math.ceil(num_bits / 512) * 512)
+    blocks = num_bits // 512
+    if shards is None:
+        shards = max(1, math.ceil(num_bits / shard_bits))
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= blocks:
+        raise ValueError(f"shards must be an int in [1, {blocks}], got {shards!r}")
+    per_shard_blocks = math.ceil(blocks / shards)
+    if per_shard_blocks * 512 > _REDIS_MAX_BITS:
+        raise ValueError(f"shards={shards} puts {per_shard_blocks * 512} bits in a shard, over Redis's 2**32")
+    return dict(base, shards=shards, shard_bits=per_shard_blocks * 512)
+
+
+def keys_of(name: str, meta: dict[str, Any]) -> FilterKeys:
+    """The names of a filter's keys, from its meta. A stage of a chain keeps
+    one count for the stage (its guard's), not one per shard."""
+    kind, num_bits = str(meta["kind"]), int(meta["num_bits"])
+    geometry = dict(name=name, layout=str(meta["layout"]), num_bits=num_bits, num_hashes=int(meta["num_hashes"]),
+                    seed=int(meta["seed"]), shard_bits=int(meta["shard_bits"]))
+    if kind == "bf":
+        return FilterKeys(**geometry, bf=routable(f"{name}:bf"))  # type: ignore[arg-type]
+    total, per = math.ceil(num_bits / 512) * 64, int(meta["shard_bits"]) // 8
+    shards = tuple(routable(f"{name}:bits:{i}") for i in range(int(meta["shards"])))
+    counts = () if kind == "stage" else tuple(sibling(s, ":count") for s in shards)
+    nbytes = tuple(min(per, total - i * per) for i in range(len(shards)))
+    return FilterKeys(**geometry, shards=shards, nbytes=nbytes, counts=counts)  # type: ignore[arg-type]
+
+
+def data_keys(keys: FilterKeys) -> list[str]:
+    """Every key of a filter but its meta (and its kept answers)."""
+    return [*keys.shards, *keys.counts, *([keys.bf] if keys.bf else [])]
+
+
+def _as_dict(reply: Any) -> dict[str, str]:
+    items = list(reply.items()) if isinstance(reply, dict) else list(zip(reply[::2], reply[1::2]))
+    return {(k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else str(v))
+            for k, v in items}
+
+
+def read(sender: Sender, meta_key: str) -> Optional[dict[str, str]]:
+    meta = _as_dict(sender.call(meta_key, b"HGETALL", meta_key))
+    if not meta:
+        return None
+    if meta.get("version") != str(META_VERSION):
+        raise ValueError(f"{meta_key!r} holds a filter of meta version {meta.get('version')!r}; this bloomline "
+                         f"reads version {META_VERSION} (copy it with an older bloomline's to_filter(), then "
+                         "from_filter() here)")
+    return meta
+
+
+def check(name: str, stored: dict[str, str], wanted: dict[str, Any]) -> None:
+    """Each field given must match the stored one (ValueError naming it)."""
+    for field in FIELDS:
+        if field not in wanted:
+            continue
+        have, want = stored.get(field, ""), wanted[field]
+        same = float(have) == float(want) if field == "error_rate" else str(have) == str(want)
+        if not same:
+            shown = f"{float(have)!r} != given {want!r}" if field == "error_rate" else f"{have} != given {want}"
+            raise ValueError(f"the filter at key {name!r} differs in {field} (stored {shown})")
+
+
+def _exist(sender: Sender, names: Sequence[str]) -> list[bool]:
+    replies = sender.run([Job(n.encode(), b"EXISTS", (n,)) for n in names])
+    for r in replies:
+        if isinstance(r, Exception):
+            raise r
+    return [bool(int(r)) for r in replies]
+
+
+def open_filter(sender: Sender, name: str, new: Optional[dict[str, Any]], wanted: dict[str, Any]) -> dict[str, str]:
+    """The meta of the filter at `name`, made from `new` if there is none
+    (None: attach only), finished if a creator left it half made, its keys
+    checked; `wanted`'s fields must match it."""
+    meta_key = f"{name}:meta"
+    meta = read(sender, meta_key)
+    if meta is None and new is None:
+        raise ValueError(f"no filter at key {name!r}: pass capacity (and error_rate) to create one")
+    if meta is None:
+        assert new is not None
+        planned = data_keys(keys_of(name, new))
+        left = [k for k, there in zip(planned, _exist(sender, planned)) if there]
+        meta = read(sender, meta_key)  # (a creator may have claimed it meanwhile: its keys, then)
+        if left and meta is None:
+            raise MissingKeyError(
+                f"the filter at key {name!r} lost its meta {meta_key!r} (evicted, expired or deleted) while its "
+                f"data remains ({left[0]!r}{' and more' if len(left) > 1 else ''}): made anew, its bits would be "
+                f"lost. Drop it (RedisBloomFilter.drop(redis, {name!r})) to start over", key=meta_key)
+        if meta is None:
+            fields = dict(new, version=META_VERSION, state="creating")
+            meta = _as_dict(sender.script(_CLAIM, [meta_key], [x for kv in fields.items() for x in kv]))
+    check(name, meta, wanted)
+    keys = keys_of(name, meta)
+    if meta.get("state") == "creating":
+        _finish(sender, name, meta, keys)
+        meta["state"] = "ready"
+    else:
+        gone = [k for k, there in zip(data_keys(keys), _exist(sender, data_keys(keys))) if not there]
+        if gone:
+            raise MissingKeyError(f"{gone[0]!r}, a key of the filter at {name!r}, is gone: evicted, expired or "
+                                  "deleted; refused rather than answered from a fresh, empty filter. Drop the "
+                                  f"filter (RedisBloomFilter.drop(redis, {name!r})) to start over", key=gone[0])
+    return meta
+
+
+def _finish(sender: Sender, name: str, meta: dict[str, str], keys: FilterKeys) -> None:
+    if keys.bf is not None:
+        from ._bf import CREATE
+
+        sender.script(CREATE, [keys.bf], [meta["error_rate"], meta["capacity"]])
+    else:
+        jobs = [Job(s.encode(), _MAKE_SHARD, (s, c), (n,)) for s, c, n in zip(keys.shards, keys.counts, keys.nbytes)]
+        for shard, size, reply in zip(keys.shards, keys.nbytes, sender.run(jobs)):
+            if isinstance(reply, Exception):
+                raise reply
+            if int(reply) != size:
+                raise ValueError(f"{shard!r} holds {int(reply)} bytes where the filter at {name!r} needs {size}: "
+                                 "a key of another filter? Drop it to start over")
+    sender.script(_MARK_READY, [f"{name}:meta"])
+
+
+_policies: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def eviction_policy(client: Any) -> str:
+    """The server's maxmemory-policy (read once per client; '' if CONFIG is
+    refused), with one EvictionWarning if it may evict a filter's keys."""
+    if client in _policies:
+        return _policies[client]
+    policy = ""
+    try:
+        nodes = [n.redis_connection for n in client.get_primaries()] if hasattr(client, "get_primaries") else [client]
+        for node in nodes:
+            got = node.config_get("maxmemory-policy").get("maxmemory-policy", "")
+            policy = got.decode() if isinstance(got, bytes) else str(got)
+            if policy != "noeviction":
+                break
+    except Exception:  # noqa: BLE001 - CONFIG renamed or refused (ACLs, managed Redis): nothing to warn about
+        policy = ""
+    if policy and policy != "noeviction":
+        warnings.warn(
+            f"this Redis evicts keys under memory pressure (maxmemory-policy {policy!r}): a filter whose key was "
+            "evicted refuses every call (MissingKeyError), and an evicted kept answer makes a re-sent batch raise "
+            "UnknownOutcome; set maxmemory-policy noeviction, or give Redis room", EvictionWarning, stacklevel=4)
+    _policies[client] = policy
+    return policy

@@ -1,0 +1,241 @@
+"""RedisStages: a scalable chain's stages in Redis, shared by every process
+attached to the key.
+
+Every key of a chain starts with one hash tag (``{key}``: one slot, one
+node), so each step below is one atomic command:
+
+- growth (``_GROW``): stage i's meta, shards and count are made, and the
+  chain's stage count set to i + 1, together; a re-send, or a second
+  process growing at once, finds the stage made and reads it;
+- an add to the last stage (the backend's stage command) is refused
+  ("STALE") unless the chain has the length the client thinks, and takes
+  keys only while the stage's count of new keys is under its capacity: it
+  stops before the key that would pass it and says so, and the chain sends
+  the rest to the next stage. However many processes add, no stage takes
+  more than its capacity, so the chain keeps the bound one process keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
+import numpy.typing as npt
+import redis as _redis
+
+from ..scalable import StaleChain
+from ._backend import NEW, NOT_TAKEN, Prepared, StageGuard, run_adds
+from ._errors import MissingKeyError
+from ._filter import RedisBloomFilter, client_of, run_each
+from ._meta import META_VERSION, keys_of, plan
+from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code, batch_ids, tag_of_chain
+
+if TYPE_CHECKING:
+    from .._core import Layout
+
+# KEYS: stages, meta, count, shard_1 .. shard_n
+# ARGV: index, n, bytes of each shard, then the meta's field, value, ...
+_GROW = Script("""
+local index = tonumber(ARGV[1])
+local have = redis.call('GET', KEYS[1])
+if not have then
+  if index > 0 or redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('MISSING ' .. KEYS[1]) end
+  have = 0
+else
+  have = tonumber(have)
+end
+if have > index then return have end
+if have < index then return redis.error_reply('STALE ' .. have) end
+local n = tonumber(ARGV[2])
+for i = 2, 3 + n do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return redis.error_reply('LEFTOVER ' .. KEYS[i]) end
+end
+local ttl = redis.call('PTTL', KEYS[1])
+redis.call('HSET', KEYS[2], unpack(ARGV, 3 + n))
+redis.call('SET', KEYS[3], '0')
+for s = 1, n do redis.call('SETRANGE', KEYS[3 + s], tonumber(ARGV[2 + s]) - 1, '\\0') end
+redis.call('SET', KEYS[1], index + 1, 'KEEPTTL')
+if ttl > 0 then
+  for i = 2, 3 + n do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+return index + 1
+""")
+
+# KEYS: every key of the chain    ARGV: command, its argument (or '')
+# The chain's length is checked by the caller's count of KEYS (STALE).
+_EACH = Script("""
+local have = tonumber(redis.call('GET', KEYS[1]) or '-1')
+if have ~= tonumber(ARGV[3]) then return redis.error_reply('STALE ' .. have) end
+local out = {}
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 0 then return redis.error_reply('MISSING ' .. KEYS[i]) end
+  if ARGV[2] == '' then out[i] = redis.call(ARGV[1], KEYS[i]) else out[i] = redis.call(ARGV[1], KEYS[i], ARGV[2]) end
+end
+return out
+""")
+
+
+def delete_matching(client: Any, patterns: Sequence[str]) -> int:
+    """Delete every key matching one of the patterns (SCAN; every primary of
+    a cluster). How many were deleted."""
+    deleted = 0
+    for pattern in patterns:
+        for key in list(client.scan_iter(match=pattern, count=1000)):
+            deleted += int(client.delete(key))
+    return deleted
+
+
+class RedisStages:
+    """A scalable chain's stages in Redis, for
+    ``ScalableBloomFilter(..., store=RedisStages(redis, key))``: the same
+    stage maths and compound error bound as a local chain, shared by every
+    process attached to the key, which is new to exactly one of them.
+
+    Keys (one hash tag): ``{key}:stages`` (how many), stage i a filter at
+    ``{key}:s{i}`` (its meta and shards), its count of new keys at
+    ``{key}:s{i}:count``. Backend 'bf' grows by itself and keeps no stages.
+    """
+
+    shared = True
+
+    def __init__(self, redis: Any, key: str, *, backend: str = "auto", retries: int = DEFAULT_RETRIES,
+                 answer_ttl_ms: Optional[int] = None) -> None:
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"key must be a non-empty str, got {key!r}")
+        if backend == "bf":
+            raise ValueError("backend 'bf' grows by itself (BF.RESERVE ... EXPANSION): use a RedisBloomFilter, not "
+                             "a chain's stages")
+        self._r = client_of(redis)
+        self._key = key
+        self._base = tag_of_chain(key)
+        self._backend = backend
+        self._sender = Sender(self._r, retries=retries, answer_ttl_ms=answer_ttl_ms)
+        self._policy: Optional[str] = None
+        self._stages: list[RedisBloomFilter] = []  # attached so far (a chain only grows)
+
+    def _stage_key(self, i: int) -> str:
+        return f"{self._base}:s{i}"
+
+    @property
+    def stages_key(self) -> str:
+        return f"{self._base}:stages"
+
+    def count_key(self, i: int) -> str:
+        return f"{self._base}:s{i}:count"
+
+    def stage_count(self) -> int:
+        """How many stages the chain has in Redis now."""
+        have = self._sender.call(self.stages_key, b"GET", self.stages_key)
+        if have is None and self._stages:
+            raise MissingKeyError(f"{self.stages_key!r}, the stage count of the chain at {self._key!r}, is gone: "
+                                  "evicted, expired or deleted; reset() the chain to start over", key=self.stages_key)
+        return int(have or 0)
+
+    def _attach(self, n: int) -> None:
+        if self._policy is None:
+            from ._meta import eviction_policy
+
+            self._policy = eviction_policy(self._r)
+        for i in range(len(self._stages), n):
+            self._stages.append(RedisBloomFilter._attach_stage(self._sender, self._stage_key(i), self._backend,
+                                                               self._policy))
+
+    def stages(self) -> list[tuple[Any, int]]:
+        """The stages, oldest first, with their counts of new keys."""
+        n = self.stage_count()
+        if n == 0 and self._sender.call(f"{self._stage_key(0)}:meta", b"EXISTS", f"{self._stage_key(0)}:meta"):
+            raise MissingKeyError(f"{self.stages_key!r}, the stage count of the chain at {self._key!r}, is gone "
+                                  "while its stages remain: reset() the chain to start over", key=self.stages_key)
+        self._attach(n)
+        counts = run_each(self._sender, [Job(self.count_key(i).encode(), b"GET", (self.count_key(i),))
+                                         for i in range(n)])
+        for i, c in enumerate(counts):
+            if c is None:
+                raise MissingKeyError(f"{self.count_key(i)!r}, a key of the chain at {self._key!r}, is gone",
+                                      key=self.count_key(i))
+        return [(s, int(c)) for s, c in zip(self._stages[:n], counts)]
+
+    def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> Any:
+        """Make stage `index` unless it is made (idempotent), and attach it."""
+        name = self._stage_key(index)
+        meta = plan(capacity, error_rate, layout, seed, 1 if capacity * 64 < 2**31 else None, 2**31, "stage")
+        keys = keys_of(name, meta)
+        fields = dict(meta, version=META_VERSION, state="ready")
+        try:
+            self._sender.script(_GROW, [self.stages_key, f"{name}:meta", self.count_key(index), *keys.shards],
+                                [index, len(keys.shards), *keys.nbytes, *(x for kv in fields.items() for x in kv)])
+        except _redis.ResponseError as e:
+            code = _error_code(e)
+            if code == "STALE":
+                raise ValueError(f"stage {index} of the chain at {self._key!r} cannot be made: the chain has "
+                                 f"{str(e).split()[1]} stages") from None
+            if code == "LEFTOVER":
+                raise ValueError(f"{str(e).split()[1]!r} exists though the chain at {self._key!r} has {index} "
+                                 "stages (an interrupted reset()?): reset() the chain to start over") from None
+            if code == "MISSING":
+                raise MissingKeyError(f"{self.stages_key!r}, the stage count of the chain at {self._key!r}, is "
+                                      "gone while its stages remain: reset() the chain to start over",
+                                      key=self.stages_key) from None
+            raise
+        self._attach(index + 1)
+        return self._stages[index]
+
+    def add_to_last(self, index: int, stage: Any, keys: Any
+                    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], Optional[int]]:
+        """Add hashed keys to stage `index`, the last: (new, taken, count).
+        The server takes keys while the stage has room; taken is False for
+        the others (the stage is full, or the chain grew: StaleChain when
+        nothing was taken because of that)."""
+        guard = StageGuard(self.stages_key, index + 1, stage.capacity, self.count_key(index),
+                           f"{self._stage_key(index)}:ans:")
+        batch = Prepared(len(keys), np.ones(len(keys), dtype=bool), hashes=keys)
+        parts = stage._backend.stage_parts(stage._keys, guard, batch, batch_ids.next(), self._sender.answer_ttl_ms)
+        codes, counts, skipped = run_adds(self._sender, parts, batch.n, f"the chain at {self._key!r}",
+                                          self._policy or "", tolerate=("STALE",))
+        taken = codes != NOT_TAKEN
+        if skipped and not taken.any():
+            raise StaleChain(int(str(skipped[0]).split()[1]))
+        return codes == NEW, taken, counts.get(guard.count)
+
+    def _all_keys(self) -> list[str]:
+        keys = [self.stages_key]
+        for i, stage in enumerate(self._stages):
+            keys += [f"{stage.key}:meta", self.count_key(i), *stage.shard_keys()]
+        return keys
+
+    def _each(self, command: str, arg: Any = "") -> list[Any]:
+        """command on every key of the chain, in one atomic step."""
+        while True:
+            self._attach(self.stage_count())
+            keys = self._all_keys()
+            try:
+                return list(self._sender.script(_EACH, keys, [command, arg, len(self._stages)]))
+            except _redis.ResponseError as e:
+                if _error_code(e) != "STALE":
+                    raise
+                # the chain grew meanwhile: its new stage's keys too
+
+    def expire(self, seconds: float) -> None:
+        """Give every key of the chain the same time to live (stages added
+        later take the time left)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < 2**40:
+            raise ValueError(f"seconds must be a positive number, got {seconds!r}")
+        self._each("PEXPIRE", max(1, round(seconds * 1000)))
+
+    def persist(self) -> None:
+        self._each("PERSIST")
+
+    def ttl(self) -> Optional[float]:
+        """Seconds until the first key of the chain expires, or None."""
+        timed = [int(t) for t in self._each("PTTL") if int(t) >= 0]
+        return min(timed) / 1000 if timed else None
+
+    def reset(self) -> None:
+        """Delete the chain: every key under its hash tag."""
+        pattern = "".join("\\" + c if c in "*?[]\\" else c for c in self._base) + ":*"
+        delete_matching(self._r, [pattern])
+        self._stages = []
+
+    def close(self) -> None:
+        pass

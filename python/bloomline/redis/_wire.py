@@ -1,0 +1,361 @@
+"""The wire: how a command is framed, routed, and sent again after a fault.
+
+Every command a Redis filter sends is a ``Job`` framed by ``pack`` (the one
+place that counts a command's arguments: the operands of a batch arrive
+from the core already encoded, with their count) and sent by a ``Sender``,
+the one place that knows what may be sent again. Its rules (docs/DECISIONS.md,
+"Redis that loses nothing"):
+
+- A batch's commands are built once, under one batch id, and every re-send
+  is the same command: after a dropped connection or a timeout, after
+  NOSCRIPT (sent again as EVAL), after MOVED (the slot map refreshed) or ASK
+  (ASKING first), after TRYAGAIN, CLUSTERDOWN or LOADING (after a pause).
+- A write whose reply was lost may have run. Its re-send carries the mode
+  ``R``; the server then returns the answer it kept under the batch id, or,
+  if that answer is gone, answers ``?`` for any key it finds present (the
+  lost send may have set it). The caller raises on ``?``: never "seen" for
+  a key this call may have added.
+- An answer is kept at least as long as any re-send may come: the retry
+  window (every try's socket timeout, plus the pauses between them) must fit
+  in ``answer_ttl_ms``, checked when the Sender is made; and a re-send that
+  would come later than the answer is trusted to live raises UnknownOutcome
+  instead (a client without a socket timeout has no bound on a try).
+- Commands that change nothing, or change it idempotently (reads, creating
+  a filter's keys when missing), are simply sent again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+import redis as _redis
+
+from ._errors import UnknownOutcome
+
+DEFAULT_RETRIES = 8
+DEFAULT_ANSWER_TTL_MS = 120_000  # when the retry window has no bound (no socket timeout)
+MIN_ANSWER_TTL_MS, MAX_ANSWER_TTL_MS = 1_000, 86_400_000
+_SAFETY_S = 1.0  # a kept answer is trusted until this long before it expires
+_MAX_REDIRECTS = 64  # MOVED, ASK, TRYAGAIN... rounds for one batch
+_FIRST_PAUSE_S, _MAX_PAUSE_S = 0.05, 2.0
+_PENDING: Any = object()
+
+
+# ---- key names ------------------------------------------------------------------
+
+
+def hash_tag(name: str) -> Optional[str]:
+    """The part of a key name Redis Cluster hashes, if not the whole name:
+    from the first '{' to the next '}', when not empty."""
+    start = name.find("{")
+    if start < 0:
+        return None
+    end = name.find("}", start + 1)
+    return name[start + 1 : end] if end > start + 1 else None
+
+
+def _escape(text: str) -> str:
+    return text.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+def routable(name: str) -> str:
+    """name, unless its braces make it a key no other key can share a slot
+    with ('a}b', 'x{}y'): then the name inside an escaped hash tag."""
+    if hash_tag(name) is not None or ("{" not in name and "}" not in name):
+        return name
+    return "{" + _escape(name) + "}"
+
+
+def sibling(route: str, suffix: str) -> str:
+    """A key in the slot of `route` (a routable() name)."""
+    return route + suffix if hash_tag(route) is not None else "{" + route + "}" + suffix
+
+
+def tag_of_chain(key: str) -> str:
+    """The hash tag every key of a chain in Redis starts with (one slot)."""
+    return "{" + (key if "{" not in key and "}" not in key else _escape(key)) + "}"
+
+
+class _BatchIds:
+    """Batch ids unique across processes and time: a random prefix per
+    process (made anew after a fork) and a counter."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._prefix = ""
+        self._count: Iterator[int] = iter(())
+
+    def next(self) -> str:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid, self._prefix, self._count = os.getpid(), os.urandom(8).hex(), itertools.count()
+            return f"{self._prefix}{next(self._count):x}"
+
+
+batch_ids = _BatchIds()
+
+
+# ---- commands -----------------------------------------------------------------------
+
+
+class _Mode:
+    """Where a write's mode goes among its arguments."""
+
+    def __repr__(self) -> str:
+        return "MODE"
+
+
+MODE = _Mode()
+
+
+@dataclass(frozen=True)
+class Script:
+    """A Lua script, sent by its SHA-1 (EVALSHA), or whole after NOSCRIPT."""
+
+    text: str
+
+    @property
+    def sha(self) -> bytes:
+        return hashlib.sha1(self.text.encode()).hexdigest().encode()
+
+
+def _arg(a: Any) -> bytes:
+    return a if isinstance(a, bytes) else str(a).encode()
+
+
+@dataclass(eq=False)
+class Job:
+    """One command. route: a key of it (its node and slot); keys: the key
+    arguments (after EVALSHA's key count for a script); args: the others,
+    MODE where a write's mode goes; body and body_count: operands already in
+    RESP (from the core) and how many arguments they are; writes: a re-send
+    after a lost reply must say so (MODE) and fit in the answer's life."""
+
+    route: bytes
+    command: Union[bytes, Script]
+    keys: Sequence[Any] = ()
+    args: Sequence[Any] = ()
+    body: bytes = b""
+    body_count: int = 0
+    writes: bool = False
+
+
+def pack(job: Job, *, resend: bool = False, by_text: bool = False) -> bytes:
+    """The command in RESP: the one place a command's arguments are counted."""
+    if isinstance(job.command, Script):
+        head = [b"EVAL", job.command.text.encode()] if by_text else [b"EVALSHA", job.command.sha]
+        head.append(_arg(len(job.keys)))
+    else:
+        head = [job.command]
+    args = [*head, *map(_arg, job.keys),
+            *((b"R" if resend else b"F") if a is MODE else _arg(a) for a in job.args)]
+    return (b"*%d\r\n" % (len(args) + job.body_count) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+            + job.body)
+
+
+# ---- sending --------------------------------------------------------------------------
+
+
+def _error_code(e: Exception) -> str:
+    """The error code of a reply (redis-py strips it from the ones it maps)."""
+    for name, code in (("MovedError", "MOVED"), ("AskError", "ASK"), ("TryAgainError", "TRYAGAIN"),
+                       ("ClusterDownError", "CLUSTERDOWN"), ("NoScriptError", "NOSCRIPT"),
+                       ("BusyLoadingError", "LOADING")):
+        cls = getattr(_redis.exceptions, name, None)
+        if cls is not None and isinstance(e, cls):
+            return code
+    return str(e).split(" ", 1)[0]
+
+
+def _address(e: Exception) -> tuple[str, int]:
+    """host, port of a MOVED or ASK reply."""
+    host, port = getattr(e, "host", None), getattr(e, "port", None)
+    if host is None:
+        host, port = str(e).split()[-1].rsplit(":", 1)
+    return str(host), int(port)
+
+
+class _State:
+    __slots__ = ("ask", "by_text", "first_sent", "maybe_ran")
+
+    def __init__(self) -> None:
+        self.maybe_ran = False  # a send of it got no reply: it may have run
+        self.by_text = False  # the node lost the script: EVAL
+        self.ask: Optional[tuple[str, int]] = None  # ASK: the node to ask next
+        self.first_sent: Optional[float] = None
+
+
+class Sender:
+    """Sends jobs: each node's jobs written together and their replies read
+    together (one round trip per node), again after faults by the rules
+    above. run() gives each job's reply, or the exception that ends it."""
+
+    def __init__(self, client: Any, *, retries: int = DEFAULT_RETRIES, answer_ttl_ms: Optional[int] = None) -> None:
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:
+            raise ValueError(f"retries must be an int in [0, 100], got {retries!r}")
+        self.client = client
+        self.cluster = hasattr(client, "get_node_from_key")
+        self.retries = retries
+        kwargs = client.nodes_manager.connection_kwargs if self.cluster else client.connection_pool.connection_kwargs
+        timeout = kwargs.get("socket_timeout")
+        pauses = sum(min(_FIRST_PAUSE_S * 2**i, _MAX_PAUSE_S) for i in range(retries))
+        # The longest a batch's tries may take: every try's read timing out.
+        self.window_s: Optional[float] = None if timeout is None else (retries + 1) * float(timeout) + pauses
+        if answer_ttl_ms is None:
+            answer_ttl_ms = (DEFAULT_ANSWER_TTL_MS if self.window_s is None
+                             else min(MAX_ANSWER_TTL_MS, max(10_000, math.ceil(2000 * self.window_s) + 1000)))
+        if isinstance(answer_ttl_ms, bool) or not isinstance(answer_ttl_ms, int) or not (
+                MIN_ANSWER_TTL_MS <= answer_ttl_ms <= MAX_ANSWER_TTL_MS):
+            raise ValueError(f"answer_ttl_ms must be an int in [1000, 86400000] (a day), got {answer_ttl_ms!r}")
+        if self.window_s is not None and answer_ttl_ms < 1000 * (self.window_s + _SAFETY_S):
+            raise ValueError(
+                f"answer_ttl_ms={answer_ttl_ms} is shorter than the retry window: {retries + 1} tries of "
+                f"socket_timeout={timeout} s and {pauses:.2f} s of pauses may take {self.window_s:.1f} s, and a "
+                f"batch re-sent after its answer expired could not be answered; pass answer_ttl_ms >= "
+                f"{math.ceil(1000 * (self.window_s + _SAFETY_S))} (or None to derive it), or fewer retries")
+        self.answer_ttl_ms = answer_ttl_ms
+
+    # -- routing ------------------------------------------------------------------------
+
+    def _node(self, job: Job, state: _State) -> Any:
+        if state.ask is not None:
+            node = self.client.get_node(host=state.ask[0], port=state.ask[1])
+            if node is None:  # a node new to this client
+                self.client.nodes_manager.initialize()
+                node = self.client.get_node(host=state.ask[0], port=state.ask[1])
+            return node
+        return self.client.get_node_from_key(job.route)
+
+    def _pool(self, node: Any) -> Any:
+        return node.redis_connection.connection_pool if self.cluster else self.client.connection_pool
+
+    # -- one round trip per node ----------------------------------------------------------
+
+    @staticmethod
+    def _exchange(pool: Any, payloads: list[tuple[bytes, bool]]) -> tuple[list[Any], Optional[Exception], bool]:
+        """Write the payloads on one connection and read their replies.
+        Returns the replies read (an error reply as its exception), the
+        connection fault that stopped it, and whether anything was sent."""
+        replies: list[Any] = []
+        try:
+            conn = pool.get_connection()  # (it may connect)
+        except (_redis.ConnectionError, _redis.TimeoutError) as e:
+            return replies, e, False
+        try:
+            try:
+                conn.connect()  # nothing has left yet: a failure here sent nothing
+            except (_redis.ConnectionError, _redis.TimeoutError) as e:
+                conn.disconnect()
+                return replies, e, False
+            try:
+                conn.send_packed_command([b"".join((b"*1\r\n$6\r\nASKING\r\n" if ask else b"") + p
+                                                   for p, ask in payloads)])
+                for _, ask in payloads:
+                    if ask:
+                        conn.read_response()  # +OK
+                    try:
+                        replies.append(conn.read_response())
+                    except _redis.ResponseError as e:
+                        replies.append(e)
+                return replies, None, True
+            except (_redis.ConnectionError, _redis.TimeoutError, OSError) as e:
+                conn.disconnect()
+                return replies, e if isinstance(e, _redis.RedisError) else _redis.ConnectionError(str(e)), True
+        finally:
+            pool.release(conn)
+
+    # -- the rules ------------------------------------------------------------------------
+
+    def run(self, jobs: Sequence[Job]) -> list[Any]:
+        results: list[Any] = [_PENDING] * len(jobs)
+        states = [_State() for _ in jobs]
+        pending = list(range(len(jobs)))
+        faults = redirects = 0
+        pause = _FIRST_PAUSE_S
+        while pending:
+            groups: dict[Any, tuple[Any, list[int]]] = {}
+            for i in pending:
+                node = self._node(jobs[i], states[i]) if self.cluster else None
+                groups.setdefault(getattr(node, "name", None), (node, []))[1].append(i)
+            refresh = wait = False
+            lost: Optional[Exception] = None
+            for node, members in groups.values():
+                sendable = []
+                for i in members:
+                    st = states[i]
+                    if jobs[i].writes and st.maybe_ran and st.first_sent is not None and (
+                            time.monotonic() - st.first_sent + _SAFETY_S > self.answer_ttl_ms / 1000):
+                        results[i] = UnknownOutcome(
+                            f"a batch's reply was lost and its answer, kept {self.answer_ttl_ms} ms, may be gone by "
+                            "a re-send now: whether it was added is unknown")
+                        continue
+                    if st.first_sent is None:
+                        st.first_sent = time.monotonic()
+                    sendable.append(i)
+                if not sendable:
+                    continue
+                payloads = [(pack(jobs[i], resend=states[i].maybe_ran, by_text=states[i].by_text),
+                             states[i].ask is not None) for i in sendable]
+                replies, fault, sent = self._exchange(self._pool(node), payloads)
+                for i, reply in zip(sendable, replies):
+                    st = states[i]
+                    st.ask = None
+                    code = _error_code(reply) if isinstance(reply, _redis.ResponseError) else ""
+                    if code == "MOVED":
+                        refresh = True
+                    elif code == "ASK":
+                        st.ask = _address(reply)
+                    elif code in ("TRYAGAIN", "CLUSTERDOWN", "LOADING"):
+                        wait = True
+                    elif code == "NOSCRIPT":
+                        st.by_text = True
+                    else:
+                        results[i] = reply
+                if fault is not None:
+                    lost = fault
+                    for i in sendable[len(replies):]:
+                        states[i].maybe_ran = states[i].maybe_ran or (sent and jobs[i].writes)
+            pending = [i for i in pending if results[i] is _PENDING]
+            if not pending:
+                break
+            if lost is not None:
+                faults += 1
+            else:
+                redirects += 1
+            if faults > self.retries or redirects > _MAX_REDIRECTS:
+                why = lost if lost is not None else _redis.ClusterError(
+                    f"still redirected after {_MAX_REDIRECTS} tries (a slot moving for that long?)")
+                for i in pending:
+                    results[i] = (UnknownOutcome(f"a batch's reply was lost and {self.retries} re-sends failed "
+                                                 f"({why}): whether it was added is unknown")
+                                  if states[i].maybe_ran else why)
+                break
+            if refresh:
+                self.client.nodes_manager.initialize()
+            if lost is not None or wait:
+                time.sleep(pause)
+                pause = min(pause * 2, _MAX_PAUSE_S)
+        return results
+
+    def call(self, route: Any, *args: Any) -> Any:
+        """One command (no batch, idempotent): its reply, or its error raised."""
+        (reply,) = self.run([Job(_arg(route), _arg(args[0]), (), args[1:])])
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def script(self, script: Script, keys: Sequence[Any], args: Sequence[Any] = ()) -> Any:
+        """One idempotent script call (creating keys when missing, reading)."""
+        (reply,) = self.run([Job(_arg(keys[0]), script, keys, args)])
+        if isinstance(reply, Exception):
+            raise reply
+        return reply

@@ -1,0 +1,341 @@
+"""The Redis fault harness: four processes add the same keys (each in its
+own order) to one filter in Redis while a fault strikes, and every key must
+be reported new to exactly one of them, or be in a batch whose call raised.
+
+Faults: a loopback proxy that stalls a reply past the socket timeout, drops
+one, or cuts the connection before or after a request runs (conftest's
+FaultProxy); SCRIPT FLUSH, again and again; DEL and EXPIRE of one of the
+filter's keys; eviction under a small maxmemory (allkeys-lru); and, on a
+3-master cluster, the slot of one of the filter's keys moved to another
+node while the adds run.
+
+tests/test_redis_harness.py runs every case once at a small scale in CI.
+The full runs (4 processes x 200,000 keys, 5 runs of each case) are
+
+    python tests/redis_harness.py --keys 200000 --runs 5
+
+whose table is recorded in benchmarks/RESULTS.md ("Redis under faults").
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import FaultProxy, RedisServer, module_args, need  # noqa: E402
+
+PROXY_FAULTS = ("stall", "drop", "cut_before", "cut_after")
+SERVER_FAULTS = ("script_flush", "del", "expire", "evict")
+CLUSTER_FAULTS = ("migrate",)
+FAULTS = PROXY_FAULTS + SERVER_FAULTS + CLUSTER_FAULTS
+BACKENDS = ("module", "plain", "bf")
+KINDS = ("fixed", "chain")
+SOCKET_TIMEOUT = 1.0  # the workers' clients; a stall is longer
+BATCH = 1_000
+
+
+def cases() -> list[tuple[str, str, str]]:
+    """Every (backend, kind, fault) the harness drives (bf keeps no chain)."""
+    return [(b, k, f) for f in FAULTS for b in BACKENDS for k in KINDS if not (b == "bf" and k == "chain")]
+
+
+@dataclass
+class Spec:
+    backend: str
+    kind: str
+    fault: str
+    keys: int
+    port: int  # the server, or the proxy in front of it
+    cluster: bool = False
+    seed: int = 0
+
+
+@dataclass
+class Outcome:
+    """One run: how many processes found each key new, and the batches whose
+    call raised (their keys are exempt from "exactly once")."""
+
+    case: tuple[str, str, str]
+    keys: int
+    new_twice: int = 0
+    never_new: int = 0
+    raised_batches: int = 0
+    raised_keys: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    faults: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.new_twice == 0 and self.never_new == 0
+
+
+def _client(spec: Spec) -> Any:
+    import redis
+    from redis.cluster import RedisCluster
+
+    if spec.cluster:
+        return RedisCluster(host="127.0.0.1", port=spec.port, socket_timeout=SOCKET_TIMEOUT)
+    return redis.Redis(host="127.0.0.1", port=spec.port, socket_timeout=SOCKET_TIMEOUT)
+
+
+def _make(spec: Spec, client: Any, create: bool) -> Any:
+    """The filter every process adds to: a fixed filter far larger than the
+    keys, or a chain that grows (stages of keys/8 doubling), so that false
+    positives (under 1e-6 in all) cannot pass for a lost key."""
+    from bloomline import ScalableBloomFilter
+    from bloomline.redis import RedisBloomFilter, RedisStages
+
+    if spec.kind == "fixed":
+        if create:
+            return RedisBloomFilter(client, "fleet", 10 * spec.keys, 1e-7, backend=spec.backend,
+                                    shards=None if spec.backend == "bf" else 4)
+        return RedisBloomFilter(client, "fleet", backend=spec.backend)
+    return ScalableBloomFilter(max(1000, spec.keys // 8), 1e-8,
+                               store=RedisStages(client, "fleet", backend=spec.backend))
+
+
+def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
+    """Add every key, in an order of this process's own, in batches; report
+    the keys found new (an UnknownOutcome's or MissingKeyError's `new`
+    counts) and the keys of batches whose call raised. The workers start
+    adding together (`start`, a barrier) and count their batches in
+    `progress` (a server fault strikes mid-run)."""
+    import redis
+
+    from bloomline.redis import MissingKeyError, UnknownOutcome
+
+    try:
+        f = _make(spec, _client(spec), create=False)
+        start.wait(timeout=120)
+        keys = np.random.default_rng(spec.seed * 100 + index).permutation(spec.keys).astype(np.uint64)
+        new = np.zeros(spec.keys, dtype=bool)
+        raised = np.zeros(spec.keys, dtype=bool)
+        errors: Counter[str] = Counter()
+        deadline = time.monotonic() + 600
+        for lo in range(0, spec.keys, BATCH):
+            batch = keys[lo : lo + BATCH]
+            try:
+                flags = f.add_many(batch)
+            except (UnknownOutcome, MissingKeyError) as e:
+                errors[type(e).__name__] += 1
+                raised[batch.astype(np.int64)] = True
+                if e.new is not None:
+                    new[batch[e.new].astype(np.int64)] = True
+            except redis.RedisError as e:  # out of memory, an unreachable node...: the call raised
+                errors[f"{type(e).__name__}: {str(e)[:60]}"] += 1
+                raised[batch.astype(np.int64)] = True
+            else:
+                new[batch[flags].astype(np.int64)] = True
+            with progress.get_lock():
+                progress.value += 1
+            if time.monotonic() > deadline:
+                raise TimeoutError("a worker ran past 600 s")
+        q.put((index, np.nonzero(new)[0], np.nonzero(raised)[0], errors))
+    except Exception:  # noqa: BLE001 - reported to the parent, not lost in a dead process
+        q.put((index, traceback.format_exc(), None, None))
+
+
+# ---- the faults -----------------------------------------------------------------------
+
+
+def _redis_cli(port: int, *args: str) -> str:
+    return subprocess.run([need("redis-cli"), "-p", str(port), *args], capture_output=True, text=True,
+                          timeout=30).stdout
+
+
+def _target_key(spec: Spec) -> str:
+    """The key a server fault strikes: a shard of the filter (the chain's
+    first stage's)."""
+    return "fleet:bits:1" if spec.kind == "fixed" and spec.backend != "bf" else (
+        "fleet:bf" if spec.kind == "fixed" else "{fleet}:s0:bits:0")
+
+
+def slot_owner(ports: list[int], slot: int) -> int:
+    for port in ports:
+        for line in _redis_cli(port, "cluster", "nodes").splitlines():
+            parts = line.split()
+            if "myself" not in parts[2]:
+                continue
+            for r in parts[8:]:
+                lo, _, hi = r.partition("-")
+                if not r.startswith("[") and int(lo) <= slot <= int(hi or lo):
+                    return port
+    raise RuntimeError(f"no node owns slot {slot}")
+
+
+def move_slot(ports: list[int], slot: int, pause: float = 0.0) -> tuple[int, int]:
+    """Move one slot (and its keys, a few at a time) to another master, as
+    `redis-cli --cluster reshard` does. Returns (from, to) ports."""
+    src = slot_owner(ports, slot)
+    dst = next(p for p in ports if p != src)
+    src_id, dst_id = (_redis_cli(p, "cluster", "myid").strip() for p in (src, dst))
+    _redis_cli(dst, "cluster", "setslot", str(slot), "importing", src_id)
+    _redis_cli(src, "cluster", "setslot", str(slot), "migrating", dst_id)
+    while True:
+        keys = _redis_cli(src, "cluster", "getkeysinslot", str(slot), "5").split()
+        if not keys:
+            break
+        _redis_cli(src, "migrate", "127.0.0.1", str(dst), "", "0", "5000", "replace", "keys", *keys)
+        time.sleep(pause)
+    for p in ports:
+        _redis_cli(p, "cluster", "setslot", str(slot), "node", dst_id)
+    return src, dst
+
+
+class _Strike(threading.Thread):
+    """A server fault, struck while the workers run."""
+
+    def __init__(self, spec: Spec, ports: list[int], progress: Any, batches: int) -> None:
+        super().__init__(daemon=True)
+        self.spec, self.ports, self.progress, self.batches = spec, ports, progress, batches
+        self.stop = threading.Event()
+        self.count = 0
+
+    def run(self) -> None:
+        import redis
+
+        spec, key = self.spec, _target_key(self.spec)
+        # Strike once a quarter of the batches are done: mid-run.
+        while self.progress.value < self.batches // 4 and not self.stop.wait(0.005):
+            pass
+        client = redis.Redis(host="127.0.0.1", port=self.ports[0])
+        try:
+            if spec.fault == "script_flush":
+                while not self.stop.wait(0.25):
+                    for p in self.ports:
+                        redis.Redis(host="127.0.0.1", port=p).script_flush()
+                    self.count += 1
+            elif spec.fault == "del":
+                self.count += int(client.delete(key))
+            elif spec.fault == "expire":
+                self.count += int(client.pexpire(key, 50))
+            elif spec.fault == "evict":
+                used = int(client.info("memory")["used_memory"])
+                client.config_set("maxmemory-policy", "allkeys-lru")
+                client.config_set("maxmemory", used + 50_000)
+                self.count += 1
+            elif spec.fault == "migrate":
+                from redis.cluster import key_slot
+
+                move_slot(self.ports, key_slot(key.encode()), pause=0.05)
+                self.count += 1
+        except redis.RedisError:
+            pass
+
+
+def run(spec: Spec, tmp: Path, procs: int = 4) -> Outcome:
+    """One run of a case, its servers started and stopped here."""
+    import warnings
+
+    outcome = Outcome((spec.backend, spec.kind, spec.fault), spec.keys)
+    servers: list[RedisServer] = []
+    proxy: Optional[FaultProxy] = None
+    start = time.monotonic()
+    try:
+        mods = [*module_args("module"), *(module_args("bf") if spec.backend == "bf" else [])]
+        if spec.fault in CLUSTER_FAULTS:
+            from conftest import start_cluster
+
+            servers = start_cluster(tmp, mods)
+            spec.cluster = True
+        else:
+            servers = [RedisServer(tmp, *mods)]
+        ports = [s.port for s in servers]
+        spec.port = ports[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _make(spec, _client(spec), create=True)
+        if spec.fault in PROXY_FAULTS:
+            proxy = FaultProxy(ports[0], spec.fault, every=7, limit=6, min_bytes=2_000,
+                               stall_s=SOCKET_TIMEOUT * 1.5)
+            spec.port = proxy.port
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        progress = ctx.Value("i", 0)
+        strike = _Strike(spec, ports, progress, procs * -(-spec.keys // BATCH))
+        together = ctx.Barrier(procs)
+        workers = [ctx.Process(target=worker, args=(spec, i, q, progress, together)) for i in range(procs)]
+        for w in workers:
+            w.start()
+        if spec.fault not in PROXY_FAULTS:
+            strike.start()
+        results = [q.get(timeout=900) for _ in workers]
+        strike.stop.set()
+        for w in workers:
+            w.join(timeout=60)
+        for _, new, raised, errors in results:
+            if raised is None:
+                raise RuntimeError(f"a worker failed in {outcome.case}:\n{new}")
+        counts = np.zeros(spec.keys, dtype=np.int64)
+        raised_any = np.zeros(spec.keys, dtype=bool)
+        for _, new, raised, errors in results:
+            np.add.at(counts, new, 1)
+            raised_any[raised] = True
+            outcome.errors.update(errors)
+        outcome.new_twice = int((counts > 1).sum())
+        outcome.never_new = int(((counts == 0) & ~raised_any).sum())
+        outcome.raised_keys = int(raised_any.sum())
+        outcome.raised_batches = sum(outcome.errors.values())
+        outcome.faults = proxy.faults if proxy else strike.count
+    finally:
+        if proxy:
+            proxy.close()
+        for s in servers:
+            s.stop()
+    outcome.seconds = time.monotonic() - start
+    return outcome
+
+
+def describe(o: Outcome) -> str:
+    errors = ", ".join(f"{n} {e}" for e, n in sorted(o.errors.items())) or "none"
+    return (f"{'/'.join(o.case)}: {o.keys:,} keys x 4 processes, {o.faults} faults: {o.new_twice} new twice, "
+            f"{o.never_new} never new; {o.raised_batches} batches raised ({o.raised_keys:,} keys exempt: "
+            f"{errors}); {o.seconds:.1f} s")
+
+
+def main() -> int:
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description="Run the Redis fault harness at full scale.")
+    parser.add_argument("--keys", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--case", action="append", help="backend/kind/fault (default: every case)")
+    args = parser.parse_args()
+    chosen = [tuple(c.split("/")) for c in args.case] if args.case else cases()
+    rows = []
+    for backend, kind, fault in chosen:
+        outs = []
+        for r in range(args.runs):
+            with tempfile.TemporaryDirectory() as tmp:
+                o = run(Spec(backend, kind, fault, args.keys, 0, seed=r), Path(tmp))
+            print(describe(o), flush=True)
+            outs.append(o)
+        rows.append(outs)
+    print("\n| backend | kind | fault | runs | faults struck | new twice | never new | batches raised | keys exempt "
+          "| errors |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for outs in rows:
+        errors: Counter[str] = Counter()
+        for o in outs:
+            errors.update(o.errors)
+        shown = ", ".join(f"{n} {e.split(':')[0]}" for e, n in sorted(errors.items())) or "none"
+        print(f"| {' | '.join(outs[0].case)} | {len(outs)} | {sum(o.faults for o in outs)} | "
+              f"{sum(o.new_twice for o in outs)} | {sum(o.never_new for o in outs)} | "
+              f"{sum(o.raised_batches for o in outs)} | {sum(o.raised_keys for o in outs):,} | {shown} |")
+    return 0 if all(o.ok for outs in rows for o in outs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
