@@ -73,6 +73,7 @@ class Outcome:
     raised_batches: int = 0
     raised_keys: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    events: Counter[str] = field(default_factory=Counter)  # what the workers' Senders met
     faults: int = 0
     seconds: float = 0.0
 
@@ -118,6 +119,10 @@ def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
 
     try:
         f = _make(spec, _client(spec), create=False)
+        sender = f._sender if spec.kind == "fixed" else f._store._sender
+        # A fault that takes its time (a slot moving, scripts flushed on a
+        # timer) meets the adds while they run: they go at a set pace.
+        pace = 0.01 if spec.fault in ("migrate", "script_flush") else 0.0
         start.wait(timeout=120)
         keys = np.random.default_rng(spec.seed * 100 + index).permutation(spec.keys).astype(np.uint64)
         new = np.zeros(spec.keys, dtype=bool)
@@ -140,11 +145,12 @@ def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
                 new[batch[flags].astype(np.int64)] = True
             with progress.get_lock():
                 progress.value += 1
+            time.sleep(pace)
             if time.monotonic() > deadline:
                 raise TimeoutError("a worker ran past 600 s")
-        q.put((index, np.nonzero(new)[0], np.nonzero(raised)[0], errors))
+        q.put((index, np.nonzero(new)[0], np.nonzero(raised)[0], errors, sender.stats))
     except Exception:  # noqa: BLE001 - reported to the parent, not lost in a dead process
-        q.put((index, traceback.format_exc(), None, None))
+        q.put((index, traceback.format_exc(), None, None, None))
 
 
 # ---- the faults -----------------------------------------------------------------------
@@ -213,10 +219,12 @@ class _Strike(threading.Thread):
         client = redis.Redis(host="127.0.0.1", port=self.ports[0])
         try:
             if spec.fault == "script_flush":
-                while not self.stop.wait(0.25):
+                while True:
                     for p in self.ports:
                         redis.Redis(host="127.0.0.1", port=p).script_flush()
                     self.count += 1
+                    if self.stop.wait(0.1):
+                        break
             elif spec.fault == "del":
                 self.count += int(client.delete(key))
             elif spec.fault == "expire":
@@ -273,14 +281,17 @@ def run(spec: Spec, tmp: Path, procs: int = 4) -> Outcome:
             strike.start()
         results = [q.get(timeout=900) for _ in workers]
         strike.stop.set()
+        if strike.is_alive():
+            strike.join(timeout=120)
         for w in workers:
             w.join(timeout=60)
-        for _, new, raised, errors in results:
+        for _, new, raised, errors, events in results:
             if raised is None:
                 raise RuntimeError(f"a worker failed in {outcome.case}:\n{new}")
+            outcome.events.update(events)
         counts = np.zeros(spec.keys, dtype=np.int64)
         raised_any = np.zeros(spec.keys, dtype=bool)
-        for _, new, raised, errors in results:
+        for _, new, raised, errors, events in results:
             np.add.at(counts, new, 1)
             raised_any[raised] = True
             outcome.errors.update(errors)
@@ -300,9 +311,10 @@ def run(spec: Spec, tmp: Path, procs: int = 4) -> Outcome:
 
 def describe(o: Outcome) -> str:
     errors = ", ".join(f"{n} {e}" for e, n in sorted(o.errors.items())) or "none"
-    return (f"{'/'.join(o.case)}: {o.keys:,} keys x 4 processes, {o.faults} faults: {o.new_twice} new twice, "
-            f"{o.never_new} never new; {o.raised_batches} batches raised ({o.raised_keys:,} keys exempt: "
-            f"{errors}); {o.seconds:.1f} s")
+    events = ", ".join(f"{n} {e}" for e, n in sorted(o.events.items())) or "none"
+    return (f"{'/'.join(o.case)}: {o.keys:,} keys x 4 processes, {o.faults} faults ({events}): {o.new_twice} "
+            f"new twice, {o.never_new} never new; {o.raised_batches} batches raised ({o.raised_keys:,} keys "
+            f"exempt: {errors}); {o.seconds:.1f} s")
 
 
 def main() -> int:

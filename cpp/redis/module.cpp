@@ -86,6 +86,7 @@ const char* (*StringPtrLen)(const Str*, std::size_t*);
 Str* (*CreateString)(Ctx*, const char*, std::size_t);
 void (*FreeString)(Ctx*, Str*);
 int (*StringSet)(Key*, Str*);
+int (*StringTruncate)(Key*, std::size_t);
 int (*SetExpire)(Key*, long long);
 int (*ReplicateVerbatim)(Ctx*);
 int (*StringToLongLong)(const Str*, long long*);
@@ -151,12 +152,23 @@ bool read_count(Ctx* ctx, Str* name, long long* value) {
     return true;
 }
 
+// A kept answer: a new string with its own TTL.
 void set_string(Ctx* ctx, Str* name, const std::string& value, long long ttl_ms) {
     OpenedKey key(ctx, name, kWrite);
     Str* v = CreateString(ctx, value.data(), value.size());
     StringSet(key.k, v);
     FreeString(ctx, v);
-    if (ttl_ms > 0) SetExpire(key.k, ttl_ms);
+    SetExpire(key.k, ttl_ms);
+}
+
+// A count's new value, written in place: its key keeps its TTL (a filter
+// given one by expire()), which StringSet would drop.
+void set_count(Ctx* ctx, Str* name, long long value) {
+    OpenedKey key(ctx, name, kRead | kWrite);
+    const std::string digits = std::to_string(value);
+    StringTruncate(key.k, digits.size());
+    std::size_t len = 0;
+    std::memcpy(StringDMA(key.k, &len, kWrite), digits.data(), digits.size());
 }
 
 int reply_answer(Ctx* ctx, const std::string& answer, long long count) {
@@ -231,7 +243,7 @@ int cmd_add(Ctx* ctx, Str** argv, int argc) {
     std::uint64_t news = 0;
     if (!apply_to_shard(ctx, shard, blob, blob_len, mode, ~std::uint64_t{0}, &answer, &processed, &news)) return kOk;
     count += static_cast<long long>(news);
-    set_string(ctx, count_key, std::to_string(count), 0);
+    set_count(ctx, count_key, count);
     set_string(ctx, answer_key, answer, ttl);
     ReplicateVerbatim(ctx);
     return reply_answer(ctx, answer, count);
@@ -282,7 +294,7 @@ int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
     }
     if (answer.empty()) return reply_answer(ctx, answer, count);  // a full stage: nothing changed
     count += static_cast<long long>(news);
-    set_string(ctx, count_key, std::to_string(count), 0);
+    set_count(ctx, count_key, count);
     set_string(ctx, answer_key, answer, ttl);
     ReplicateVerbatim(ctx);
     return reply_answer(ctx, answer, count);
@@ -316,6 +328,7 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
                     api("RedisModule_StringPtrLen", &StringPtrLen) &&
                     api("RedisModule_CreateString", &CreateString) && api("RedisModule_FreeString", &FreeString) &&
                     api("RedisModule_StringSet", &StringSet) && api("RedisModule_SetExpire", &SetExpire) &&
+                    api("RedisModule_StringTruncate", &StringTruncate) &&
                     api("RedisModule_ReplicateVerbatim", &ReplicateVerbatim) &&
                     api("RedisModule_StringToLongLong", &StringToLongLong);
     if (!ok) return kErr;

@@ -11,7 +11,7 @@ present) and the count of new keys where the command keeps one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .._core import Layout, Nulls
 
 NEW, PRESENT, UNSURE, NOT_TAKEN = ord("1"), ord("0"), ord("?"), 0
+WINDOW_BYTES = 8 << 20  # commands sent in one go: a large batch flows, not one huge write
 
 
 @dataclass(frozen=True)
@@ -95,54 +96,77 @@ class Backend:
     def prepare(self, keys: Any, nulls: Nulls, seed: int) -> Prepared:
         raise NotImplementedError
 
-    def add_parts(self, f: FilterKeys, batch: Prepared, batch_id: str, ttl_ms: int) -> list[Part]:
+    def add_parts(self, f: FilterKeys, batch: Prepared, batch_id: str, ttl_ms: int) -> Iterable[Part]:
         raise NotImplementedError
 
     def stage_parts(self, f: FilterKeys, guard: StageGuard, batch: Prepared, batch_id: str,
-                    ttl_ms: int) -> list[Part]:
+                    ttl_ms: int) -> Iterable[Part]:
         raise ValueError(f"backend {self.name!r} cannot keep a scalable chain's stages")
 
-    def has_parts(self, f: FilterKeys, batch: Prepared) -> list[Part]:
+    def has_parts(self, f: FilterKeys, batch: Prepared) -> Iterable[Part]:
         raise NotImplementedError
 
 
-def missing_error(e: Exception, what: str, policy: str = "") -> Exception:
-    """A server's MISSING reply as MissingKeyError, naming the key and what
-    removes keys; other errors as they are."""
-    if not isinstance(e, _redis.ResponseError) or _error_code(e) not in ("MISSING", "WRONGSIZE"):
-        return e
-    key = str(e).split(" ", 2)[1] if len(str(e).split()) > 1 else "?"
+def gone(key: str, what: str, policy: str = "", state: str = "is gone") -> MissingKeyError:
+    """The error for a key of a filter (or chain: `what`) that vanished."""
     how = (f" (this server's maxmemory-policy is {policy!r}: it evicts keys under memory pressure)"
            if policy and policy != "noeviction" else "")
-    state = "is gone" if _error_code(e) == "MISSING" else "has the wrong size"
+    fix = "RedisStages(redis, key).reset()" if what.startswith("the chain") else "RedisBloomFilter.drop(redis, key)"
     return MissingKeyError(
-        f"{key!r}, a key of {what}, {state}: evicted{how}, expired (an EXPIRE, or the filter's expire()), "
-        "or deleted. Refused rather than answered from a fresh, empty filter; drop() the filter and make it "
-        "anew, or restore it", key=key)
+        f"{key!r}, a key of {what}, {state}: evicted{how}, expired (an EXPIRE, or expire()), or deleted. Refused "
+        f"rather than answered from a fresh, empty filter: remove what is left ({fix}) and make it anew, or "
+        "restore it", key=key)
 
 
-def run_adds(sender: Sender, parts: Sequence[Part], n: int, what: str, policy: str = "",
+def missing_error(e: Exception, what: str, policy: str = "") -> Exception:
+    """A server's MISSING (or WRONGSIZE) reply as MissingKeyError; other
+    errors as they are."""
+    if not isinstance(e, _redis.ResponseError) or _error_code(e) not in ("MISSING", "WRONGSIZE"):
+        return e
+    words = str(e).split()
+    return gone(words[1] if len(words) > 1 else "?", what, policy,
+                "is gone" if words[0] == "MISSING" else "has the wrong size")
+
+
+def windows(parts: Iterable[Part]) -> Iterator[list[Part]]:
+    """Parts in groups of about WINDOW_BYTES of commands, made as they are sent."""
+    window: list[Part] = []
+    size = 0
+    for part in parts:
+        window.append(part)
+        size += sum(len(j.body) for j in part.jobs)
+        if size >= WINDOW_BYTES:
+            yield window
+            window, size = [], 0
+    if window:
+        yield window
+
+
+def run_adds(sender: Sender, parts: Iterable[Part], n: int, what: str, policy: str = "",
              tolerate: Sequence[str] = ()) -> tuple[npt.NDArray[np.uint8], dict[str, int], list[Exception]]:
     """Send an add's parts: each key's answer byte (NOT_TAKEN where a stage
     add stopped before it), the counts the replies reported, and the error
     replies whose code is in `tolerate` (their parts took nothing). Raises
-    when any other part failed or any answer is unknown, with what is known."""
-    replies = sender.run([p.jobs[0] for p in parts])
+    when any other part failed or any answer is unknown, with what is known
+    (the windows after a failed one are not sent)."""
     codes = np.zeros(n, dtype=np.uint8)
     counts: dict[str, int] = {}
     failed: list[tuple[Part, Exception]] = []
     skipped: list[Exception] = []
-    for part, reply in zip(parts, replies):
-        if isinstance(reply, Exception):
-            if isinstance(reply, _redis.ResponseError) and _error_code(reply) in tolerate:
-                skipped.append(reply)
-            else:
-                failed.append((part, reply))
-            continue
-        answer, count = reply
-        codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
-        if part.count_key is not None and int(count) >= 0:
-            counts[part.count_key] = int(count)
+    for window in windows(parts):
+        for part, reply in zip(window, sender.run([p.jobs[0] for p in window])):
+            if isinstance(reply, Exception):
+                if isinstance(reply, _redis.ResponseError) and _error_code(reply) in tolerate:
+                    skipped.append(reply)
+                else:
+                    failed.append((part, reply))
+                continue
+            answer, count = reply
+            codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
+            if part.count_key is not None and int(count) >= 0:
+                counts[part.count_key] = int(count)
+        if failed:
+            break
     unsure = codes == UNSURE
     if not failed and not unsure.any():
         return codes, counts, skipped
@@ -159,23 +183,23 @@ def run_adds(sender: Sender, parts: Sequence[Part], n: int, what: str, policy: s
     raise error
 
 
-def run_lookups(sender: Sender, parts: Sequence[Part], n: int, what: str, policy: str = "") -> npt.NDArray[np.bool_]:
+def run_lookups(sender: Sender, parts: Iterable[Part], n: int, what: str, policy: str = "") -> npt.NDArray[np.bool_]:
     """Send a lookup's parts; True where the key may be present."""
-    jobs = [j for p in parts for j in p.jobs]
-    replies = sender.run(jobs)
     out = np.zeros(n, dtype=bool)
-    at = 0
-    for part in parts:
-        mine = replies[at : at + len(part.jobs)]
-        at += len(part.jobs)
-        try:
-            for reply in mine:
-                if isinstance(reply, Exception):
-                    raise reply
-            assert part.decode is not None
-            out[part.idx] = part.decode(mine)
-        except _redis.ResponseError as e:
-            raise missing_error(e, what, policy) from None
+    for window in windows(parts):
+        replies = sender.run([j for p in window for j in p.jobs])
+        at = 0
+        for part in window:
+            mine = replies[at : at + len(part.jobs)]
+            at += len(part.jobs)
+            try:
+                for reply in mine:
+                    if isinstance(reply, Exception):
+                        raise reply
+                assert part.decode is not None
+                out[part.idx] = part.decode(mine)
+            except _redis.ResponseError as e:
+                raise missing_error(e, what, policy) from None
     return out
 
 
@@ -200,38 +224,37 @@ class BitsBackend(Backend):
         hashed, valid = _core.hash_valid(keys, seed, nulls=nulls)
         return Prepared(len(hashed), valid, hashes=hashed)
 
+    def chunk_keys(self, f: FilterKeys) -> int:
+        """Keys per command for this filter's geometry."""
+        return self.max_keys
+
     def _chunks(self, f: FilterKeys, hashes: Any, form: str, joined: bool = False) -> Any:
-        for lo in range(0, len(hashes), self.max_keys):
+        step = self.chunk_keys(f)
+        for lo in range(0, len(hashes), step):
             shards, starts, order, bodies, counts = _core.redis_batch(
-                hashes[lo : lo + self.max_keys], f.num_bits, f.num_hashes, layout=f.layout, seed=f.seed,
+                hashes[lo : lo + step], f.num_bits, f.num_hashes, layout=f.layout, seed=f.seed,
                 shard_bits=f.shard_bits, form=form, joined=joined)
             yield lo, shards.tolist(), starts, order, bodies, counts.tolist()
 
-    def add_parts(self, f: FilterKeys, batch: Prepared, batch_id: str, ttl_ms: int) -> list[Part]:
-        parts = []
+    def add_parts(self, f: FilterKeys, batch: Prepared, batch_id: str, ttl_ms: int) -> Iterator[Part]:
         for c, (lo, shards, starts, order, bodies, counts) in enumerate(self._chunks(f, batch.hashes, self.form_add)):
             for p, s in enumerate(shards):
                 job = self.add_job(f, s, sibling(f.shards[s], f":ans:{batch_id}.{c}"), ttl_ms, bodies[p], counts[p])
-                parts.append(Part([job], lo + order[starts[p] : starts[p + 1]], count_key=f.counts[s]))
-        return parts
+                yield Part([job], lo + order[starts[p] : starts[p + 1]], count_key=f.counts[s])
 
     def stage_parts(self, f: FilterKeys, guard: StageGuard, batch: Prepared, batch_id: str,
-                    ttl_ms: int) -> list[Part]:
-        parts = []
+                    ttl_ms: int) -> Iterator[Part]:
         chunks = self._chunks(f, batch.hashes, self.form_add, joined=True)
         for c, (lo, shards, starts, order, bodies, counts) in enumerate(chunks):
             job = self.stage_job(f, guard, shards, np.diff(starts).tolist(), f"{guard.answers}{batch_id}.{c}",
                                  ttl_ms, bodies[0], counts[0])
-            parts.append(Part([job], lo + order, count_key=guard.count))
-        return parts
+            yield Part([job], lo + order, count_key=guard.count)
 
-    def has_parts(self, f: FilterKeys, batch: Prepared) -> list[Part]:
-        parts = []
+    def has_parts(self, f: FilterKeys, batch: Prepared) -> Iterator[Part]:
         for lo, shards, starts, order, bodies, counts in self._chunks(f, batch.hashes, self.form_has):
             for p, s in enumerate(shards):
                 jobs, decode = self.has_jobs(f, s, bodies[p], counts[p])
-                parts.append(Part(jobs, lo + order[starts[p] : starts[p + 1]], decode=decode))
-        return parts
+                yield Part(jobs, lo + order[starts[p] : starts[p + 1]], decode=decode)
 
     # -- each bits backend's commands ------------------------------------------------------
 

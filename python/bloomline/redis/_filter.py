@@ -15,7 +15,7 @@ import redis as _redis
 from .. import _core
 from .._core import BloomFilter, CapacityWarning
 from ..scalable import _in_place
-from ._backend import NEW, Backend, FilterKeys, Prepared, run_adds, run_lookups
+from ._backend import NEW, Backend, FilterKeys, Prepared, gone, run_adds, run_lookups
 from ._bf import BfBackend
 from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import DEFAULT_SHARD_BITS, data_keys, eviction_policy, keys_of, open_filter, plan
@@ -237,8 +237,7 @@ class RedisBloomFilter:
         replies = run_each(self._sender, jobs)
         for k, there in zip(self._all_keys(), replies[::2]):
             if not int(there):
-                raise MissingKeyError(f"{k!r}, a key of the filter at {self._key!r}, is gone: evicted, expired or "
-                                      "deleted", key=k)
+                raise gone(k, self._what, self._policy)
         return replies[1::2]
 
     def expire(self, seconds: float) -> None:
@@ -305,8 +304,7 @@ class RedisBloomFilter:
                                                                           Job(s.encode(), b"STRLEN", (s,)))])
         for shard, size, length in zip(k.shards, k.nbytes, replies[1::2]):
             if int(length) != size:
-                raise MissingKeyError(f"{shard!r}, a shard of the filter at {self._key!r}, "
-                                      f"{'is gone' if not int(length) else 'has the wrong size'}", key=shard)
+                raise gone(shard, self._what, self._policy, "is gone" if not int(length) else "has the wrong size")
         return replies[::2]
 
     def _need_bits(self, what: str) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import optimal_params
-from ._backend import FilterKeys
+from ._backend import FilterKeys, gone
 from ._errors import EvictionWarning, MissingKeyError
 from ._wire import Job, Script, Sender, routable, sibling
 
@@ -172,11 +172,9 @@ def open_filter(sender: Sender, name: str, new: Optional[dict[str, Any]], wanted
         _finish(sender, name, meta, keys)
         meta["state"] = "ready"
     else:
-        gone = [k for k, there in zip(data_keys(keys), _exist(sender, data_keys(keys))) if not there]
-        if gone:
-            raise MissingKeyError(f"{gone[0]!r}, a key of the filter at {name!r}, is gone: evicted, expired or "
-                                  "deleted; refused rather than answered from a fresh, empty filter. Drop the "
-                                  f"filter (RedisBloomFilter.drop(redis, {name!r})) to start over", key=gone[0])
+        missing = [k for k, there in zip(data_keys(keys), _exist(sender, data_keys(keys))) if not there]
+        if missing:
+            raise gone(missing[0], f"the filter at {name!r}")
     return meta
 
 

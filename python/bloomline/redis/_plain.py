@@ -108,8 +108,12 @@ return {answer, count}
 
 class PlainBackend(BitsBackend):
     name = "plain"
-    max_keys = 10_000  # about 70 ms of the server's time for an add
+    max_keys = 10_000
+    max_bits = 60_000  # bits per command: about 70 ms of the server's time for an add
     form_add, form_has = "set", "get"
+
+    def chunk_keys(self, f: FilterKeys) -> int:
+        return max(1, min(self.max_keys, self.max_bits // f.num_hashes))
 
     def add_job(self, f: FilterKeys, shard: int, answer: str, ttl_ms: int, body: bytes, count: int) -> Job:
         name = f.shards[shard]

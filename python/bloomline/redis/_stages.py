@@ -25,8 +25,7 @@ import numpy.typing as npt
 import redis as _redis
 
 from ..scalable import StaleChain
-from ._backend import NEW, NOT_TAKEN, Prepared, StageGuard, run_adds
-from ._errors import MissingKeyError
+from ._backend import NEW, NOT_TAKEN, Prepared, StageGuard, gone, run_adds
 from ._filter import RedisBloomFilter, client_of, run_each
 from ._meta import META_VERSION, keys_of, plan
 from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code, batch_ids, tag_of_chain
@@ -108,6 +107,7 @@ class RedisStages:
                              "a chain's stages")
         self._r = client_of(redis)
         self._key = key
+        self._what = f"the chain at {key!r}"
         self._base = tag_of_chain(key)
         self._backend = backend
         self._sender = Sender(self._r, retries=retries, answer_ttl_ms=answer_ttl_ms)
@@ -128,8 +128,7 @@ class RedisStages:
         """How many stages the chain has in Redis now."""
         have = self._sender.call(self.stages_key, b"GET", self.stages_key)
         if have is None and self._stages:
-            raise MissingKeyError(f"{self.stages_key!r}, the stage count of the chain at {self._key!r}, is gone: "
-                                  "evicted, expired or deleted; reset() the chain to start over", key=self.stages_key)
+            raise gone(self.stages_key, self._what, self._policy or "")
         return int(have or 0)
 
     def _attach(self, n: int) -> None:
@@ -145,15 +144,13 @@ class RedisStages:
         """The stages, oldest first, with their counts of new keys."""
         n = self.stage_count()
         if n == 0 and self._sender.call(f"{self._stage_key(0)}:meta", b"EXISTS", f"{self._stage_key(0)}:meta"):
-            raise MissingKeyError(f"{self.stages_key!r}, the stage count of the chain at {self._key!r}, is gone "
-                                  "while its stages remain: reset() the chain to start over", key=self.stages_key)
+            raise gone(self.stages_key, self._what, self._policy or "", "is gone while its stages remain")
         self._attach(n)
         counts = run_each(self._sender, [Job(self.count_key(i).encode(), b"GET", (self.count_key(i),))
                                          for i in range(n)])
         for i, c in enumerate(counts):
             if c is None:
-                raise MissingKeyError(f"{self.count_key(i)!r}, a key of the chain at {self._key!r}, is gone",
-                                      key=self.count_key(i))
+                raise gone(self.count_key(i), self._what, self._policy or "")
         return [(s, int(c)) for s, c in zip(self._stages[:n], counts)]
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> Any:
@@ -174,9 +171,7 @@ class RedisStages:
                 raise ValueError(f"{str(e).split()[1]!r} exists though the chain at {self._key!r} has {index} "
                                  "stages (an interrupted reset()?): reset() the chain to start over") from None
             if code == "MISSING":
-                raise MissingKeyError(f"{self.stages_key!r}, the stage count of the chain at {self._key!r}, is "
-                                      "gone while its stages remain: reset() the chain to start over",
-                                      key=self.stages_key) from None
+                raise gone(self.stages_key, self._what, self._policy or "", "is gone while its stages remain") from None
             raise
         self._attach(index + 1)
         return self._stages[index]
@@ -191,8 +186,8 @@ class RedisStages:
                            f"{self._stage_key(index)}:ans:")
         batch = Prepared(len(keys), np.ones(len(keys), dtype=bool), hashes=keys)
         parts = stage._backend.stage_parts(stage._keys, guard, batch, batch_ids.next(), self._sender.answer_ttl_ms)
-        codes, counts, skipped = run_adds(self._sender, parts, batch.n, f"the chain at {self._key!r}",
-                                          self._policy or "", tolerate=("STALE",))
+        codes, counts, skipped = run_adds(self._sender, parts, batch.n, self._what, self._policy or "",
+                                          tolerate=("STALE",))
         taken = codes != NOT_TAKEN
         if skipped and not taken.any():
             raise StaleChain(int(str(skipped[0]).split()[1]))

@@ -32,6 +32,7 @@ import math
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Union
@@ -223,6 +224,9 @@ class Sender:
                 f"batch re-sent after its answer expired could not be answered; pass answer_ttl_ms >= "
                 f"{math.ceil(1000 * (self.window_s + _SAFETY_S))} (or None to derive it), or fewer retries")
         self.answer_ttl_ms = answer_ttl_ms
+        # What the rules met: MOVED, ASK, TRYAGAIN..., NOSCRIPT, "lost"
+        # (a connection fault), "resent" (a write sent again after one).
+        self.stats: Counter[str] = Counter()
 
     # -- routing ------------------------------------------------------------------------
 
@@ -305,11 +309,14 @@ class Sender:
                     continue
                 payloads = [(pack(jobs[i], resend=states[i].maybe_ran, by_text=states[i].by_text),
                              states[i].ask is not None) for i in sendable]
+                self.stats["resent"] += sum(states[i].maybe_ran for i in sendable)
                 replies, fault, sent = self._exchange(self._pool(node), payloads)
                 for i, reply in zip(sendable, replies):
                     st = states[i]
                     st.ask = None
                     code = _error_code(reply) if isinstance(reply, _redis.ResponseError) else ""
+                    if code in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "NOSCRIPT"):
+                        self.stats[code] += 1
                     if code == "MOVED":
                         refresh = True
                     elif code == "ASK":
@@ -322,6 +329,7 @@ class Sender:
                         results[i] = reply
                 if fault is not None:
                     lost = fault
+                    self.stats["lost"] += 1
                     for i in sendable[len(replies):]:
                         states[i].maybe_ran = states[i].maybe_ran or (sent and jobs[i].writes)
             pending = [i for i in pending if results[i] is _PENDING]

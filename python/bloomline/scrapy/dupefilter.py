@@ -527,9 +527,11 @@ class RedisBloomDupeFilter(_DupeFilter):
         self._queue_in_redis = False  # scrapy-redis: the scheduler pushes a new request to Redis after the check
         self._last_new: Optional[Request] = None
         self.redis_checks = 0  # checks the front filter could not answer: they went to Redis
-        # Answers kept 2 s: long enough for the two quick resends of a
-        # dropped check; a check left unanswered past them is spilled.
-        self._stages = RedisStages(server, key, backend=backend, retries=2, answer_ttl_ms=2000)
+        # Two re-sends of a check whose reply was lost, then it is spilled;
+        # each answer is kept for twice the time those tries may take (the
+        # socket timeout's), so a re-send always finds it (answer_ttl_ms
+        # derived: 31 s with the 5 s default timeout).
+        self._stages = RedisStages(server, key, backend=backend, retries=2)
         # The chain and the front filter split the error budget, so that
         # together they stay under error_rate.
         self.seen = self._retrying(lambda: ScalableBloomFilter(
