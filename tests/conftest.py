@@ -194,13 +194,11 @@ class FaultProxy:
             except OSError:
                 client.close()
                 continue
-            state = {"request": b"", "fault": None}  # per connection
+            state = {"request": b"", "fault": None, "counted": False}  # per connection, since the last reply
             threading.Thread(target=self._requests, args=(client, server, state), daemon=True).start()
             threading.Thread(target=self._replies, args=(server, client, state), daemon=True).start()
 
-    def _choose(self, request: bytes) -> bool:
-        if len(request) < self.min_bytes or self.match not in request:
-            return False
+    def _choose(self) -> bool:
         with self.lock:
             if self.limit is not None and self.faults >= self.limit:
                 return False
@@ -225,10 +223,12 @@ class FaultProxy:
                 if not data:
                     break
                 state["request"] += data
-                if state["fault"] is None and self._choose(state["request"]):
-                    state["fault"] = self.mode
-                    if self.mode == "cut_before":
-                        break
+                if not state["counted"] and len(state["request"]) >= self.min_bytes and self.match in state["request"]:
+                    state["counted"] = True  # one request, however many reads it takes
+                    if self._choose():
+                        state["fault"] = self.mode
+                        if self.mode == "cut_before":
+                            break
                 dst.sendall(data)
         except OSError:
             pass
@@ -241,7 +241,7 @@ class FaultProxy:
                 data = src.recv(1 << 16)
                 if not data:
                     break
-                fault, state["fault"], state["request"] = state["fault"], None, b""
+                fault, state["fault"], state["request"], state["counted"] = state["fault"], None, b"", False
                 if fault == "cut_after":
                     break
                 silent = silent or fault == "drop"
