@@ -366,7 +366,7 @@ def test_saving_over_a_read_only_file_is_refused(kind: str, tmp_path: Path) -> N
     path = tmp_path / "f.blf"
     path.write_bytes(b"precious")
     path.chmod(0o444)
-    with pytest.raises(PermissionError, match=r"read-only \(mode 0444\)") as e:
+    with pytest.raises(PermissionError, match=r"read-only file, mode 0444, is not replaced") as e:
         f.save(path)  # type: ignore[attr-defined]
     assert e.value.filename == str(path)
     assert path.read_bytes() == b"precious" and path.stat().st_mode & 0o7777 == 0o444

@@ -66,8 +66,8 @@ mode_t checked_target_mode(const std::string& path) {
         char mode[8];
         std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
         throw FileError(EACCES,
-                        std::string("the file is read-only (mode ") + mode +
-                            "), so it is not replaced: make it writable (chmod u+w) or save elsewhere",
+                        std::string("a read-only file, mode ") + mode +
+                            ", is not replaced: make it writable (chmod u+w) or save elsewhere",
                         path);
     }
     return st.st_mode & 07777;
