@@ -165,6 +165,7 @@ def test_a_small_crawl_keeps_a_small_jobdir_and_reports_its_fill(site: Site, tmp
         assert f"'{name}'" in r.stderr
     summary = [line for line in r.stderr.splitlines() if "[scrapy.dupefilters] INFO: BloomDupeFilter: about" in line]
     assert len(summary) == 1 and "target 0.0001" in summary[0]
+    assert " seen, in 1 stage " in summary[0]  # not "1 stages" (issue 26)
     assert "Deprecat" not in r.stderr and "Traceback" not in r.stderr
 
 
