@@ -151,21 +151,6 @@ def journal_seed(tmp_path: object, name: str = "seed.journal", requests: int = 1
     return data
 
 
-def journal_records(data: bytes) -> list[tuple[int, int, int, int, str]]:
-    """(offset, end, type, serial, url) of each record of an undamaged
-    journal, read by docs/FORMAT.md alone."""
-    import pickle
-
-    out, off = [], 8
-    while off < len(data):
-        _, kind, _, fp_len, payload_len, _, serial, _, _ = struct.unpack_from("<4sBBHIIQqI", data, off)
-        end = off + 36 + fp_len + payload_len
-        url = pickle.loads(data[off + 36 + fp_len : end])["url"] if kind == 1 else ""
-        out.append((off, end, kind, serial, url))
-        off = end
-    return out
-
-
 def mutate_journal(rng: random.Random, good: bytes) -> bytes:
     import zlib
 
@@ -265,6 +250,8 @@ def test_1000_damaged_journals_keep_every_record_the_damage_missed(
     pytest.importorskip("scrapy")
     import logging
     from pathlib import Path
+
+    from scrapy_site import journal_records
 
     from bloomline.scrapy.journal import JournalError, RequestJournal
 

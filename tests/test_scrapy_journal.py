@@ -12,6 +12,8 @@ pytest.importorskip("scrapy")
 
 from scrapy.http import Request  # noqa: E402
 
+from scrapy_site import journal_records  # noqa: E402
+
 import bloomline.scrapy.journal as bs  # noqa: E402
 
 
@@ -68,22 +70,6 @@ def test_clean_close_finishes_what_was_taken(tmp_path: Path) -> None:
     assert journal(path).recovered == 4
 
 
-def records_of(data: bytes) -> list[tuple[int, int, int, int]]:
-    """(offset, end, type, serial) of each record of an undamaged journal,
-    read by docs/FORMAT.md alone (not by the code under test)."""
-    import struct
-
-    assert data[:8] == b"BLMJRNL2"
-    out, off = [], 8
-    while off < len(data):
-        marker, kind, _, fp_len, payload_len, _, serial, _, _ = struct.unpack_from("<4sBBHIIQqI", data, off)
-        assert marker == b"\xb1JRN"
-        end = off + 36 + fp_len + payload_len
-        out.append((off, end, kind, serial))
-        off = end
-    return out
-
-
 def test_a_torn_tail_is_set_aside_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "requests.journal"
     j = journal(path)
@@ -113,8 +99,8 @@ def test_damage_loses_only_the_records_it_touches(tmp_path: Path, damage: str,
     for i in range(40):
         j.push(Request(f"http://127.0.0.1/{i}", meta={"i": i}))
     data = bytearray(path.read_bytes())
-    recs = records_of(bytes(data))
-    off, end, _, _ = recs[5]  # in the first quarter
+    recs = journal_records(bytes(data))
+    off, end, _, _, _ = recs[5]  # in the first quarter
     if damage == "flipped payload byte":
         data[end - 10] ^= 0x01
     elif damage == "type byte 2":
@@ -127,7 +113,7 @@ def test_damage_loses_only_the_records_it_touches(tmp_path: Path, damage: str,
         data[0:8] = b"XXXXXXXX"
     changed = {i for i, (a, b) in enumerate(zip(path.read_bytes(), data)) if a != b}
     path.write_bytes(bytes(data))
-    touched = {i for i, (o, e, _, _) in enumerate(recs) if any(o <= c < e for c in changed)}
+    touched = {i for i, (o, e, _, _, _) in enumerate(recs) if any(o <= c < e for c in changed)}
     with caplog.at_level(logging.WARNING, logger="bloomline.scrapy"):
         j2 = journal(path)
     assert j2.recovered == 40 - len(touched)
@@ -143,7 +129,7 @@ def test_done_records_finish_requests_and_survive_reopening(tmp_path: Path) -> N
     first = j.pop()
     assert first is not None
     j.done(first.meta[bs.JOURNAL_META_ID])
-    kinds = [k for _, _, k, _ in records_of(path.read_bytes())]
+    kinds = [k for _, _, k, _, _ in journal_records(path.read_bytes())]
     assert kinds == [1] * 6 + [2]  # the request records, then one done record appended
     assert {r.meta["i"] for r in iter(journal(path).pop, None)} == set(range(5))
 

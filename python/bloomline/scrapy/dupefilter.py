@@ -234,41 +234,22 @@ def _mismatch(where: str, error: ChainMismatch, settings: Any, share: float) -> 
                                      "did, or start anew")
 
 
-# ---- what both filters share --------------------------------------------------------
+# ---- stopping a crawl -------------------------------------------------------------
 
 
-class _DupeFilter(BaseDupeFilter):
-    """The fingerprinter, Scrapy's logging and stats for filtered requests,
-    the close summary, and the way a refused filter stops the crawl."""
+class _CrawlStop:
+    """How a bloomline component that cannot run stops the crawl: one ERROR
+    line, a finish reason, and exit status 1 (the dupefilters when refused
+    or failed; JournalScheduler when its journal cannot be read)."""
 
     label = "bloomline"
-    seen: Any  # the filter whose facts the summary reports
+    error_log = logger  # where the one ERROR line goes
 
-    def _init_common(self, fingerprinter: Any, debug: bool, stats: Any) -> None:
-        if fingerprinter is None:
-            from scrapy.utils.request import RequestFingerprinter
-
-            fingerprinter = RequestFingerprinter()
-        self.fingerprinter = fingerprinter
-        self.debug = debug
-        self.logdupes = True
-        self.stats = stats
+    def _init_stop(self) -> None:
         self.crawler: Any = None
         self.refused: Optional[_Refused] = None
         self.failed = False  # the crawl must end with a non-zero exit
         self._closed = False
-        self._summarised = False
-        self._target = DEFAULT_ERROR_RATE
-
-    @classmethod
-    def _refused_filter(cls, crawler: Any, refused: _Refused) -> Any:
-        """A filter that only stops the crawl when it opens (Scrapy shows an
-        exception raised here with a follow-on traceback)."""
-        self = cls.__new__(cls)
-        self._init_common(getattr(crawler, "request_fingerprinter", None), False, getattr(crawler, "stats", None))
-        self.refused = refused
-        self._watch(crawler)
-        return self
 
     def _watch(self, crawler: Any) -> None:
         self.crawler = crawler
@@ -286,7 +267,7 @@ class _DupeFilter(BaseDupeFilter):
         # exception with tracebacks of their own. Paused, the engine fetches
         # nothing meanwhile.
         if self.refused is not None:
-            logger.error("%s", self.refused)
+            self.error_log.error("%s", self.refused)
             self.failed = True
             self.crawler.engine.pause()  # closed once the engine runs (_engine_started)
             return
@@ -335,6 +316,39 @@ class _DupeFilter(BaseDupeFilter):
         # keeps its own reference to the spider to finish closing).
         if self.failed and self._closed and self.crawler is not None:
             self.crawler.spider = None
+
+
+# ---- what both filters share --------------------------------------------------------
+
+
+class _DupeFilter(_CrawlStop, BaseDupeFilter):
+    """The fingerprinter, Scrapy's logging and stats for filtered requests,
+    the close summary, and the way a refused filter stops the crawl."""
+
+    seen: Any  # the filter whose facts the summary reports
+
+    def _init_common(self, fingerprinter: Any, debug: bool, stats: Any) -> None:
+        if fingerprinter is None:
+            from scrapy.utils.request import RequestFingerprinter
+
+            fingerprinter = RequestFingerprinter()
+        self.fingerprinter = fingerprinter
+        self.debug = debug
+        self.logdupes = True
+        self.stats = stats
+        self._init_stop()
+        self._summarised = False
+        self._target = DEFAULT_ERROR_RATE
+
+    @classmethod
+    def _refused_filter(cls, crawler: Any, refused: _Refused) -> Any:
+        """A filter that only stops the crawl when it opens (Scrapy shows an
+        exception raised here with a follow-on traceback)."""
+        self = cls.__new__(cls)
+        self._init_common(getattr(crawler, "request_fingerprinter", None), False, getattr(crawler, "stats", None))
+        self.refused = refused
+        self._watch(crawler)
+        return self
 
     def request_fingerprint(self, request: Request) -> str:
         """The request's fingerprint as hex (scrapy-redis's method)."""
@@ -755,7 +769,11 @@ class RedisBloomDupeFilter(_DupeFilter):
                     os.rename(path, claimed)
                 except OSError:
                     continue  # another process took it
-                journals.append((RequestJournal(claimed, self._spider, fifo=True), path))
+                try:
+                    journals.append((RequestJournal(claimed, self._spider, fifo=True), path))
+                except (ValueError, OSError) as e:  # no journal in it at all: left for a person to look at
+                    os.rename(claimed, path)
+                    logger.error("%s: cannot read the requests kept in %s: %s", self.label, path, e)
         for journal, original in journals:
             count = 0
             while self._outage is None and not self.failed:
