@@ -1,7 +1,8 @@
 // Python face of persistence and keys: bloomline._core.from_bytes (kinds 1
 // and 2; bloomline.from_bytes adds scalable chains), read_header,
-// key_positions, hash_many, and AtomicWriter (the one atomic writer,
-// file.hpp, for bytes written from Python).
+// key_positions, hash_many, read_file (a whole file under its header lock)
+// and AtomicWriter (the one atomic writer, file.hpp, for bytes written from
+// Python, with the refusals every save shares).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 

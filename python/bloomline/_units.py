@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["count", "format_bytes"]
+__all__ = ["count", "format_bytes", "noun"]
 
 
 def format_bytes(n: float) -> str:
@@ -14,7 +14,11 @@ def format_bytes(n: float) -> str:
     return f"{n:,.1f} TiB"
 
 
+def noun(n: float, word: str, plural: str | None = None) -> str:
+    """The word for n of it: singular for exactly one ('1 stage', '3 stages')."""
+    return word if n == 1 else (plural or word + "s")
+
+
 def count(n: float, word: str, plural: str | None = None) -> str:
-    """'1 stage', '3 stages', '1,200 keys': the number and the word, in the
-    singular for exactly one."""
-    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+    """'1 stage', '3 stages', '1,200 keys': the number and its word."""
+    return f"{n:,} {noun(n, word, plural)}"

@@ -68,7 +68,7 @@ from scrapy.utils.project import data_path
 from scrapy.utils.request import referer_str
 
 from .._core import ChainRule
-from .._units import count as plural
+from .._units import noun
 from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter
 from .journal import JOURNAL_META_ID, JOURNAL_NAME, RequestJournal
 
@@ -405,9 +405,9 @@ class _DupeFilter(_CrawlStop, BaseDupeFilter):
                            ("bloomline/expected_fp_rate", rate), ("bloomline/approx_count", int(count)),
                            *self._more_stats()):
             self._set(key, value)
-        logger.info("%s: about %s seen, in %s %.1f%% full (%d bytes); expected false-positive "
-                    "rate %.3g (target %g)", self.label, plural(int(count), "request"),
-                    plural(chain.num_stages, "stage"), 100 * fill, chain.nbytes, rate, self._target)
+        logger.info("%s: about %d %s seen, in %d %s %.1f%% full (%d bytes); expected false-positive rate %.3g "
+                    "(target %g)", self.label, count, noun(round(count), "request"), chain.num_stages,
+                    noun(chain.num_stages, "stage"), 100 * fill, chain.nbytes, rate, self._target)
         self._warn_if_over(chain)
 
 
@@ -553,8 +553,9 @@ class RedisBloomDupeFilter(_DupeFilter):
         self.front = ScalableBloomFilter(capacity, error_rate * FRONT_SHARE, growth=GROWTH, tightening=TIGHTENING,
                                          layout=layout, seed=FRONT_SEED)
         if self.seen.insert_count:
-            logger.info("%s: attached to the filter at Redis key %r: about %s seen, in %s", self.label, key,
-                        plural(int(self.seen.approx_count), "request"), plural(self.seen.num_stages, "stage"))
+            count, stages = self.seen.approx_count, self.seen.num_stages
+            logger.info("%s: attached to the filter at Redis key %r: about %d %s seen, in %d %s", self.label, key,
+                        count, noun(round(count), "request"), stages, noun(stages, "stage"))
 
     def _retrying(self, make: Callable[[], Any]) -> Any:
         """make() retried with backoff for retry_timeout seconds while Redis
@@ -790,7 +791,8 @@ class RedisBloomDupeFilter(_DupeFilter):
                 continue
             os.unlink(journal.path)
             if count:
-                logger.info("%s: %s kept while Redis was away checked again (%s)", self.label, plural(count, "request"),
+                logger.info("%s: %d %s kept while Redis was away checked again (%s)", self.label, count,
+                            noun(count, "request"),
                             (original or journal.path).name)
 
     def _reschedule(self, request: Request) -> None:
