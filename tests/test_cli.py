@@ -604,3 +604,21 @@ def test_counts_of_one_are_singular(tmp_path: Path) -> None:
     assert "about 1 distinct key, over --capacity 1" in r.stderr.decode()
     r = run("dedup", str(tmp_path / "one"))
     assert "dedup: 1 line read, 1 written" in r.stderr.decode()
+
+
+def test_quiet_progress_draws_nothing_even_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from bloomline import cli
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for quiet, drawn in ((False, True), (True, False)):
+        err = Terminal()
+        monkeypatch.setattr(sys, "stderr", err)
+        progress = cli.Progress(total_bytes=1000, quiet=quiet)
+        progress.last -= 1  # as if half a second had passed
+        progress.update(500, 10)
+        assert ("10 lines" in err.getvalue()) is drawn

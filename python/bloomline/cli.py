@@ -397,6 +397,11 @@ class _open_input:
             self.handle.close()
 
 
+def _shown(name: str) -> str:
+    """An input as errors name it."""
+    return "stdin" if name == "-" else repr(name)
+
+
 def _input_stat(name: str) -> os.stat_result | None:
     """What an input is: fstat of stdin for '-', stat of a path (so /dev/stdin
     and <(...) are the pipes they lead to, whatever their names); None when
@@ -469,7 +474,7 @@ def _filter_bytes(path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     except OSError as exc:
-        raise CliError(f"cannot read {path!r}: {os.strerror(exc.errno) if exc.errno else exc}") from None
+        raise CliError(f"cannot read {_shown(path)}: {os.strerror(exc.errno) if exc.errno else exc}") from None
 
 
 def _open_filter(path: str, data: bytes | None = None) -> Any:
@@ -480,7 +485,7 @@ def _open_filter(path: str, data: bytes | None = None) -> Any:
     try:
         return from_bytes(data)
     except ValueError as exc:
-        raise CliError(f"{'stdin' if path == '-' else path}: {exc}") from None
+        raise CliError(f"{_shown(path)}: {exc}") from None
 
 
 DEDUP_CAPACITY = 10_000_000
@@ -643,11 +648,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         for name in files:
             st = _input_stat(name)
             if st is not None and not stat.S_ISREG(st.st_mode):
-                shown = "stdin" if name == "-" else repr(name)
-                raise UsageError(f"build needs --capacity when it reads {shown} ({_what_it_is(st)}, which can be "
-                                 "read only once: the filter is sized before its keys are read)")
-        capacity = max(1, _count_lines(files))
+                raise UsageError(f"build needs --capacity when it reads {_shown(name)} ({_what_it_is(st)}, which "
+                                 "can be read only once: the filter is sized before its keys are read)")
     _check_output(args.output)
+    if capacity is None:
+        capacity = max(1, _count_lines(files))
     kind = CountingBloomFilter if args.counting else BloomFilter
     try:
         f = kind(capacity, args.error_rate, layout=args.layout)
@@ -695,11 +700,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     from . import CountingBloomFilter, read_header
 
     data = _filter_bytes(args.filter)
-    try:
-        header = read_header(data)
-    except ValueError as exc:
-        raise CliError(f"{'stdin' if args.filter == '-' else args.filter}: {exc}") from None
-    f = _open_filter(args.filter, data)
+    f = _open_filter(args.filter, data)  # every check a reader makes, as one line naming the file
+    header = read_header(data)
     # "fill" is the fraction of bits (counters) set; the header's count of
     # them is shown under its own name.
     header.pop("fill", None)

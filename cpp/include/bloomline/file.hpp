@@ -48,7 +48,8 @@ namespace bloomline {
 
 // An I/O error on a path: errno, what failed, and the path as the caller
 // gave it (never the name of a temporary file). what() reads
-// "<system message> (<doing>): '<path>'".
+// "<doing> '<path>': <system message>"; message() is
+// "<system message> (<doing>)", for OSError beside the path.
 class FileError : public std::system_error {
 public:
     FileError(int err, const std::string& doing, const std::string& path);
