@@ -161,3 +161,28 @@ def kill_9(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=30)
 
 
+
+
+def journal_records(data: bytes) -> list[tuple[int, int, int, int, str]]:
+    """(offset, end, type, serial, url) of each record of an undamaged
+    request journal, read by docs/FORMAT.md alone (not by the code under
+    test): type 1 a request (url from its pickle), 2 a done record."""
+    import pickle
+    import struct
+
+    assert data[:8] == b"BLMJRNL2"
+    out, off = [], 8
+    while off < len(data):
+        marker, kind, _, fp_len, payload_len, _, serial, _, _ = struct.unpack_from("<4sBBHIIQqI", data, off)
+        assert marker == b"\xb1JRN", off
+        end = off + 36 + fp_len + payload_len
+        url = pickle.loads(data[off + 36 + fp_len : end])["url"] if kind == 1 else ""
+        out.append((off, end, kind, serial, url))
+        off = end
+    return out
+
+
+def pending_urls(records: list[tuple[int, int, int, int, str]]) -> set[str]:
+    """The urls of the request records that no done record finishes."""
+    done = {serial for _, _, kind, serial, _ in records if kind == 2}
+    return {url for _, _, kind, serial, url in records if kind == 1 and serial not in done}

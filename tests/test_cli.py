@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import bloomline
+from bloomline import BloomFilter
 
 EXE = shutil.which("bloomline")
 
@@ -421,3 +422,203 @@ def test_progress_shows_a_percentage_when_the_size_is_known(monkeypatch: pytest.
     assert "(25%)" in err.getvalue() and "12,345 lines" in err.getvalue() and "lines/s" in err.getvalue()
     progress.done()
     assert err.getvalue().endswith("\r\x1b[K")  # the line is cleared at the end
+
+
+# ---- issue 26: pipes, one-line errors, '-' as the filter, rough edges ---------------------
+
+KEYS = [f"https://example.com/{i}" for i in range(2000)]
+
+
+def _keys_file(tmp_path: Path) -> Path:
+    path = tmp_path / "keys.txt"
+    path.write_text("\n".join(KEYS) + "\n")
+    return path
+
+
+def _sh(script: str, tmp_path: Path, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+    """A bash command line (process substitution, pipes), the bloomline
+    script on PATH; never waits more than `timeout`."""
+    env = {**os.environ, "PATH": f"{Path(EXE or 'bloomline').parent}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, timeout=timeout, env=env,
+                          check=False)
+
+
+PIPE_FORMS = {
+    "process substitution": "bloomline build {opt} out.blf <(cat keys.txt)",
+    "cat | /dev/stdin": "cat keys.txt | bloomline build {opt} out.blf /dev/stdin",
+    "cat | -": "cat keys.txt | bloomline build {opt} out.blf -",
+    "cat | (no file)": "cat keys.txt | bloomline build {opt} out.blf",
+}
+
+
+@pytest.mark.parametrize("form", sorted(PIPE_FORMS))
+def test_every_pipe_form_asks_for_capacity_or_holds_every_key(form: str, tmp_path: Path) -> None:
+    _keys_file(tmp_path)
+    r = _sh(PIPE_FORMS[form].format(opt=""), tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and err.count("\n") == 1 and "build needs --capacity when it reads" in err, err
+    assert "a pipe" in err and not (tmp_path / "out.blf").exists()
+    r = _sh(PIPE_FORMS[form].format(opt="--capacity 1e4"), tmp_path)
+    assert r.returncode == 0, r.stderr
+    f = BloomFilter.load(tmp_path / "out.blf")
+    assert f.contains_many(KEYS).all() and f.capacity == 10_000
+    assert "2,000 keys into out.blf" in r.stderr.decode()
+
+
+def test_a_named_fifo_asks_for_capacity_at_once_or_is_read_whole(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    fifo = tmp_path / "keys.fifo"
+    os.mkfifo(fifo)
+    # No writer ever opens it: found by its type without opening it (an open would wait forever).
+    r = run("build", str(tmp_path / "out.blf"), str(fifo))
+    assert r.returncode == 2 and b"build needs --capacity when it reads" in r.stderr and b"a pipe" in r.stderr
+    writer = subprocess.Popen(["bash", "-c", f"cat {keys} > {fifo}"])
+    try:
+        r = run("build", "--capacity", "1_000_000", str(tmp_path / "out.blf"), str(fifo))
+    finally:
+        writer.wait(timeout=60)
+    assert r.returncode == 0, r.stderr
+    f = BloomFilter.load(tmp_path / "out.blf")
+    assert f.contains_many(KEYS).all() and f.capacity == 1_000_000
+
+
+def test_stdin_from_a_regular_file_is_counted_like_a_file(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    r = _sh(f"bloomline build out.blf < {keys}", tmp_path)
+    assert r.returncode == 0, r.stderr
+    f = BloomFilter.load(tmp_path / "out.blf")
+    assert f.capacity == len(KEYS) and f.contains_many(KEYS).all()
+
+
+@pytest.mark.parametrize(("text", "value"), [("1e6", 1_000_000), ("1_000_000", 1_000_000), ("2.5E3", 2500),
+                                             ("1000", 1000)])
+def test_capacity_takes_the_ways_numbers_are_written(text: str, value: int, tmp_path: Path) -> None:
+    _keys_file(tmp_path)
+    r = run("build", "--capacity", text, str(tmp_path / "f.blf"), str(tmp_path / "keys.txt"))
+    assert r.returncode == 0, r.stderr
+    assert BloomFilter.load(tmp_path / "f.blf").capacity == value
+
+
+@pytest.mark.parametrize("text", ["1.5", "0", "-1e3", "abc", "1e", "inf", "nan"])
+def test_capacity_refuses_what_is_not_a_positive_whole_number(text: str) -> None:
+    r = run("params", f"--capacity={text}", "--error-rate", "0.01")
+    err = r.stderr.decode()
+    assert r.returncode == 2 and err.count("\n") == 1 and f"must be a positive integer, got {text!r}" in err
+
+
+def test_saving_onto_a_file_mapped_for_writing_is_one_line_before_any_output(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    shared = tmp_path / "shared.blf"
+    BloomFilter(10_000, 0.01).save(shared)
+    with BloomFilter.open(shared, "r+") as live:
+        live.add("mine")
+        for args in (["build", str(shared), str(keys)], ["dedup", "--state", str(shared), str(keys)]):
+            r = run(*args)
+            err = r.stderr.decode()
+            assert r.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+            assert err.startswith("bloomline: error: ") and str(shared) in err and "open for writing" in err
+            assert r.stdout == b""  # dedup printed nothing: it refused before reading
+        assert "mine" in live
+    assert "mine" in BloomFilter.load(shared)
+
+
+def test_a_read_only_target_is_one_line_naming_it(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    target = tmp_path / "ro.blf"
+    BloomFilter(100, 0.01).save(target)
+    target.chmod(0o444)
+    before = target.read_bytes()
+    for args in (["build", str(target), str(keys)], ["dedup", "--state", str(target), str(keys)]):
+        r = run(*args)
+        err = r.stderr.decode()
+        assert r.returncode == 1 and err.count("\n") == 1 and "read-only" in err and str(target) in err, err
+        assert r.stdout == b""
+    assert target.read_bytes() == before
+
+
+def test_errors_name_the_path_given_never_a_temporary_file(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    r = run("build", str(tmp_path / "nodir" / "x.blf"), str(keys))
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and str(tmp_path / "nodir" / "x.blf") in err, err
+    assert ".tmp-" not in err
+
+
+def test_the_filter_can_come_from_stdin(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    assert run("build", str(tmp_path / "f.blf"), str(keys)).returncode == 0
+    (tmp_path / "cand.txt").write_text("https://example.com/5\nhttps://elsewhere.org/\n")
+    r = _sh("cat f.blf | bloomline query - cand.txt", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"https://example.com/5\n"
+    r = _sh("cat f.blf | bloomline info --json -", tmp_path)
+    assert r.returncode == 0 and b'"kind": "BloomFilter"' in r.stdout
+    r = _sh("cat f.blf | bloomline query -", tmp_path)
+    assert r.returncode == 2 and b"name the files of keys" in r.stderr and r.stderr.count(b"\n") == 1
+
+
+def test_info_shows_fill_as_a_fraction_and_bits_set_as_a_count(tmp_path: Path) -> None:
+    import json
+
+    f = BloomFilter(1000, 0.01)
+    f.update(range(500))
+    f.save(tmp_path / "f.blf")
+    meta = json.loads(run("info", "--json", str(tmp_path / "f.blf")).stdout)
+    assert meta["bits_set"] == f.bits_set and meta["fill"] == pytest.approx(f.bits_set / f.num_bits)
+    assert 0 < meta["fill"] < 1
+    text = run("info", str(tmp_path / "f.blf")).stdout.decode()
+    assert f"bits_set          {f.bits_set:,}\n" in text and f"fill              {f.fill_ratio:.6g}\n" in text
+    c = bloomline.CountingBloomFilter(1000, 0.01)
+    c.update(range(10))
+    c.save(tmp_path / "c.blf")
+    meta = json.loads(run("info", "--json", str(tmp_path / "c.blf")).stdout)
+    assert meta["counters_set"] == c.nonzero_counters and meta["fill"] == pytest.approx(c.fill_ratio)
+    s = bloomline.ScalableBloomFilter(100, 0.01)
+    s.update(range(300))
+    s.save(tmp_path / "s.blf")
+    meta = json.loads(run("info", "--json", str(tmp_path / "s.blf")).stdout)
+    assert meta["bits_set"] == sum(st.bits_set for st in s.stages) and meta["fill"] == pytest.approx(s.fill_ratio)
+
+
+def test_every_subcommand_has_a_description() -> None:
+    for command in ("demo", "dedup", "build", "query", "info", "params", "bench", "redis-module"):
+        r = run(command, "--help")
+        assert r.returncode == 0
+        paragraphs = r.stdout.decode().split("\n\n")
+        # usage, then a description paragraph before the arguments
+        assert len(paragraphs) >= 3 and not paragraphs[1].lstrip().startswith(("positional", "options")), command
+
+
+def test_quiet_silences_every_command_that_reports_progress(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    for args in (["build", "-q", str(tmp_path / "f.blf"), str(keys)], ["query", "-q", str(tmp_path / "f.blf"), str(keys)],
+                 ["dedup", "-q", str(keys)]):
+        r = run(*args)
+        assert r.returncode == 0 and r.stderr == b"", (args, r.stderr)
+
+
+def test_counts_of_one_are_singular(tmp_path: Path) -> None:
+    (tmp_path / "one").write_text("only\n")
+    r = run("build", str(tmp_path / "f.blf"), str(tmp_path / "one"))
+    assert "build: 1 key into" in r.stderr.decode()
+    assert "about 1 distinct key, over --capacity 1" in r.stderr.decode()
+    r = run("dedup", str(tmp_path / "one"))
+    assert "dedup: 1 line read, 1 written" in r.stderr.decode()
+
+
+def test_quiet_progress_draws_nothing_even_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from bloomline import cli
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for quiet, drawn in ((False, True), (True, False)):
+        err = Terminal()
+        monkeypatch.setattr(sys, "stderr", err)
+        progress = cli.Progress(total_bytes=1000, quiet=quiet)
+        progress.last -= 1  # as if half a second had passed
+        progress.update(500, 10)
+        assert ("10 lines" in err.getvalue()) is drawn

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import signal
 import subprocess
@@ -312,3 +313,112 @@ def test_paths_are_str_bytes_or_pathlike_and_never_hold_nul(tmp_path: Path) -> N
     assert not list(tmp_path.glob("x*"))
     with pytest.raises(TypeError):
         f.save(3)  # type: ignore[arg-type]
+
+
+# ---- one save path for every kind (issue 26) ---------------------------------------------
+
+
+def _savers(tmp_path: Path) -> dict[str, object]:
+    s = ScalableBloomFilter(100, 0.01)
+    s.update(range(300))  # three stages
+    return {"bloom": BloomFilter(1000, 0.01), "counting": CountingBloomFilter(1000, 0.01), "scalable": s}
+
+
+@pytest.mark.parametrize("kind", ["bloom", "counting", "scalable"])
+def test_every_kind_refuses_to_save_over_a_file_mapped_for_writing(kind: str, tmp_path: Path) -> None:
+    path = tmp_path / "shared.blf"
+    BloomFilter(10_000, 0.01).save(path)
+    f = _savers(tmp_path)[kind]
+    with BloomFilter.open(path, "r+") as live:
+        live.add("kept")
+        with pytest.raises(ValueError, match=r"'.*shared\.blf' is open for writing through a map"):
+            f.save(path)  # type: ignore[attr-defined]
+        live.add("after")
+    back = BloomFilter.load(path)  # the writer's file is still the one at path
+    assert "kept" in back and "after" in back
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+@pytest.mark.parametrize("kind", ["bloom", "counting", "scalable"])
+def test_saving_over_a_file_keeps_its_mode(kind: str, tmp_path: Path) -> None:
+    f = _savers(tmp_path)[kind]
+    path = tmp_path / "f.blf"
+    for mode in (0o600, 0o664, 0o640):
+        path.write_bytes(b"old")
+        path.chmod(mode)
+        f.save(path)  # type: ignore[attr-defined]
+        assert path.stat().st_mode & 0o7777 == mode
+        assert type(f).load(path) == f  # type: ignore[attr-defined]
+    new = tmp_path / "new.blf"
+    f.save(new)  # type: ignore[attr-defined]
+    assert new.stat().st_mode & 0o777 == 0o644 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.parametrize("kind", ["bloom", "counting", "scalable"])
+def test_saving_over_a_read_only_file_is_refused(kind: str, tmp_path: Path) -> None:
+    f = _savers(tmp_path)[kind]
+    path = tmp_path / "f.blf"
+    path.write_bytes(b"precious")
+    path.chmod(0o444)
+    with pytest.raises(PermissionError, match=r"read-only file, mode 0444, is not replaced") as e:
+        f.save(path)  # type: ignore[attr-defined]
+    assert e.value.filename == str(path)
+    assert path.read_bytes() == b"precious" and path.stat().st_mode & 0o7777 == 0o444
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_a_save_that_cannot_start_names_the_path_given(tmp_path: Path) -> None:
+    target = tmp_path / "no-dir" / "f.blf"
+    for f in _savers(tmp_path).values():
+        with pytest.raises(FileNotFoundError) as e:
+            f.save(target)  # type: ignore[attr-defined]
+        assert e.value.filename == str(target) and ".tmp-" not in str(e.value)
+
+
+# ---- pickles name only bloomline (issue 26) -------------------------------------------------
+
+
+class OnlyBloomline(pickle.Unpickler):
+    """An unpickler that resolves nothing outside the bloomline package."""
+
+    def find_class(self, module: str, name: str) -> object:
+        if module == "bloomline" or module.startswith("bloomline."):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refused {module}.{name}")
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_pickles_of_every_kind_name_only_bloomline(protocol: int, tmp_path: Path) -> None:
+    import io
+
+    BloomFilter(5000, 0.01).save(tmp_path / "m.blf")
+    mapped = BloomFilter.open(tmp_path / "m.blf", "r+")
+    filters: list[object] = [*_savers(tmp_path).values(), mapped,
+                             CountingBloomFilter.from_params(4096, 3, layout="standard", counter_bits=16)]
+    for f in filters:
+        f.update(["a", "b", 7])  # type: ignore[attr-defined]
+    mapped.flush()
+    filters.append(BloomFilter.load(tmp_path / "m.blf", mmap=True))
+    for f in filters:
+        data = pickle.dumps(f, protocol=protocol)
+        back = OnlyBloomline(io.BytesIO(data)).load()
+        assert type(back) is type(f) and back.to_bytes() == f.to_bytes()  # type: ignore[attr-defined]
+        assert not getattr(back, "mapped", False)  # a pickle holds the bytes, not the mapping
+    mapped.close()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("v0_pickle_*.pickle")))
+def test_pickles_written_before_issue_26_still_load(name: str) -> None:
+    # Written by bloomline before issue 26 (5fb566b): a BloomFilter or
+    # CountingBloomFilter pickle then named pybind11's reduction of
+    # _core.from_bytes (builtins.eval); an unrestricted unpickler still reads it.
+    f = pickle.loads((DATA / name).read_bytes())
+    assert type(f).__name__ == {"bloom": "BloomFilter", "counting": "CountingBloomFilter",
+                                "scalable": "ScalableBloomFilter"}[name.split("_")[2]]
+    assert f.contains_many([f"golden-{i}" for i in range(300)]).all()

@@ -181,7 +181,10 @@ def test_bad_elements_in_batches_are_named(bf: BloomFilter) -> None:
         bf.add_many(["a", "b", 2.5])
     with pytest.raises(OverflowError, match=r"keys\[1\] must be in"):
         bf.contains_many(iter([1, 2**70]))
-    with pytest.raises(TypeError, match=r"keys\[0\] must be str, bytes-like or int, got NoneType"):
+    with pytest.raises(TypeError, match=r"keys\[1\] must be str, bytes-like or int, got dict"):
+        bf.add_many(np.array(["a", {}], dtype=object))
+    # None in a batch is a null (issue 26): refused by its index unless nulls='skip'
+    with pytest.raises(ValueError, match=r"keys\[0\] is null; pass nulls='skip'"):
         bf.add_many(np.array([None], dtype=object))
 
 
@@ -261,3 +264,107 @@ def test_a_look_alike_dtype_without_the_seed_is_not_hashes() -> None:
     fake = np.zeros(3, dtype=[("h1", "<u8"), ("h2", "<u8")])
     with pytest.raises(TypeError, match="is not a key type"):
         BloomFilter(100).add_many(fake)
+
+
+# ---- nulls wherever pandas has them, with and without pyarrow (issue 26) -----------------
+
+NULL_CASES = r"""
+import json, sys
+if sys.argv[1] == "without":
+    sys.modules["pyarrow"] = None  # import pyarrow now raises ImportError, in pandas too
+    try:
+        import pyarrow  # noqa: F401
+        raise SystemExit("pyarrow was not blocked")
+    except ImportError:
+        pass
+import numpy as np, pandas as pd
+import bloomline
+
+py_na = pd.StringDtype("python")
+py_nan = pd.StringDtype("python", na_value=np.nan)
+cases = {
+    "object None": lambda: pd.Series(["a", "b", None, "c"], dtype=object),
+    "object NaN": lambda: pd.Series(["a", "b", np.nan, "c"], dtype=object),
+    "object pd.NA": lambda: pd.Series(["a", "b", pd.NA, "c"], dtype=object),
+    "object pd.NaT": lambda: pd.Series(["a", "b", pd.NaT, "c"], dtype=object),
+    "object mixed": lambda: pd.Series(["a", 7, np.nan, "c"], dtype=object),
+    "default str": lambda: pd.Series(["a", "b", None, "c"]),
+    "string python NA": lambda: pd.Series(["a", "b", None, "c"], dtype=py_na),
+    "string python NaN": lambda: pd.Series(["a", "b", None, "c"], dtype=py_nan),
+    "string": lambda: pd.Series(["a", "b", None, "c"], dtype="string"),
+    "array string": lambda: pd.array(["a", "b", None, "c"], dtype="string"),
+    "array string python": lambda: pd.array(["a", "b", None, "c"], dtype=py_na),
+    "array Int64": lambda: pd.array([1, 2, None, 3], dtype="Int64"),
+    "Series Int64": lambda: pd.Series([1, 2, None, 3], dtype="Int64"),
+    "Series UInt8": lambda: pd.Series([1, 2, None, 3], dtype="UInt8"),
+    "Index": lambda: pd.Index(["a", "b", None, "c"], dtype=object),
+    "list None": lambda: ["a", "b", None, "c"],
+    "list pd.NA": lambda: ["a", "b", pd.NA, "c"],
+    "list NaN": lambda: ["a", "b", float("nan"), "c"],
+    "object array NaN": lambda: np.array(["a", "b", np.nan, "c"], dtype=object),
+    "Series float": lambda: pd.Series([1.0, 2.0, np.nan, 3.0]),
+    "Series Float64": lambda: pd.Series([1.0, 2.0, None, 3.0], dtype="Float64"),
+}
+out = {}
+for name, make in cases.items():
+    for kind in ("bloom", "counting", "scalable"):
+        f = {"bloom": bloomline.BloomFilter(1000, 0.001), "counting": bloomline.CountingBloomFilter(1000, 0.001),
+             "scalable": bloomline.ScalableBloomFilter(100, 0.001)}[kind]
+        f.update(["a", "c", 1, 3, 7])
+        row = {}
+        for nulls in ("skip", "raise"):
+            try:
+                row[nulls] = f.contains_many(make(), nulls=nulls).tolist()
+            except (TypeError, ValueError) as e:
+                row[nulls] = f"{type(e).__name__}: {e}"
+        g = {"bloom": bloomline.BloomFilter(1000, 0.001), "counting": bloomline.CountingBloomFilter(1000, 0.001),
+             "scalable": bloomline.ScalableBloomFilter(100, 0.001)}[kind]
+        try:
+            g.update(make(), nulls="skip")
+            row["update"] = [k in g for k in ("a", "b", "c", 1, 2, 3)]
+        except (TypeError, ValueError) as e:
+            row["update"] = f"{type(e).__name__}: {e}"
+        out[f"{name} / {kind}"] = row
+print(json.dumps(out))
+"""
+
+NULL = "ValueError: keys[2] is null; pass nulls='skip' to leave null keys out (their answers are False)"
+FLOAT = "TypeError: keys[0] must be str, bytes-like or int, got float"
+NULL_EXPECTED = {
+    **{name: ([True, False, False, True], NULL, [True, True, True, False, False, False])
+       for name in ("object None", "object NaN", "object pd.NA", "object pd.NaT", "default str", "string python NA",
+                    "string python NaN", "string", "array string", "array string python", "Index", "list None",
+                    "list pd.NA")},
+    "object mixed": ([True, True, False, True], NULL, [True, False, True, False, False, False]),
+    **{name: ([True, False, False, True], NULL, [False, False, False, True, True, True])
+       for name in ("array Int64", "Series Int64", "Series UInt8")},
+}
+
+
+@pytest.mark.parametrize("pyarrow", ["without", "with"])
+def test_pandas_nulls_are_skipped_or_refused_by_index(pyarrow: str) -> None:
+    """None, NaN, pd.NA and pd.NaT wherever pandas puts them (object and
+    python-storage string Series, extension arrays) are nulls, with pyarrow
+    importable or not; a NaN in a list, a NumPy array or a float column is a
+    float, which is not a key."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("pandas")
+    if pyarrow == "with":
+        pytest.importorskip("pyarrow")
+    r = subprocess.run([sys.executable, "-c", NULL_CASES, pyarrow], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout)
+    for case, row in got.items():
+        name = case.split(" / ")[0]
+        if name in NULL_EXPECTED:
+            skip, raised, updated = NULL_EXPECTED[name]
+            assert row == {"skip": skip, "raise": raised, "update": updated}, case
+        elif name in ("list NaN", "object array NaN"):  # a float NaN outside pandas: a float
+            for v in row.values():
+                assert v == FLOAT.replace("keys[0]", "keys[2]"), case
+        else:  # float columns are refused as floats, through Arrow or not
+            assert name in ("Series float", "Series Float64"), case
+            assert row["skip"].startswith("TypeError") and row["raise"].startswith("TypeError"), case

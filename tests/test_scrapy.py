@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("scrapy")
 
-from scrapy_site import JOURNAL, PAGES, SPIDER, Site, crawl, kill_9, start_crawl, wait_for_pages  # noqa: E402
+from scrapy_site import (JOURNAL, PAGES, SPIDER, Site, crawl, journal_records, kill_9, pending_urls,  # noqa: E402
+                         start_crawl, wait_for_pages)
 
 
 @pytest.fixture
@@ -165,6 +166,7 @@ def test_a_small_crawl_keeps_a_small_jobdir_and_reports_its_fill(site: Site, tmp
         assert f"'{name}'" in r.stderr
     summary = [line for line in r.stderr.splitlines() if "[scrapy.dupefilters] INFO: BloomDupeFilter: about" in line]
     assert len(summary) == 1 and "target 0.0001" in summary[0]
+    assert " seen, in 1 stage " in summary[0]  # not "1 stages" (issue 26)
     assert "Deprecat" not in r.stderr and "Traceback" not in r.stderr
 
 
@@ -209,3 +211,60 @@ def test_resuming_a_jobdir_with_another_rate_names_the_rate_as_written(site: Sit
     assert r.returncode == 1
     (error,) = [line for line in r.stderr.splitlines() if "[scrapy.dupefilters] ERROR:" in line]
     assert "BLOOMLINE_ERROR_RATE=0.0001" in error and "BLOOMLINE_ERROR_RATE='1e-3'" in error, error
+
+
+def test_a_crawl_killed_and_resumed_over_a_damaged_journal_fetches_every_surviving_page(
+        site: Site, tmp_path: Path) -> None:
+    """Issue 26: a crawl killed after 400 pages, its journal damaged twice
+    in its first half (200 bytes zeroed in one pending record, one payload
+    byte flipped in another). The resumed crawl fetches every page whose
+    record survived, sets the damaged bytes aside and says so, no traceback."""
+    job = tmp_path / "job"
+    proc = start_crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}")
+    wait_for_pages(site, proc, 400)
+    kill_9(proc)
+    journal = job / "requests.journal"
+    good = journal.read_bytes()
+    records = journal_records(good)
+    pending = [r for r in records if r[2] == 1 and r[4] in pending_urls(records)]
+    assert len(pending) >= 20, len(pending)
+    hit = [pending[len(pending) // 8], pending[len(pending) // 3]]
+    data = bytearray(good)
+    data[hit[0][0] + 20 : hit[0][0] + 220] = bytes(200)
+    data[hit[1][1] - 7] ^= 0x20
+    journal.write_bytes(bytes(data))
+    changed = {i for i, (a, b) in enumerate(zip(good, data)) if a != b}
+    survived = pending_urls([r for r in records if not any(r[0] <= c < r[1] for c in changed)])
+    lost = pending_urls(records) - survived
+    assert {hit[0][4], hit[1][4]} <= lost
+    before = site.pages()
+    r = crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    warnings = [line for line in r.stderr.splitlines() if "set aside" in line and "WARNING" in line]
+    assert len(warnings) == 1 and "damaged" in warnings[0], r.stderr[-3000:]
+    assert (job / "requests.journal.damaged").exists()
+    after = site.pages()
+    fetched_on_resume = {p for p in after if after[p] > before.get(p, 0)}
+    missing = {u for u in survived if u.split(str(site.port), 1)[1] not in fetched_on_resume}
+    assert not missing, sorted(missing)[:10]
+    print(f"{len(survived)} pending records survived the damage, {len(lost)} lost; all survivors fetched on resume; "
+          f"{len(after)} of {PAGES} pages fetched in all")
+
+
+@pytest.mark.parametrize("content", [b"", b"not a journal at all"], ids=["empty", "bad magic"])
+def test_a_journal_with_nothing_to_read_stops_the_resume_with_one_error_line(
+        site: Site, tmp_path: Path, content: bytes) -> None:
+    job = tmp_path / "job"
+    r1 = crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}", "CLOSESPIDER_PAGECOUNT=50")
+    assert r1.returncode == 0, r1.stderr[-3000:]
+    first = sum(site.pages().values())
+    (job / "requests.journal").write_bytes(content)
+    r2 = crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}")
+    assert r2.returncode == 1
+    errors = [line for line in r2.stderr.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1 and "requests.journal" in errors[0] and "JournalScheduler" in errors[0], r2.stderr[-3000:]
+    assert "'finish_reason': 'bloomline_damaged_jobdir'" in r2.stderr
+    assert "Traceback" not in r2.stderr
+    assert sum(site.pages().values()) == first  # nothing fetched
+    assert (job / "requests.journal").read_bytes() == content  # left for the user

@@ -12,6 +12,8 @@ pytest.importorskip("scrapy")
 
 from scrapy.http import Request  # noqa: E402
 
+from scrapy_site import journal_records  # noqa: E402
+
 import bloomline.scrapy.journal as bs  # noqa: E402
 
 
@@ -68,24 +70,112 @@ def test_clean_close_finishes_what_was_taken(tmp_path: Path) -> None:
     assert journal(path).recovered == 4
 
 
-def test_torn_tail_is_cut_off_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_torn_tail_is_set_aside_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "requests.journal"
     j = journal(path)
     for i in range(3):
         j.push(Request(f"http://127.0.0.1/{i}"))
     size = path.stat().st_size
     with open(path, "ab") as f:
-        f.write(b"\x00\x00\x05")  # a record header cut short
+        f.write(b"\xb1JR")  # a record cut short by a machine crash
     with caplog.at_level(logging.WARNING, logger="bloomline.scrapy"):
         j2 = journal(path)
-    assert j2.recovered == 3 and "dropped 3 damaged bytes" in caplog.text
+    assert j2.recovered == 3
+    assert "kept 3 intact records (3 pending); set aside 3 damaged bytes in 1 place" in caplog.text
     assert path.stat().st_size == size
-    # a flipped payload byte fails the CRC: that record and what follows are cut
+    damaged = (tmp_path / "requests.journal.damaged").read_bytes()
+    assert damaged == b"BLMJDMG1" + size.to_bytes(8, "little") + (3).to_bytes(8, "little") + b"\xb1JR"
+
+
+@pytest.mark.parametrize("damage", ["flipped payload byte", "type byte 2", "huge length", "200 zeroed bytes",
+                                    "damaged magic"])
+def test_damage_loses_only_the_records_it_touches(tmp_path: Path, damage: str,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 26: one damage in the first quarter used to drop every later
+    record, for good; a type (state) byte set to 'done' lost its request
+    silently. Now every record the damage did not touch is kept."""
+    path = tmp_path / "requests.journal"
+    j = journal(path)
+    for i in range(40):
+        j.push(Request(f"http://127.0.0.1/{i}", meta={"i": i}))
     data = bytearray(path.read_bytes())
-    data[-5] ^= 0xFF
+    recs = journal_records(bytes(data))
+    off, end, _, _, _ = recs[5]  # in the first quarter
+    if damage == "flipped payload byte":
+        data[end - 10] ^= 0x01
+    elif damage == "type byte 2":
+        data[off + 4] = 2  # "done": refused by the header's CRC, not believed
+    elif damage == "huge length":
+        data[off + 8 : off + 12] = (2**31).to_bytes(4, "little")
+    elif damage == "200 zeroed bytes":
+        data[off + 10 : off + 210] = bytes(200)
+    else:
+        data[0:8] = b"XXXXXXXX"
+    changed = {i for i, (a, b) in enumerate(zip(path.read_bytes(), data)) if a != b}
     path.write_bytes(bytes(data))
+    touched = {i for i, (o, e, _, _, _) in enumerate(recs) if any(o <= c < e for c in changed)}
     with caplog.at_level(logging.WARNING, logger="bloomline.scrapy"):
-        assert journal(path).recovered == 2
+        j2 = journal(path)
+    assert j2.recovered == 40 - len(touched)
+    assert {r.meta["i"] for r in iter(j2.pop, None)} == set(range(40)) - touched
+    assert "set aside" in caplog.text and (tmp_path / "requests.journal.damaged").exists()
+
+
+def test_done_records_finish_requests_and_survive_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "requests.journal"
+    j = journal(path)
+    for i in range(6):
+        j.push(Request(f"http://127.0.0.1/{i}", meta={"i": i}))
+    first = j.pop()
+    assert first is not None
+    j.done(first.meta[bs.JOURNAL_META_ID])
+    kinds = [k for _, _, k, _, _ in journal_records(path.read_bytes())]
+    assert kinds == [1] * 6 + [2]  # the request records, then one done record appended
+    assert {r.meta["i"] for r in iter(journal(path).pop, None)} == set(range(5))
+
+
+def test_a_damaged_done_record_brings_its_request_back(tmp_path: Path) -> None:
+    path = tmp_path / "requests.journal"
+    j = journal(path)
+    for i in range(4):
+        j.push(Request(f"http://127.0.0.1/{i}", meta={"i": i}))
+    r = j.pop()
+    assert r is not None
+    j.done(r.meta[bs.JOURNAL_META_ID])
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0x40  # in the done record: at least once, never lost
+    path.write_bytes(bytes(data))
+    assert journal(path).recovered == 4
+
+
+def test_journals_of_the_first_format_still_load() -> None:
+    """tests/data/v1_requests.journal: written by bloomline before issue 26
+    (BLMJRNL1, state bytes in place); 12 requests, 3 finished, 1 taken and
+    not finished (the crawl was killed)."""
+    import shutil
+    import tempfile
+
+    src = Path(__file__).resolve().parent / "data" / "v1_requests.journal"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "requests.journal"
+        shutil.copyfile(src, path)
+        seen: list[bytes] = []
+        j = journal(path, fifo=True, seen=seen)
+        assert j.recovered == 9
+        got = [r.meta["i"] for r in iter(j.pop, None)]
+        assert sorted(got) == [0, 1, 3, 4, 6, 7, 9, 10, 11]
+        assert got[0] == 11  # priority 2 first
+        assert len(seen) == 7  # the fingerprints of the filtered ones (0 and 10 were dont_filter)
+        assert path.read_bytes()[:8] == b"BLMJRNL2"  # rewritten in the new format
+
+
+@pytest.mark.parametrize("content", [b"", b"hello, world", b"BLMJR"])
+def test_a_file_with_no_journal_at_all_is_refused_and_left_alone(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "requests.journal"
+    path.write_bytes(content)
+    with pytest.raises(bs.JournalError, match="is empty|is not a bloomline request journal"):
+        journal(path)
+    assert path.read_bytes() == content and not (tmp_path / "requests.journal.damaged").exists()
 
 
 def test_not_a_journal_is_refused(tmp_path: Path) -> None:

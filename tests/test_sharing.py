@@ -7,10 +7,13 @@ processes add at the same instant may be new to both)."""
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -201,3 +204,64 @@ def test_read_only_maps_say_how_they_were_opened(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=r"read-only \(mapped read-only from '.*f\.blf'"):
             f.add("x")
         assert "mmap=True" not in str(pytest.raises(ValueError, f.add, "x").value)
+
+
+# Writers that open, add a few keys and close, again and again, until told to stop.
+CYCLER = r"""
+import sys, time, numpy as np, bloomline
+path, lo, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+import os
+cycles = 0
+deadline = time.monotonic() + 120
+while not os.path.exists(stop) and time.monotonic() < deadline:
+    with bloomline.BloomFilter.open(path, "r+") as f:
+        f.add_many(np.arange(lo + 200 * cycles, lo + 200 * (cycles + 1), dtype=np.uint64))
+    cycles += 1
+    if cycles == 1:
+        print("running", flush=True)
+print(cycles)
+"""
+
+
+@pytest.mark.parametrize("where", ["tmp", "shm"])
+def test_readers_never_call_a_file_that_writers_share_corrupt(tmp_path: Path, where: str) -> None:
+    """Issue 26: 3,000 verified loads (whole reads and verified maps) while two
+    processes open, add and close the file: none reports corruption."""
+    base = tmp_path
+    if where == "shm":
+        if not os.path.isdir("/dev/shm"):
+            pytest.skip("no /dev/shm")
+        base = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        path, stop = base / "shared.blf", base / "stop"
+        BloomFilter(1_000_000, 0.01).save(path)  # 1.2 MB: a verified load takes a while
+        writers = [subprocess.Popen([sys.executable, "-c", CYCLER, str(path), str(lo), str(stop)],
+                                    stdout=subprocess.PIPE, text=True) for lo in (0, 10**9)]
+        for w in writers:
+            assert w.stdout is not None and w.stdout.readline() == "running\n"
+        errors: list[str] = []
+        loads = 0
+        deadline = time.monotonic() + 120
+        try:
+            while loads < 3000 and time.monotonic() < deadline:
+                try:
+                    f = BloomFilter.load(path, mmap=True, verify=True) if loads % 2 else BloomFilter.load(path)
+                    f.close()
+                except ValueError as e:
+                    errors.append(str(e))
+                loads += 1
+        finally:
+            stop.touch()
+            cycles = [int(w.communicate(timeout=120)[0]) for w in writers]
+            print(f"{loads} loads while the writers made {cycles} open-add-close cycles")
+        assert loads == 3000, f"only {loads} loads in 120 s"
+        assert errors == [], f"{len(errors)} of {loads} loads failed, first: {errors[0]}"
+        assert min(cycles) >= 20  # the loads overlapped many opens and closes
+        # afterwards the file is clean and holds every key the writers added
+        f = BloomFilter.load(path)
+        assert not bloomline.read_header(path.read_bytes())["dirty"]
+        for lo, c in zip((0, 10**9), cycles):
+            assert f.contains_many(np.arange(lo, lo + 200 * c, dtype=np.uint64)).all()
+    finally:
+        if where == "shm":
+            shutil.rmtree(base, ignore_errors=True)

@@ -499,11 +499,16 @@ void bind_common(py::class_<Handle<T>>& cls) {
         .def_property_readonly(
             "read_only", [](const H& h) { return h->access() == Access::read_only; },
             "True when mapped read-only (load(mmap=True), open(path, 'r')).")
-        // Pickle stores only our checked bytes, restored by _core.from_bytes
-        // (a module-level function, so every protocol 0-5 can name it).
+        // Pickle stores only our checked bytes, restored by a module-level
+        // Python function (bloomline._pickling.restore): a pybind11 function
+        // such as _core.from_bytes pickles as a call to builtins.eval. The
+        // package is looked up only when a pickle is made, never at import.
+        .def("__reduce_ex__",
+             [](const H& h, int protocol) {
+                 return py::module_::import("bloomline._pickling").attr("reduction")(to_bytes(*h), protocol);
+             })
         .def("__reduce__", [](const H& h) {
-            return py::make_tuple(py::module_::import("bloomline._core").attr("from_bytes"),
-                                  py::make_tuple(to_bytes(*h)));
+            return py::module_::import("bloomline._pickling").attr("reduction")(to_bytes(*h), 4);
         });
     cls.attr("__hash__") = py::none();
     cls.attr("__module__") = "bloomline";

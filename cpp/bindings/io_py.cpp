@@ -1,8 +1,9 @@
 // Python face of persistence and keys: bloomline._core.from_bytes (kinds 1
 // and 2; bloomline.from_bytes adds scalable chains), read_header,
-// key_positions, hash_many, the lines helpers, and AtomicWriter (the one
-// atomic writer, file.hpp, for bytes written from Python). Redis's batches
-// are redis_py.cpp's.
+// key_positions, hash_many, the lines helpers, read_file (a whole file
+// under its header lock) and AtomicWriter (the one atomic writer, file.hpp,
+// for bytes written from Python, with the refusals every save shares).
+// Redis's batches are redis_py.cpp's.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -201,11 +202,40 @@ void register_io(py::module_& m) {
         py::arg("data"), py::arg("mask"),
         "The lines of data where mask is True, each with its own ending (a last line without one gets \\n).");
 
+    m.def(
+        "read_file",
+        [](py::handle path) {
+            const std::string p = py_filter::fs_path(path);
+            py::bytes out;
+            {
+                py::gil_scoped_release nogil;
+                read_whole_file(p, [&out](std::size_t size) {
+                    py::gil_scoped_acquire gil;
+                    out = py::bytes(nullptr, static_cast<py::ssize_t>(size));
+                    return reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
+                });
+            }
+            return out;
+        },
+        py::arg("path"),
+        "A whole file's bytes, read as load() reads a filter file: holding its header lock shared, so that a file "
+        "writers share is read clean or marked dirty, never half of each.");
+
     py::class_<PyAtomicWriter>(m, "AtomicWriter",
                                "Write a file atomically: a temporary file beside path, renamed over it by commit() "
                                "after fsync (and the directory fsynced). Leaving a with-block without commit(), or "
                                "by an exception, removes the temporary file and leaves path untouched.")
         .def(py::init<py::handle>(), py::arg("path"))
+        .def_static(
+            "check",
+            [](py::handle path) {
+                const std::string p = py_filter::fs_path(path);
+                py::gil_scoped_release nogil;
+                check_save_target(p);
+            },
+            py::arg("path"),
+            "Raise what a save to path would refuse before writing anything: ValueError if a handle maps it for "
+            "writing, PermissionError if it is read-only.")
         .def("write", &PyAtomicWriter::write, py::arg("data"))
         .def("commit", &PyAtomicWriter::commit)
         .def("abort", &PyAtomicWriter::abort)

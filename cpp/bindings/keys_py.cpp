@@ -1,5 +1,6 @@
 #include "keys_py.hpp"
 
+#include <cmath>
 #include <cstring>
 
 namespace bloomline::py_keys {
@@ -230,13 +231,52 @@ std::string hash_unicode(const ArrayKeys& a, std::uint64_t seed, const char* par
     return {};
 }
 
+namespace {
+
+// pandas' missing-value singletons (pd.NA, pd.NaT), known by their type's
+// name and module, so that pandas is never imported here.
+bool is_pandas_missing(PyObject* item) {
+    const char* full = Py_TYPE(item)->tp_name;
+    const char* dot = std::strrchr(full, '.');
+    const char* name = dot != nullptr ? dot + 1 : full;
+    if (std::strcmp(name, "NAType") != 0 && std::strcmp(name, "NaTType") != 0) return false;
+    py::object module = py::handle(reinterpret_cast<PyObject*>(Py_TYPE(item))).attr("__module__");
+    return py::isinstance<py::str>(module) && module.cast<std::string>().rfind("pandas", 0) == 0;
+}
+
+}  // namespace
+
+bool is_null(PyObject* item, bool nan_is_null) {
+    if (item == Py_None) return true;
+    if (PyUnicode_CheckExact(item) || PyBytes_CheckExact(item) || PyLong_CheckExact(item)) return false;
+    if (PyFloat_Check(item)) return nan_is_null && std::isnan(PyFloat_AS_DOUBLE(item));
+    return is_pandas_missing(item);
+}
+
+bool nan_is_null_in(py::handle keys) {
+    // A pandas Series, Index or extension array that is not of a float
+    // dtype: pandas marks its missing values with NaN there (object and
+    // python-storage string columns). A float column stays a float column,
+    // refused as floats are, as through Arrow.
+    py::object module = py::type::handle_of(keys).attr("__module__");
+    if (!py::isinstance<py::str>(module) || module.cast<std::string>().rfind("pandas", 0) != 0) return false;
+    if (!py::hasattr(keys, "dtype")) return false;
+    py::object kind = keys.attr("dtype").attr("kind");
+    if (!py::isinstance<py::str>(kind)) return false;
+    const std::string k = kind.cast<std::string>();
+    return k != "f" && k != "c";
+}
+
 std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param,
                                    std::vector<std::uint8_t>* valid) {
     PyObject* obj = keys.ptr();
     std::vector<Hash128> hashes;
-    // Hash item i into hashes[i]; with valid given, None is a null there.
+    const bool nan_null = !is_ndarray(keys) && nan_is_null_in(keys);
+    // Hash item i into hashes[i]. A null is left out there (valid[i] = 0)
+    // with valid given, else refused by its index.
     auto hash_at = [&](PyObject* item, std::size_t i) {
-        if (valid != nullptr && item == Py_None) {
+        if (is_null(item, nan_null)) {
+            if (valid == nullptr) raise_value_error(null_error(param, i));
             (*valid)[i] = 0;
             return;
         }
@@ -303,7 +343,7 @@ py::object iterate(py::handle keys, const char* param) {
 }
 
 bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size_t max, std::size_t* index,
-               std::vector<Hash128>* out, Nulls nulls) {
+               std::vector<Hash128>* out, Nulls nulls, bool nan_is_null) {
     out->clear();
     while (out->size() < max) {
         PyObject* item = PyIter_Next(iter.ptr());
@@ -313,7 +353,10 @@ bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size
         }
         py::object hold = py::reinterpret_steal<py::object>(item);
         const std::size_t i = (*index)++;
-        if (item == Py_None && nulls == Nulls::skip) continue;
+        if (is_null(item, nan_is_null)) {
+            if (nulls == Nulls::skip) continue;
+            raise_value_error(null_error(param, i));
+        }
         out->push_back(hash_item(item, seed, param, i));
     }
     return true;
@@ -468,8 +511,9 @@ void append_int_bulk(KeyItems* items, std::uint64_t v) {
 
 KeyItems key_items(py::handle keys, const char* param, Nulls nulls) {
     KeyItems items;
+    const bool nan_null = !is_ndarray(keys) && nan_is_null_in(keys);  // the null rule of hash_iterable
     auto add_object = [&](PyObject* item, std::size_t i) {
-        if (item == Py_None) {
+        if (is_null(item, nan_null)) {
             if (nulls == Nulls::raise) raise_value_error(null_error(param, i));
             items.valid[i] = 0;
             return;

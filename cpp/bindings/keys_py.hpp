@@ -12,9 +12,12 @@
 // their seed) are used as they are: a scalable chain hashes a batch once for
 // all its stages.
 //
-// Nulls (an Arrow column's nulls, None in a list): refused with a ValueError
-// naming the first, or with nulls="skip" left out of the batch, their answers
-// False (0).
+// Nulls: an Arrow column's nulls; None, pd.NA and pd.NaT in any batch; and a
+// float NaN in a pandas Series, Index or extension array that is not of a
+// float dtype (pandas' own missing value there, with or without pyarrow).
+// Refused with a ValueError naming the first, or with nulls="skip" left out
+// of the batch, their answers False (0). A NaN anywhere else is a float, and
+// floats are not keys (TypeError).
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -84,8 +87,12 @@ py::dtype hash_dtype(std::uint64_t seed);
 // message. Runs without the GIL, before the filter is touched, so a bad
 // element changes nothing.
 std::string hash_unicode(const ArrayKeys& a, std::uint64_t seed, const char* param, Hash128* out);
-// Hash lists, tuples, iterables and object arrays (GIL held). With valid
-// given, None is a null: valid[i] = 0 (else a TypeError, as any non-key).
+// Is item a null (the rule above)? nan_is_null: the batch is a pandas
+// object of a dtype whose missing value is NaN (nan_is_null_in).
+bool is_null(PyObject* item, bool nan_is_null);
+bool nan_is_null_in(py::handle keys);
+// Hash lists, tuples, iterables and object arrays (GIL held). A null is
+// left out (valid[i] = 0) with valid given, else a ValueError naming it.
 std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param,
                                    std::vector<std::uint8_t>* valid = nullptr);
 // A str, bytes or int where a batch belongs: TypeError saying so.
@@ -94,9 +101,9 @@ void refuse_single_key(PyObject* obj, const char* param);
 py::object iterate(py::handle keys, const char* param);
 // Up to max more keys of iter hashed into out; *index counts the items
 // taken (their places, for errors). False once iter is exhausted. With
-// nulls="skip", None items are taken but left out.
+// nulls="skip", nulls are taken but left out; else a null raises.
 bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size_t max, std::size_t* index,
-               std::vector<Hash128>* out, Nulls nulls = Nulls::raise);
+               std::vector<Hash128>* out, Nulls nulls = Nulls::raise, bool nan_is_null = false);
 [[noreturn]] void raise_value_error(const std::string& msg);
 
 Nulls parse_nulls(py::handle nulls);
@@ -310,11 +317,12 @@ void for_each_chunk(py::handle keys, std::uint64_t seed, const char* param, F&& 
             keys, seed, param, [&f](auto& src, std::size_t n, bool*) { f(src, n); }, nulls);
         return;
     }
+    const bool nan_null = nan_is_null_in(keys);
     py::object iter = iterate(keys, param);
     std::vector<Hash128> chunk;
     std::size_t taken = 0;
     for (bool more = true; more;) {
-        more = hash_next(iter, seed, param, kChunkKeys, &taken, &chunk, nulls);
+        more = hash_next(iter, seed, param, kChunkKeys, &taken, &chunk, nulls, nan_null);
         py::gil_scoped_release nogil;
         Prehashed src{chunk.data()};
         f(src, chunk.size());

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "args_py.hpp"
+#include "bloomline/file.hpp"
 #include "bloomline/hash_batch.hpp"
 #include "bloomline/murmur3.hpp"
 #include "keys_py.hpp"
@@ -22,6 +23,12 @@ PYBIND11_MODULE(_core, m) {
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);
+        } catch (const bloomline::FileError& e) {
+            // OSError(errno, message, filename): the subclass by errno
+            // (FileNotFoundError, PermissionError, ...), and the path given.
+            py::object name = py::module_::import("os").attr("fsdecode")(py::bytes(e.path()));
+            py::object err = py::reinterpret_borrow<py::object>(PyExc_OSError)(e.code().value(), e.message(), name);
+            PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
         } catch (const std::system_error& e) {
             py::object err = py::reinterpret_borrow<py::object>(PyExc_OSError)(e.code().value(), e.what());
             PyErr_SetObject(PyExc_OSError, err.ptr());

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <functional>
 #include <cstring>
 #include <random>
@@ -17,10 +18,20 @@
 
 namespace bloomline {
 
+FileError::FileError(int err, const std::string& doing, const std::string& path)
+    : std::system_error(err, std::generic_category(), doing + " '" + path + "'"), path_(path) {
+    message_ = std::generic_category().message(err);
+    if (!doing.empty()) message_ += " (" + doing + ")";
+}
+
+// Is path mapped for writing by some handle (the writers' lock, below)?
+// Then std::invalid_argument naming it.
+void refuse_if_mapped_for_writing(const std::string& path);
+
 namespace {
 
 [[noreturn]] void os_error(const std::string& what, const std::string& path) {
-    throw std::system_error(errno, std::generic_category(), what + " '" + path + "'");
+    throw FileError(errno, what, path);
 }
 
 void write_all(int fd, const unsigned char* p, std::size_t n, const std::string& path) {
@@ -42,13 +53,44 @@ std::string dir_of(const std::string& path) {
     return path.substr(0, slash);
 }
 
+// The mode a save over path gives its new file (0: a new path, the default
+// mode), after refusing a target that is mapped for writing or read-only.
+mode_t checked_target_mode(const std::string& path) {
+    refuse_if_mapped_for_writing(path);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;  // new (or not a file: rename says)
+    // Root may write anything, so "read-only" is also "no write bit at all"
+    // (chmod 444): replacing such a file silently would undo its protection.
+    const bool denied = ::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0 && errno == EACCES;
+    if (denied || (st.st_mode & 0222) == 0) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        throw FileError(EACCES,
+                        std::string("a read-only file, mode ") + mode +
+                            ", is not replaced: make it writable (chmod u+w) or save elsewhere",
+                        path);
+    }
+    return st.st_mode & 07777;
+}
+
 }  // namespace
 
+void check_save_target(const std::string& path) { checked_target_mode(path); }
+
 AtomicFile::AtomicFile(const std::string& path) : path_(path) {
+    const mode_t mode = checked_target_mode(path);
     std::random_device rd;
     tmp_ = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ < 0) os_error("cannot create", tmp_);
+    // Errors name the path the caller gave, not the temporary file.
+    if (fd_ < 0) os_error("cannot create a temporary file beside it to save", path);
+    // fchmod, unlike open's mode, is not cut by the umask: the replaced file's mode exactly.
+    if (mode != 0 && ::fchmod(fd_, mode) != 0) {
+        const int e = errno;
+        abort();
+        errno = e;
+        os_error("cannot set the mode of the file being saved", path);
+    }
 }
 
 AtomicFile::~AtomicFile() { abort(); }
@@ -62,25 +104,31 @@ void AtomicFile::abort() {
 
 void AtomicFile::write(const void* data, std::size_t n) {
     if (fd_ < 0) throw std::invalid_argument("write to an AtomicFile that is committed or aborted");
-    write_all(fd_, static_cast<const unsigned char*>(data), n, tmp_);
+    write_all(fd_, static_cast<const unsigned char*>(data), n, path_);
 }
 
 void AtomicFile::commit() {
     if (fd_ < 0) throw std::invalid_argument("commit of an AtomicFile that is committed or aborted");
-    if (::fsync(fd_) != 0) os_error("cannot fsync", tmp_);
+    if (::fsync(fd_) != 0) os_error("cannot fsync the file being saved", path_);
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) {
         const int e = errno;
         ::unlink(tmp_.c_str());
         errno = e;
-        os_error("cannot close", tmp_);
+        os_error("cannot close the file being saved", path_);
+    }
+    try {
+        refuse_if_mapped_for_writing(path_);  // again: a writer may have opened it while we wrote
+    } catch (...) {
+        ::unlink(tmp_.c_str());
+        throw;
     }
     if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
         const int e = errno;
         ::unlink(tmp_.c_str());
         errno = e;
-        os_error("cannot rename over", path_);
+        os_error("cannot rename the saved file over it", path_);
     }
     const std::string dir = dir_of(path_);
     const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -96,7 +144,6 @@ void AtomicFile::commit() {
 
 template <class T>
 void save_filter(const T& f, const std::string& path) {
-    refuse_if_mapped_for_writing(path);
     Header h = header_of(f);
     h.flags = 0;
     unsigned char head[kHeaderSize], trailer[kTrailerSize];
@@ -112,31 +159,6 @@ void save_filter(const T& f, const std::string& path) {
 
 template void save_filter<BloomFilter>(const BloomFilter&, const std::string&);
 template void save_filter<CountingBloomFilter>(const CountingBloomFilter&, const std::string&);
-
-Memory read_file(const std::string& path, std::size_t* size_out) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) os_error("cannot open", path);
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        ::close(fd);
-        os_error("cannot stat", path);
-    }
-    const auto size = static_cast<std::size_t>(st.st_size);
-    Memory mem = Memory::zeroed(size == 0 ? 1 : size);  // the file's real size, not a header's claim
-    std::size_t got = 0;
-    while (got < size) {
-        const ssize_t r = ::read(fd, mem.data + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            ::close(fd);
-            os_error("cannot read", path);
-        }
-        got += static_cast<std::size_t>(r);
-    }
-    ::close(fd);
-    *size_out = size;
-    return mem;
-}
 
 // ---- writers of one mapped file -------------------------------------------------
 //
@@ -218,6 +240,37 @@ private:
     const MappedFile& f_;
 };
 
+// A reader's shared hold on the header lock, for as long as it reads the
+// header and (for a whole read or a verify) the payload: writers cannot
+// open, flush or close the file meanwhile, so a clean header it sees has no
+// writer changing the payload under it. A file system without these locks
+// (ENOLCK, EINVAL, EOPNOTSUPP) is read unlocked, as before.
+class ReaderLock {
+public:
+    ReaderLock(int fd, const std::string& path) : fd_(fd), path_(path) {
+        try {
+            held_ = file_lock(fd_, F_RDLCK, kHeaderLockByte, true, path_);
+        } catch (const FileError& e) {
+            const int err = e.code().value();
+            if (err != ENOLCK && err != EINVAL && err != EOPNOTSUPP) throw;
+        }
+    }
+    ~ReaderLock() {
+        if (!held_) return;
+        try {
+            file_lock(fd_, F_UNLCK, kHeaderLockByte, false, path_);
+        } catch (...) {  // as HeaderLock: closing the fd drops it anyway
+        }
+    }
+    ReaderLock(const ReaderLock&) = delete;
+    ReaderLock& operator=(const ReaderLock&) = delete;
+
+private:
+    int fd_;
+    std::string path_;
+    bool held_ = false;
+};
+
 // Holding the header lock and a shared writer lock: is this the only
 // writer alive? (The writer lock is shared again afterwards.)
 bool sole_writer(const MappedFile& f) {
@@ -240,6 +293,38 @@ void write_header(const MappedFile& f, const Header& h) {
 }
 
 }  // namespace
+
+std::size_t read_whole_file(const std::string& path, const std::function<unsigned char*(std::size_t)>& alloc) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) os_error("cannot open", path);
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    const ReaderLock lock(fd, path);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) os_error("cannot stat", path);
+    const auto size = static_cast<std::size_t>(st.st_size);  // the file's real size, not a header's claim
+    unsigned char* into = alloc(size);
+    std::size_t got = 0;
+    while (got < size) {
+        const ssize_t r = ::read(fd, into + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) errno = EIO;  // shorter than fstat said: truncated while read
+        if (r <= 0) os_error("cannot read", path);
+        got += static_cast<std::size_t>(r);
+    }
+    return size;
+}
+
+Memory read_file(const std::string& path, std::size_t* size_out) {
+    Memory mem;
+    *size_out = read_whole_file(path, [&mem](std::size_t size) {
+        mem = Memory::zeroed(size == 0 ? 1 : size);
+        return mem.data;
+    });
+    return mem;
+}
 
 void refuse_if_mapped_for_writing(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -331,7 +416,11 @@ MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) 
     auto file = std::make_shared<MappedFile>(path, writable);
     unsigned char* base = file->data();
     std::unique_ptr<HeaderLock> lock;
-    if (writable) lock = std::make_unique<HeaderLock>(*file);
+    std::unique_ptr<ReaderLock> reading;
+    if (writable)
+        lock = std::make_unique<HeaderLock>(*file);
+    else
+        reading = std::make_unique<ReaderLock>(file->fd(), path);
     Header h = decode_header(base, file->size());
     if (h.kind == Kind::scalable)
         throw std::invalid_argument("a ScalableBloomFilter cannot be memory-mapped; use load(path)");
@@ -369,6 +458,7 @@ MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) 
         file->insert_base = h.insert_count;
     }
     lock.reset();
+    reading.reset();
     Memory payload;
     payload.data = base + kHeaderSize;
     payload.size = h.payload_len;

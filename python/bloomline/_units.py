@@ -1,8 +1,8 @@
-"""Numbers as people read them: sizes in IEC units."""
+"""Numbers as people read them: sizes in IEC units, counts of things."""
 
 from __future__ import annotations
 
-__all__ = ["format_bytes"]
+__all__ = ["count", "format_bytes", "noun"]
 
 
 def format_bytes(n: float) -> str:
@@ -12,3 +12,13 @@ def format_bytes(n: float) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
     return f"{n:,.1f} TiB"
+
+
+def noun(n: float, word: str, plural: str | None = None) -> str:
+    """The word for n of it: singular for exactly one ('1 stage', '3 stages')."""
+    return word if n == 1 else (plural or word + "s")
+
+
+def count(n: float, word: str, plural: str | None = None) -> str:
+    """'1 stage', '3 stages', '1,200 keys': the number and its word."""
+    return f"{n:,} {noun(n, word, plural)}"

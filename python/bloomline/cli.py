@@ -13,7 +13,10 @@ Subcommands:
   redis-module  the path of bloomline's Redis module (redis-server --loadmodule PATH)
 
 Exit codes follow Unix tools: 0 success, 1 failure while working (a file that
-cannot be read, ...), 2 bad usage. Errors are one line on stderr.
+cannot be read, ...), 2 bad usage. Errors are one line on stderr, naming the
+path the user gave. Inputs are told apart by what they are (stat), not by
+their names: only a regular file can be read twice (build counts its lines
+first), so a pipe, a FIFO or ``<(...)`` needs ``--capacity``.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from . import BloomFilter, __version__
+from . import BloomFilter, __version__, _core
 from ._protocol import Filter
-from ._units import format_bytes
+from ._units import count, format_bytes
 
 PROG = "bloomline"
 
@@ -49,12 +52,23 @@ class UsageError(Exception):
 
 
 def _positive_int(text: str) -> int:
+    """1000000, 1_000_000 or 1e6 (a number written in any of Python's ways
+    that is a whole number), at least 1."""
+    from decimal import Decimal, InvalidOperation
+
+    value: int | None = None
     try:
-        value = int(text.replace("_", ""))
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+        try:
+            exact = Decimal(text.strip())  # exact: 1e6 and 1.5e6 are whole, 1.5 is not
+            if exact.is_finite() and exact == exact.to_integral_value():
+                value = int(exact)
+        except InvalidOperation:
+            pass
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r} (1000000, 1_000_000 and 1e6 "
+                                         "are all taken)")
     return value
 
 
@@ -80,7 +94,10 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    demo = sub.add_parser("demo", help="deduplicate a synthetic stream of crawl URLs, beside a Python set")
+    demo = sub.add_parser(
+        "demo", help="deduplicate a synthetic stream of crawl URLs, beside a Python set",
+        description="Deduplicate a synthetic stream of crawl URLs three ways -- a Python set, BloomFilter.add in a "
+        "loop, one add_many batch -- and print the time, memory and lines kept by each.")
     demo.add_argument("--urls", type=_positive_int, default=1_000_000, help="stream length (default 1,000,000)")
     demo.add_argument(
         "--error-rate", type=_rate, default=0.001, help="target false-positive rate (default 0.001)"
@@ -109,7 +126,11 @@ def _build_parser() -> argparse.ArgumentParser:
     dedup.add_argument("--redis", metavar="URL", help="share the filter through Redis at URL (needs --key)")
     dedup.add_argument("--key", help="the Redis key of the shared filter")
 
-    build = sub.add_parser("build", help="build a filter file from keys (one per line)")
+    build = sub.add_parser(
+        "build", help="build a filter file from keys (one per line)",
+        description="Read keys, one per line (the line ending is not part of the key), into a new filter and save "
+        "it to OUT atomically. Without --capacity the input's lines are counted first, which needs regular files: "
+        "a pipe, a FIFO or <(...) can be read only once.")
     build.add_argument("output", metavar="OUT", help="the filter file to write ('-': stdout)")
     build.add_argument("files", nargs="*", default=[], metavar="FILE", help="key files (default or '-': stdin)")
     build.add_argument("--capacity", type=_positive_int,
@@ -117,23 +138,38 @@ def _build_parser() -> argparse.ArgumentParser:
     build.add_argument("--error-rate", type=_rate, default=0.01, help="false-positive rate at capacity (default 0.01)")
     build.add_argument("--layout", choices=["blocked", "standard"], default="blocked")
     build.add_argument("--counting", action="store_true", help="a CountingBloomFilter (4-bit counters)")
+    build.add_argument("--quiet", "-q", action="store_true", help="no progress or summary on stderr")
 
-    query = sub.add_parser("query", help="print the keys that may be in a filter file")
-    query.add_argument("filter", metavar="FILTER", help="a filter file (from build or save)")
+    query = sub.add_parser(
+        "query", help="print the keys that may be in a filter file",
+        description="Print each input line whose key may be in the filter (a false positive is printed too, at the "
+        "filter's rate); --absent prints the lines certainly not in it.")
+    query.add_argument("filter", metavar="FILTER", help="a filter file (from build or save; '-': stdin)")
     query.add_argument("files", nargs="*", default=[], metavar="FILE", help="key files (default or '-': stdin)")
     query.add_argument("--absent", action="store_true", help="print the keys certainly absent instead")
+    query.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 
-    info = sub.add_parser("info", help="show a filter file's header and fill")
-    info.add_argument("filter", metavar="FILTER")
+    info = sub.add_parser(
+        "info", help="show a filter file's header and fill",
+        description="Print a filter file's header (after every check a reader makes), its fill as a fraction, the "
+        "bits (or counters) set, the estimated number of keys and the expected false-positive rate.")
+    info.add_argument("filter", metavar="FILTER", help="a filter file ('-': stdin)")
     info.add_argument("--json", action="store_true", help="machine-readable output")
 
-    params = sub.add_parser("params", help="memory and hashes for a capacity and error rate, per layout")
+    params = sub.add_parser(
+        "params", help="memory and hashes for a capacity and error rate, per layout",
+        description="Print the bits, memory, bits per key, hashes and expected false-positive rate of a filter of "
+        "each layout sized for --capacity keys at --error-rate.")
     params.add_argument("--capacity", type=_positive_int, required=True)
     params.add_argument("--error-rate", type=_rate, required=True)
 
-    sub.add_parser("redis-module", help="print the path of bloomline's Redis module (for redis-server --loadmodule)")
+    sub.add_parser("redis-module", help="print the path of bloomline's Redis module (for redis-server --loadmodule)",
+                   description="Print the path of bloomline's Redis module, for redis-server --loadmodule PATH.")
 
-    bench = sub.add_parser("bench", help="a quick local benchmark (the full one: benchmarks/run.py)")
+    bench = sub.add_parser(
+        "bench", help="a quick local benchmark (the full one: benchmarks/run.py)",
+        description="Time adds and lookups per key for each layout (one call per key, batches of str and of "
+        "integers) beside a Python set, and print ns per key.")
     bench.add_argument("--keys", type=_positive_int, default=1_000_000, help="keys per workload (default 1,000,000)")
     return parser
 
@@ -144,9 +180,9 @@ class Progress:
     bytes and lines read, their rates, and the percentage where the input's
     size is known."""
 
-    def __init__(self, total_bytes: int | None) -> None:
+    def __init__(self, total_bytes: int | None, quiet: bool = False) -> None:
         self.total = total_bytes
-        self.enabled = sys.stderr.isatty()
+        self.enabled = sys.stderr.isatty() and not quiet
         self.start = self.last = time.monotonic()
         self.shown = False
 
@@ -158,7 +194,7 @@ class Progress:
         secs = max(now - self.start, 1e-9)
         share = f" ({100 * done_bytes / self.total:.0f}%)" if self.total else ""
         sys.stderr.write(
-            f"\r{PROG}: {format_bytes(done_bytes)}{share}, {lines:,} lines; "
+            f"\r{PROG}: {format_bytes(done_bytes)}{share}, {count(lines, 'line')}; "
             f"{format_bytes(done_bytes / secs)}/s, {lines / secs:,.0f} lines/s\x1b[K"
         )
         sys.stderr.flush()
@@ -361,38 +397,95 @@ class _open_input:
             self.handle.close()
 
 
-def _write_filter(f: Any, path: str) -> None:
-    """A regular file (or a new path) is saved atomically; anything else --
+def _shown(name: str) -> str:
+    """An input as errors name it."""
+    return "stdin" if name == "-" else repr(name)
+
+
+def _input_stat(name: str) -> os.stat_result | None:
+    """What an input is: fstat of stdin for '-', stat of a path (so /dev/stdin
+    and <(...) are the pipes they lead to, whatever their names); None when
+    it cannot be stat'ed (the error comes when it is opened)."""
+    try:
+        return os.fstat(sys.stdin.fileno()) if name == "-" else os.stat(name)
+    except (OSError, ValueError):
+        return None
+
+
+def _what_it_is(st: os.stat_result) -> str:
+    mode = st.st_mode
+    return ("a pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a terminal or device" if stat.S_ISCHR(mode) else "not a regular file")
+
+
+def _saved_atomically(path: str) -> bool:
+    """A regular file or a new path is saved atomically; anything else --
     '-' for stdout, a symlink such as /dev/stdout, a pipe, a device -- is
     written straight through, never replaced by a rename."""
+    if path == "-":
+        return False
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True
+
+
+def _check_output(path: str) -> None:
+    """Refuse now what saving to path would refuse at the end (a file mapped
+    for writing elsewhere, a read-only file, a missing directory), before
+    any input is read or any line written."""
+    if not _saved_atomically(path):
+        return
+    parent = os.path.dirname(path) or "."
+    if not os.path.isdir(parent):
+        raise CliError(f"cannot write {path!r}: no such directory {parent!r}")
+    try:
+        _core.AtomicWriter.check(path)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _write_filter(f: Any, path: str) -> None:
+    """Save f to path: atomically through the filters' own save (the one
+    atomic writer, with its refusals) or straight through (_saved_atomically)."""
     if path == "-":
         out = sys.stdout.buffer
         out.write(f.to_bytes())
         out.flush()
-        return
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
+    elif not _saved_atomically(path):
         with open(path, "wb") as out_file:
             out_file.write(f.to_bytes())
-        return
-    f.save(path)
+    else:
+        try:
+            f.save(path)
+        except ValueError as exc:  # mapped for writing by another handle
+            raise CliError(str(exc)) from None
 
 
-def _open_filter(path: str) -> Any:
+def _filter_bytes(path: str) -> bytes:
+    """A filter file's bytes ('-': stdin). A regular file is read as load()
+    reads it (under its header lock, so a file that writers share is never
+    half read); a pipe as it comes."""
+    try:
+        if path == "-":
+            return sys.stdin.buffer.read()
+        if stat.S_ISREG(os.stat(path).st_mode):
+            return _core.read_file(path)
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise CliError(f"cannot read {_shown(path)}: {os.strerror(exc.errno) if exc.errno else exc}") from None
+
+
+def _open_filter(path: str, data: bytes | None = None) -> Any:
     from . import from_bytes
 
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise CliError(f"cannot read {path!r}: {exc.strerror}") from None
+    if data is None:
+        data = _filter_bytes(path)
     try:
         return from_bytes(data)
     except ValueError as exc:
-        raise CliError(f"{path}: {exc}") from None
+        raise CliError(f"{_shown(path)}: {exc}") from None
 
 
 DEDUP_CAPACITY = 10_000_000
@@ -478,12 +571,14 @@ def _redis_errors(exc: Exception) -> CliError | None:
 def cmd_dedup(args: argparse.Namespace) -> int:
     from . import select_lines
 
+    if args.state:
+        _check_output(args.state)
     f = _dedup_filter(args)
     out = sys.stdout.buffer
     read = written = 0
     expected_fp = 0.0
     blocks = LineBlocks(args.files)
-    progress = Progress(blocks.total_bytes)
+    progress = Progress(blocks.total_bytes, args.quiet)
     with _Interrupt() as interrupt:
         for block in interrupt.blocks(blocks):
             rate = f.expected_fp_rate
@@ -503,11 +598,11 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             _write_filter(f, args.state)
     if not args.quiet:
         sys.stderr.write(
-            f"{PROG} dedup: {read:,} lines read, {written:,} written, {read - written:,} dropped as seen "
+            f"{PROG} dedup: {count(read, 'line')} read, {written:,} written, {read - written:,} dropped as seen "
             + (f"(of which about {expected_fp:,.1f} may be false positives)\n" if expected_fp >= 0.05
                else "(no false positive expected at this fill)\n")
         )
-        _report_filter("dedup", f, "lines")
+        _report_filter("dedup", f, "line")
     if interrupt.hit:
         sys.stderr.write(f"{PROG}: interrupted" + (f"; {args.state} holds every line written\n" if args.state
                                                    else "\n"))
@@ -523,19 +618,23 @@ def _report_filter(command: str, f: Filter, what: str) -> None:
     capacity = f.capacity
     if capacity and f.approx_count > capacity:
         sys.stderr.write(
-            f"{PROG} {command}: warning: about {f.approx_count:,.0f} distinct {what}, over --capacity "
+            f"{PROG} {command}: warning: about {count(round(f.approx_count), 'distinct ' + what)}, over --capacity "
             f"{capacity:,}; the false-positive rate is now {f.expected_fp_rate:.2g}. Raise --capacity.\n"
         )
 
 
 def _count_lines(files: Sequence[str]) -> int:
-    """Lines in the input, read once in blocks (for build's capacity)."""
+    """Lines in the input, read once in blocks (for build's capacity); only
+    regular files are given, and stdin is put back where it was."""
     import numpy as np
 
+    start = os.lseek(sys.stdin.fileno(), 0, os.SEEK_CUR) if "-" in files else None
     lines = 0
     for block in LineBlocks(files):
         chars = np.frombuffer(block, dtype=np.uint8)
         lines += int(np.count_nonzero(chars == 10)) + int(chars[-1] != 10)  # a last line without a newline
+    if start is not None:
+        os.lseek(sys.stdin.fileno(), start, os.SEEK_SET)
     return lines
 
 
@@ -543,40 +642,50 @@ def cmd_build(args: argparse.Namespace) -> int:
     from . import CountingBloomFilter
 
     capacity = args.capacity
+    files = args.files or ["-"]
     if capacity is None:
-        if not args.files or "-" in args.files:
-            raise UsageError("build needs --capacity when it reads stdin (it sizes the filter before reading)")
-        capacity = max(1, _count_lines(args.files))
+        # Counting the lines first reads each input twice: regular files only.
+        for name in files:
+            st = _input_stat(name)
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise UsageError(f"build needs --capacity when it reads {_shown(name)} ({_what_it_is(st)}, which "
+                                 "can be read only once: the filter is sized before its keys are read)")
+    _check_output(args.output)
+    if capacity is None:
+        capacity = max(1, _count_lines(files))
     kind = CountingBloomFilter if args.counting else BloomFilter
     try:
         f = kind(capacity, args.error_rate, layout=args.layout)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     keys = 0
-    blocks = LineBlocks(args.files)
-    progress = Progress(blocks.total_bytes)
+    blocks = LineBlocks(files)
+    progress = Progress(blocks.total_bytes, args.quiet)
     for block in blocks:
         keys += len(f.add_lines(block))
         progress.update(blocks.bytes_read, keys)
     progress.done()
     _write_filter(f, args.output)
-    shown = "stdout" if args.output == "-" else args.output
-    sys.stderr.write(
-        f"{PROG} build: {keys:,} keys into {shown} ({f.nbytes:,} bytes, {type(f).__name__}, "
-        f"capacity {capacity:,}, error rate {args.error_rate:g}, layout {args.layout})\n"
-    )
-    _report_filter("build", f, "keys")
+    if not args.quiet:
+        shown = "stdout" if args.output == "-" else args.output
+        sys.stderr.write(
+            f"{PROG} build: {count(keys, 'key')} into {shown} ({f.nbytes:,} bytes, {type(f).__name__}, "
+            f"capacity {capacity:,}, error rate {args.error_rate:g}, layout {args.layout})\n"
+        )
+        _report_filter("build", f, "key")
     return 0
 
 
 def cmd_query(args: argparse.Namespace) -> int:
     from . import select_lines
 
+    if args.filter == "-" and (not args.files or "-" in args.files):
+        raise UsageError("query reads its filter from stdin ('-'): name the files of keys")
     f = _open_filter(args.filter)
     out = sys.stdout.buffer
     lines = 0
     blocks = LineBlocks(args.files)
-    progress = Progress(blocks.total_bytes)
+    progress = Progress(blocks.total_bytes, args.quiet)
     for block in blocks:
         hit = f.contains_lines(block)
         out.write(select_lines(block, hit != args.absent))
@@ -588,21 +697,20 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from . import read_header
+    from . import CountingBloomFilter, read_header
 
-    try:
-        with open(args.filter, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise CliError(f"cannot read {args.filter!r}: {exc.strerror}") from None
-    try:
-        header = read_header(data)
-    except ValueError as exc:
-        raise CliError(f"{args.filter}: {exc}") from None
-    f = _open_filter(args.filter)
-    header.update(
-        approx_count=f.approx_count, expected_fp_rate=f.expected_fp_rate, nbytes=f.nbytes, file_bytes=len(data)
-    )
+    data = _filter_bytes(args.filter)
+    f = _open_filter(args.filter, data)  # every check a reader makes, as one line naming the file
+    header = read_header(data)
+    # "fill" is the fraction of bits (counters) set; the header's count of
+    # them is shown under its own name.
+    header.pop("fill", None)
+    if isinstance(f, CountingBloomFilter):
+        header["counters_set"] = f.nonzero_counters
+    else:
+        header["bits_set"] = f.bits_set if isinstance(f, BloomFilter) else sum(s.bits_set for s in f.stages)
+    header.update(fill=f.fill_ratio, approx_count=f.approx_count, expected_fp_rate=f.expected_fp_rate,
+                  nbytes=f.nbytes, file_bytes=len(data))
     if args.json:
         import json
 
@@ -610,8 +718,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         return 0
     width = max(len(k) for k in header)
     for k, v in header.items():
-        shown = f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else (f"{v:.6g}" if isinstance(v, float) else v)
-        sys.stdout.write(f"{k:<{width}}  {shown}\n")
+        text = f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else (f"{v:.6g}" if isinstance(v, float) else v)
+        sys.stdout.write(f"{k:<{width}}  {text}\n")
     return 0
 
 
@@ -738,3 +846,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write(f"{PROG}: interrupted\n")
         return 130
+    except ValueError as exc:  # refused data or arguments the checks above did not foresee: still one line
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return 1

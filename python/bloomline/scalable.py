@@ -23,13 +23,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Union
+from typing import TYPE_CHECKING, Any, Callable, Protocol, SupportsIndex, Union
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _core
 from ._core import BloomFilter, ChainRule
+from ._pickling import reduction
 
 if TYPE_CHECKING:
     from ._core import Keys, Layout, Nulls, StrPath
@@ -602,20 +603,21 @@ class ScalableBloomFilter:
 
     def save(self, path: StrPath) -> None:
         """Write to path atomically (temporary file, fsync, rename, fsync of
-        the directory), like BloomFilter.save."""
-        data = self.to_bytes()
-        with _core.AtomicWriter(os.fspath(path)) as out:
-            out.write(data)
+        the directory) through the one atomic writer, as BloomFilter.save
+        does: a path that a handle maps for writing, or a read-only file, is
+        refused; a replaced file keeps its mode."""
+        with _core.AtomicWriter(path) as out:
+            out.write(self.to_bytes())
             out.commit()
 
     @classmethod
     def load(cls, path: StrPath) -> ScalableBloomFilter:
         """Read a file written by save (always verified; no mmap: the stages are
         small next to one fixed filter of the same total size)."""
-        with open(path, "rb") as f:
-            return cls.from_bytes(f.read())
+        return cls.from_bytes(_core.read_file(path))
 
-    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
-        from . import from_bytes
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, tuple[Union[bytes, str]]]:
+        return reduction(self.to_bytes(), int(protocol))
 
-        return (from_bytes, (self.to_bytes(),))
+    def __reduce__(self) -> tuple[Any, tuple[Union[bytes, str]]]:
+        return reduction(self.to_bytes(), 4)

@@ -23,14 +23,22 @@
 // with SIGBUS when it next touches a page past the new end: mmap offers no
 // way to turn that into an error (docs/DECISIONS.md).
 //
-// POSIX only (open, mmap, fsync, rename). I/O errors throw
-// std::system_error carrying errno (the bindings raise OSError).
+// Readers of a file that writers share take the header lock shared while
+// they read (read_file; map_filter's header and verify), so a whole read or
+// a verified map sees the file either clean with no writer in it, or
+// marked dirty: never a clean header over a payload that a writer who
+// opened meanwhile is changing (issue 26).
+//
+// POSIX only (open, mmap, fsync, rename). I/O errors throw FileError, a
+// std::system_error carrying errno and the path the caller gave (the
+// bindings raise OSError with that filename).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <system_error>
 
 #include "bloomline/filter_io.hpp"
 #include "bloomline/format.hpp"
@@ -38,9 +46,35 @@
 
 namespace bloomline {
 
+// An I/O error on a path: errno, what failed, and the path as the caller
+// gave it (never the name of a temporary file). what() reads
+// "<doing> '<path>': <system message>"; message() is
+// "<system message> (<doing>)", for OSError beside the path.
+class FileError : public std::system_error {
+public:
+    FileError(int err, const std::string& doing, const std::string& path);
+    const std::string& path() const { return path_; }
+    // The system message and what failed, without the path.
+    const std::string& message() const { return message_; }
+
+private:
+    std::string path_, message_;
+};
+
+// The one way bloomline replaces a file: every save (filters, scalable
+// chains, the CLI, the Scrapy journal) goes through it.
+//  - A target that some handle maps for writing is refused
+//    (std::invalid_argument): the rename would send its later adds to the
+//    unlinked old file. Checked when the writer is made and again just
+//    before the rename.
+//  - A target that is read-only (no write permission for the caller; for
+//    root, no write bit at all, as chmod 444) is refused with EACCES,
+//    untouched.
+//  - The new file keeps the mode of the file it replaces; a new path gets
+//    0644 (less the umask).
 class AtomicFile {
 public:
-    // Creates the temporary file (mode 0644) beside `path`.
+    // Checks the target as above, then creates the temporary file beside it.
     explicit AtomicFile(const std::string& path);
     // Not committed: the temporary file is removed, the target untouched.
     ~AtomicFile();
@@ -63,8 +97,11 @@ private:
 template <class T>
 void save_filter(const T& f, const std::string& path);
 
-// Read a whole file into zeroed, aligned memory of the file's real size
-// (never a size read from its contents).
+// Read a whole file into the memory alloc(size) gives, size being the
+// file's real size (never a size read from its contents), holding the
+// header lock shared meanwhile (above). Returns the size.
+std::size_t read_whole_file(const std::string& path, const std::function<unsigned char*(std::size_t)>& alloc);
+// The same into zeroed, aligned memory.
 Memory read_file(const std::string& path, std::size_t* size_out);
 
 // The advisory locks of writable maps (file.cpp).
@@ -125,9 +162,9 @@ MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify);
 void flush_mapped(MappedFile& file, std::uint64_t insert_count, const std::function<std::uint64_t()>& count_fill,
                   bool final);
 
-// Saving over a file that some handle maps for writing would swap the file
-// from under it (its later adds would go to the old, unlinked one):
-// std::invalid_argument naming the file.
-void refuse_if_mapped_for_writing(const std::string& path);
+// What AtomicFile checks before it writes anything (above): the target is
+// not mapped for writing by any handle, and not read-only. Callers that
+// produce output before they save (the CLI's dedup) check it up front.
+void check_save_target(const std::string& path);
 
 }  // namespace bloomline

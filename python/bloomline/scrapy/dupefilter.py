@@ -68,6 +68,7 @@ from scrapy.utils.project import data_path
 from scrapy.utils.request import referer_str
 
 from .._core import ChainRule
+from .._units import noun
 from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter
 from .journal import JOURNAL_META_ID, JOURNAL_NAME, RequestJournal
 
@@ -233,41 +234,22 @@ def _mismatch(where: str, error: ChainMismatch, settings: Any, share: float) -> 
                                      "did, or start anew")
 
 
-# ---- what both filters share --------------------------------------------------------
+# ---- stopping a crawl -------------------------------------------------------------
 
 
-class _DupeFilter(BaseDupeFilter):
-    """The fingerprinter, Scrapy's logging and stats for filtered requests,
-    the close summary, and the way a refused filter stops the crawl."""
+class _CrawlStop:
+    """How a bloomline component that cannot run stops the crawl: one ERROR
+    line, a finish reason, and exit status 1 (the dupefilters when refused
+    or failed; JournalScheduler when its journal cannot be read)."""
 
     label = "bloomline"
-    seen: Any  # the filter whose facts the summary reports
+    error_log = logger  # where the one ERROR line goes
 
-    def _init_common(self, fingerprinter: Any, debug: bool, stats: Any) -> None:
-        if fingerprinter is None:
-            from scrapy.utils.request import RequestFingerprinter
-
-            fingerprinter = RequestFingerprinter()
-        self.fingerprinter = fingerprinter
-        self.debug = debug
-        self.logdupes = True
-        self.stats = stats
+    def _init_stop(self) -> None:
         self.crawler: Any = None
         self.refused: Optional[_Refused] = None
         self.failed = False  # the crawl must end with a non-zero exit
         self._closed = False
-        self._summarised = False
-        self._target = DEFAULT_ERROR_RATE
-
-    @classmethod
-    def _refused_filter(cls, crawler: Any, refused: _Refused) -> Any:
-        """A filter that only stops the crawl when it opens (Scrapy shows an
-        exception raised here with a follow-on traceback)."""
-        self = cls.__new__(cls)
-        self._init_common(getattr(crawler, "request_fingerprinter", None), False, getattr(crawler, "stats", None))
-        self.refused = refused
-        self._watch(crawler)
-        return self
 
     def _watch(self, crawler: Any) -> None:
         self.crawler = crawler
@@ -285,7 +267,7 @@ class _DupeFilter(BaseDupeFilter):
         # exception with tracebacks of their own. Paused, the engine fetches
         # nothing meanwhile.
         if self.refused is not None:
-            logger.error("%s", self.refused)
+            self.error_log.error("%s", self.refused)
             self.failed = True
             self.crawler.engine.pause()  # closed once the engine runs (_engine_started)
             return
@@ -334,6 +316,39 @@ class _DupeFilter(BaseDupeFilter):
         # keeps its own reference to the spider to finish closing).
         if self.failed and self._closed and self.crawler is not None:
             self.crawler.spider = None
+
+
+# ---- what both filters share --------------------------------------------------------
+
+
+class _DupeFilter(_CrawlStop, BaseDupeFilter):
+    """The fingerprinter, Scrapy's logging and stats for filtered requests,
+    the close summary, and the way a refused filter stops the crawl."""
+
+    seen: Any  # the filter whose facts the summary reports
+
+    def _init_common(self, fingerprinter: Any, debug: bool, stats: Any) -> None:
+        if fingerprinter is None:
+            from scrapy.utils.request import RequestFingerprinter
+
+            fingerprinter = RequestFingerprinter()
+        self.fingerprinter = fingerprinter
+        self.debug = debug
+        self.logdupes = True
+        self.stats = stats
+        self._init_stop()
+        self._summarised = False
+        self._target = DEFAULT_ERROR_RATE
+
+    @classmethod
+    def _refused_filter(cls, crawler: Any, refused: _Refused) -> Any:
+        """A filter that only stops the crawl when it opens (Scrapy shows an
+        exception raised here with a follow-on traceback)."""
+        self = cls.__new__(cls)
+        self._init_common(getattr(crawler, "request_fingerprinter", None), False, getattr(crawler, "stats", None))
+        self.refused = refused
+        self._watch(crawler)
+        return self
 
     def request_fingerprint(self, request: Request) -> str:
         """The request's fingerprint as hex (scrapy-redis's method)."""
@@ -390,9 +405,9 @@ class _DupeFilter(BaseDupeFilter):
                            ("bloomline/expected_fp_rate", rate), ("bloomline/approx_count", int(count)),
                            *self._more_stats()):
             self._set(key, value)
-        logger.info("%s: about %d requests seen, in %d stages %.1f%% full (%d bytes); expected false-positive "
-                    "rate %.3g (target %g)", self.label, count, chain.num_stages, 100 * fill, chain.nbytes, rate,
-                    self._target)
+        logger.info("%s: about %d %s seen, in %d %s %.1f%% full (%d bytes); expected false-positive rate %.3g "
+                    "(target %g)", self.label, count, noun(round(count), "request"), chain.num_stages,
+                    noun(chain.num_stages, "stage"), 100 * fill, chain.nbytes, rate, self._target)
         self._warn_if_over(chain)
 
 
@@ -540,8 +555,9 @@ class RedisBloomDupeFilter(_DupeFilter):
         self.front = ScalableBloomFilter(capacity, error_rate * FRONT_SHARE, growth=GROWTH, tightening=TIGHTENING,
                                          layout=layout, seed=FRONT_SEED)
         if self.seen.insert_count:
-            logger.info("%s: attached to the filter at Redis key %r: about %d requests seen, in %d stages",
-                        self.label, key, self.seen.approx_count, self.seen.num_stages)
+            count, stages = self.seen.approx_count, self.seen.num_stages
+            logger.info("%s: attached to the filter at Redis key %r: about %d %s seen, in %d %s", self.label, key,
+                        count, noun(round(count), "request"), stages, noun(stages, "stage"))
 
     def _retrying(self, make: Callable[[], Any]) -> Any:
         """make() retried with backoff for retry_timeout seconds while Redis
@@ -756,7 +772,11 @@ class RedisBloomDupeFilter(_DupeFilter):
                     os.rename(path, claimed)
                 except OSError:
                     continue  # another process took it
-                journals.append((RequestJournal(claimed, self._spider, fifo=True), path))
+                try:
+                    journals.append((RequestJournal(claimed, self._spider, fifo=True), path))
+                except (ValueError, OSError) as e:  # no journal in it at all: left for a person to look at
+                    os.rename(claimed, path)
+                    logger.error("%s: cannot read the requests kept in %s: %s", self.label, path, e)
         for journal, original in journals:
             count = 0
             while self._outage is None and not self.failed:
@@ -773,7 +793,8 @@ class RedisBloomDupeFilter(_DupeFilter):
                 continue
             os.unlink(journal.path)
             if count:
-                logger.info("%s: %d requests kept while Redis was away checked again (%s)", self.label, count,
+                logger.info("%s: %d %s kept while Redis was away checked again (%s)", self.label, count,
+                            noun(count, "request"),
                             (original or journal.path).name)
 
     def _reschedule(self, request: Request) -> None:

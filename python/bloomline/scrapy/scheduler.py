@@ -6,15 +6,15 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from scrapy.core.scheduler import Scheduler
 from scrapy.http import Request, Response
 
 import logging
 
-from .dupefilter import BloomDupeFilter
-from .journal import JOURNAL_META_ID, JOURNAL_NAME, RequestJournal
+from .dupefilter import REASON_JOBDIR, BloomDupeFilter, _CrawlStop, _Refused
+from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalError, RequestJournal
 
 __all__ = ["JournalDoneMiddleware", "JournalScheduler", "request_done"]
 
@@ -64,6 +64,7 @@ class JournalScheduler(Scheduler):
         return scheduler
 
     fifo = False
+    _refusal: Optional[_CrawlStop] = None  # the journal cannot be read: the crawl stops at its start
 
     def _dqdir(self, jobdir: str | None) -> str | None:
         if jobdir:
@@ -82,8 +83,16 @@ class JournalScheduler(Scheduler):
             fingerprint_of = on_fingerprint = None
             if isinstance(df, BloomDupeFilter):
                 fingerprint_of, on_fingerprint = df.fingerprinter.fingerprint, df.record_fingerprint
-            journal = RequestJournal(Path(self.dqdir, JOURNAL_NAME), spider, fifo=self.fifo,
-                                      fingerprint_of=fingerprint_of, on_fingerprint=on_fingerprint)
+            path = Path(self.dqdir, JOURNAL_NAME)
+            try:
+                journal = RequestJournal(path, spider, fifo=self.fifo, fingerprint_of=fingerprint_of,
+                                          on_fingerprint=on_fingerprint)
+            except (JournalError, OSError) as e:
+                # One ERROR line and a finish reason, as a damaged JOBDIR
+                # filter gives; the file is left as it is.
+                self._refusal = _JournalRefusal(self.crawler, _Refused(
+                    REASON_JOBDIR, f"JournalScheduler cannot resume from JOBDIR {self.dqdir!r}: {e}"))
+                return result
             self.dqs = journal  # type: ignore[assignment]
             assert self.crawler is not None
             self.crawler.signals.connect(self._request_done, signal=request_done)
@@ -98,6 +107,8 @@ class JournalScheduler(Scheduler):
         return self.df.close(reason)
 
     def enqueue_request(self, request: Request) -> bool:
+        if self._refusal is not None:
+            return False  # never fetched, never recorded: the crawl is stopping
         df = self.df
         if self.dqs is None or request.dont_filter or not isinstance(df, BloomDupeFilter):
             return super().enqueue_request(request)
@@ -120,6 +131,18 @@ class JournalScheduler(Scheduler):
     def _request_done(self, request_id: int) -> None:
         if self.dqs is not None:
             self.dqs.done(request_id)  # type: ignore[attr-defined]
+
+
+class _JournalRefusal(_CrawlStop):
+    """Stops the crawl whose journal cannot be read (dupefilter.py, _CrawlStop)."""
+
+    label = "JournalScheduler"
+    error_log = logger
+
+    def __init__(self, crawler: Any, refused: _Refused) -> None:
+        self._init_stop()
+        self.refused = refused
+        self._watch(crawler)
 
 
 def _is_middleware(key: Any) -> bool:
