@@ -137,7 +137,9 @@ def test_journal_scheduler_without_its_middleware_is_refused(site: Site, tmp_pat
 
 def test_two_processes_share_a_redis_filter(site: Site, tmp_path: Path, redis_server: object) -> None:
     pytest.importorskip("redis")
-    settings = ("DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter",
+    # SCHEDULER_PERSIST: the first process to finish must not delete the
+    # filter the other still uses (it would stop, its key gone).
+    settings = ("DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter", "SCHEDULER_PERSIST=True",
                 f"BLOOMLINE_REDIS_URL={redis_server.url}", "BLOOMLINE_CAPACITY=100000")  # type: ignore[attr-defined]
     spider = tmp_path / "site_spider.py"
     spider.write_text(SPIDER)

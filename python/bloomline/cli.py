@@ -783,11 +783,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_redis_module(args: argparse.Namespace) -> int:
-    import os
+    from ._redis_module import module_path
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "redis_module.so")
-    if not os.path.exists(path):
-        raise CliError(f"bloomline's Redis module is not installed at {path}")
+    try:
+        path = module_path()
+    except OSError as e:
+        raise CliError(str(e)) from None
     sys.stdout.write(path + "\n")
     return 0
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -217,8 +217,8 @@ class BitsBackend(Backend):
     key in its shard's slot; a stage sends one per chunk, over all its
     shards (they share a slot)."""
 
-    form_add: ClassVar[str]
-    form_has: ClassVar[str]
+    form_add: ClassVar[Literal["positions", "set"]]
+    form_has: ClassVar[Literal["positions", "get"]]
 
     def prepare(self, keys: Any, nulls: Nulls, seed: int) -> Prepared:
         hashed, valid = _core.hash_valid(keys, seed, nulls=nulls)
@@ -228,7 +228,8 @@ class BitsBackend(Backend):
         """Keys per command for this filter's geometry."""
         return self.max_keys
 
-    def _chunks(self, f: FilterKeys, hashes: Any, form: str, joined: bool = False) -> Any:
+    def _chunks(self, f: FilterKeys, hashes: Any, form: Literal["positions", "set", "get"],
+                joined: bool = False) -> Any:
         step = self.chunk_keys(f)
         for lo in range(0, len(hashes), step):
             shards, starts, order, bodies, counts = _core.redis_batch(

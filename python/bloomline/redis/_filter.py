@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 import numpy as np
@@ -15,18 +14,14 @@ import redis as _redis
 from .. import _core
 from .._core import BloomFilter, CapacityWarning
 from ..scalable import _in_place
-from ._backend import NEW, Backend, FilterKeys, Prepared, gone, run_adds, run_lookups
-from ._bf import BfBackend
+from ._backend import NEW, FilterKeys, Prepared, gone, run_adds, run_lookups
 from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import DEFAULT_SHARD_BITS, data_keys, eviction_policy, keys_of, open_filter, plan
-from ._module import ModuleBackend
-from ._plain import PlainBackend
-from ._wire import DEFAULT_RETRIES, Job, Script, Sender, batch_ids, routable, sibling
+from ._registry import choose_backend
+from ._wire import DEFAULT_RETRIES, Job, Script, Sender, batch_ids, client_of
 
 if TYPE_CHECKING:
     from .._core import Keys, Layout, Nulls
-
-BACKENDS: dict[str, Backend] = {b.name: b for b in (ModuleBackend(), PlainBackend(), BfBackend())}
 
 # KEYS: shard, count    ARGV: bytes. Zero a shard, keeping its TTL.
 _CLEAR_SHARD = Script("""
@@ -39,33 +34,6 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 redis.call('SET', KEYS[2], '0', 'KEEPTTL')
 return 1
 """)
-
-
-def client_of(redis: Any) -> Any:
-    """A redis-py client, or one made from a URL."""
-    return _redis.Redis.from_url(redis) if isinstance(redis, str) else redis
-
-
-def server_has_module(client: Any) -> bool:
-    node = client.get_nodes()[0].redis_connection if hasattr(client, "get_nodes") else client
-    try:
-        mods = node.execute_command("MODULE", "LIST")
-    except _redis.ResponseError:  # MODULE LIST refused (ACLs): assume plain Redis
-        return False
-    for m in mods or []:
-        name = m.get(b"name") if isinstance(m, dict) else (m[1] if len(m) > 1 else None)
-        if name in (b"bloomline", "bloomline"):
-            return True
-    return False
-
-
-def run_each(sender: Sender, jobs: Sequence[Job]) -> list[Any]:
-    """Replies of key-by-key commands (the first error raised)."""
-    replies = sender.run(jobs)
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies
 
 
 class RedisBloomFilter:
@@ -102,7 +70,7 @@ class RedisBloomFilter:
         client = client_of(redis)
         if not isinstance(key, str) or not key:
             raise ValueError(f"key must be a non-empty str, got {key!r}")
-        if backend not in ("auto", *BACKENDS):
+        if backend not in ("auto", "module", "plain", "bf"):
             raise ValueError(f"backend must be one of 'auto', 'module', 'plain', 'bf', got {backend!r}")
         sender = Sender(client, retries=retries, answer_ttl_ms=answer_ttl_ms)
         new = None
@@ -129,7 +97,7 @@ class RedisBloomFilter:
         self._error_rate = float(meta["error_rate"])
         self._policy = policy
         self._what = f"the filter at {key!r}"
-        self._backend = BACKENDS[self._choose_backend(backend)]
+        self._backend = choose_backend(self._kind, backend, self._r, key)
         self._counts: dict[str, int] = {}
         self._warned = False
 
@@ -139,23 +107,6 @@ class RedisBloomFilter:
         self = cls.__new__(cls)
         self._setup(sender, key, open_filter(sender, key, None, {}), backend, policy)
         return self
-
-    def _choose_backend(self, backend: str) -> str:
-        if self._kind == "bf":
-            if backend not in ("auto", "bf"):
-                raise ValueError(f"the filter at key {self._key!r} is a server Bloom filter (BF.*): backend must "
-                                 f"be 'bf' or 'auto', got {backend!r}")
-            return "bf"
-        if backend == "bf":
-            raise ValueError(f"the filter at key {self._key!r} keeps bloomline's bits: backend 'bf' cannot read it "
-                             "(use 'module', 'plain' or 'auto')")
-        has_module = server_has_module(self._r)
-        if backend == "module" and not has_module:
-            from . import module_path
-
-            raise ValueError("backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
-                             f"{module_path()}")
-        return backend if backend != "auto" else ("module" if has_module else "plain")
 
     # ---- batches ------------------------------------------------------------------
 
@@ -234,7 +185,7 @@ class RedisBloomFilter:
         """command on every key of the filter (with EXISTS beside it: a key
         that is gone raises MissingKeyError)."""
         jobs = [j for k in self._all_keys() for j in (Job(k.encode(), b"EXISTS", (k,)), Job(k.encode(), command, (k,), args))]
-        replies = run_each(self._sender, jobs)
+        replies = self._sender.each(jobs)
         for k, there in zip(self._all_keys(), replies[::2]):
             if not int(there):
                 raise gone(k, self._what, self._policy)
@@ -263,17 +214,17 @@ class RedisBloomFilter:
         if self._kind == "bf":
             from ._bf import CREATE
 
-            run_each(self._sender, [Job(self._keys.bf.encode(), b"DEL", (self._keys.bf,))])  # type: ignore[union-attr]
+            self._sender.each([Job(self._keys.bf.encode(), b"DEL", (self._keys.bf,))])  # type: ignore[union-attr]
             self._sender.script(CREATE, [self._keys.bf], [self._error_rate, self._capacity])
             return
         k = self._keys
-        run_each(self._sender, [Job(s.encode(), _CLEAR_SHARD, (s, c), (n,))
+        self._sender.each([Job(s.encode(), _CLEAR_SHARD, (s, c), (n,))
                                 for s, c, n in zip(k.shards, k.counts, k.nbytes)])
         self._counts.clear()
 
     def delete(self) -> None:
         """Remove the filter from Redis entirely (its meta last)."""
-        run_each(self._sender, [Job(k.encode(), b"DEL", (k,)) for k in data_keys(self._keys)])
+        self._sender.each([Job(k.encode(), b"DEL", (k,)) for k in data_keys(self._keys)])
         self._sender.call(f"{self._key}:meta", b"DEL", f"{self._key}:meta")
 
     @classmethod
@@ -281,17 +232,10 @@ class RedisBloomFilter:
         """Delete every key of the filter at `key`, whatever state it is in
         (its meta gone, a shard evicted): the way to start over after
         MissingKeyError. Returns how many keys were deleted."""
+        from ._meta import key_patterns
         from ._stages import delete_matching
 
-        star = "\0"  # where a pattern's * goes, once the rest is escaped
-
-        def pattern(name: str) -> str:
-            return "".join("\\" + c if c in "*?[]\\" else c for c in name).replace(star, "*")
-
-        shards, bf = routable(f"{key}:bits:{star}"), routable(f"{key}:bf")
-        return delete_matching(client_of(redis), [pattern(n) for n in (
-            f"{key}:meta", shards, sibling(shards, ":count"), sibling(shards, f":ans:{star}"), bf,
-            sibling(bf, f":ans:{star}"))])
+        return delete_matching(client_of(redis), key_patterns(key))
 
     # ---- facts ----------------------------------------------------------------------
 
@@ -300,7 +244,7 @@ class RedisBloomFilter:
         raises MissingKeyError instead of reading as zeros; nothing makes a
         vanished shard anew, so one present after the read was during it)."""
         k = self._keys
-        replies = run_each(self._sender, [j for s in k.shards for j in (Job(s.encode(), command, (s,)),
+        replies = self._sender.each([j for s in k.shards for j in (Job(s.encode(), command, (s,)),
                                                                           Job(s.encode(), b"STRLEN", (s,)))])
         for shard, size, length in zip(k.shards, k.nbytes, replies[1::2]):
             if int(length) != size:
@@ -344,7 +288,7 @@ class RedisBloomFilter:
         counts; not kept for backend 'bf' or a chain's stage: -1)."""
         if not self._keys.counts:
             return -1
-        counts = run_each(self._sender, [Job(c.encode(), b"GET", (c,)) for c in self._keys.counts])
+        counts = self._sender.each([Job(c.encode(), b"GET", (c,)) for c in self._keys.counts])
         return sum(int(c or 0) for c in counts)
 
     @property
@@ -352,7 +296,7 @@ class RedisBloomFilter:
         n = self.approx_count
         return 1.0 if math.isinf(n) else _core.false_positive_rate(n, self.num_bits, self.num_hashes, self.layout)
 
-    # ---- interop with local filters ---------------------------------------------------
+    # ---- interop with local filters (_travel) ------------------------------------------
 
     @classmethod
     def from_filter(cls, bf: BloomFilter, redis: Any, key: str, *, shard_bits: int = DEFAULT_SHARD_BITS,
@@ -360,43 +304,18 @@ class RedisBloomFilter:
                     answer_ttl_ms: Optional[int] = None) -> RedisBloomFilter:
         """Upload a local BloomFilter (made with a capacity and error_rate) to a
         new Redis filter at key; answers are identical afterwards."""
-        if bf.capacity is None or bf.error_rate is None:
-            raise ValueError("from_filter needs a filter built with a capacity and error_rate (not from_params)")
-        if backend == "bf":
-            raise ValueError("from_filter copies bits: backend 'bf' keeps RedisBloom's own data")
-        client = client_of(redis)
-        if client.exists(f"{key}:meta"):
-            raise ValueError(f"a filter already exists at key {key!r}; delete() it first")
-        rf = cls(client, key, bf.capacity, bf.error_rate, layout=bf.layout, seed=bf.seed, shard_bits=shard_bits,
-                 backend=backend, retries=retries, answer_ttl_ms=answer_ttl_ms)
-        if (rf.num_bits, rf.num_hashes) != (bf.num_bits, bf.num_hashes):  # pragma: no cover - same sizing math
-            raise ValueError("the Redis filter's geometry differs from the local one")
-        data = memoryview(bf).cast("B")
-        per = rf._keys.shard_bits // 8
-        chunk = 64 * 2**20  # SETRANGE in 64 MB pieces: no single huge request
-        jobs, ones = [], []
-        for i, (shard, count) in enumerate(zip(rf._keys.shards, rf._keys.counts)):
-            part = data[i * per : i * per + rf._keys.nbytes[i]]
-            for start in range(0, len(part), chunk):
-                piece = bytes(part[start : start + chunk])
-                if piece.strip(b"\x00"):
-                    jobs.append(Job(shard.encode(), b"SETRANGE", (shard,), (start, piece)))
-            ones.append(int(np.unpackbits(np.frombuffer(part, dtype=np.uint8)).sum()))
-        # Each shard's count: its share of the filter's count, by its bits.
-        total = sum(ones) or 1
-        jobs += [Job(c.encode(), b"SET", (c,), (round(bf.insert_count * n / total),))
-                 for c, n in zip(rf._keys.counts, ones)]
-        run_each(rf._sender, jobs)
-        return rf
+        from ._travel import upload
+
+        return upload(cls, bf, client_of(redis), key, shard_bits=shard_bits, backend=backend, retries=retries,
+                      answer_ttl_ms=answer_ttl_ms)
 
     def to_filter(self) -> BloomFilter:
         """Download into a local BloomFilter with identical answers."""
         if self._kind == "bf":
             raise ValueError("backend 'bf' keeps RedisBloom's own data: it has no bloomline bits to download")
-        payload = b"".join(self._shard_values(b"GET"))
-        f = BloomFilter.from_buffer(payload, self.num_bits, self.num_hashes, layout=self.layout, seed=self.seed,
-                                    capacity=self._capacity, error_rate=self._error_rate)
-        return f
+        return BloomFilter.from_buffer(b"".join(self._shard_values(b"GET")), self.num_bits, self.num_hashes,
+                                       layout=self.layout, seed=self.seed, capacity=self._capacity,
+                                       error_rate=self._error_rate)
 
     # ---- what it is ---------------------------------------------------------------------
 
@@ -419,7 +338,7 @@ class RedisBloomFilter:
 
     @property
     def layout(self) -> Layout:
-        return cast("Layout", self._keys.layout)
+        return self._keys.layout
 
     @property
     def seed(self) -> int:

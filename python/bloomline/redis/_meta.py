@@ -103,6 +103,19 @@ def keys_of(name: str, meta: dict[str, Any]) -> FilterKeys:
     return FilterKeys(**geometry, shards=shards, nbytes=nbytes, counts=counts)  # type: ignore[arg-type]
 
 
+def key_patterns(name: str) -> list[str]:
+    """SCAN patterns matching every key a filter at `name` may have: its
+    meta, shards, counts, kept answers, BF key (RedisBloomFilter.drop)."""
+    star = "\0"  # where a pattern's * goes, once the rest is escaped
+
+    def pattern(text: str) -> str:
+        return "".join("\\" + c if c in "*?[]\\" else c for c in text).replace(star, "*")
+
+    shards, bf = routable(f"{name}:bits:{star}"), routable(f"{name}:bf")
+    return [pattern(n) for n in (f"{name}:meta", shards, sibling(shards, ":count"), sibling(shards, f":ans:{star}"),
+                                 bf, sibling(bf, f":ans:{star}"))]
+
+
 def data_keys(keys: FilterKeys) -> list[str]:
     """Every key of a filter but its meta (and its kept answers)."""
     return [*keys.shards, *keys.counts, *([keys.bf] if keys.bf else [])]

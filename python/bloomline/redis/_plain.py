@@ -134,7 +134,7 @@ class PlainBackend(BitsBackend):
 
         def decode(replies: list[Any]) -> npt.NDArray[np.bool_]:
             check_size(name, f.nbytes[shard], replies[1])
-            return np.asarray(replies[0], dtype=np.uint8).reshape(-1, k).all(axis=1)
+            return np.asarray(np.asarray(replies[0], dtype=np.uint8).reshape(-1, k).all(axis=1))
 
         return [Job(name.encode(), b"BITFIELD_RO", (name,), (), body, count), Job(name.encode(), b"STRLEN", (name,))], \
             decode

@@ -26,9 +26,9 @@ import redis as _redis
 
 from ..scalable import StaleChain
 from ._backend import NEW, NOT_TAKEN, Prepared, StageGuard, gone, run_adds
-from ._filter import RedisBloomFilter, client_of, run_each
+from ._filter import RedisBloomFilter
 from ._meta import META_VERSION, keys_of, plan
-from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code, batch_ids, tag_of_chain
+from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code, batch_ids, client_of, tag_of_chain
 
 if TYPE_CHECKING:
     from .._core import Layout
@@ -146,7 +146,7 @@ class RedisStages:
         if n == 0 and self._sender.call(f"{self._stage_key(0)}:meta", b"EXISTS", f"{self._stage_key(0)}:meta"):
             raise gone(self.stages_key, self._what, self._policy or "", "is gone while its stages remain")
         self._attach(n)
-        counts = run_each(self._sender, [Job(self.count_key(i).encode(), b"GET", (self.count_key(i),))
+        counts = self._sender.each([Job(self.count_key(i).encode(), b"GET", (self.count_key(i),))
                                          for i in range(n)])
         for i, c in enumerate(counts):
             if c is None:

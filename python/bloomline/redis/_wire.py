@@ -50,6 +50,11 @@ _FIRST_PAUSE_S, _MAX_PAUSE_S = 0.05, 2.0
 _PENDING: Any = object()
 
 
+def client_of(redis: Any) -> Any:
+    """A redis-py client, or one made from a URL."""
+    return _redis.Redis.from_url(redis) if isinstance(redis, str) else redis
+
+
 # ---- key names ------------------------------------------------------------------
 
 
@@ -180,7 +185,7 @@ def _error_code(e: Exception) -> str:
 def _address(e: Exception) -> tuple[str, int]:
     """host, port of a MOVED or ASK reply."""
     host, port = getattr(e, "host", None), getattr(e, "port", None)
-    if host is None:
+    if host is None or port is None:
         host, port = str(e).split()[-1].rsplit(":", 1)
     return str(host), int(port)
 
@@ -340,7 +345,7 @@ class Sender:
             else:
                 redirects += 1
             if faults > self.retries or redirects > _MAX_REDIRECTS:
-                why = lost if lost is not None else _redis.ClusterError(
+                why = lost if lost is not None else _redis.exceptions.ClusterError(
                     f"still redirected after {_MAX_REDIRECTS} tries (a slot moving for that long?)")
                 for i in pending:
                     results[i] = (UnknownOutcome(f"a batch's reply was lost and {self.retries} re-sends failed "
@@ -353,6 +358,14 @@ class Sender:
                 time.sleep(pause)
                 pause = min(pause * 2, _MAX_PAUSE_S)
         return results
+
+    def each(self, jobs: Sequence[Job]) -> list[Any]:
+        """Replies of independent commands (key by key); the first error raised."""
+        replies = self.run(jobs)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
 
     def call(self, route: Any, *args: Any) -> Any:
         """One command (no batch, idempotent): its reply, or its error raised."""

@@ -649,7 +649,11 @@ class RedisBloomDupeFilter(_DupeFilter):
             self._begin_outage(e)
             return self._keep(request, sent=True)
         except redis.RedisError as e:  # refused by the server (out of memory, a key of another type)
-            self._fail(f"Redis at {self.where} refused a check: {e}")
+            from ..redis import MissingKeyError
+
+            hint = ("; when several crawl processes share a key, set SCHEDULER_PERSIST = True, or the first to "
+                    "finish deletes the filter the others use") if isinstance(e, MissingKeyError) else ""
+            self._fail(f"Redis at {self.where} refused a check: {e}{hint}")
             return self._keep(request, sent=True)
         self.front.add(fp)
         if new and self._queue_in_redis:
