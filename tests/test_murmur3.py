@@ -10,6 +10,8 @@ import pytest
 
 import bloomline
 
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
 
 def test_matches_mmh3_on_random_inputs_of_every_length() -> None:
     r = random.Random(12345)

@@ -21,6 +21,8 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter
 
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
 # A writer process: open the file for writing, wait for "go" on stdin, add
 # its keys in batches (by every route), report each finished batch on
 # stdout, close unless told to hang on.
