@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 from bloomline import BloomFilter, optimal_params
 
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
 
 def test_add_reports_new_keys_and_in_finds_them(layout: str) -> None:
     bf = BloomFilter(1000, 0.01, layout=layout)

@@ -10,6 +10,8 @@ import pytest
 
 from bloomline import BloomFilter, CountingBloomFilter
 
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
 
 @pytest.fixture(params=[4, 8, 16])
 def counter_bits(request: pytest.FixtureRequest) -> int:

@@ -10,6 +10,8 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter, Filter, ScalableBloomFilter
 
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
 
 def kinds() -> list[Filter]:
     return [

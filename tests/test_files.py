@@ -19,6 +19,8 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter, ScalableBloomFilter
 
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
 DATA = Path(__file__).resolve().parent / "data"
 
 

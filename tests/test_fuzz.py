@@ -21,6 +21,8 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter, ScalableBloomFilter, murmur3_128
 
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
 PER_KIND = 200_000
 
 

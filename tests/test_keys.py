@@ -11,6 +11,8 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, murmur3_128
 
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
 
 @pytest.fixture
 def bf(layout: str) -> BloomFilter:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import mmh3
 import numpy as np
 import pytest
 
 import bloomline
+
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
 
 
 def test_matches_mmh3_on_random_inputs_of_every_length() -> None:
@@ -46,3 +49,36 @@ def test_seed_range_is_checked() -> None:
         bloomline.murmur3_128(b"x", -1)
     # 64-bit seeds are accepted (h1 = h2 = seed), distinct from their low half.
     assert bloomline.murmur3_128(b"x", 2**40 + 3) != bloomline.murmur3_128(b"x", 3)
+
+
+# ---- known-answer vectors, shared with the C++ tests (tests/cpp) ------------
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _murmur3_vectors() -> list[tuple[int, bytes, int, int]]:
+    rows = []
+    for line in (DATA / "murmur3_x64_128.txt").read_text().splitlines():
+        seed, data, h1, h2 = line.split()
+        rows.append((int(seed), b"" if data == "-" else bytes.fromhex(data), int(h1, 16), int(h2, 16)))
+    return rows
+
+
+def test_known_vectors_are_the_reference_and_ours() -> None:
+    rows = _murmur3_vectors()
+    assert len(rows) == 68
+    for seed, data, h1, h2 in rows:
+        assert mmh3.hash128(data, seed, x64arch=True, signed=False) == h1 | h2 << 64, (seed, data)
+        assert bloomline.murmur3_128(data, seed) == h1 | h2 << 64, (seed, data)
+
+
+def test_positions_are_those_recorded_at_format_version_1() -> None:
+    """Files and Redis shards hold bits at these positions: they never change."""
+    rows = 0
+    for line in (DATA / "positions_v1.txt").read_text().splitlines():
+        layout, m, k, seed, key, positions = line.split()
+        data = b"" if key == "-" else bytes.fromhex(key)
+        got = bloomline.key_positions([data], int(m), int(k), layout=layout, seed=int(seed))  # type: ignore[arg-type]
+        assert got[0].tolist() == [int(p) for p in positions.split(",")], line
+        rows += 1
+    assert rows == 42

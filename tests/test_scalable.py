@@ -12,6 +12,8 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, ScalableBloomFilter
 
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
 
 def test_add_reports_new_across_the_chain(layout: str) -> None:
     s = ScalableBloomFilter(100, 0.01, layout=layout)

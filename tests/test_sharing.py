@@ -3,7 +3,12 @@ map the same file for writing (BloomFilter.open(path, "r+")). No bit is
 ever lost, the header stays true (a count of writers; the last close makes
 the checksum current), a writer killed at any moment leaves a file that the
 next open repairs, and "new" between processes is at-least-once (a key two
-processes add at the same instant may be new to both)."""
+processes add at the same instant may be new to both).
+
+Builds with flock locks only (macOS, and Linux built with -DBLOOMLINE_FLOCK=ON,
+bloomline.file_locks == "flock") take one writer per file at a time: there
+the tests of many writers are skipped, and the tests at the end check that a
+second writer is refused with a clear error and that no add is lost."""
 
 from __future__ import annotations
 
@@ -23,6 +28,13 @@ import pytest
 
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter
+
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
+FLOCK = bloomline.file_locks == "flock"
+many_writers = pytest.mark.skipif(FLOCK, reason="this build takes one writer per file (flock locks, as on macOS)")
+flock_only = pytest.mark.skipif(not FLOCK, reason="this build takes many writers per file (OFD locks)")
+ONE_WRITER = r"is open for writing by another handle, and this build allows one writer per file"
 
 # A writer process: open the file for writing, wait for "go" on stdin, add
 # its keys in batches (by every route), report each finished batch on
@@ -78,6 +90,7 @@ def keys_of(lo: int, n: int) -> np.ndarray:
     return np.arange(lo, lo + n, dtype=np.uint64)
 
 
+@many_writers
 @pytest.mark.parametrize("kind", ["bloom", "counting"])
 def test_two_processes_and_two_threads_lose_no_bit_20_times(tmp_path: Path, kind: str) -> None:
     cls = CountingBloomFilter if kind == "counting" else BloomFilter
@@ -111,6 +124,7 @@ def test_two_processes_and_two_threads_lose_no_bit_20_times(tmp_path: Path, kind
         assert bloomline.read_header(path.read_bytes())["insert_count"] >= 4 * n * 0.97
 
 
+@many_writers
 def test_one_writer_closing_while_another_writes_keeps_the_file_dirty(tmp_path: Path) -> None:
     path = tmp_path / "f.blf"
     BloomFilter(100_000, 0.01).save(path)
@@ -129,6 +143,7 @@ def test_one_writer_closing_while_another_writes_keeps_the_file_dirty(tmp_path: 
     assert f.contains_many(keys_of(0, 20_000)).all() and f.contains_many(keys_of(10**9, 1000)).all()
 
 
+@many_writers
 def test_kill_9_of_one_of_two_writers_30_times(tmp_path: Path) -> None:
     rng = random.Random(19)
     for run in range(30):
@@ -162,6 +177,7 @@ def test_kill_9_of_one_of_two_writers_30_times(tmp_path: Path) -> None:
             assert bloomline.read_header(path.read_bytes())["insert_count"] >= 0.9 * (reported + 20_000)
 
 
+@many_writers
 def test_new_between_processes_is_at_least_once(tmp_path: Path) -> None:
     """The same keys added by two processes at the same time: each key is
     new to at least one of them (no key lost). It may be new to both:
@@ -265,3 +281,107 @@ def test_readers_never_call_a_file_that_writers_share_corrupt(tmp_path: Path, wh
     finally:
         if where == "shm":
             shutil.rmtree(base, ignore_errors=True)
+
+
+# ---- one writer per file: flock builds ------------------------------------
+
+OPENER = r"""
+import sys, bloomline
+try:
+    f = bloomline.BloomFilter.open(sys.argv[1], "r+")
+except ValueError as e:
+    print("refused", e)
+else:
+    f.add("from-the-opener")
+    f.close()
+    print("opened")
+"""
+
+
+def test_file_locks_says_how_many_writers_a_file_takes(tmp_path: Path) -> None:
+    path = tmp_path / "f.blf"
+    BloomFilter(10_000, 0.01).save(path)
+    assert bloomline.file_locks in ("ofd", "flock")
+    with BloomFilter.open(path, "r+") as first:
+        first.add("first")
+        if FLOCK:
+            with pytest.raises(ValueError, match=ONE_WRITER):
+                BloomFilter.open(path, "r+")
+        else:
+            with BloomFilter.open(path, "r+") as second:
+                second.add("second")
+    back = BloomFilter.load(path)
+    assert "first" in back and ("second" in back) != FLOCK
+
+
+@flock_only
+@pytest.mark.parametrize("kind", ["bloom", "counting"])
+def test_a_second_writer_is_refused_and_no_add_is_lost(tmp_path: Path, kind: str) -> None:
+    cls = CountingBloomFilter if kind == "counting" else BloomFilter
+    path = tmp_path / "f.blf"
+    cls(300_000, 0.01).save(path)
+    writer = start_worker(path, 0, 100_000, kind=kind, hold="hang")  # open for writing, adds on "go"
+    go(writer)
+    # While it adds: a handle of this process, and another process, are
+    # refused with an error naming the file and why; readers still read.
+    with pytest.raises(ValueError, match=ONE_WRITER) as refused:
+        cls.open(path, "r+")
+    assert str(path) in str(refused.value)
+    other = subprocess.run([sys.executable, "-c", OPENER.replace("BloomFilter", cls.__name__), str(path)],
+                           capture_output=True, text=True, timeout=60, check=True)
+    assert other.stdout.startswith("refused ") and "one writer per file" in other.stdout, other.stdout
+    with pytest.raises(ValueError, match="is open for writing through a map"):
+        cls(300_000, 0.01).save(path)  # saving over it would lose the writer's later adds
+    cls.load(path)  # a reader is not a writer
+    assert writer.stdout is not None
+    while not writer.stdout.readline().startswith("new"):
+        pass
+    writer.send_signal(signal.SIGKILL)  # never closed: its lock goes with the process
+    writer.communicate(timeout=30)
+    # The file is dirty: the next writer gets it and repairs the header.
+    assert bloomline.read_header(path.read_bytes())["dirty"]
+    with cls.open(path, "r+") as next_writer:
+        assert next_writer.contains_many(keys_of(0, 100_000)).all()
+        next_writer.add_many(keys_of(10**9, 1000))
+    f = cls.load(path)  # clean and checksummed again
+    assert not bloomline.read_header(path.read_bytes())["dirty"]
+    assert f.contains_many(keys_of(0, 100_000)).all() and f.contains_many(keys_of(10**9, 1000)).all()
+    assert bloomline.read_header(path.read_bytes())["insert_count"] >= 0.97 * 101_000
+
+
+@flock_only
+def test_writers_racing_to_open_one_wins_the_others_are_refused_20_times(tmp_path: Path) -> None:
+    for run in range(20):
+        path = tmp_path / f"race-{run}.blf"
+        BloomFilter(10_000, 0.01).save(path)
+        procs = [subprocess.Popen([sys.executable, "-c", OPENER, str(path)], stdout=subprocess.PIPE, text=True)
+                 for _ in range(3)]
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+        assert all(p.returncode == 0 for p in procs)
+        opened = [o for o in outs if o.startswith("opened")]
+        refused = [o for o in outs if o.startswith("refused") and "one writer per file" in o]
+        # One at a time: each opener either wrote or was told why not; a
+        # later one may open after an earlier one closed.
+        assert len(opened) >= 1 and len(opened) + len(refused) == 3, outs
+        assert "from-the-opener" in BloomFilter.load(path)  # verified: clean, nothing lost
+        assert not bloomline.read_header(path.read_bytes())["dirty"]
+
+
+@flock_only
+def test_a_killed_writer_releases_the_file_and_the_next_open_repairs_it(tmp_path: Path) -> None:
+    rng = random.Random(23)
+    for run in range(10):
+        path = tmp_path / f"k{run}.blf"
+        BloomFilter(400_000, 0.01, layout=rng.choice(["blocked", "standard"])).save(path)
+        victim = start_worker(path, 0, 200_000, batch=2000)
+        go(victim)
+        time.sleep(rng.uniform(0.0, 0.25))
+        victim.send_signal(signal.SIGKILL)
+        out, _ = victim.communicate(timeout=30)
+        reported = max([int(line.split()[1]) for line in out.splitlines() if line.startswith("done")], default=0)
+        with BloomFilter.open(path, "r+") as repaired:  # not refused: the lock died with its process
+            assert repaired.contains_many(keys_of(0, reported)).all()
+            assert repaired.insert_count >= 0.9 * reported
+        f = BloomFilter.load(path)
+        assert not bloomline.read_header(path.read_bytes())["dirty"]
+        assert f.contains_many(keys_of(0, reported)).all()

@@ -10,6 +10,8 @@ import pytest
 import bloomline
 from bloomline import estimate_count, false_positive_rate, optimal_num_hashes, optimal_params
 
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
 
 def test_standard_published_points() -> None:
     # m/n = 20, k = 10 -> 8.89e-5; m/n = 10, k = 7 -> 0.00819 (Bloom's tables)

@@ -6,8 +6,11 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 
 from bloomline import BloomFilter
+
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
 
 
 def _run_threads(targets: list[threading.Thread]) -> None:
@@ -80,8 +83,6 @@ def test_threads_mixing_scalar_and_batch_adds(layout: str) -> None:
 
 
 # ---- threads= on batch calls: the same answers as one thread ---------------
-
-import pytest  # noqa: E402
 
 from bloomline import CountingBloomFilter  # noqa: E402
 

@@ -39,6 +39,9 @@ PYBIND11_MODULE(_core, m) {
     // (hash_batch.hpp) and blocked lookups (block_lookup.hpp): "avx2" or
     // "portable" (no AVX2, not x86, or BLOOMLINE_SIMD=portable).
     m.attr("simd_level") = bloomline::simd_level_name(bloomline::simd_level());
+    // The locks of files mapped for writing (file.hpp): "ofd", any number
+    // of writers per file; "flock", one at a time (macOS, BLOOMLINE_FLOCK).
+    m.attr("file_locks") = bloomline::file_lock_kind();
     bloomline::py_keys::init_numpy_types();
     // bloomline.CapacityWarning, shared by every fixed filter (local and in
     // Redis): one warning per filter when it passes its capacity.

@@ -175,10 +175,18 @@ template void save_filter<CountingBloomFilter>(const CountingBloomFilter&, const
 // a writer that opens a dirty file and finds itself alone knows the others
 // died, and repairs the header (fill recounted from the payload, insert
 // count at least the estimate from it).
+//
+// Without open-file-description locks (macOS, the BSDs), or built with
+// BLOOMLINE_FORCE_FLOCK (CMake -DBLOOMLINE_FLOCK=ON, so that Linux CI runs
+// this path), a file takes one writer at a time: see the #else below.
+
+#if defined(F_OFD_SETLK) && !defined(BLOOMLINE_FORCE_FLOCK)
+#define BLOOMLINE_OFD_LOCKS 1
+#endif
 
 namespace {
 
-#if defined(F_OFD_SETLK)
+#ifdef BLOOMLINE_OFD_LOCKS
 bool file_lock(int fd, short type, off_t byte, bool wait, const std::string& path) {
     struct flock fl {};
     fl.l_type = type;
@@ -202,24 +210,50 @@ bool locked_by_a_writer(int fd, const std::string& path) {
     return fl.l_type != F_UNLCK;
 }
 #else
-// Without open-file-description locks, one writer at a time: a whole-file
-// flock, refused to a second writer.
-bool file_lock(int fd, short type, off_t byte, bool wait, const std::string& path) {
-    if (byte == kHeaderLockByte) return true;  // the single writer needs no header lock
-    const int op = type == F_UNLCK ? LOCK_UN : LOCK_EX;
-    if (::flock(fd, op | (wait ? 0 : LOCK_NB)) == 0) return true;
-    if (errno == EWOULDBLOCK) {
-        if (type == F_RDLCK) throw std::invalid_argument("'" + path + "' is open for writing by another handle");
-        return false;
-    }
-    os_error("cannot lock", path);
+// One writer at a time. POSIX record locks (F_SETLK) cannot stand in for
+// OFD locks: they belong to the process, so two handles in one process
+// would not exclude each other, and closing any descriptor of the file
+// drops them all. flock locks belong to the open file, like OFD locks, and
+// die with the process, but have no byte ranges: one exclusive whole-file
+// flock is both the header lock and the writer lock. A writer takes it
+// before it reads the header and keeps it until its final flush; taking it
+// again on the same descriptor succeeds, so the sole writer's header
+// updates and sole_writer() need nothing more. A second writer (another
+// process, or another handle in this one) is refused at once with an error
+// saying why, never made to wait (a crawler would hang on it) and never let
+// in (with no shared lock the writer count could not be kept true).
+[[noreturn]] void refuse_second_writer(const std::string& path) {
+    throw std::invalid_argument("'" + path +
+                                "' is open for writing by another handle, and this build allows one writer per file "
+                                "(it has flock locks only, as on macOS): close that handle first, or share the "
+                                "filter through Redis (bloomline.redis)");
 }
-bool locked_by_a_writer(int fd, const std::string&) {
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-        ::flock(fd, LOCK_UN);
-        return false;
+bool file_lock(int fd, short type, off_t byte, bool, const std::string& path) {
+    if (type == F_UNLCK) {
+        // Unlocking the header is not leaving the writers: the flock stays
+        // until the writer-lock byte is unlocked (the final flush).
+        if (byte != kHeaderLockByte && ::flock(fd, LOCK_UN) != 0) os_error("cannot unlock", path);
+        return true;
     }
-    return true;
+    for (;;) {
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+        if (errno == EINTR) continue;
+        if (errno == EWOULDBLOCK) refuse_second_writer(path);
+        os_error("cannot lock", path);
+    }
+}
+bool locked_by_a_writer(int fd, const std::string& path) {
+    // A shared flock is refused while a writer holds the exclusive one. (A
+    // writer opening at this instant is refused too: it may try again.)
+    for (;;) {
+        if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+            ::flock(fd, LOCK_UN);
+            return false;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EWOULDBLOCK) return true;
+        os_error("cannot test the locks of", path);
+    }
 }
 #endif
 
@@ -469,6 +503,14 @@ MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) 
     else
         m.filter->set_read_only("mapped read-only from '" + path + "'; use copy(), or open(path, 'r+') to write");
     return m;
+}
+
+const char* file_lock_kind() {
+#ifdef BLOOMLINE_OFD_LOCKS
+    return "ofd";
+#else
+    return "flock";
+#endif
 }
 
 template MappedFilter<BloomFilter> map_filter<BloomFilter>(const std::string&, bool, bool);

@@ -32,6 +32,9 @@ StrPath: TypeAlias = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
 __version__: str
 # The SIMD code this process uses (integer batch hash, blocked lookups): "avx2" or "portable".
 simd_level: str
+# The locks of files mapped for writing: "ofd" (any number of writers per file, Linux) or
+# "flock" (one writer per file at a time, a second refused with ValueError: macOS).
+file_locks: str
 
 class CapacityWarning(UserWarning): ...
 

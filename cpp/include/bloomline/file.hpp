@@ -107,6 +107,12 @@ Memory read_file(const std::string& path, std::size_t* size_out);
 // The advisory locks of writable maps (file.cpp).
 constexpr long kHeaderLockByte = 0, kWriterLockByte = 1;
 
+// Which locks this build takes on files mapped for writing: "ofd"
+// (open-file-description locks: any number of writers per file, Linux) or
+// "flock" (one writer per file at a time, a second one refused with
+// std::invalid_argument: macOS, the BSDs, and builds with BLOOMLINE_FLOCK).
+const char* file_lock_kind();
+
 class MappedFile {
 public:
     MappedFile(const std::string& path, bool writable);

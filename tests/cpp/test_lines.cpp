@@ -1,0 +1,77 @@
+// The lines splitter (lines.hpp): where lines start and where their keys
+// end, for LF, CRLF, a last line without its newline, empty lines and an
+// empty block; a line's key is its bytes.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bloomline/lines.hpp"
+#include "check.hpp"
+
+using namespace bloomline;
+
+namespace {
+
+// The keys of a block, as strings.
+std::vector<std::string> keys(const std::string& block) {
+    LineSpans s;
+    split_lines(reinterpret_cast<const unsigned char*>(block.data()), block.size(), &s);
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < s.size(); ++i) out.push_back(block.substr(s.begin[i], s.end[i] - s.begin[i]));
+    return out;
+}
+
+using Keys = std::vector<std::string>;
+
+}  // namespace
+
+TEST("LF and CRLF lines give the same keys; the last line may lack its newline") {
+    CHECK(keys("a\nb\r\nc") == (Keys{"a", "b", "c"}));
+    CHECK(keys("a\nb\r\nc\n") == (Keys{"a", "b", "c"}));
+    CHECK(keys("https://a.example/\r\n") == (Keys{"https://a.example/"}));
+}
+
+TEST("an empty block has no lines; newlines alone are empty lines") {
+    CHECK(keys("").empty());
+    CHECK(keys("\n") == (Keys{""}));
+    CHECK(keys("\r\n\n") == (Keys{"", ""}));
+    CHECK(keys("\n\nx") == (Keys{"", "", "x"}));
+}
+
+TEST("a carriage return is stripped only before a newline") {
+    CHECK(keys("a\r") == (Keys{"a\r"}));
+    CHECK(keys("a\rb\n") == (Keys{"a\rb"}));
+    CHECK(keys("a\r\r\n") == (Keys{"a\r"}));
+}
+
+TEST("end_with_newline covers each line's ending, so lines can be written back unchanged") {
+    const std::string block = "a\r\nbb\nc";
+    LineSpans s;
+    split_lines(reinterpret_cast<const unsigned char*>(block.data()), block.size(), &s);
+    CHECK_EQ(s.size(), std::size_t{3});
+    std::string joined;
+    for (std::size_t i = 0; i < s.size(); ++i)
+        joined += block.substr(s.begin[i], s.end_with_newline(i, block.size()) - s.begin[i]);
+    CHECK_EQ(joined, block);
+}
+
+TEST("a line's key hashes as its bytes") {
+    const std::string block = "https://a.example/\r\nx\n";
+    LineSpans s;
+    const auto* p = reinterpret_cast<const unsigned char*>(block.data());
+    split_lines(p, block.size(), &s);
+    LineKeys lk{p, &s, 9};
+    const Hash128 a = lk(0), b = murmur3_128("https://a.example/", 18, 9);
+    CHECK(a.h1 == b.h1 && a.h2 == b.h2);
+    const Hash128 c = lk(1), d = murmur3_128("x", 1, 9);
+    CHECK(c.h1 == d.h1 && c.h2 == d.h2);
+}
+
+TEST("a long block of many lines splits into all of them") {
+    std::string block;
+    for (int i = 0; i < 10000; ++i) block += "line-" + std::to_string(i) + (i % 2 ? "\r\n" : "\n");
+    const Keys k = keys(block);
+    CHECK_EQ(k.size(), std::size_t{10000});
+    CHECK_EQ(k[9999], std::string("line-9999"));
+    CHECK_EQ(k[4242], std::string("line-4242"));
+}
