@@ -43,6 +43,9 @@ def test_small_capacity_grows_and_logs(site: Site, tmp_path: Path) -> None:
     pages = site.pages()
     assert len(pages) >= PAGES - 1 and max(pages.values()) == 1  # growth keeps the rate under 1e-4
     assert "BloomDupeFilter: stage 1 added" in r.stderr and "bloomline/stages" in r.stderr
+    grew = [line for line in r.stderr.splitlines() if "BloomDupeFilter: stage" in line and "added after" in line]
+    numbers = [int(line.split("stage ", 1)[1].split()[0]) for line in grew]
+    assert numbers == list(range(1, len(grew) + 1)), grew  # each stage logged once, in order
 
 
 def test_dont_filter_requests_are_neither_checked_nor_recorded(site: Site, tmp_path: Path) -> None:

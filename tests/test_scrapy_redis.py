@@ -63,7 +63,10 @@ def test_grows_in_redis_and_fetches_the_whole_site(site: Site, tmp_path: Path, r
     assert len(pages) >= PAGES - 2 and max(pages.values()) == 1
     grew = [line for line in our_lines(r.stderr, "INFO") if "added after" in line]
     assert len(grew) >= 3, r.stderr[-3000:]  # 500, 1,000, 2,000, 4,000: at least 4 stages
-    assert stat(r.stderr, "bloomline/stages") >= 4
+    # Each stage logged once (issue 27: the growth was reported twice), in order.
+    numbers = [int(line.split("stage ", 1)[1].split()[0]) for line in grew]
+    assert numbers == list(range(1, len(grew) + 1)), grew
+    assert stat(r.stderr, "bloomline/stages") == len(grew) + 1
     assert stat(r.stderr, "bloomline/expected_fp_rate") < 1e-4
     assert abs(stat(r.stderr, "bloomline/approx_count") - PAGES) < PAGES * 0.05
     # Only first sightings in this process went to Redis: one per page.

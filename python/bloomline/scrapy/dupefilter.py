@@ -56,6 +56,7 @@ import logging
 import os
 import re
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
@@ -63,6 +64,8 @@ from scrapy import signals
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.http import Request
 from scrapy.utils.job import job_dir
+from scrapy.exceptions import ScrapyDeprecationWarning
+from scrapy.utils.deprecate import method_is_overridden
 from scrapy.utils.misc import load_object
 from scrapy.utils.project import data_path
 from scrapy.utils.request import referer_str
@@ -70,6 +73,7 @@ from scrapy.utils.request import referer_str
 from .._core import ChainRule
 from .._units import noun
 from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter
+from .fingerprints import as_key
 from .journal import JOURNAL_META_ID, JOURNAL_NAME, RequestJournal
 
 if TYPE_CHECKING:
@@ -327,12 +331,21 @@ class _DupeFilter(_CrawlStop, BaseDupeFilter):
 
     seen: Any  # the filter whose facts the summary reports
 
+    logger = logger  # Scrapy's and scrapy-redis's dupefilters have one
+
     def _init_common(self, fingerprinter: Any, debug: bool, stats: Any) -> None:
         if fingerprinter is None:
             from scrapy.utils.request import RequestFingerprinter
 
             fingerprinter = RequestFingerprinter()
         self.fingerprinter = fingerprinter
+        # A subclass overriding request_fingerprint (the recipe scrapy-splash
+        # and many projects followed) is honoured, as Scrapy 2.19 does.
+        self._override = method_is_overridden(type(self), _DupeFilter, "request_fingerprint")
+        if self._override:
+            warnings.warn(f"Overriding {type(self).__name__}.request_fingerprint() is deprecated, set the "
+                          "REQUEST_FINGERPRINTER_CLASS setting instead.", ScrapyDeprecationWarning, stacklevel=4)
+        self._by_rule: Optional[Callable[[Request], bytes]] = None  # a filter imported from another crawler
         self.debug = debug
         self.logdupes = True
         self.stats = stats
@@ -351,17 +364,30 @@ class _DupeFilter(_CrawlStop, BaseDupeFilter):
         return self
 
     def request_fingerprint(self, request: Request) -> str:
-        """The request's fingerprint as hex (scrapy-redis's method)."""
-        return bytes(self.fingerprinter.fingerprint(request)).hex()
+        """The request's fingerprint as hex (scrapy-redis's method). A
+        subclass may override it (deprecated, as in Scrapy): what it returns
+        is then the key recorded (hex text as its bytes, other text as UTF-8)."""
+        return self._by_rule_or_fingerprinter(request).hex()
+
+    def _by_rule_or_fingerprinter(self, request: Request) -> bytes:
+        return self._by_rule(request) if self._by_rule is not None else bytes(self.fingerprinter.fingerprint(request))
+
+    def fingerprint(self, request: Request) -> bytes:
+        """The key recorded for a request: by a subclass's request_fingerprint
+        override, else by the rule an imported filter was made with, else by
+        the crawler's fingerprinter."""
+        if self._override:
+            return as_key(self.request_fingerprint(request))
+        return self._by_rule_or_fingerprinter(request)
 
     def log(self, request: Request, spider: Any) -> None:
         if self.debug:
-            logger.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
-                         {"request": request, "referer": referer_str(request)}, extra={"spider": spider})
+            self.logger.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
+                              {"request": request, "referer": referer_str(request)}, extra={"spider": spider})
         elif self.logdupes:
-            logger.debug("Filtered duplicate request: %(request)s - no more duplicates will be shown"
-                         " (see DUPEFILTER_DEBUG to show all duplicates)", {"request": request},
-                         extra={"spider": spider})
+            self.logger.debug("Filtered duplicate request: %(request)s - no more duplicates will be shown"
+                              " (see DUPEFILTER_DEBUG to show all duplicates)", {"request": request},
+                              extra={"spider": spider})
             self.logdupes = False
         self._inc("dupefilter/filtered")
 
@@ -442,25 +468,39 @@ class BloomDupeFilter(_DupeFilter):
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> BloomDupeFilter:
-        path = job_dir(crawler.settings)
+        return cls._build(crawler.settings, crawler)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> BloomDupeFilter:
+        """The older entry point (scrapy-redis's scheduler, and Scrapy's
+        before 2.14): a filter from settings alone, without stats; a bad
+        setting or a damaged JOBDIR raises ValueError."""
+        return cls._build(settings, None)
+
+    @classmethod
+    def _build(cls, settings: Any, crawler: Any) -> BloomDupeFilter:
+        path = job_dir(settings)
         try:
-            config = _Config(crawler.settings)
-            self = cls(path, config.debug, fingerprinter=crawler.request_fingerprinter, capacity=config.capacity,
-                       error_rate=config.error_rate, layout=config.layout, stats=crawler.stats)
+            try:
+                config = _Config(settings)
+                self = cls(path, config.debug, fingerprinter=getattr(crawler, "request_fingerprinter", None),
+                           capacity=config.capacity, error_rate=config.error_rate, layout=config.layout,
+                           stats=getattr(crawler, "stats", None))
+            except ChainMismatch as e:
+                raise _mismatch(f"the filter in JOBDIR {path!r}", e, settings, 1.0) from None
+            except (ValueError, OSError) as e:
+                raise _jobdir_refusal(path, e) from None
         except _Refused as e:
+            if crawler is None:  # no crawl to stop: the caller hears it
+                raise ValueError(str(e)) from None
             return cast("BloomDupeFilter", cls._refused_filter(crawler, e))
-        except ChainMismatch as e:
-            refusal = _mismatch(f"the filter in JOBDIR {path!r}", e, crawler.settings, 1.0)
-            return cast("BloomDupeFilter", cls._refused_filter(crawler, refusal))
-        except (ValueError, OSError) as e:
-            return cast("BloomDupeFilter", cls._refused_filter(crawler, _jobdir_refusal(path, e)))
         self._watch(crawler)
         return self
 
     def request_seen(self, request: Request) -> bool:
         if self.refused is not None:
             return False  # queued, never fetched: the crawl is closing
-        return not self.record_fingerprint(self.fingerprinter.fingerprint(request))
+        return not self.record_fingerprint(self.fingerprint(request))
 
     def has_fingerprint(self, fp: bytes) -> bool:
         """Was this fingerprint recorded (or is it a false positive)? Records nothing."""
@@ -579,12 +619,13 @@ class RedisBloomDupeFilter(_DupeFilter):
     # -- building -------------------------------------------------------------------------
 
     @classmethod
-    def _build(cls, crawler: Any, spider_name: str, *, scrapy_redis: bool) -> RedisBloomDupeFilter:
-        s = crawler.settings
+    def _build(cls, settings: Any, spider_name: str, *, scrapy_redis: bool, crawler: Any = None,
+               key: Optional[str] = None) -> RedisBloomDupeFilter:
+        s = settings
         jobdir = job_dir(s)
         try:
             config = _Config(s)
-            key = _redis_key(s, spider_name)
+            key = key or _redis_key(s, spider_name)
             persist = _bool_setting(s, "SCHEDULER_PERSIST", False)
             retry = _float_setting(s, "BLOOMLINE_REDIS_RETRY_TIMEOUT", DEFAULT_RETRY_TIMEOUT, 0.0, 86400.0, closed=True)
             backend = s.get("BLOOMLINE_REDIS_BACKEND", "auto")
@@ -593,10 +634,10 @@ class RedisBloomDupeFilter(_DupeFilter):
                                                 f"got {backend!r}")
             server = _redis_client(s)
             try:
-                self = cls(server, key, config.debug, fingerprinter=crawler.request_fingerprinter,
+                self = cls(server, key, config.debug, fingerprinter=getattr(crawler, "request_fingerprinter", None),
                            capacity=config.capacity, error_rate=config.error_rate, layout=config.layout,
-                           stats=crawler.stats, persist=persist, retry_timeout=retry, backend=backend,
-                           spill_dir=jobdir)
+                           stats=getattr(crawler, "stats", None), persist=persist, retry_timeout=retry,
+                           backend=backend, spill_dir=jobdir)
             except ChainMismatch as e:
                 raise _mismatch(f"the filter at Redis key {key!r}", e, s, 1 - FRONT_SHARE) from None
             except Exception as e:  # refused by the server (a key of another type, no memory, a bad backend)
@@ -607,24 +648,39 @@ class RedisBloomDupeFilter(_DupeFilter):
                 raise _Refused(REASON_REDIS, f"RedisBloomDupeFilter cannot open the filter at Redis key {key!r}: "
                                              f"{e}") from None
         except _Refused as e:
+            if crawler is None:  # no crawl to stop: the caller hears it
+                raise ValueError(str(e)) from None
             return cast("RedisBloomDupeFilter", cls._refused_filter(crawler, e))
         # With Scrapy's scheduler and a JOBDIR the crawl is meant to resume: keep the filter.
         self.delete_on_close = not persist and (scrapy_redis or not jobdir)
         self._queue_in_redis = scrapy_redis
         self._watch(crawler)
-        crawler.signals.connect(self._spider_closed, signal=signals.spider_closed, weak=False)
+        if crawler is not None:
+            crawler.signals.connect(self._spider_closed, signal=signals.spider_closed, weak=False)
         return self
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> RedisBloomDupeFilter:
         """Scrapy's scheduler (``DUPEFILTER_CLASS``)."""
         spider = getattr(crawler, "spider", None)
-        return cls._build(crawler, spider.name if spider is not None else "scrapy", scrapy_redis=False)
+        return cls._build(crawler.settings, spider.name if spider is not None else "scrapy", scrapy_redis=False,
+                          crawler=crawler)
 
     @classmethod
     def from_spider(cls, spider: Any) -> RedisBloomDupeFilter:
         """scrapy-redis's scheduler."""
-        return cls._build(spider.crawler, spider.name, scrapy_redis=True)
+        return cls._build(spider.crawler.settings, spider.name, scrapy_redis=True, crawler=spider.crawler)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> RedisBloomDupeFilter:
+        """scrapy-redis's older entry point: a filter from settings alone, at
+        ``BLOOMLINE_REDIS_KEY`` (its %(spider)s is "scrapy"), else, as
+        scrapy-redis does, a key of its own, ``dupefilter:<timestamp>``.
+        Without a crawler there are no stats and no crawl to pause: a bad
+        setting raises ValueError, and a Redis outage raises from
+        request_seen."""
+        key = None if settings.get("BLOOMLINE_REDIS_KEY") else f"dupefilter:{int(time.time())}"
+        return cls._build(settings, "scrapy", scrapy_redis=False, key=key)
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -639,7 +695,7 @@ class RedisBloomDupeFilter(_DupeFilter):
             return False  # queued, never fetched: the crawl is closing
         if self._outage is not None or self.failed:
             return self._keep(request, sent=False)
-        fp = self.fingerprinter.fingerprint(request)
+        fp = self.fingerprint(request)
         if fp in self.front:
             return True
         try:
@@ -809,7 +865,7 @@ class RedisBloomDupeFilter(_DupeFilter):
             # Its check reached Redis unanswered: it may be recorded. Fetch it
             # regardless (at least once), and record it in case it was not.
             try:
-                self.seen.add(self.fingerprinter.fingerprint(request))
+                self.seen.add(self.fingerprint(request))
             except redis.RedisError:
                 pass
             request = request.replace(dont_filter=True)

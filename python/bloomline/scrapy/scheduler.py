@@ -114,7 +114,7 @@ class JournalScheduler(Scheduler):
             return super().enqueue_request(request)
         # Journal first, record second: a kill between the two leaves the
         # request queued and its fingerprint re-recorded on resume.
-        fp = df.fingerprinter.fingerprint(request)
+        fp = df.fingerprint(request)
         if df.has_fingerprint(fp):
             df.log(request, self.spider)
             return False

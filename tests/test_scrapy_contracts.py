@@ -1,0 +1,221 @@
+"""The dupefilter contracts Scrapy 2.19 and scrapy-redis 0.9 document, held by
+both of bloomline's dupefilters: built by Scrapy's scheduler (from_crawler),
+by scrapy-redis's (from_spider, and its older from_settings), filtering,
+JOBDIR or SCHEDULER_PERSIST resume, REQUEST_FINGERPRINTER_CLASS, a
+subclass's request_fingerprint override (deprecated but honoured, the
+scrapy-splash recipe), the log contract and its stat, and `.logger`. The
+checks follow those projects' own tests (tests/test_dupefilters.py of
+Scrapy's sdist, tests/test_dupefilter.py of scrapy-redis's)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+pytest.importorskip("scrapy")
+redis = pytest.importorskip("redis")
+
+from scrapy import Spider  # noqa: E402
+from scrapy.core.scheduler import Scheduler  # noqa: E402
+from scrapy.exceptions import ScrapyDeprecationWarning  # noqa: E402
+from scrapy.http import Request  # noqa: E402
+from scrapy.settings import Settings  # noqa: E402
+from scrapy.utils.misc import build_from_crawler  # noqa: E402
+from scrapy.utils.test import get_crawler  # noqa: E402
+
+from bloomline.scrapy import BloomDupeFilter, RedisBloomDupeFilter  # noqa: E402
+from conftest import RedisServer  # noqa: E402
+
+KINDS = ["local", "redis"]
+
+
+class SimpleSpider(Spider):
+    name = "simple"
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Settings for one of our dupefilters (Redis: a fresh server)."""
+    if request.param == "local":
+        yield {"DUPEFILTER_CLASS": BloomDupeFilter}
+        return
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield {"DUPEFILTER_CLASS": RedisBloomDupeFilter, "BLOOMLINE_REDIS_URL": server.url,
+           "SCHEDULER_PERSIST": True}
+    server.stop()
+
+
+def _subclass(base: type, **attrs: Any) -> type:
+    return type(f"My{base.__name__}", (base,), attrs)
+
+
+def _dupefilter(settings: dict[str, Any], *, crawler: Any = None) -> Any:
+    """As Scrapy's tests make one: through Scheduler, from a crawler."""
+    crawler = crawler or get_crawler(SimpleSpider, settings_dict=settings)
+    df = build_from_crawler(Scheduler, crawler).df
+    df.open()
+    return df
+
+
+def test_filter(kind: dict[str, Any]) -> None:
+    df = _dupefilter(kind)
+    r1, r2, r3 = (Request(f"http://scrapytest.org/{p}") for p in ("1", "2", "2"))
+    assert not df.request_seen(r1) and df.request_seen(r1)
+    assert not df.request_seen(r2) and df.request_seen(r3)
+    df.close("finished")
+
+
+def test_from_crawler_is_how_scrapy_builds_it(kind: dict[str, Any]) -> None:
+    class FromCrawler(kind["DUPEFILTER_CLASS"]):  # type: ignore[misc, name-defined]
+        @classmethod
+        def from_crawler(cls, crawler: Any) -> Any:
+            df = super().from_crawler(crawler)
+            df.method = "from_crawler"
+            return df
+
+    df = _dupefilter({**kind, "DUPEFILTER_CLASS": FromCrawler, "DUPEFILTER_DEBUG": True})
+    assert df.debug and df.method == "from_crawler"
+    df.close("finished")
+
+
+def test_resume(kind: dict[str, Any], tmp_path: Path) -> None:
+    """JOBDIR (the local filter), SCHEDULER_PERSIST (Redis): a second
+    crawl remembers the first's requests."""
+    settings = {**kind, "JOBDIR": str(tmp_path)}
+    r1, r2 = Request("http://scrapytest.org/1"), Request("http://scrapytest.org/2")
+    df = _dupefilter(settings)
+    assert not df.request_seen(r1) and df.request_seen(r1)
+    df.close("finished")
+    df2 = _dupefilter(settings)
+    assert df2 is not df
+    assert df2.request_seen(r1) and not df2.request_seen(r2) and df2.request_seen(r2)
+    df2.close("finished")
+
+
+def test_request_fingerprinter_class_decides(kind: dict[str, Any]) -> None:
+    r1, r2 = Request("http://scrapytest.org/index.html"), Request("http://scrapytest.org/INDEX.html")
+    df = _dupefilter(kind)
+    assert not df.request_seen(r1) and not df.request_seen(r2)
+    df.close("finished")
+
+    class CaseInsensitive:
+        def fingerprint(self, request: Request) -> bytes:
+            return hashlib.sha1(request.url.lower().encode()).digest()
+
+    df = _dupefilter({**kind, "REQUEST_FINGERPRINTER_CLASS": CaseInsensitive, "BLOOMLINE_REDIS_KEY": "other"})
+    assert not df.request_seen(r1) and df.request_seen(r2)
+    df.close("finished")
+
+
+def test_a_request_fingerprint_override_is_honoured_with_scrapys_warning(kind: dict[str, Any]) -> None:
+    """The scrapy-splash recipe: subclass the dupefilter, override
+    request_fingerprint (hex text, as Scrapy's and scrapy-redis's return)."""
+    legacy = _subclass(kind["DUPEFILTER_CLASS"],
+                       request_fingerprint=lambda self, request: hashlib.sha1(request.url.lower().encode()).hexdigest())
+    with pytest.warns(ScrapyDeprecationWarning, match=r"Overriding My\w+DupeFilter\.request_fingerprint\(\) is "
+                                                      r"deprecated, set the REQUEST_FINGERPRINTER_CLASS setting"):
+        df = _dupefilter({**kind, "DUPEFILTER_CLASS": legacy})
+    assert not df.request_seen(Request("http://scrapytest.org/index.html"))
+    assert df.request_seen(Request("http://scrapytest.org/INDEX.html"))
+    df.close("finished")
+
+
+def test_an_override_returning_text_that_is_not_hex_still_decides(kind: dict[str, Any]) -> None:
+    """scrapy-redis stored whatever the override returned (SADD): such text
+    is a key too (its UTF-8), not an error."""
+    lower = _subclass(kind["DUPEFILTER_CLASS"], request_fingerprint=lambda self, request: request.url.lower())
+    with pytest.warns(ScrapyDeprecationWarning):
+        df = _dupefilter({**kind, "DUPEFILTER_CLASS": lower})
+    assert not df.request_seen(Request("http://scrapytest.org/A.html"))
+    assert df.request_seen(Request("http://scrapytest.org/a.html"))
+    df.close("finished")
+
+
+def test_request_fingerprint_is_the_hex_of_what_is_recorded(kind: dict[str, Any]) -> None:
+    """scrapy-redis's tests wrap request_fingerprint; its value is the hex of
+    the fingerprint the crawler's fingerprinter gives."""
+    crawler = get_crawler(SimpleSpider, settings_dict=kind)
+    df = _dupefilter(kind, crawler=crawler)
+    req = Request("http://example.com")
+    assert df.request_fingerprint(req) == crawler.request_fingerprinter.fingerprint(req).hex()
+    df.close("finished")
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_the_log_contract_and_its_stat(kind: dict[str, Any], debug: bool, caplog: pytest.LogCaptureFixture) -> None:
+    crawler = get_crawler(SimpleSpider, settings_dict={**kind, "DUPEFILTER_DEBUG": debug})
+    spider = SimpleSpider.from_crawler(crawler)
+    df = _dupefilter({}, crawler=crawler)
+    r1 = Request("http://scrapytest.org/index.html")
+    r2 = Request("http://scrapytest.org/index.html", headers={"Referer": "http://scrapytest.org/INDEX.html"})
+    with caplog.at_level(logging.DEBUG):
+        df.log(r1, spider)
+        df.log(r2, spider)
+    assert crawler.stats.get_value("dupefilter/filtered") == 2
+    logged = [r for r in caplog.record_tuples if r[0] == "scrapy.dupefilters" and "Filtered duplicate" in r[2]]
+    if debug:
+        assert logged == [
+            ("scrapy.dupefilters", logging.DEBUG,
+             "Filtered duplicate request: <GET http://scrapytest.org/index.html> (referer: None)"),
+            ("scrapy.dupefilters", logging.DEBUG,
+             "Filtered duplicate request: <GET http://scrapytest.org/index.html> (referer: "
+             "http://scrapytest.org/INDEX.html)")]
+    else:  # the first only
+        assert logged == [("scrapy.dupefilters", logging.DEBUG,
+                           "Filtered duplicate request: <GET http://scrapytest.org/index.html> - no more duplicates "
+                           "will be shown (see DUPEFILTER_DEBUG to show all duplicates)")]
+    df.close("finished")
+
+
+def test_logger_is_an_attribute(kind: dict[str, Any]) -> None:
+    """scrapy-redis's test_log_dupes wraps df.logger.debug and counts calls."""
+    from unittest import mock
+
+    crawler = get_crawler(SimpleSpider, settings_dict=kind)
+    df = _dupefilter({}, crawler=crawler)
+    assert df.logger.name == "scrapy.dupefilters"
+    spider = SimpleSpider.from_crawler(crawler)
+    with mock.patch.object(df.logger, "debug", wraps=df.logger.debug) as debug:
+        for _ in range(3):
+            df.log(Request("http://example.com"), spider)
+    assert debug.call_count == 1  # the first duplicate only, without DUPEFILTER_DEBUG
+    df.close("finished")
+
+
+def test_from_settings_is_scrapy_redis_older_entry_point(kind: dict[str, Any], tmp_path: Path) -> None:
+    settings = Settings({**kind, "JOBDIR": str(tmp_path / "job"), "DUPEFILTER_DEBUG": True})
+    df = kind["DUPEFILTER_CLASS"].from_settings(settings)
+    assert df.debug
+    assert not df.request_seen(Request("http://example.com")) and df.request_seen(Request("http://example.com"))
+    if kind["DUPEFILTER_CLASS"] is RedisBloomDupeFilter:
+        assert df.key.startswith("dupefilter:")  # scrapy-redis's one-time key
+    df.close("finished")
+    with pytest.raises(ValueError, match="BLOOMLINE_CAPACITY must be an integer >= 1, got 'many'"):
+        kind["DUPEFILTER_CLASS"].from_settings(Settings({**kind, "BLOOMLINE_CAPACITY": "many"}))
+
+
+def test_scrapy_redis_scheduler_uses_from_spider(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """scrapy-redis's scheduler calls from_spider in open(), and clear() on
+    close unless SCHEDULER_PERSIST."""
+    pytest.importorskip("scrapy_redis")
+    from scrapy_redis.scheduler import Scheduler as RedisScheduler
+
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    try:
+        settings = {"DUPEFILTER_CLASS": "bloomline.scrapy.RedisBloomDupeFilter", "REDIS_URL": server.url,
+                    "SCHEDULER_PERSIST": False}
+        crawler = get_crawler(SimpleSpider, settings_dict=settings)
+        spider = SimpleSpider.from_crawler(crawler)
+        scheduler = RedisScheduler.from_crawler(crawler)
+        scheduler.open(spider)
+        assert isinstance(scheduler.df, RedisBloomDupeFilter) and scheduler.df.key == "simple:dupefilter"
+        assert not scheduler.df.request_seen(Request("http://example.com"))
+        assert redis.Redis.from_url(server.url).keys("{simple:dupefilter}:*")
+        scheduler.close("finished")
+        assert not redis.Redis.from_url(server.url).keys("{simple:dupefilter}:*")  # cleared
+    finally:
+        server.stop()
