@@ -34,6 +34,14 @@ void append_bulk(std::string* out, const std::string& arg) {
 
 enum class Form { positions, set, get };
 
+// shard_bits= of the Redis layouts: whole blocks, at most 2**32 bits.
+std::uint64_t parse_shard_bits(py::handle shard_bits) {
+    const std::uint64_t sb =
+        py_args::to_u64(shard_bits, "shard_bits", kBlockBits, std::uint64_t{1} << 32, "[512, 2**32]");
+    if (sb % kBlockBits != 0) throw std::invalid_argument("shard_bits must be a multiple of 512, got " + fmt(sb));
+    return sb;
+}
+
 Form parse_form(py::handle form) {
     const std::string f = py::str(form).cast<std::string>();
     if (f == "positions") return Form::positions;
@@ -50,9 +58,7 @@ void register_redis(py::module_& m) {
         [](py::handle keys, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed,
            py::handle shard_bits, py::handle form, bool joined) {
             const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
-            const std::uint64_t sb =
-                py_args::to_u64(shard_bits, "shard_bits", kBlockBits, std::uint64_t{1} << 32, "[512, 2**32]");
-            if (sb % kBlockBits != 0) throw std::invalid_argument("shard_bits must be a multiple of 512, got " + fmt(sb));
+            const std::uint64_t sb = parse_shard_bits(shard_bits);
             const Form f = parse_form(form);
             const std::vector<Hash128> hashes = py_keys::batch_hashes(keys, g.seed);
             ShardGroups groups;
@@ -99,6 +105,36 @@ void register_redis(py::module_& m) {
         "order[starts[p]:starts[p+1]] of shard shards[p]; bodies[p] its operands in RESP (form 'positions': one "
         "positions blob; 'set'/'get': BITFIELD operations) and counts[p] how many arguments that is. With "
         "joined, one body for all parts (positions: each blob after its u32 length). docs/FORMAT.md, Positions.");
+
+    m.def(
+        "redis_key",
+        [](py::handle key, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed,
+           py::handle shard_bits, py::handle form) {
+            // One key, for a single add or lookup: redis_batch's part for it,
+            // without arrays.
+            const Geometry g = py_filter::parse_geometry(num_bits, num_hashes, layout, seed);
+            const std::uint64_t sb = parse_shard_bits(shard_bits);
+            const Form f = parse_form(form);
+            const Hash128 h = py_keys::hash_key(key.ptr(), g.seed, "key");
+            ShardGroups one;
+            one.shards = {shard_of(g, sb, h)};
+            one.starts = {0, 1};
+            one.keys = {0};
+            // positions: the blob itself (one argument, framed with the
+            // command's own); set/get: the operands in RESP and their count.
+            std::string body;
+            std::uint64_t count = 0;
+            if (f == Form::positions)
+                body = encode_positions(g, sb, &h, one, 0);
+            else
+                count = append_bitfield_operands(g, sb, &h, one, 0, f == Form::set, &body);
+            return py::make_tuple(one.shards[0], py::bytes(body), count);
+        },
+        // (positional: a single add pays for parsing keywords on every call)
+        py::arg("key"), py::arg("num_bits"), py::arg("num_hashes"), py::arg("layout") = "blocked",
+        py::arg("seed") = 0, py::arg("shard_bits") = std::uint64_t{1} << 31, py::arg("form") = "positions",
+        "(shard, body, count): redis_batch's part for one key: its shard, and for form 'positions' its positions "
+        "blob (count 0: an argument to frame), else its operands in RESP and how many they are.");
 
     m.def(
         "redis_items",

@@ -249,6 +249,15 @@ def redis_batch(
     form: Literal["positions", "set", "get"] = "positions",
     joined: bool = False,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], list[bytes], npt.NDArray[np.int64]]: ...
+def redis_key(
+    key: Key,
+    num_bits: int,
+    num_hashes: int,
+    layout: Layout = "blocked",
+    seed: int = 0,
+    shard_bits: int = 2**31,
+    form: Literal["positions", "set", "get"] = "positions",
+) -> tuple[int, bytes, int]: ...
 def redis_items(
     keys: Keys, *, nulls: Nulls = "raise", chunk: int = 2**62
 ) -> tuple[list[bytes], list[int], npt.NDArray[np.bool_]]: ...

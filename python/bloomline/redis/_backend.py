@@ -21,12 +21,13 @@ import redis as _redis
 
 from .. import _core
 from ._errors import MissingKeyError, UnknownOutcome
-from ._wire import Job, Sender, _error_code, sibling
+from ._wire import Job, Sender, _error_code
 
 if TYPE_CHECKING:
     from .._core import Layout, Nulls
 
 NEW, PRESENT, UNSURE, NOT_TAKEN = ord("1"), ord("0"), ord("?"), 0
+ONE = np.zeros(1, dtype=np.int64)  # the batch index of a single key
 WINDOW_BYTES = 8 << 20  # commands sent in one go: a large batch flows, not one huge write
 
 
@@ -45,6 +46,7 @@ class FilterKeys:
     shards: tuple[str, ...] = ()
     nbytes: tuple[int, ...] = ()
     counts: tuple[str, ...] = ()
+    answers: tuple[str, ...] = ()  # each shard's answer-name prefix (a batch's id follows)
     bf: Optional[str] = None
 
 
@@ -106,6 +108,13 @@ class Backend:
     def has_parts(self, f: FilterKeys, batch: Prepared) -> Iterable[Part]:
         raise NotImplementedError
 
+    # A single key (add, in): one part, made without the batch's arrays.
+    def add_one(self, f: FilterKeys, key: Any, batch_id: str, ttl_ms: int) -> Part:
+        raise NotImplementedError
+
+    def has_one(self, f: FilterKeys, key: Any) -> Part:
+        raise NotImplementedError
+
 
 def gone(key: str, what: str, policy: str = "", state: str = "is gone") -> MissingKeyError:
     """The error for a key of a filter (or chain: `what`) that vanished."""
@@ -149,38 +158,60 @@ def run_adds(sender: Sender, parts: Iterable[Part], n: int, what: str, policy: s
     replies whose code is in `tolerate` (their parts took nothing). Raises
     when any other part failed or any answer is unknown, with what is known
     (the windows after a failed one are not sent)."""
-    codes = np.zeros(n, dtype=np.uint8)
-    counts: dict[str, int] = {}
-    failed: list[tuple[Part, Exception]] = []
-    skipped: list[Exception] = []
+    settled = _Settled(n, tolerate)
     for window in windows(parts):
-        for part, reply in zip(window, sender.run([p.jobs[0] for p in window])):
+        settled.take(window, sender.run([p.jobs[0] for p in window]))
+        if settled.failed:
+            break
+    return settled.result(what, policy)
+
+
+def settle_adds(parts: Sequence[Part], replies: Sequence[Any], n: int, what: str,
+                policy: str = "") -> tuple[npt.NDArray[np.uint8], dict[str, int], list[Exception]]:
+    """run_adds's result for replies already received (a single key's)."""
+    settled = _Settled(n, ())
+    settled.take(parts, replies)
+    return settled.result(what, policy)
+
+
+class _Settled:
+    """An add's replies, as answers and counts, and the error it raises."""
+
+    def __init__(self, n: int, tolerate: Sequence[str]) -> None:
+        self.codes = np.zeros(n, dtype=np.uint8)
+        self.counts: dict[str, int] = {}
+        self.failed: list[tuple[Part, Exception]] = []
+        self.skipped: list[Exception] = []
+        self.tolerate = tolerate
+
+    def take(self, parts: Sequence[Part], replies: Sequence[Any]) -> None:
+        for part, reply in zip(parts, replies):
             if isinstance(reply, Exception):
-                if isinstance(reply, _redis.ResponseError) and _error_code(reply) in tolerate:
-                    skipped.append(reply)
+                if isinstance(reply, _redis.ResponseError) and _error_code(reply) in self.tolerate:
+                    self.skipped.append(reply)
                 else:
-                    failed.append((part, reply))
+                    self.failed.append((part, reply))
                 continue
             answer, count = reply
-            codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
+            self.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
             if part.count_key is not None and int(count) >= 0:
-                counts[part.count_key] = int(count)
-        if failed:
-            break
-    unsure = codes == UNSURE
-    if not failed and not unsure.any():
-        return codes, counts, skipped
-    unknown = unsure.copy()
-    for part, e in failed:
-        if isinstance(e, UnknownOutcome):
-            unknown[part.idx] = True
-    error = failed[0][1] if failed else UnknownOutcome(
-        f"{int(unsure.sum())} keys of a batch to {what} were re-sent after a lost reply whose kept answer was gone, "
-        "and found present: the lost send may have added them")
-    error = missing_error(error, what, policy)
-    if isinstance(error, (UnknownOutcome, MissingKeyError)):
-        error._facts(codes == NEW, unknown)
-    raise error
+                self.counts[part.count_key] = int(count)
+
+    def result(self, what: str, policy: str) -> tuple[npt.NDArray[np.uint8], dict[str, int], list[Exception]]:
+        unsure = self.codes == UNSURE
+        if not self.failed and not unsure.any():
+            return self.codes, self.counts, self.skipped
+        unknown = unsure.copy()
+        for part, e in self.failed:
+            if isinstance(e, UnknownOutcome):
+                unknown[part.idx] = True
+        error = self.failed[0][1] if self.failed else UnknownOutcome(
+            f"{int(unsure.sum())} keys of a batch to {what} were re-sent after a lost reply whose kept answer was "
+            "gone, and found present: the lost send may have added them")
+        error = missing_error(error, what, policy)
+        if isinstance(error, (UnknownOutcome, MissingKeyError)):
+            error._facts(self.codes == NEW, unknown)
+        raise error
 
 
 def run_lookups(sender: Sender, parts: Iterable[Part], n: int, what: str, policy: str = "") -> npt.NDArray[np.bool_]:
@@ -240,7 +271,7 @@ class BitsBackend(Backend):
     def add_parts(self, f: FilterKeys, batch: Prepared, batch_id: str, ttl_ms: int) -> Iterator[Part]:
         for c, (lo, shards, starts, order, bodies, counts) in enumerate(self._chunks(f, batch.hashes, self.form_add)):
             for p, s in enumerate(shards):
-                job = self.add_job(f, s, sibling(f.shards[s], f":ans:{batch_id}.{c}"), ttl_ms, bodies[p], counts[p])
+                job = self.add_job(f, s, f"{f.answers[s]}{batch_id}.{c}", ttl_ms, bodies[p], counts[p])
                 yield Part([job], lo + order[starts[p] : starts[p + 1]], count_key=f.counts[s])
 
     def stage_parts(self, f: FilterKeys, guard: StageGuard, batch: Prepared, batch_id: str,
@@ -256,6 +287,19 @@ class BitsBackend(Backend):
             for p, s in enumerate(shards):
                 jobs, decode = self.has_jobs(f, s, bodies[p], counts[p])
                 yield Part(jobs, lo + order[starts[p] : starts[p + 1]], decode=decode)
+
+    def _key(self, f: FilterKeys, key: Any, form: Literal["positions", "set", "get"]) -> tuple[int, bytes, int]:
+        return _core.redis_key(key, f.num_bits, f.num_hashes, f.layout, f.seed, f.shard_bits, form)
+
+    def add_one(self, f: FilterKeys, key: Any, batch_id: str, ttl_ms: int) -> Part:
+        s, body, count = self._key(f, key, self.form_add)
+        return Part([self.add_job(f, s, f"{f.answers[s]}{batch_id}.0", ttl_ms, body, count)], ONE,
+                    count_key=f.counts[s])
+
+    def has_one(self, f: FilterKeys, key: Any) -> Part:
+        s, body, count = self._key(f, key, self.form_has)
+        jobs, decode = self.has_jobs(f, s, body, count)
+        return Part(jobs, ONE, decode=decode)
 
     # -- each bits backend's commands ------------------------------------------------------
 

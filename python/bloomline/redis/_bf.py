@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _core
 from ._backend import Backend, FilterKeys, Part, Prepared, check_size
-from ._wire import MODE, Job, Script, sibling
+from ._wire import MODE, Job, Script
 
 if TYPE_CHECKING:
     from .._core import Nulls
@@ -62,10 +62,21 @@ class BfBackend(Backend):
 
     def add_parts(self, f: FilterKeys, batch: Prepared, batch_id: str, ttl_ms: int) -> list[Part]:
         assert f.bf is not None
-        bf = f.bf
+        bf, answers = f.bf, f.answers[0]
         return self._parts(batch, lambda c, body, count, idx: Part(
-            [Job(bf.encode(), _ADD, (bf, sibling(bf, f":ans:{batch_id}.{c}")), (ttl_ms, MODE), body, count,
-                 writes=True)], idx))
+            [Job(bf.encode(), _ADD, (bf, f"{answers}{batch_id}.{c}"), (ttl_ms, MODE), body, count, writes=True)],
+            idx))
+
+    def _one(self, key: Any) -> Prepared:
+        if key is None:  # (one key, not a batch: nulls=skip does not apply)
+            raise TypeError("key must be str, bytes-like or int, got NoneType")
+        return self.prepare([key], "raise", 0)
+
+    def add_one(self, f: FilterKeys, key: Any, batch_id: str, ttl_ms: int) -> Part:
+        return self.add_parts(f, self._one(key), batch_id, ttl_ms)[0]
+
+    def has_one(self, f: FilterKeys, key: Any) -> Part:
+        return self.has_parts(f, self._one(key))[0]
 
     def has_parts(self, f: FilterKeys, batch: Prepared) -> list[Part]:
         assert f.bf is not None

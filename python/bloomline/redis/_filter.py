@@ -14,7 +14,7 @@ import redis as _redis
 from .. import _core
 from .._core import BloomFilter, CapacityWarning
 from ..scalable import _in_place
-from ._backend import NEW, FilterKeys, Prepared, gone, run_adds, run_lookups
+from ._backend import NEW, FilterKeys, Prepared, gone, run_adds, run_lookups, settle_adds
 from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import DEFAULT_SHARD_BITS, data_keys, eviction_policy, keys_of, open_filter, plan
 from ._registry import choose_backend
@@ -110,6 +110,11 @@ class RedisBloomFilter:
 
     # ---- batches ------------------------------------------------------------------
 
+    def _refuse_stage(self, what: str) -> None:
+        if self._kind == "stage":
+            raise TypeError(f"{self._key!r} is a stage of a scalable chain: {what} the chain, which keeps the "
+                            "stage's count")
+
     def _prepare(self, keys: Keys, nulls: Nulls) -> Prepared:
         return self._backend.prepare(keys, nulls, self._keys.seed)
 
@@ -120,9 +125,7 @@ class RedisBloomFilter:
         cannot be survived raises (UnknownOutcome, MissingKeyError: their
         ``new`` and ``unknown`` say what is known). nulls='skip' leaves nulls
         out (False), as BloomFilter.add_many."""
-        if self._kind == "stage":
-            raise TypeError(f"{self._key!r} is a stage of a scalable chain: add to the chain, which keeps the "
-                            "stage's count")
+        self._refuse_stage("add to")
         batch = self._prepare(keys, nulls)
         parts = self._backend.add_parts(self._keys, batch, batch_ids.next(), self._sender.answer_ttl_ms)
         try:
@@ -153,11 +156,26 @@ class RedisBloomFilter:
                 "(ScalableBloomFilter(..., store=RedisStages(redis, key)))", CapacityWarning, stacklevel=3)
 
     def add(self, key: Any) -> bool:
-        """Add a key; True if it was new, atomically."""
-        return bool(self.add_many([key])[0])
+        """Add a key; True if it was new, atomically (one command, under the
+        same protocol as add_many's)."""
+        self._refuse_stage("add to")
+        part = self._backend.add_one(self._keys, key, batch_ids.next(), self._sender.answer_ttl_ms)
+        reply = self._sender.one(part.jobs[0])
+        if isinstance(reply, list) and reply[0] in (b"1", b"0"):  # the common case, read without arrays
+            if part.count_key is not None and (reply[0] == b"1" or not self._counts):
+                self._note({part.count_key: int(reply[1])})  # (a count moves only when a key is new)
+            return reply[0] == b"1"
+        codes, counts, _ = settle_adds((part,), (reply,), 1, self._what, self._policy)  # raises, or reads a count
+        self._note(counts)
+        return bool(codes[0] == NEW)
 
     def __contains__(self, key: object) -> bool:
-        return bool(self.contains_many([cast(Any, key)])[0])
+        part = self._backend.has_one(self._keys, key)
+        if len(part.jobs) == 1:
+            reply = self._sender.one(part.jobs[0])
+            if reply in (b"1", b"0"):
+                return reply == b"1"
+        return bool(run_lookups(self._sender, (part,), 1, self._what, self._policy)[0])
 
     def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
         """Add each line of a block of text, as BloomFilter.add_lines reads it."""
@@ -209,8 +227,7 @@ class RedisBloomFilter:
 
     def clear(self) -> None:
         """Forget every key (each value zeroed in place, its TTL kept)."""
-        if self._kind == "stage":
-            raise TypeError(f"{self._key!r} is a stage of a scalable chain: clear the chain")
+        self._refuse_stage("clear")
         if self._kind == "bf":
             from ._bf import CREATE
 

@@ -95,12 +95,14 @@ def keys_of(name: str, meta: dict[str, Any]) -> FilterKeys:
     geometry = dict(name=name, layout=str(meta["layout"]), num_bits=num_bits, num_hashes=int(meta["num_hashes"]),
                     seed=int(meta["seed"]), shard_bits=int(meta["shard_bits"]))
     if kind == "bf":
-        return FilterKeys(**geometry, bf=routable(f"{name}:bf"))  # type: ignore[arg-type]
+        bf = routable(f"{name}:bf")
+        return FilterKeys(**geometry, bf=bf, answers=(sibling(bf, ":ans:"),))  # type: ignore[arg-type]
     total, per = math.ceil(num_bits / 512) * 64, int(meta["shard_bits"]) // 8
     shards = tuple(routable(f"{name}:bits:{i}") for i in range(int(meta["shards"])))
     counts = () if kind == "stage" else tuple(sibling(s, ":count") for s in shards)
     nbytes = tuple(min(per, total - i * per) for i in range(len(shards)))
-    return FilterKeys(**geometry, shards=shards, nbytes=nbytes, counts=counts)  # type: ignore[arg-type]
+    answers = tuple(sibling(s, ":ans:") for s in shards)
+    return FilterKeys(**geometry, shards=shards, nbytes=nbytes, counts=counts, answers=answers)  # type: ignore[arg-type]
 
 
 def key_patterns(name: str) -> list[str]:

@@ -48,6 +48,7 @@ _SAFETY_S = 1.0  # a kept answer is trusted until this long before it expires
 _MAX_REDIRECTS = 64  # MOVED, ASK, TRYAGAIN... rounds for one batch
 _FIRST_PAUSE_S, _MAX_PAUSE_S = 0.05, 2.0
 _PENDING: Any = object()
+_REDIRECTED = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "NOSCRIPT")  # not run: send again
 
 
 def client_of(redis: Any) -> Any:
@@ -101,10 +102,12 @@ class _BatchIds:
         self._count: Iterator[int] = iter(())
 
     def next(self) -> str:
-        with self._lock:
-            if self._pid != os.getpid():
-                self._pid, self._prefix, self._count = os.getpid(), os.urandom(8).hex(), itertools.count()
-            return f"{self._prefix}{next(self._count):x}"
+        if self._pid != os.getpid():  # (a new process: a fork starts with one thread)
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._prefix, self._count = os.urandom(8).hex(), itertools.count()
+                    self._pid = os.getpid()
+        return f"{self._prefix}{next(self._count):x}"  # next() of a count is atomic under the GIL
 
 
 batch_ids = _BatchIds()
@@ -155,17 +158,27 @@ class Job:
     writes: bool = False
 
 
+try:  # hiredis frames a command's own arguments in C (the redis extra brings it)
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - without hiredis, in Python below
+    _hiredis_pack = None
+
+
 def pack(job: Job, *, resend: bool = False, by_text: bool = False) -> bytes:
-    """The command in RESP: the one place a command's arguments are counted."""
+    """The command in RESP: the one place a command's arguments are counted
+    (its own, then the operands that came encoded with their count)."""
     if isinstance(job.command, Script):
-        head = [b"EVAL", job.command.text.encode()] if by_text else [b"EVALSHA", job.command.sha]
-        head.append(_arg(len(job.keys)))
+        head: list[Any] = [b"EVAL", job.command.text.encode()] if by_text else [b"EVALSHA", job.command.sha]
+        head.append(len(job.keys))
     else:
         head = [job.command]
-    args = [*head, *map(_arg, job.keys),
-            *((b"R" if resend else b"F") if a is MODE else _arg(a) for a in job.args)]
-    return (b"*%d\r\n" % (len(args) + job.body_count) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
-            + job.body)
+    args = (*head, *job.keys, *((b"R" if resend else b"F") if a is MODE else a for a in job.args))
+    count = len(args) + job.body_count
+    if _hiredis_pack is not None:
+        packed = _hiredis_pack(args)
+        return packed if not job.body_count else b"*%d" % count + packed[packed.index(b"\r\n"):] + job.body
+    items = [_arg(a) for a in args]
+    return b"*%d\r\n" % count + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in items) + job.body
 
 
 # ---- sending --------------------------------------------------------------------------
@@ -284,12 +297,49 @@ class Sender:
 
     # -- the rules ------------------------------------------------------------------------
 
+    def one(self, job: Job) -> Any:
+        """A lone command (a single key's add or lookup): sent straight on a
+        pooled connection; on a fault or a redirection, handed to run()'s
+        rules with what this try did (a lost write may have run)."""
+        if self.cluster:
+            return self.run([job])[0]
+        pool = self.client.connection_pool
+        try:
+            conn = pool.get_connection()
+        except (_redis.ConnectionError, _redis.TimeoutError):
+            return self.run([job])[0]  # nothing was sent
+        first_sent = time.monotonic()
+        try:
+            conn.send_packed_command([pack(job)])
+            try:
+                reply = conn.read_response()
+            except _redis.ResponseError as e:
+                reply = e
+        except (_redis.ConnectionError, _redis.TimeoutError, OSError):
+            conn.disconnect()
+            pool.release(conn)
+            self.stats["lost"] += 1
+            st = _State()
+            st.maybe_ran, st.first_sent = job.writes, first_sent
+            time.sleep(_FIRST_PAUSE_S)
+            return self._run([job], [st], faults=1)[0]
+        pool.release(conn)
+        code = _error_code(reply) if isinstance(reply, _redis.ResponseError) else ""
+        if code not in _REDIRECTED:
+            return reply
+        self.stats[code] += 1
+        st = _State()
+        st.by_text, st.first_sent = code == "NOSCRIPT", first_sent
+        return self._run([job], [st])[0]
+
     def run(self, jobs: Sequence[Job]) -> list[Any]:
+        return self._run(jobs, [_State() for _ in jobs])
+
+    def _run(self, jobs: Sequence[Job], states: list[_State], faults: int = 0) -> list[Any]:
         results: list[Any] = [_PENDING] * len(jobs)
-        states = [_State() for _ in jobs]
         pending = list(range(len(jobs)))
-        faults = redirects = 0
-        pause = _FIRST_PAUSE_S
+        redirects = 0
+        pause = _FIRST_PAUSE_S * 2**faults
         while pending:
             groups: dict[Any, tuple[Any, list[int]]] = {}
             for i in pending:
@@ -320,7 +370,7 @@ class Sender:
                     st = states[i]
                     st.ask = None
                     code = _error_code(reply) if isinstance(reply, _redis.ResponseError) else ""
-                    if code in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "NOSCRIPT"):
+                    if code in _REDIRECTED:
                         self.stats[code] += 1
                     if code == "MOVED":
                         refresh = True
