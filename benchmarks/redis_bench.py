@@ -21,6 +21,12 @@ fewer for the small batches, where each batch is a round trip), it reports
 ns/key for add and lookup, the server memory each filter takes, and the
 false-positive rate achieved at capacity. Writes the "redis" section of
 RESULTS.md.
+
+Single calls (issue 29): `f.add(url)` and `url in f` on each backend beside
+RedisBloom's BF.ADD and BF.EXISTS and a bare PING, all through one redis-py
+client, interleaved in rounds of 300 calls (the order rotating each round);
+the medians of 30 rounds, and of the per-round ratios. Writes the
+"redis-single" section.
 """
 
 from __future__ import annotations
@@ -277,13 +283,89 @@ def report(res: dict[str, Any], quick: bool) -> str:
     return "\n".join(lines)
 
 
+def run_single(rounds: int, per_round: int) -> dict[str, Any]:
+    """Single calls, interleaved (see the module doc)."""
+    tmp = tempfile.mkdtemp()
+    proc, port = start_server(tmp)
+    try:
+        r = redis.Redis(host="127.0.0.1", port=port)
+        filters = {b: RedisBloomFilter(r, f"single:{b}", CAPACITY, ERROR_RATE, backend=b) for b in ("module", "plain", "bf")}
+        r.execute_command("BF.RESERVE", "single:raw", ERROR_RATE, CAPACITY, "NONSCALING")
+        ops: dict[str, Callable[[str], Any]] = {
+            "PING": lambda u: r.ping(),
+            "BF.ADD": lambda u: r.execute_command("BF.ADD", "single:raw", u),
+            "BF.EXISTS": lambda u: r.execute_command("BF.EXISTS", "single:raw", u),
+        }
+        for b, f in filters.items():
+            ops[f"{b} add"] = f.add
+            ops[f"{b} in"] = f.__contains__
+        keys = urls(rounds * per_round)
+        times: dict[str, list[float]] = {name: [] for name in ops}
+        names = list(ops)
+        for rnd in range(rounds):
+            chunk = keys[rnd * per_round : (rnd + 1) * per_round]
+            for name in names[rnd % len(names):] + names[: rnd % len(names)]:
+                fn = ops[name]
+                t = time.perf_counter()
+                for u in chunk:
+                    fn(u)
+                times[name].append((time.perf_counter() - t) / per_round * 1e6)
+        stats = r.info("commandstats")
+        server = {name.split("_", 1)[1]: float(v["usec_per_call"]) for name, v in stats.items()
+                  if name in ("cmdstat_bloomline.add", "cmdstat_bloomline.has", "cmdstat_bf.add", "cmdstat_bf.exists")}
+    finally:
+        proc.kill()
+        proc.wait()
+    return {"times": times, "server": server, "rounds": rounds, "per_round": per_round}
+
+
+def report_single(res: dict[str, Any]) -> str:
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    t = res["times"]
+    med = statistics.median
+
+    def ratio(a: str, b: str) -> float:
+        return med([x / y for x, y in zip(t[a], t[b])])
+
+    lines = [
+        "## Redis: single calls",
+        "",
+        f"`python benchmarks/redis_bench.py --single`, {when}. One redis-server on loopback with bloomline's module "
+        f"and RedisBloom loaded; one redis-py {redis.__version__} client with hiredis; filters of capacity "
+        f"{CAPACITY:,} at {ERROR_RATE}; each call one URL key of about 60 bytes. Interleaved: {res['rounds']} rounds "
+        f"of {res['per_round']} calls of each, the order rotating each round; medians of the rounds, and of the "
+        "per-round ratios (the ratio of two calls measured in the same round).",
+        "",
+        "| call | us / call | vs the server's own command | vs PING |",
+        "|---|---:|---:|---:|",
+    ]
+    for name in t:
+        own = "BF.ADD" if name.endswith("add") else "BF.EXISTS" if name.endswith(" in") else None
+        vs_own = f"{ratio(name, own):.2f}x" if own else ""
+        lines.append(f"| {name} | {med(t[name]):.1f} | {vs_own} | {ratio(name, 'PING'):.2f}x |")
+    srv = res["server"]
+    lines += ["", "Server time per command (INFO commandstats): " + ", ".join(f"{k} {v:.2f} us" for k, v in srv.items())
+              + ".", ""]
+    add, look = ratio("module add", "BF.ADD"), ratio("module in", "BF.EXISTS")
+    lines += ["| target | wanted | measured | |", "|---|---|---|---|",
+              f"| module `add` vs BF.ADD | <= 1.1x the time | {add:.2f}x | {'met' if add <= 1.1 else '**missed**'} |",
+              f"| module `in` vs BF.EXISTS | <= 1.1x the time | {look:.2f}x | {'met' if look <= 1.1 else '**missed**'} |"]
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--single", action="store_true", help="only the single calls (the redis-single section)")
     args = ap.parse_args()
+    single = run_single(rounds=6 if args.quick else 30, per_round=100 if args.quick else 300)
+    write_section("redis-single", report_single(single))
+    print(report_single(single))
+    if args.single:
+        return 0
     res = run(args.quick)
     write_section("redis", report(res, args.quick))
-    print("wrote the redis section of benchmarks/RESULTS.md")
+    print("wrote the redis sections of benchmarks/RESULTS.md")
     return 0
 
 

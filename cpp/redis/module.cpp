@@ -57,7 +57,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <map>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -141,10 +141,9 @@ unsigned char* string_bytes(Ctx* ctx, const OpenedKey& key, const Str* name, int
     return reinterpret_cast<unsigned char*>(StringDMA(key.k, len, mode));
 }
 
-// The integer in a string key (a count, a stage count); false (and an error
-// reply) when it is missing or not an integer.
-bool read_count(Ctx* ctx, Str* name, long long* value) {
-    OpenedKey key(ctx, name, kRead);
+// The integer in an opened string key (a count, a stage count); false
+// (and an error reply) when it is missing or not an integer.
+bool read_integer(Ctx* ctx, const OpenedKey& key, const Str* name, long long* value) {
     std::size_t len = 0;
     const unsigned char* p = string_bytes(ctx, key, name, kRead, &len);
     if (!p) return false;
@@ -158,36 +157,50 @@ bool read_count(Ctx* ctx, Str* name, long long* value) {
     return true;
 }
 
-// Answers kept for re-sends: by name, and in order of expiry (each add
-// drops a few that expired, so the store stays as large as the answers
-// still alive).
+bool read_count(Ctx* ctx, Str* name, long long* value) {
+    OpenedKey key(ctx, name, kRead);
+    return read_integer(ctx, key, name, value);
+}
+
+// Answers kept for re-sends: by name, and in the order they were kept
+// (each add drops the few at the front that expired; an answer kept for
+// less time than those before it waits for them, and is refused on replay
+// once expired), so the store is about as large as the answers alive.
 struct Kept {
     std::string answer;
     long long expires_ms;
 };
 std::unordered_map<std::string, Kept> kept_answers;
-std::multimap<long long, std::string> kept_by_expiry;
+std::deque<std::pair<long long, std::string>> kept_order;
 
-void keep_answer(const Str* name, const std::string& answer, long long ttl_ms) {
+void keep_answer(std::string name, const std::string& answer, long long ttl_ms) {
     const long long now = Milliseconds();
-    for (int i = 0; i < 4 && !kept_by_expiry.empty() && kept_by_expiry.begin()->first <= now; ++i) {
-        kept_answers.erase(kept_by_expiry.begin()->second);
-        kept_by_expiry.erase(kept_by_expiry.begin());
+    for (int i = 0; i < 4 && !kept_order.empty() && kept_order.front().first <= now; ++i) {
+        const auto found = kept_answers.find(kept_order.front().second);
+        if (found != kept_answers.end() && found->second.expires_ms <= now) kept_answers.erase(found);
+        kept_order.pop_front();
     }
-    std::string key = text(name);
-    kept_by_expiry.emplace(now + ttl_ms, key);
-    kept_answers[std::move(key)] = Kept{answer, now + ttl_ms};
+    kept_order.emplace_back(now + ttl_ms, name);
+    kept_answers[std::move(name)] = Kept{answer, now + ttl_ms};
 }
 
-// A count's new value, written in place: its key keeps its TTL (a filter
-// given one by expire()), which setting a new value would drop.
-void set_count(Ctx* ctx, Str* name, long long value) {
-    OpenedKey key(ctx, name, kRead | kWrite);
-    const std::string digits = std::to_string(value);
-    StringTruncate(key.k, digits.size());
-    std::size_t len = 0;
-    std::memcpy(StringDMA(key.k, &len, kWrite), digits.data(), digits.size());
-}
+// A filter's count of new keys (a decimal string), opened once for the
+// add: read first, written in place after, so that its key keeps its TTL
+// (a filter given one by expire()), which setting a new value would drop.
+struct Count {
+    OpenedKey key;
+    long long value = 0;
+    Count(Ctx* ctx, Str* name) : key(ctx, name, kRead | kWrite) {}
+    bool read(Ctx* ctx, Str* name) { return read_integer(ctx, key, name, &value); }
+    void add(long long news) {
+        if (news == 0) return;
+        value += news;
+        const std::string digits = std::to_string(value);
+        StringTruncate(key.k, digits.size());
+        std::size_t len = 0;
+        std::memcpy(StringDMA(key.k, &len, kWrite), digits.data(), digits.size());
+    }
+};
 
 int reply_answer(Ctx* ctx, const std::string& answer, long long count) {
     ReplyWithArray(ctx, 2);
@@ -196,11 +209,10 @@ int reply_answer(Ctx* ctx, const std::string& answer, long long count) {
 }
 
 // A batch already done: its kept answer, with the count as it is now.
-bool replay(Ctx* ctx, Str* answer_key, Str* count_key) {
-    const auto found = kept_answers.find(text(answer_key));
+bool replay(Ctx* ctx, const std::string& answer_name, const Count& count) {
+    const auto found = kept_answers.find(answer_name);
     if (found == kept_answers.end() || found->second.expires_ms <= Milliseconds()) return false;
-    long long count = 0;
-    if (read_count(ctx, count_key, &count)) reply_answer(ctx, found->second.answer, count);
+    reply_answer(ctx, found->second.answer, count.value);
     return true;
 }
 
@@ -210,12 +222,13 @@ bool parse_add_args(Ctx* ctx, Str* ttl_arg, Str* mode_arg, long long* ttl, bloom
         reply_error(ctx, "ERR bloomline: ttl_ms must be an integer in [1, 86400000]");
         return false;
     }
-    const std::string m = text(mode_arg);
-    if (m != "F" && m != "R") {
+    std::size_t len = 0;
+    const char* m = StringPtrLen(mode_arg, &len);
+    if (len != 1 || (m[0] != 'F' && m[0] != 'R')) {
         reply_error(ctx, "ERR bloomline: mode must be F (a first send) or R (a re-send)");
         return false;
     }
-    *mode = m == "F" ? bloomline::Apply::add : bloomline::Apply::add_unsure;
+    *mode = m[0] == 'F' ? bloomline::Apply::add : bloomline::Apply::add_unsure;
     return true;
 }
 
@@ -242,39 +255,41 @@ const unsigned char* bytes_of(const Str* s, std::size_t* len) {
 // BLOOMLINE.ADD shard count answer ttl_ms mode positions
 int cmd_add(Ctx* ctx, Str** argv, int argc) {
     if (argc != 7) return WrongArity(ctx);
-    Str *shard = argv[1], *count_key = argv[2], *answer_key = argv[3];
+    Str *shard = argv[1], *count_key = argv[2];
     long long ttl = 0;
     bloomline::Apply mode{};
-    if (!parse_add_args(ctx, argv[4], argv[5], &ttl, &mode) || replay(ctx, answer_key, count_key)) return kOk;
-    long long count = 0;
-    if (!read_count(ctx, count_key, &count)) return kOk;
+    if (!parse_add_args(ctx, argv[4], argv[5], &ttl, &mode)) return kOk;
+    Count count(ctx, count_key);
+    std::string answer_name = text(argv[3]);
+    if (!count.read(ctx, count_key) || replay(ctx, answer_name, count)) return kOk;
     std::size_t blob_len = 0;
     const unsigned char* blob = bytes_of(argv[6], &blob_len);
     std::string answer;
     std::size_t processed = 0;
     std::uint64_t news = 0;
     if (!apply_to_shard(ctx, shard, blob, blob_len, mode, ~std::uint64_t{0}, &answer, &processed, &news)) return kOk;
-    count += static_cast<long long>(news);
-    set_count(ctx, count_key, count);
-    keep_answer(answer_key, answer, ttl);
+    count.add(static_cast<long long>(news));
+    keep_answer(std::move(answer_name), answer, ttl);
     ReplicateVerbatim(ctx);
-    return reply_answer(ctx, answer, count);
+    return reply_answer(ctx, answer, count.value);
 }
 
 // BLOOMLINE.CADD stages count answer shard_1 .. shard_n expected capacity ttl_ms mode positions
 int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
     if (argc < 10) return WrongArity(ctx);
     const int shards = argc - 9;
-    Str *stages_key = argv[1], *count_key = argv[2], *answer_key = argv[3];
+    Str *stages_key = argv[1], *count_key = argv[2];
     Str** tail = argv + 4 + shards;  // expected capacity ttl_ms mode positions
-    long long ttl = 0, capacity = 0, stages = 0, count = 0;
+    long long ttl = 0, capacity = 0, stages = 0;
     bloomline::Apply mode{};
-    if (!parse_add_args(ctx, tail[2], tail[3], &ttl, &mode) || replay(ctx, answer_key, count_key)) return kOk;
+    if (!parse_add_args(ctx, tail[2], tail[3], &ttl, &mode)) return kOk;
+    Count count(ctx, count_key);
+    std::string answer_name = text(argv[3]);
+    if (!count.read(ctx, count_key) || replay(ctx, answer_name, count)) return kOk;
     if (StringToLongLong(tail[1], &capacity) != kOk || capacity < 1)
         return reply_error(ctx, "ERR bloomline: capacity must be a positive integer");
     if (!read_count(ctx, stages_key, &stages)) return kOk;
     if (std::to_string(stages) != text(tail[0])) return reply_error(ctx, "STALE " + std::to_string(stages));
-    if (!read_count(ctx, count_key, &count)) return kOk;
     std::size_t len = 0;
     const unsigned char* p = bytes_of(tail[4], &len);
     // Split the positions first: a malformed batch changes nothing (each
@@ -295,7 +310,7 @@ int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
         std::size_t ignored = 0;
         if (!string_bytes(ctx, shard, argv[4 + s], kRead, &ignored)) return kOk;
     }
-    const std::uint64_t room = count >= capacity ? 0 : static_cast<std::uint64_t>(capacity - count);
+    const std::uint64_t room = count.value >= capacity ? 0 : static_cast<std::uint64_t>(capacity - count.value);
     std::string answer;
     std::uint64_t news = 0;
     for (int s = 0; s < shards; ++s) {
@@ -304,12 +319,11 @@ int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
             return kOk;  // (only a bad blob after an earlier shard's adds: the client never sends one)
         if (news == room) break;
     }
-    if (answer.empty()) return reply_answer(ctx, answer, count);  // a full stage: nothing changed
-    count += static_cast<long long>(news);
-    set_count(ctx, count_key, count);
-    keep_answer(answer_key, answer, ttl);
+    if (answer.empty()) return reply_answer(ctx, answer, count.value);  // a full stage: nothing changed
+    count.add(static_cast<long long>(news));
+    keep_answer(std::move(answer_name), answer, ttl);
     ReplicateVerbatim(ctx);
-    return reply_answer(ctx, answer, count);
+    return reply_answer(ctx, answer, count.value);
 }
 
 // BLOOMLINE.HAS shard positions

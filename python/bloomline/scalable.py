@@ -73,7 +73,8 @@ class StageStore(Protocol):
     ones; the chain decides when and with what parameters. A shared store
     (``shared`` True: several processes add to the same chain, as
     ``redis.RedisStages``) decides when its last stage is full, in the same
-    step as the add, and the chain reads its stages again whenever their
+    step as the add, looks a batch up in several stages at once
+    (``contains_any``), and the chain reads its stages again whenever their
     number changes."""
 
     shared: bool
@@ -330,6 +331,8 @@ class ScalableBloomFilter:
 
     def __contains__(self, key: object) -> bool:
         self._sync()
+        if self._store.shared:
+            return bool(self.contains_many([key])[0])  # type: ignore[list-item]
         return any(key in stage for stage in reversed(self._stages))
 
     # ---- batches ----------------------------------------------------------------------
@@ -403,8 +406,8 @@ class ScalableBloomFilter:
         checked = 0  # stages below this were looked up for the pending keys
         while pending.size:
             last = len(self._stages) - 1
-            for stage in self._stages[checked:last]:
-                seen[pending] |= stage.contains_many(hashed[pending])
+            if checked < last:  # (a shared store's stages share a node: one round trip for all)
+                seen[pending] |= self._store.contains_any(self._stages[checked:last], hashed[pending])  # type: ignore[attr-defined]
             checked = last
             fresh = pending[~seen[pending]]
             if not fresh.size:
@@ -440,6 +443,8 @@ class ScalableBloomFilter:
         with nulls='skip'."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         self._sync()
+        if self._store.shared:
+            return _in_place(valid, self._store.contains_any(self._stages, hashed))  # type: ignore[attr-defined]
         hit = np.zeros(len(hashed), dtype=bool)
         for stage in self._stages:
             hit |= stage.contains_many(hashed)

@@ -215,23 +215,36 @@ class _Settled:
 
 
 def run_lookups(sender: Sender, parts: Iterable[Part], n: int, what: str, policy: str = "") -> npt.NDArray[np.bool_]:
-    """Send a lookup's parts; True where the key may be present."""
+    """Send a lookup's parts; True where the key may be present (in any of
+    the filters the parts read: a chain's stages at once)."""
     out = np.zeros(n, dtype=bool)
     for window in windows(parts):
-        replies = sender.run([j for p in window for j in p.jobs])
-        at = 0
-        for part in window:
-            mine = replies[at : at + len(part.jobs)]
-            at += len(part.jobs)
-            try:
-                for reply in mine:
-                    if isinstance(reply, Exception):
-                        raise reply
-                assert part.decode is not None
-                out[part.idx] = part.decode(mine)
-            except _redis.ResponseError as e:
-                raise missing_error(e, what, policy) from None
+        _settle_window(window, sender.run([j for p in window for j in p.jobs]), out, what, policy)
     return out
+
+
+def settle_lookups(parts: Sequence[Part], replies: Sequence[Any], n: int, what: str,
+                   policy: str = "") -> npt.NDArray[np.bool_]:
+    """run_lookups's result for replies already received (a single key's)."""
+    out = np.zeros(n, dtype=bool)
+    _settle_window(parts, replies, out, what, policy)
+    return out
+
+
+def _settle_window(window: Sequence[Part], replies: Sequence[Any], out: npt.NDArray[np.bool_], what: str,
+                   policy: str) -> None:
+    at = 0
+    for part in window:
+        mine = replies[at : at + len(part.jobs)]
+        at += len(part.jobs)
+        try:
+            for reply in mine:
+                if isinstance(reply, Exception):
+                    raise reply
+            assert part.decode is not None
+            out[part.idx] |= part.decode(mine)
+        except _redis.ResponseError as e:
+            raise missing_error(e, what, policy) from None
 
 
 def check_size(key: str, nbytes: int, reply: Any) -> None:

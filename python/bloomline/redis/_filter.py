@@ -14,7 +14,7 @@ import redis as _redis
 from .. import _core
 from .._core import BloomFilter, CapacityWarning
 from ..scalable import _in_place
-from ._backend import NEW, FilterKeys, Prepared, gone, run_adds, run_lookups, settle_adds
+from ._backend import NEW, FilterKeys, Prepared, gone, run_adds, run_lookups, settle_adds, settle_lookups
 from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import DEFAULT_SHARD_BITS, data_keys, eviction_policy, keys_of, open_filter, plan
 from ._registry import choose_backend
@@ -171,11 +171,10 @@ class RedisBloomFilter:
 
     def __contains__(self, key: object) -> bool:
         part = self._backend.has_one(self._keys, key)
-        if len(part.jobs) == 1:
-            reply = self._sender.one(part.jobs[0])
-            if reply in (b"1", b"0"):
-                return reply == b"1"
-        return bool(run_lookups(self._sender, (part,), 1, self._what, self._policy)[0])
+        replies = self._sender.direct(part.jobs)
+        if len(replies) == 1 and replies[0] in (b"1", b"0"):  # the module's answer, read without arrays
+            return bool(replies[0] == b"1")
+        return bool(settle_lookups((part,), replies, 1, self._what, self._policy)[0])
 
     def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
         """Add each line of a block of text, as BloomFilter.add_lines reads it."""

@@ -25,7 +25,7 @@ import numpy.typing as npt
 import redis as _redis
 
 from ..scalable import StaleChain
-from ._backend import NEW, NOT_TAKEN, Prepared, StageGuard, gone, run_adds
+from ._backend import NEW, NOT_TAKEN, Prepared, StageGuard, gone, run_adds, run_lookups
 from ._filter import RedisBloomFilter
 from ._meta import META_VERSION, keys_of, plan
 from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code, batch_ids, client_of, tag_of_chain
@@ -175,6 +175,15 @@ class RedisStages:
             raise
         self._attach(index + 1)
         return self._stages[index]
+
+    def contains_any(self, stages: Sequence[Any], keys: Any) -> npt.NDArray[np.bool_]:
+        """Hashed keys looked up in several stages at once (one round trip:
+        they share a node); True where any may hold the key."""
+        if not stages:
+            return np.zeros(len(keys), dtype=bool)
+        batch = Prepared(len(keys), np.ones(len(keys), dtype=bool), hashes=keys)
+        parts = (p for stage in stages for p in stage._backend.has_parts(stage._keys, batch))
+        return run_lookups(self._sender, parts, batch.n, self._what, self._policy or "")
 
     def add_to_last(self, index: int, stage: Any, keys: Any
                     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], Optional[int]]:

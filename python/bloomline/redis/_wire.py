@@ -298,39 +298,49 @@ class Sender:
     # -- the rules ------------------------------------------------------------------------
 
     def one(self, job: Job) -> Any:
-        """A lone command (a single key's add or lookup): sent straight on a
-        pooled connection; on a fault or a redirection, handed to run()'s
-        rules with what this try did (a lost write may have run)."""
+        """A lone command's reply (see direct)."""
+        return self.direct([job])[0]
+
+    def direct(self, jobs: Sequence[Job]) -> list[Any]:
+        """A single key's few commands (its add, or its read and the check
+        beside it): written straight on a pooled connection and read back;
+        on a fault or a redirection, handed to run()'s rules with what this
+        try did (a lost write may have run)."""
         if self.cluster:
-            return self.run([job])[0]
+            return self.run(jobs)
         pool = self.client.connection_pool
         try:
             conn = pool.get_connection()
         except (_redis.ConnectionError, _redis.TimeoutError):
-            return self.run([job])[0]  # nothing was sent
+            return self.run(jobs)  # nothing was sent
         first_sent = time.monotonic()
+        replies: list[Any] = []
         try:
-            conn.send_packed_command([pack(job)])
-            try:
-                reply = conn.read_response()
-            except _redis.ResponseError as e:
-                reply = e
+            conn.send_packed_command([b"".join(pack(job) for job in jobs)])
+            for _ in jobs:
+                try:
+                    replies.append(conn.read_response())
+                except _redis.ResponseError as e:
+                    replies.append(e)
         except (_redis.ConnectionError, _redis.TimeoutError, OSError):
             conn.disconnect()
             pool.release(conn)
             self.stats["lost"] += 1
-            st = _State()
-            st.maybe_ran, st.first_sent = job.writes, first_sent
+            states = [_State() for _ in jobs]
+            for st, job in zip(states, jobs):
+                st.maybe_ran, st.first_sent = job.writes, first_sent
             time.sleep(_FIRST_PAUSE_S)
-            return self._run([job], [st], faults=1)[0]
+            return self._run(jobs, states, faults=1)
         pool.release(conn)
-        code = _error_code(reply) if isinstance(reply, _redis.ResponseError) else ""
-        if code not in _REDIRECTED:
-            return reply
-        self.stats[code] += 1
-        st = _State()
-        st.by_text, st.first_sent = code == "NOSCRIPT", first_sent
-        return self._run([job], [st])[0]
+        codes = [_error_code(r) if isinstance(r, _redis.ResponseError) else "" for r in replies]
+        if not any(code in _REDIRECTED for code in codes):
+            return replies
+        states = [_State() for _ in jobs]
+        for st, code in zip(states, codes):
+            st.by_text, st.first_sent = code == "NOSCRIPT", first_sent
+            if code in _REDIRECTED:
+                self.stats[code] += 1
+        return self._run(jobs, states)  # (sent again whole: what succeeded was a read, or is kept under its id)
 
     def run(self, jobs: Sequence[Job]) -> list[Any]:
         return self._run(jobs, [_State() for _ in jobs])
