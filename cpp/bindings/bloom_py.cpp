@@ -53,8 +53,10 @@ whole array (k cache lines, ~3% less memory at 1%).
         .def_static(
             "from_buffer",
             [](py::handle payload, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed,
-               py::handle capacity, py::handle error_rate) {
+               py::handle capacity, py::handle error_rate, py::handle insert_count) {
                 const Geometry g = parse_geometry(num_bits, num_hashes, layout, seed);
+                const std::uint64_t inserted =
+                    py_args::to_u64(insert_count, "insert_count", 0, ~std::uint64_t{0}, "[0, 2**64)");
                 std::uint64_t cap = 0;
                 double rate = 0.0;
                 if (!capacity.is_none()) {
@@ -73,13 +75,14 @@ whole array (k cache lines, ~3% less memory at 1%).
                 const std::uint64_t bits_set = payload_fill(h, view.data());  // no bits past num_bits
                 Memory mem = Memory::zeroed(want);
                 std::memcpy(mem.data, view.data(), want);
-                return H(std::make_unique<BloomFilter>(g, cap, rate, std::move(mem), 0, bits_set));
+                return H(std::make_unique<BloomFilter>(g, cap, rate, std::move(mem), inserted, bits_set));
             },
             py::arg("payload"), py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(),
             py::arg("layout") = "blocked", py::arg("seed") = 0, py::arg("capacity") = py::none(),
-            py::arg("error_rate") = py::none(),
+            py::arg("error_rate") = py::none(), py::arg("insert_count") = 0,
             "A filter holding a copy of raw bits (bit i = bit i % 8 of byte i // 8, as memoryview(bf) shows them); "
-            "payload must be exactly nbytes long.")
+            "payload must be exactly nbytes long. insert_count: the adds that found their key new, as its source "
+            "counted them (a filter copied from Redis).")
         .def(
             "__and__", [](const H& a, const H& b) { return intersected(*a, *b); },
             py::is_operator())

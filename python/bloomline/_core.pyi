@@ -107,6 +107,7 @@ class BloomFilter:
         seed: int = 0,
         capacity: int | None = None,
         error_rate: float | None = None,
+        insert_count: int = 0,
     ) -> BloomFilter: ...
     # ---- files (format v1, docs/FORMAT.md) ----
     def save(self, path: StrPath) -> None: ...

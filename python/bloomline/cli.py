@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from . import BloomFilter, __version__, _core
+from . import BloomFilter, ScalableBloomFilter, __version__, _core
 from ._protocol import Filter
 from ._units import count, format_bytes
 
@@ -165,6 +165,47 @@ def _build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("redis-module", help="print the path of bloomline's Redis module (for redis-server --loadmodule)",
                    description="Print the path of bloomline's Redis module, for redis-server --loadmodule PATH.")
+
+    rd = sub.add_parser(
+        "redis", help="move filters into, out of and between Redis servers",
+        description="Filters that travel: dump a Redis filter or chain to a file, restore one, or import a "
+        "scrapy-redis fingerprint set into the filter RedisBloomDupeFilter uses.")
+    rsub = rd.add_subparsers(dest="redis_command", metavar="ACTION", parser_class=_Parser)
+    rsub.required = True
+    dump = rsub.add_parser(
+        "dump", help="write a Redis filter or chain to a file",
+        description="Write the filter or growing chain at KEY to FILE, a bloomline file (a chain as kind 3), "
+        "which `restore` puts back on any server and ScalableBloomFilter.load (or BloomFilter.load) reads locally.")
+    dump.add_argument("url", metavar="URL", help="the Redis server (redis://host:port/db)")
+    dump.add_argument("key", metavar="KEY", help="the filter's or chain's key")
+    dump.add_argument("output", metavar="FILE", help="the file to write, atomically ('-': stdout)")
+    restore = rsub.add_parser(
+        "restore", help="put a filter file into Redis",
+        description="Put FILE (a BloomFilter, or a ScalableBloomFilter as `dump` writes one) into Redis at KEY, "
+        "answering as the file does.")
+    restore.add_argument("input", metavar="FILE", help="the filter file ('-': stdin)")
+    restore.add_argument("url", metavar="URL", help="the Redis server (redis://host:port/db)")
+    restore.add_argument("key", metavar="KEY", help="where to put it")
+    restore.add_argument("--replace", action="store_true", help="drop a filter or chain already at KEY first")
+    restore.add_argument("--backend", choices=["auto", "module", "plain"], default="auto")
+    imp = rsub.add_parser(
+        "import-set", help="import a scrapy-redis fingerprint set into RedisBloomDupeFilter's filter",
+        description="Read the scrapy-redis fingerprint set at SET_KEY with SSCAN and add its fingerprints to the "
+        "growing filter RedisBloomDupeFilter attaches to (INTO, by default the same name, as both default to "
+        "%%(spider)s:dupefilter). The filter records the rule the fingerprints were made by, and the dupefilter "
+        "fingerprints requests by it. Interrupted, it resumes where it stopped; at the end every member is looked "
+        "up in the filter, and the set is deleted only with --delete-set after that check passes.")
+    imp.add_argument("url", metavar="URL", help="the Redis server (redis://host:port/db)")
+    imp.add_argument("set_key", metavar="SET_KEY", help="scrapy-redis's set, e.g. myspider:dupefilter")
+    imp.add_argument("--into", metavar="KEY", help="the dupefilter's key (default: SET_KEY)")
+    imp.add_argument("--rule", default="scrapy-redis", choices=["scrapy-redis", "scrapy-legacy", "scrapy"],
+                     help="how the fingerprints were made (default: scrapy-redis 0.8 and later; scrapy-legacy: "
+                     "scrapy-redis before 0.8)")
+    imp.add_argument("--error-rate", type=_rate, default=1e-4,
+                     help="the crawl's BLOOMLINE_ERROR_RATE (default 1e-4)")
+    imp.add_argument("--backend", choices=["auto", "module", "plain"], default="auto")
+    imp.add_argument("--delete-set", action="store_true", help="delete the set once every fingerprint is checked")
+    imp.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 
     bench = sub.add_parser(
         "bench", help="a quick local benchmark (the full one: benchmarks/run.py)",
@@ -793,6 +834,88 @@ def cmd_redis_module(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_redis(args: argparse.Namespace) -> int:
+    try:
+        import redis
+    except ImportError:
+        raise CliError("the redis commands need redis-py: pip install 'bloomline[redis]'") from None
+    try:
+        return {"dump": _redis_dump, "restore": _redis_restore, "import-set": _redis_import}[args.redis_command](args)
+    except redis.RedisError as e:
+        raise CliError(f"redis: {e}") from None
+
+
+def _redis_dump(args: argparse.Namespace) -> int:
+    from .redis import dump
+
+    if args.output == "-":
+        local = dump(args.url, args.key, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+    else:
+        _check_output(args.output)
+        local = dump(args.url, args.key, args.output)
+    what = (f"the chain at {args.key!r} ({count(local.num_stages, 'stage')})" if isinstance(local, ScalableBloomFilter)
+            else f"the filter at {args.key!r}")
+    _note(f"wrote {what}, about {count(round(local.approx_count), 'key')}, to {args.output}")
+    return 0
+
+
+def _redis_restore(args: argparse.Namespace) -> int:
+    from .redis import restore
+
+    source: Any = sys.stdin.buffer if args.input == "-" else args.input
+    restored = restore(source, args.url, args.key, replace=args.replace, backend=args.backend)
+    _note(f"restored {args.input} into Redis at {args.key!r}: about {count(round(restored.approx_count), 'key')}")
+    return 0
+
+
+def _redis_import(args: argparse.Namespace) -> int:
+    try:
+        from .scrapy.migrate import import_set
+    except ImportError as e:
+        raise CliError(f"import-set needs Scrapy (for the fingerprint rules): pip install scrapy ({e})") from None
+    shown = [0.0]
+    tty = sys.stderr.isatty()
+
+    def progress(report: Any) -> None:
+        # On a terminal one line redrawn twice a second; into a log a line
+        # every 10 seconds.
+        now = time.monotonic()
+        if args.quiet or now - shown[0] < (0.5 if tty else 10.0):
+            return
+        shown[0] = now
+        rate = report.imported / max(report.seconds, 1e-9)
+        left = max(report.members - report.imported, 0) / rate if rate else 0
+        line = (f"{PROG}: {report.imported:,} of {count(report.members, 'fingerprint')} "
+                f"({100 * report.imported / max(report.members, 1):.0f}%), {rate:,.0f}/s, ETA {left:.0f} s")
+        sys.stderr.write(f"\r{line}\x1b[K" if tty else line + "\n")
+        sys.stderr.flush()
+
+    try:
+        r = import_set(args.url, args.set_key, args.into, rule=args.rule, error_rate=args.error_rate,
+                       backend=args.backend, delete_set=args.delete_set, progress=progress)
+    except KeyboardInterrupt:
+        raise CliError("interrupted: run the same command again to resume where it stopped") from None
+    finally:
+        if shown[0] and tty:
+            sys.stderr.write("\r\x1b[K")
+    into = args.into or args.set_key
+    print(f"imported {count(r.imported, 'fingerprint')} from the set {args.set_key!r} into the filter at {into!r} "
+          f"in {r.seconds:.1f} s ({args.rule}'s rule{'; resumed' if r.resumed else ''})")
+    if r.invalid:
+        print(f"{count(r.invalid, 'member')} of the set {'is' if r.invalid == 1 else 'are'} not a 40-character hex "
+              f"fingerprint and {'was' if r.invalid == 1 else 'were'} not imported: "
+              + ", ".join(repr(e) for e in r.invalid_examples) + (", ..." if r.invalid > len(r.invalid_examples) else ""))
+    print(f"memory: the set {format_bytes(r.set_bytes)}, the filter {format_bytes(r.filter_bytes)}"
+          + (f" ({r.set_bytes / r.filter_bytes:.0f}x less)" if r.filter_bytes else ""))
+    if r.missing:
+        raise CliError(f"the check failed: {count(r.missing, 'fingerprint')} of the set {'is' if r.missing == 1 else 'are'} "
+                       "not in the filter; the set was left as it is")
+    print("check: every fingerprint of the set is in the filter; " +
+          ("the set was deleted" if r.deleted else "the set was left as it is (--delete-set deletes it)"))
+    return 0
+
+
 COMMANDS = {
     "demo": cmd_demo,
     "dedup": cmd_dedup,
@@ -802,6 +925,7 @@ COMMANDS = {
     "params": cmd_params,
     "bench": cmd_bench,
     "redis-module": cmd_redis_module,
+    "redis": cmd_redis,
 }
 
 

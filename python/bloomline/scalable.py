@@ -79,6 +79,12 @@ class StageStore(Protocol):
 
     shared: bool
 
+    def attach_chain(self, rule: ChainRule, layout: Layout, seed: int) -> None:
+        """The chain's parameters, before its stages are read: a store that
+        keeps them (RedisStages, with its first stage) checks them against
+        what it holds (ChainMismatch)."""
+        ...
+
     def stages(self) -> list[tuple[BloomFilter, int]]:
         """The stages in the store, oldest first, with their counts."""
         ...
@@ -115,6 +121,9 @@ class _LocalStages:
 
     shared = False
     _made = 0
+
+    def attach_chain(self, rule: ChainRule, layout: Layout, seed: int) -> None:
+        pass  # the stages' own parameters say it (checked by the chain)
 
     def add_to_last(self, index: int, stage: BloomFilter, keys: Any
                     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None, int | None]:
@@ -244,6 +253,7 @@ class ScalableBloomFilter:
         self._on_grow = on_grow
         self._stages: list[BloomFilter] = []
         self._counts: list[int] = []  # new keys taken by each stage
+        self._store.attach_chain(self._rule, self._layout, self._seed)  # (a shared store checks it, keeps it)
         self._reload()  # the store's stages (checked), or a first one
 
     # ---- stages ---------------------------------------------------------------
@@ -293,11 +303,16 @@ class ScalableBloomFilter:
         """The store's stages, checked, or a first one; on_grow once when the
         chain is longer than it was."""
         before = len(self._stages)
-        self._stages, self._counts = [], []
+        stages: list[BloomFilter] = []
+        counts: list[int] = []
         for i, (stage, count) in enumerate(self._store.stages()):
             self._check_stage(i, stage)
-            self._stages.append(stage)
-            self._counts.append(count)
+            stages.append(stage)
+            counts.append(count)
+        # Only a complete read replaces the chain: a store's error (a missing
+        # key, a cut) leaves the stages this object had, so a caller that
+        # catches it can go on calling.
+        self._stages, self._counts = stages, counts
         if not self._stages:
             self._new_stage()
         elif len(self._stages) > before > 0 and self._on_grow is not None:

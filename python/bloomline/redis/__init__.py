@@ -63,6 +63,7 @@ from ._errors import EvictionWarning, MissingKeyError, UnknownOutcome
 from ._filter import RedisBloomFilter
 from ._meta import DEFAULT_SHARD_BITS
 from ._stages import RedisStages
+from ._travel import dump, restore
 
 __all__ = ["DEFAULT_SHARD_BITS", "EvictionWarning", "MissingKeyError", "RedisBloomFilter", "RedisStages",
-           "StaleChain", "UnknownOutcome", "module_path"]
+           "StaleChain", "UnknownOutcome", "dump", "module_path", "restore"]

@@ -242,7 +242,7 @@ def _settle_window(window: Sequence[Part], replies: Sequence[Any], out: npt.NDAr
                 if isinstance(reply, Exception):
                     raise reply
             assert part.decode is not None
-            out[part.idx] |= part.decode(mine)
+            out[part.idx] |= part.decode(list(mine))
         except _redis.ResponseError as e:
             raise missing_error(e, what, policy) from None
 

@@ -164,7 +164,7 @@ class RedisBloomFilter:
         if isinstance(reply, list) and reply[0] in (b"1", b"0"):  # the common case, read without arrays
             if part.count_key is not None and (reply[0] == b"1" or not self._counts):
                 self._note({part.count_key: int(reply[1])})  # (a count moves only when a key is new)
-            return reply[0] == b"1"
+            return bool(reply[0] == b"1")
         codes, counts, _ = settle_adds((part,), (reply,), 1, self._what, self._policy)  # raises, or reads a count
         self._note(counts)
         return bool(codes[0] == NEW)
@@ -329,9 +329,10 @@ class RedisBloomFilter:
         """Download into a local BloomFilter with identical answers."""
         if self._kind == "bf":
             raise ValueError("backend 'bf' keeps RedisBloom's own data: it has no bloomline bits to download")
+        count = self.insert_count
         return BloomFilter.from_buffer(b"".join(self._shard_values(b"GET")), self.num_bits, self.num_hashes,
                                        layout=self.layout, seed=self.seed, capacity=self._capacity,
-                                       error_rate=self._error_rate)
+                                       error_rate=self._error_rate, insert_count=max(count, 0))
 
     # ---- what it is ---------------------------------------------------------------------
 

@@ -123,14 +123,14 @@ def data_keys(keys: FilterKeys) -> list[str]:
     return [*keys.shards, *keys.counts, *([keys.bf] if keys.bf else [])]
 
 
-def _as_dict(reply: Any) -> dict[str, str]:
+def as_dict(reply: Any) -> dict[str, str]:
     items = list(reply.items()) if isinstance(reply, dict) else list(zip(reply[::2], reply[1::2]))
     return {(k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else str(v))
             for k, v in items}
 
 
 def read(sender: Sender, meta_key: str) -> Optional[dict[str, str]]:
-    meta = _as_dict(sender.call(meta_key, b"HGETALL", meta_key))
+    meta = as_dict(sender.call(meta_key, b"HGETALL", meta_key))
     if not meta:
         return None
     if meta.get("version") != str(META_VERSION):
@@ -180,7 +180,7 @@ def open_filter(sender: Sender, name: str, new: Optional[dict[str, Any]], wanted
                 f"lost. Drop it (RedisBloomFilter.drop(redis, {name!r})) to start over", key=meta_key)
         if meta is None:
             fields = dict(new, version=META_VERSION, state="creating")
-            meta = _as_dict(sender.script(_CLAIM, [meta_key], [x for kv in fields.items() for x in kv]))
+            meta = as_dict(sender.script(_CLAIM, [meta_key], [x for kv in fields.items() for x in kv]))
     check(name, meta, wanted)
     keys = keys_of(name, meta)
     if meta.get("state") == "creating":

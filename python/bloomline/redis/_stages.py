@@ -33,13 +33,14 @@ from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code, batch_ids,
 if TYPE_CHECKING:
     from .._core import Layout
 
-# KEYS: stages, meta, count, shard_1 .. shard_n
-# ARGV: index, n, bytes of each shard, then the meta's field, value, ...
+# KEYS: stages, the chain's meta, the stage's meta, its count, shard_1 .. shard_n
+# ARGV: index, n, bytes of each shard, then m and the stage meta's m
+#       arguments (field, value, ...), then the chain meta's (for stage 0)
 _GROW = Script("""
 local index = tonumber(ARGV[1])
 local have = redis.call('GET', KEYS[1])
 if not have then
-  if index > 0 or redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('MISSING ' .. KEYS[1]) end
+  if index > 0 or redis.call('EXISTS', KEYS[3]) == 1 then return redis.error_reply('MISSING ' .. KEYS[1]) end
   have = 0
 else
   have = tonumber(have)
@@ -47,16 +48,18 @@ end
 if have > index then return have end
 if have < index then return redis.error_reply('STALE ' .. have) end
 local n = tonumber(ARGV[2])
-for i = 2, 3 + n do
+for i = 3, 4 + n do
   if redis.call('EXISTS', KEYS[i]) == 1 then return redis.error_reply('LEFTOVER ' .. KEYS[i]) end
 end
+local m = tonumber(ARGV[3 + n])
 local ttl = redis.call('PTTL', KEYS[1])
-redis.call('HSET', KEYS[2], unpack(ARGV, 3 + n))
-redis.call('SET', KEYS[3], '0')
-for s = 1, n do redis.call('SETRANGE', KEYS[3 + s], tonumber(ARGV[2 + s]) - 1, '\\0') end
+redis.call('HSET', KEYS[3], unpack(ARGV, 4 + n, 3 + n + m))
+redis.call('SET', KEYS[4], '0')
+for s = 1, n do redis.call('SETRANGE', KEYS[4 + s], tonumber(ARGV[2 + s]) - 1, '\\0') end
+if index == 0 and #ARGV > 3 + n + m then redis.call('HSET', KEYS[2], unpack(ARGV, 4 + n + m)) end
 redis.call('SET', KEYS[1], index + 1, 'KEEPTTL')
 if ttl > 0 then
-  for i = 2, 3 + n do redis.call('PEXPIRE', KEYS[i], ttl) end
+  for i = 3, 4 + n do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
 return index + 1
 """)
@@ -113,6 +116,7 @@ class RedisStages:
         self._sender = Sender(self._r, retries=retries, answer_ttl_ms=answer_ttl_ms)
         self._policy: Optional[str] = None
         self._stages: list[RedisBloomFilter] = []  # attached so far (a chain only grows)
+        self._chain: dict[str, Any] = {}  # its parameters (attach_chain)
 
     def _stage_key(self, i: int) -> str:
         return f"{self._base}:s{i}"
@@ -123,6 +127,44 @@ class RedisStages:
 
     def count_key(self, i: int) -> str:
         return f"{self._base}:s{i}:count"
+
+    @property
+    def chain_key(self) -> str:
+        """The chain's own parameters (a hash, written with its first stage)."""
+        return f"{self._base}:chain"
+
+    @property
+    def import_key(self) -> str:
+        """Where an import from a scrapy-redis set keeps its progress."""
+        return f"{self._base}:import"
+
+    def info(self) -> Optional[dict[str, str]]:
+        """The chain's parameters as Redis holds them (initial_capacity,
+        error_rate, growth, tightening, layout, seed; for an imported chain
+        the fingerprint rule), or None if there is no chain."""
+        from ._meta import as_dict
+
+        return as_dict(self._sender.call(self.chain_key, b"HGETALL", self.chain_key)) or None
+
+    def set_info(self, **fields: Any) -> None:
+        """Add fields to the chain's parameters (an import's fingerprint rule)."""
+        self._sender.call(self.chain_key, b"HSET", self.chain_key, *(x for kv in fields.items() for x in kv))
+
+    def attach_chain(self, rule: Any, layout: Layout, seed: int) -> None:
+        """Keep the chain's parameters (written with its first stage) and
+        check them against those Redis holds: ChainMismatch names a field
+        that differs (a stage's own parameters are checked by the chain)."""
+        from ..scalable import ChainMismatch
+
+        self._chain = {"initial_capacity": rule.initial_capacity, "error_rate": repr(rule.error_rate),
+                       "growth": rule.growth, "tightening": repr(rule.tightening), "layout": layout, "seed": seed}
+        stored = self.info()
+        for field, wanted in self._chain.items():
+            if stored is not None and field in stored:
+                have = stored[field]
+                same = float(have) == float(wanted) if field in ("error_rate", "tightening") else have == str(wanted)
+                if not same:
+                    raise ChainMismatch(0, field, have, wanted, None)
 
     def stage_count(self) -> int:
         """How many stages the chain has in Redis now."""
@@ -158,10 +200,12 @@ class RedisStages:
         name = self._stage_key(index)
         meta = plan(capacity, error_rate, layout, seed, 1 if capacity * 64 < 2**31 else None, 2**31, "stage")
         keys = keys_of(name, meta)
-        fields = dict(meta, version=META_VERSION, state="ready")
+        fields = [x for kv in dict(meta, version=META_VERSION, state="ready").items() for x in kv]
+        chain = [x for kv in dict(self._chain, version=1).items() for x in kv]
         try:
-            self._sender.script(_GROW, [self.stages_key, f"{name}:meta", self.count_key(index), *keys.shards],
-                                [index, len(keys.shards), *keys.nbytes, *(x for kv in fields.items() for x in kv)])
+            self._sender.script(_GROW, [self.stages_key, self.chain_key, f"{name}:meta", self.count_key(index),
+                                        *keys.shards], [index, len(keys.shards), *keys.nbytes, len(fields), *fields,
+                                                        *chain])
         except _redis.ResponseError as e:
             code = _error_code(e)
             if code == "STALE":
@@ -202,8 +246,13 @@ class RedisStages:
             raise StaleChain(int(str(skipped[0]).split()[1]))
         return codes == NEW, taken, counts.get(guard.count)
 
+    def keys(self) -> list[str]:
+        """Every Redis key the chain has now (its stages', counts and meta)."""
+        self._attach(self.stage_count())
+        return self._all_keys()
+
     def _all_keys(self) -> list[str]:
-        keys = [self.stages_key]
+        keys = [self.stages_key, self.chain_key]
         for i, stage in enumerate(self._stages):
             keys += [f"{stage.key}:meta", self.count_key(i), *stage.shard_keys()]
         return keys

@@ -1,20 +1,47 @@
-"""Filters that travel between this process and Redis: a local BloomFilter
-uploaded to a new Redis filter (its bits copied unchanged, byte for byte
-the shards' contents)."""
+"""Filters that travel: a local BloomFilter uploaded to a new Redis filter,
+and any Redis filter or chain dumped to a bloomline file and restored, on
+the same server or another (a cluster included). The file format is the
+local one (docs/FORMAT.md): a fixed filter is kind 1, a chain kind 3, so a
+dump also loads locally (BloomFilter.load or ScalableBloomFilter.load, bloomline.from_bytes). The bits travel as
+they are, byte for byte the shards' contents; a filter kept by the server's
+own BF commands (backend 'bf') holds RedisBloom's data, not bloomline's
+bits, and does not travel this way (RedisBloom has BF.SCANDUMP for it)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+import os
+from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
 
 import numpy as np
 
+from .. import _core, from_bytes
 from .._core import BloomFilter
-from ._wire import Job
+from ..scalable import ScalableBloomFilter
+from ._backend import FilterKeys
+from ._wire import Job, Sender, client_of
 
 if TYPE_CHECKING:
+    from .._core import StrPath
     from ._filter import RedisBloomFilter
 
 _PIECE = 64 * 2**20  # SETRANGE in 64 MB pieces: no single huge request
+
+
+def _copy_bits(sender: Sender, keys: FilterKeys, bf: BloomFilter) -> list[int]:
+    """bf's bits written into the shards of keys (made at full size, empty);
+    each shard's count of set bits."""
+    data = memoryview(bf).cast("B")
+    per = keys.shard_bits // 8
+    jobs, ones = [], []
+    for i, shard in enumerate(keys.shards):
+        part = data[i * per : i * per + keys.nbytes[i]]
+        for start in range(0, len(part), _PIECE):
+            piece = bytes(part[start : start + _PIECE])
+            if piece.strip(b"\x00"):
+                jobs.append(Job(shard.encode(), b"SETRANGE", (shard,), (start, piece)))
+        ones.append(int(np.unpackbits(np.frombuffer(part, dtype=np.uint8)).sum()))
+    sender.each(jobs)
+    return ones
 
 
 def upload(cls: type[RedisBloomFilter], bf: BloomFilter, client: Any, key: str, *, shard_bits: int, backend: str,
@@ -30,19 +57,104 @@ def upload(cls: type[RedisBloomFilter], bf: BloomFilter, client: Any, key: str, 
              backend=backend, retries=retries, answer_ttl_ms=answer_ttl_ms)
     if (rf.num_bits, rf.num_hashes) != (bf.num_bits, bf.num_hashes):  # pragma: no cover - same sizing math
         raise ValueError("the Redis filter's geometry differs from the local one")
-    keys = rf._keys
-    data = memoryview(bf).cast("B")
-    per = keys.shard_bits // 8
-    jobs, ones = [], []
-    for i, shard in enumerate(keys.shards):
-        part = data[i * per : i * per + keys.nbytes[i]]
-        for start in range(0, len(part), _PIECE):
-            piece = bytes(part[start : start + _PIECE])
-            if piece.strip(b"\x00"):
-                jobs.append(Job(shard.encode(), b"SETRANGE", (shard,), (start, piece)))
-        ones.append(int(np.unpackbits(np.frombuffer(part, dtype=np.uint8)).sum()))
+    ones = _copy_bits(rf._sender, rf._keys, bf)
     # Each shard's count: its share of the filter's count, by its bits.
     total = sum(ones) or 1
-    jobs += [Job(c.encode(), b"SET", (c,), (round(bf.insert_count * n / total),)) for c, n in zip(keys.counts, ones)]
-    rf._sender.each(jobs)
+    rf._sender.each([Job(c.encode(), b"SET", (c,), (round(bf.insert_count * n / total),))
+                     for c, n in zip(rf._keys.counts, ones)])
     return rf
+
+
+def _what_is_at(client: Any, key: str) -> Optional[str]:
+    """'filter', 'chain' or None: what a name holds in Redis."""
+    from ._stages import RedisStages
+
+    store = RedisStages(client, key)
+    if client.exists(f"{key}:meta"):
+        return "filter"
+    if client.exists(store.stages_key) or client.exists(store.chain_key):
+        return "chain"
+    return None
+
+
+def dump(redis: Any, key: str, file: Union[StrPath, BinaryIO]) -> Union[BloomFilter, ScalableBloomFilter]:
+    """Write the Redis filter or chain at `key` to a bloomline file (a path,
+    written atomically, or a binary file object); returns the local copy
+    that was written."""
+    from ._filter import RedisBloomFilter
+    from ._stages import RedisStages
+
+    client = client_of(redis)
+    found = _what_is_at(client, key)
+    if found is None:
+        raise ValueError(f"no filter or chain at key {key!r}")
+    local: Union[BloomFilter, ScalableBloomFilter]
+    if found == "filter":
+        remote = RedisBloomFilter(client, key)
+        if remote.backend == "bf":
+            raise ValueError(f"the filter at key {key!r} is the server's own Bloom filter (BF.*): its data is "
+                             "RedisBloom's, not bloomline's bits; use BF.SCANDUMP and BF.LOADCHUNK to move it")
+        local = remote.to_filter()
+        data = local.to_bytes()
+    else:
+        store = RedisStages(client, key)
+        info = store.info()
+        if info is None:
+            raise ValueError(f"the chain at key {key!r} has no parameters in Redis ({store.chain_key!r}): it was "
+                             "made by an earlier bloomline; copy its stages one by one (RedisBloomFilter.to_filter)")
+        chain = ScalableBloomFilter(int(info["initial_capacity"]), float(info["error_rate"]),
+                                    growth=int(info["growth"]), tightening=float(info["tightening"]),
+                                    layout=info["layout"], seed=int(info["seed"]), store=store)  # type: ignore[arg-type]
+        stages = [s.to_filter() for s in store._stages]
+        data = _core.encode_chain(chain.rule, chain.layout, chain.seed, stages, chain._stage_counts)
+        local = ScalableBloomFilter.from_bytes(data)
+    if isinstance(file, (str, bytes, os.PathLike)):
+        with _core.AtomicWriter(os.fspath(file)) as out:
+            out.write(data)
+            out.commit()
+    else:
+        file.write(data)
+    return local
+
+
+def restore(file: Union[StrPath, BinaryIO, bytes], redis: Any, key: str, *, replace: bool = False,
+            backend: str = "auto") -> Union[RedisBloomFilter, ScalableBloomFilter]:
+    """Put a bloomline file (a BloomFilter, or a ScalableBloomFilter: what
+    dump writes) into Redis at `key`, as a filter or a chain answering
+    exactly as the file does. A key that holds a filter or chain is refused
+    unless replace=True (it is then dropped first)."""
+    from ._filter import RedisBloomFilter
+    from ._stages import RedisStages
+
+    client = client_of(redis)
+    if isinstance(file, (bytes, bytearray, memoryview)):
+        data = bytes(file)
+    elif isinstance(file, (str, os.PathLike)):
+        data = _core.read_file(file)
+    else:
+        data = file.read()
+    local = from_bytes(data)
+    if not isinstance(local, (BloomFilter, ScalableBloomFilter)):
+        raise ValueError(f"the file holds a {type(local).__name__}: Redis keeps BloomFilters and "
+                         "ScalableBloomFilters")
+    found = _what_is_at(client, key)
+    if found is not None and not replace:
+        raise ValueError(f"a {found} already exists at key {key!r}: pass replace=True (--replace) to drop it first")
+    if found == "filter":
+        RedisBloomFilter.drop(client, key)
+    elif found == "chain":
+        RedisStages(client, key).reset()
+    if isinstance(local, BloomFilter):
+        return RedisBloomFilter.from_filter(local, client, key, backend=backend)
+    store = RedisStages(client, key, backend=backend)
+    chain = ScalableBloomFilter(local.initial_capacity, local.error_rate, growth=local.growth,
+                                tightening=local.tightening, layout=local.layout, seed=local.seed, store=store)
+    for i, (stage, count) in enumerate(zip(local.stages, local._stage_counts)):
+        if i:
+            assert stage.capacity is not None and stage.error_rate is not None  # (a chain's stages have both)
+            store.new_stage(i, stage.capacity, stage.error_rate, stage.layout, stage.seed)
+        remote = store._stages[i]
+        _copy_bits(store._sender, remote._keys, stage)
+        store._sender.call(store.count_key(i), b"SET", store.count_key(i), count)
+    chain._reload()
+    return chain

@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import redis as _redis
 
@@ -158,6 +158,7 @@ class Job:
     writes: bool = False
 
 
+_hiredis_pack: Optional[Callable[[tuple[Any, ...]], bytes]]
 try:  # hiredis frames a command's own arguments in C (the redis extra brings it)
     from hiredis import pack_command as _hiredis_pack
 except ImportError:  # pragma: no cover - without hiredis, in Python below
@@ -175,7 +176,7 @@ def pack(job: Job, *, resend: bool = False, by_text: bool = False) -> bytes:
     args = (*head, *job.keys, *((b"R" if resend else b"F") if a is MODE else a for a in job.args))
     count = len(args) + job.body_count
     if _hiredis_pack is not None:
-        packed = _hiredis_pack(args)
+        packed = bytes(_hiredis_pack(args))
         return packed if not job.body_count else b"*%d" % count + packed[packed.index(b"\r\n"):] + job.body
     items = [_arg(a) for a in args]
     return b"*%d\r\n" % count + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in items) + job.body

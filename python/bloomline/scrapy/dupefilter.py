@@ -74,6 +74,7 @@ from .._core import ChainRule
 from .._units import noun
 from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter
 from .fingerprints import as_key
+from .fingerprints import rule as fingerprint_rule
 from .journal import JOURNAL_META_ID, JOURNAL_NAME, RequestJournal
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ def _mismatch(where: str, error: ChainMismatch, settings: Any, share: float) -> 
     (the earlier rate recovered from stage 0's and printed with %g)."""
     stage = error.stage
     per_rate = ChainRule(1000, 0.01, GROWTH, TIGHTENING).stage_error_rate(0) / 0.01  # stage 0's share of the rate
-    if error.index == 0 and stage.capacity is not None and stage.error_rate is not None:
+    if error.index == 0 and stage is not None and stage.capacity is not None and stage.error_rate is not None:
         made = (f"BLOOMLINE_CAPACITY={stage.capacity}, BLOOMLINE_ERROR_RATE={stage.error_rate / per_rate / share:g}, "
                 f"BLOOMLINE_LAYOUT={stage.layout!r}")
     else:  # pragma: no cover - stage 0 matched, a later one did not: a chain made by other code
@@ -587,6 +588,14 @@ class RedisBloomDupeFilter(_DupeFilter):
         # socket timeout's), so a re-send always finds it (answer_ttl_ms
         # derived: 31 s with the 5 s default timeout).
         self._stages = RedisStages(server, key, backend=backend, retries=2)
+        # A filter imported from scrapy-redis's fingerprint set (bloomline
+        # redis import-set) keeps the rule its fingerprints were made by,
+        # and its first stage was sized for the set.
+        info = self._retrying(self._stages.info) or {}
+        imported = info.get("fingerprints")
+        if imported:
+            self._by_rule = fingerprint_rule(imported)
+            capacity = int(info["initial_capacity"])
         # The chain and the front filter split the error budget, so that
         # together they stay under error_rate.
         self.seen = self._retrying(lambda: ScalableBloomFilter(
@@ -596,8 +605,10 @@ class RedisBloomDupeFilter(_DupeFilter):
                                          layout=layout, seed=FRONT_SEED)
         if self.seen.insert_count:
             count, stages = self.seen.approx_count, self.seen.num_stages
-            logger.info("%s: attached to the filter at Redis key %r: about %d %s seen, in %d %s", self.label, key,
-                        count, noun(round(count), "request"), stages, noun(stages, "stage"))
+            source = (f" (imported from the set {info.get('imported_from', '?')!r}: requests are fingerprinted by "
+                      f"{imported}'s rule, as its fingerprints were)" if imported else "")
+            logger.info("%s: attached to the filter at Redis key %r%s: about %d %s seen, in %d %s", self.label, key,
+                        source, count, noun(round(count), "request"), stages, noun(stages, "stage"))
 
     def _retrying(self, make: Callable[[], Any]) -> Any:
         """make() retried with backoff for retry_timeout seconds while Redis
