@@ -20,7 +20,7 @@ redis = pytest.importorskip("redis")
 from redis.cluster import RedisCluster, key_slot  # noqa: E402
 
 from bloomline import ScalableBloomFilter  # noqa: E402
-from bloomline.redis import RedisBloomFilter, RedisStages  # noqa: E402
+from bloomline.redis import MissingKeyError, RedisBloomFilter, RedisStages  # noqa: E402
 from conftest import FaultProxy, RedisServer, module_args, start_cluster  # noqa: E402
 
 BITS_BACKENDS = ["module", "plain"]
@@ -248,7 +248,6 @@ def any_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 
 
 def test_a_deleted_shard_is_refused_not_made_anew(any_backend: tuple[RedisServer, str]) -> None:
-    from bloomline.redis import MissingKeyError
 
     server, backend = any_backend
     client = redis.Redis(host="127.0.0.1", port=server.port)
@@ -321,6 +320,25 @@ def test_a_chain_whose_stage_count_vanished_is_not_started_anew(module_server: R
         ScalableBloomFilter(100, 0.01, store=RedisStages(client, "sc"))
     RedisStages(client, "sc").reset()
     assert not client.keys("{sc}:*")
+
+
+def test_a_caught_missing_key_leaves_the_chain_as_it_was(module_server: RedisServer) -> None:
+    """A reload that meets a vanished key raises and keeps the stages it
+    had, so a caller that catches the error (a crawler going on with its
+    next batch) gets the same clear error again, never an IndexError."""
+    client = redis.Redis(host="127.0.0.1", port=module_server.port)
+    chain = ScalableBloomFilter(100, 0.01, store=RedisStages(client, "ck"))
+    other = ScalableBloomFilter(100, 0.01, store=RedisStages(client, "ck"))
+    chain.add_many(np.arange(50, dtype=np.uint64))
+    other.add_many(np.arange(50, 400, dtype=np.uint64))  # grows the chain past what `chain` has read
+    assert other.num_stages > chain.num_stages == 1
+    client.delete("{ck}:s1:meta")
+    for _ in range(3):
+        with pytest.raises(MissingKeyError, match=r"\{ck\}:s1:meta"):
+            chain.add_many(np.arange(400, 450, dtype=np.uint64))
+        with pytest.raises(MissingKeyError, match=r"\{ck\}:s1:meta"):
+            chain.contains_many(np.arange(10, dtype=np.uint64))
+    assert chain.num_stages == 1
 
 
 # ---- 7. a fixed filter past its capacity says so, once ----------------------------------
