@@ -48,9 +48,20 @@ def _probes() -> np.ndarray:
 # ---- dump and restore -----------------------------------------------------------------
 
 
-def test_a_chain_travels_to_a_file_and_another_server_answering_the_same(
-        two_servers: tuple[RedisServer, RedisServer], tmp_path: Path) -> None:
+def _ends(two_servers: tuple[RedisServer, RedisServer], direction: str) -> tuple[RedisServer, RedisServer]:
+    """(from, to): "module->plain" from the server with the module to the one
+    without, "plain->module" the other way."""
     a, b = two_servers
+    return (a, b) if direction == "module->plain" else (b, a)
+
+
+DIRECTIONS = ["module->plain", "plain->module"]
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_a_chain_travels_to_a_file_and_another_server_answering_the_same(
+        two_servers: tuple[RedisServer, RedisServer], tmp_path: Path, direction: str) -> None:
+    a, b = _ends(two_servers, direction)
     chain = ScalableBloomFilter(5_000, 1e-4, store=RedisStages(_client(a), "crawl"))
     keys = np.arange(60_000, dtype=np.uint64)
     chain.add_many(keys)
@@ -73,19 +84,17 @@ def test_a_chain_travels_to_a_file_and_another_server_answering_the_same(
     assert again.contains_many(more).all() and again.num_stages == moved.num_stages
 
 
-@pytest.mark.parametrize("source_backend", ["module", "plain"])
-def test_a_fixed_filter_travels_between_backends(two_servers: tuple[RedisServer, RedisServer], tmp_path: Path,
-                                                 source_backend: str) -> None:
-    a, b = two_servers
-    f = RedisBloomFilter(_client(a), "fx", 40_000, 1e-3, backend=source_backend, shards=3)
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_a_fixed_filter_travels_between_servers_and_backends(two_servers: tuple[RedisServer, RedisServer],
+                                                             direction: str) -> None:
+    a, b = _ends(two_servers, direction)
+    f = RedisBloomFilter(_client(a), "fx", 40_000, 1e-3, shards=3)
+    assert f.backend == direction.split("->")[0]
     f.add_many(np.arange(40_000, dtype=np.uint64))
     buf = io.BytesIO()
     dump(_client(a), "fx", buf)  # a file object works as a path does
-    target = _client(b) if source_backend == "module" else _client(a)
-    key = "fx" if source_backend == "module" else "fx-copy"
-    moved = restore(buf.getvalue(), target, key)
-    assert isinstance(moved, RedisBloomFilter)
-    assert moved.backend == ("plain" if source_backend == "module" else "module")
+    moved = restore(buf.getvalue(), _client(b), "fx")
+    assert isinstance(moved, RedisBloomFilter) and moved.backend == direction.split("->")[1]
     probes = _probes()
     np.testing.assert_array_equal(moved.contains_many(probes), f.contains_many(probes))
     assert moved.contains_many(np.arange(40_000, dtype=np.uint64)).all()
