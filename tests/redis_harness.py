@@ -20,6 +20,7 @@ whose table is recorded in benchmarks/RESULTS.md ("Redis under faults").
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import subprocess
 import sys
 import threading
@@ -325,7 +326,10 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--case", action="append", help="backend/kind/fault (default: every case)")
+    parser.add_argument("--write", action="store_true",
+                        help='write the table to benchmarks/RESULTS.md (section "redis-faults")')
     args = parser.parse_args()
+    began = time.monotonic()
     chosen = [tuple(c.split("/")) for c in args.case] if args.case else cases()
     rows = []
     for backend, kind, fault in chosen:
@@ -336,17 +340,47 @@ def main() -> int:
             print(describe(o), flush=True)
             outs.append(o)
         rows.append(outs)
-    print("\n| backend | kind | fault | runs | faults struck | new twice | never new | batches raised | keys exempt "
-          "| errors |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+    table = ["| backend | kind | fault | runs | faults struck | new twice | never new | batches raised | keys exempt "
+             "| errors |", "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for outs in rows:
         errors: Counter[str] = Counter()
         for o in outs:
             errors.update(o.errors)
         shown = ", ".join(f"{n} {e.split(':')[0]}" for e, n in sorted(errors.items())) or "none"
-        print(f"| {' | '.join(outs[0].case)} | {len(outs)} | {sum(o.faults for o in outs)} | "
-              f"{sum(o.new_twice for o in outs)} | {sum(o.never_new for o in outs)} | "
-              f"{sum(o.raised_batches for o in outs)} | {sum(o.raised_keys for o in outs):,} | {shown} |")
-    return 0 if all(o.ok for outs in rows for o in outs) else 1
+        table.append(f"| {' | '.join(outs[0].case)} | {len(outs)} | {sum(o.faults for o in outs)} | "
+                     f"{sum(o.new_twice for o in outs)} | {sum(o.never_new for o in outs)} | "
+                     f"{sum(o.raised_batches for o in outs)} | {sum(o.raised_keys for o in outs):,} | {shown} |")
+    print("\n" + "\n".join(table))
+    ok = all(o.ok for outs in rows for o in outs)
+    if args.write:
+        import datetime
+        import platform
+
+        import redis
+
+        import bloomline
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+        from _sections import write_section
+
+        when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        version = subprocess.run([need("redis-server"), "--version"], capture_output=True, text=True).stdout.split()
+        head = [
+            "## Redis under faults",
+            "",
+            f"`python tests/redis_harness.py --keys {args.keys} --runs {args.runs} --write`, {when}, "
+            f"{(time.monotonic() - began) / 60:.0f} minutes; {platform.machine()}, {os.cpu_count()} cores, "
+            f"redis-server {version[2] if len(version) > 2 else '?'}, redis-py {redis.__version__}, "
+            f"bloomline {bloomline.__version__}. Each run: four processes add the same {args.keys:,} keys, each in "
+            "an order of its own, in batches, while the fault strikes; then every key must have been new to "
+            "exactly one process, or be in a batch whose call raised (those keys are exempt: the caller was told). "
+            "The faults: a reply stalled past the socket timeout, dropped, the connection cut before or after the "
+            "command ran (a loopback proxy); the scripts flushed; a key deleted, expired or evicted; a cluster slot "
+            "migrated mid-run. " + ("Every run held." if ok else "**Some runs failed** (new twice or never new)."),
+            "",
+        ]
+        write_section("redis-faults", "\n".join(head + table))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
