@@ -30,6 +30,32 @@ def test_add_contains_and_new_flags(redis_client: object, layout: str) -> None:
     assert f.approx_count == pytest.approx(1003, rel=0.05)
 
 
+def test_a_client_that_decodes_replies_works_on_every_backend(backend_server: tuple[Any, str]) -> None:
+    """redis-py clients are often made with decode_responses=True: the
+    filter, a chain and an import read bytes all the same."""
+    import hashlib
+
+    from bloomline import ScalableBloomFilter
+    from bloomline.redis import RedisStages
+
+    server, backend = backend_server
+    client = redis.Redis(host="127.0.0.1", port=server.port, decode_responses=True)
+    f = RedisBloomFilter(client, "dec", 10_000, 0.001, backend=backend)
+    assert f.add_many(["a", "b", "a"]).tolist() == [True, True, False]
+    assert f.add("c") and "c" in f and "zz" not in f
+    assert f.contains_many(["a", "b", "c", "d"]).tolist() == [True, True, True, False]
+    if backend == "bf":
+        return
+    chain = ScalableBloomFilter(100, 0.01, store=RedisStages(client, "dec-chain", backend=backend))
+    assert chain.add_many([f"k{i}" for i in range(500)]).sum() >= 499 and chain.num_stages > 1
+    pytest.importorskip("scrapy")
+    from bloomline.scrapy.migrate import import_set
+
+    client.sadd("s:dupefilter", *[hashlib.sha1(str(i).encode()).hexdigest() for i in range(300)], "bad")
+    report = import_set(client, "s:dupefilter", backend=backend, chunk=100)
+    assert (report.imported, report.invalid, report.missing) == (300, 1, 0)
+
+
 def test_attach_reads_parameters_and_checks_them(redis_client: object) -> None:
     a = RedisBloomFilter(redis_client, "f", 5000, 0.01, seed=3)
     a.add("k")

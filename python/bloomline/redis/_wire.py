@@ -52,8 +52,18 @@ _REDIRECTED = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "NOSCRIPT")
 
 
 def client_of(redis: Any) -> Any:
-    """A redis-py client, or one made from a URL."""
-    return _redis.Redis.from_url(redis) if isinstance(redis, str) else redis
+    """A redis-py client, or one made from a URL. Replies are read as bytes
+    (bits, answers, counts): a client made with decode_responses=True is
+    given a sibling on the same server that does not decode."""
+    if isinstance(redis, str):
+        return _redis.Redis.from_url(redis)
+    if not redis.get_encoder().decode_responses:
+        return redis
+    pool = getattr(redis, "connection_pool", None)
+    if pool is None:  # a cluster client: its nodes' settings are its own
+        raise ValueError("redis: pass a client made with decode_responses=False (bloomline reads bytes), or a URL")
+    kwargs = dict(pool.connection_kwargs, decode_responses=False)
+    return _redis.Redis(connection_pool=type(pool)(connection_class=pool.connection_class, **kwargs))
 
 
 # ---- key names ------------------------------------------------------------------
