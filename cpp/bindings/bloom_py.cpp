@@ -92,17 +92,6 @@ whole array (k cache lines, ~3% less memory at 1%).
                 return self;
             },
             py::is_operator())
-        .def(
-            "approx_union_count",
-            [](const H& a, const H& b) { return united(*a, *b)->approx_count(); },
-            py::arg("other"), "Estimated number of distinct keys in either filter, from the bits of their union.")
-        .def(
-            "approx_intersection_count",
-            [](const H& a, const H& b) {
-                const double u = united(*a, *b)->approx_count();
-                return std::max(0.0, a->approx_count() + b->approx_count() - u);
-            },
-            py::arg("other"), "Estimated number of keys in both filters: |A| + |B| - |A or B|, each estimated from bits.")
         .def_property_readonly(
             "num_bits", [](const H& h) { return h->geometry().num_slots; }, "m, the number of bits.")
         .def_property_readonly(
@@ -120,9 +109,8 @@ whole array (k cache lines, ~3% less memory at 1%).
             return py::buffer_info(f.bits().bytes(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
                                    {static_cast<py::ssize_t>(f.bits().nbytes())}, {1}, /*readonly=*/true);
         });
-    bind_common(cls);
-    install_fast_paths(cls, "add(key) -> bool\n\nAdd a key. Returns True if it was new (some bit changed), "
-                            "False if it may have been seen.");
+    bind_common(cls, "add(key) -> bool\n\nAdd a key. Returns True if it was new (some bit changed), "
+                     "False if it may have been seen.");
 }
 
 }  // namespace bloomline

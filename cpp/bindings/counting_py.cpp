@@ -1,5 +1,6 @@
 // Python face of bloomline::CountingBloomFilter: removal, counts, the
-// saturating union, to_bloom and the buffer of counters; the shared parts
+// intersection (&: the smaller counter of each slot), to_bloom and the
+// buffer of counters; the shared parts (the saturating union among them)
 // are in filter_py.hpp.
 #include "bloomline/counting_filter.hpp"
 #include "filter_py.hpp"
@@ -66,7 +67,10 @@ the BloomFilter of the same keys.
             [](H& h, py::handle key) {
                 if (!h->remove(py_keys::hash_key(key.ptr(), h->geometry().seed))) raise_key_error(key);
             },
-            py::arg("key"), "Remove one occurrence of a key; KeyError (and no change) if it is certainly absent.")
+            py::arg("key"),
+            "Remove one occurrence of a key; KeyError (and no change) if it is certainly absent. When the key "
+            "leaves (one of its counters reaches 0), insert_count goes down by one, as an add that finds the key "
+            "absent raises it.")
         .def(
             "discard",
             [](H& h, py::handle key) { return h->remove(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
@@ -100,6 +104,24 @@ the BloomFilter of the same keys.
             py::arg("keys"), py::kw_only(), py::arg("nulls") = "raise",
             "count() of each key, as a uint32 array (0 for nulls, nulls='skip').")
         .def(
+            "__and__",
+            [](const H& a, const H& b) {
+                check_compatible(*a, *b);
+                auto r = a->copy();
+                r->intersect_with(*b);
+                return H(std::move(r));
+            },
+            py::is_operator())
+        .def(
+            "__iand__",
+            [](py::object self, const H& b) {
+                CountingBloomFilter& a = *self.cast<H&>();
+                check_compatible(a, *b);
+                a.intersect_with(*b);
+                return self;
+            },
+            py::is_operator())
+        .def(
             "to_bloom", [](const H& h) { return Handle<BloomFilter>(h->to_bloom()); },
             "The BloomFilter of the same keys (bit set where counter > 0).")
         .def_property_readonly(
@@ -132,9 +154,8 @@ the BloomFilter of the same keys.
                 return py::buffer_info(const_cast<unsigned char*>(p), 2, "<H", 1, {nbytes / 2}, {2}, true);
             return py::buffer_info(const_cast<unsigned char*>(p), 1, "B", 1, {nbytes}, {1}, true);
         });
-    bind_common(cls);
-    install_fast_paths(cls, "add(key) -> bool\n\nAdd a key (one more occurrence). Returns True if it was absent "
-                            "before (some counter was 0).");
+    bind_common(cls, "add(key) -> bool\n\nAdd a key (one more occurrence). Returns True if it was absent "
+                     "before (some counter was 0).");
 }
 
 }  // namespace bloomline
