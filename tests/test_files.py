@@ -144,6 +144,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_sigkill_during_saves_leaves_a_loadable_file(tmp_path: Path) -> None:
     path = tmp_path / "seen.blf"
     script = tmp_path / "saver.py"

@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("scrapy")
 
+pytestmark = pytest.mark.slow  # real crawls in subprocesses: left out of the fast subset (pytest -m "not slow")
+
 from scrapy_site import (JOURNAL, PAGES, SPIDER, Site, crawl, journal_records, kill_9, pending_urls,  # noqa: E402
                          start_crawl, wait_for_pages)
 

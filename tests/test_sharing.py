@@ -29,7 +29,9 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+# core: run by CI's wheel, clang/flock and sanitizer jobs (.ci/run); slow: many processes, killed and
+# restarted, left out of the fast subset (pytest -m "not slow")
+pytestmark = [pytest.mark.core, pytest.mark.slow]
 
 FLOCK = bloomline.file_locks == "flock"
 many_writers = pytest.mark.skipif(FLOCK, reason="this build takes one writer per file (flock locks, as on macOS)")
