@@ -212,3 +212,22 @@ def test_a_chain_read_back_from_bytes_never_warns() -> None:
         again.add_many(KEYS)
         (s | again).add_many(KEYS[:100])
     assert not got
+
+
+@pytest.mark.parametrize("kind", [BloomFilter, CountingBloomFilter])
+def test_a_union_sets_an_estimate_and_stays_quiet_but_update_with_a_filter_warns(kind: Any) -> None:
+    """| and |= set insert_count to the estimate from the fill and say
+    nothing (a chain's union uses them on its stages); update(), an add,
+    says it once when it takes the filter past capacity."""
+    a, b = kind(CAPACITY, 0.01), kind(CAPACITY, 0.01)
+    a.add_many(KEYS[:900])
+    b.add_many(KEYS[900:1800])
+    with capacity_warnings() as got:
+        c = a | b
+        a_copy = a.copy()
+        a_copy |= b
+    assert not got and c.insert_count > CAPACITY and a_copy.insert_count > CAPACITY
+    with capacity_warnings() as got:
+        a.update(b)
+        a.update(b)
+    assert len(got) == 1 and a.insert_count > CAPACITY

@@ -1,5 +1,6 @@
-// Python face of bloomline::BloomFilter: what is its own (bits, set algebra,
-// the buffer of bits); the shared parts are in filter_py.hpp.
+// Python face of bloomline::BloomFilter: what is its own (bits from raw
+// bytes, the buffer of bits); the shared parts, set algebra among them, are
+// in filter_py.hpp.
 #include "bloomline/bloom_filter.hpp"
 #include "filter_py.hpp"
 #include "register.hpp"
@@ -12,13 +13,6 @@ using namespace py_filter;
 namespace {
 
 using H = Handle<BloomFilter>;
-
-H intersected(const BloomFilter& a, const BloomFilter& b) {
-    check_compatible(a, b);
-    auto r = a.copy();
-    r->intersect_with(b);
-    return H(std::move(r));
-}
 
 }  // namespace
 
@@ -80,18 +74,6 @@ whole array (k cache lines, ~3% less memory at 1%).
             py::arg("error_rate") = py::none(),
             "A filter holding a copy of raw bits (bit i = bit i % 8 of byte i // 8, as memoryview(bf) shows them); "
             "payload must be exactly nbytes long.")
-        .def(
-            "__and__", [](const H& a, const H& b) { return intersected(*a, *b); },
-            py::is_operator())
-        .def(
-            "__iand__",
-            [](py::object self, const H& b) {
-                BloomFilter& a = *self.cast<H&>();
-                check_compatible(a, *b);
-                a.intersect_with(*b);
-                return self;
-            },
-            py::is_operator())
         .def_property_readonly(
             "num_bits", [](const H& h) { return h->geometry().num_slots; }, "m, the number of bits.")
         .def_property_readonly(

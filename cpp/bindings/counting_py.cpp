@@ -1,7 +1,6 @@
-// Python face of bloomline::CountingBloomFilter: removal, counts, the
-// intersection (&: the smaller counter of each slot), to_bloom and the
-// buffer of counters; the shared parts (the saturating union among them)
-// are in filter_py.hpp.
+// Python face of bloomline::CountingBloomFilter: removal, counts, to_bloom
+// and the buffer of counters; the shared parts are in filter_py.hpp (set
+// algebra among them: | saturates, & keeps the smaller counter).
 #include "bloomline/counting_filter.hpp"
 #include "filter_py.hpp"
 #include "register.hpp"
@@ -103,24 +102,6 @@ the BloomFilter of the same keys.
             },
             py::arg("keys"), py::kw_only(), py::arg("nulls") = "raise",
             "count() of each key, as a uint32 array (0 for nulls, nulls='skip').")
-        .def(
-            "__and__",
-            [](const H& a, const H& b) {
-                check_compatible(*a, *b);
-                auto r = a->copy();
-                r->intersect_with(*b);
-                return H(std::move(r));
-            },
-            py::is_operator())
-        .def(
-            "__iand__",
-            [](py::object self, const H& b) {
-                CountingBloomFilter& a = *self.cast<H&>();
-                check_compatible(a, *b);
-                a.intersect_with(*b);
-                return self;
-            },
-            py::is_operator())
         .def(
             "to_bloom", [](const H& h) { return Handle<BloomFilter>(h->to_bloom()); },
             "The BloomFilter of the same keys (bit set where counter > 0).")

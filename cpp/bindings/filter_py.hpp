@@ -132,12 +132,22 @@ inline void check_compatible(const CountingBloomFilter& a, const CountingBloomFi
 inline const char* kind_of(const BloomFilter&) { return "BloomFilter"; }
 inline const char* kind_of(const CountingBloomFilter&) { return "CountingBloomFilter"; }
 
-template <class T>
-Handle<T> united(const T& a, const T& b) {
+// a | b and a & b as new filters; a |= b and a &= b in place (union_with,
+// intersect_with: bits OR and AND; counters saturating sum and minimum).
+template <class T, class Combine>
+Handle<T> combined(const T& a, const T& b, Combine combine) {
     check_compatible(a, b);
     auto r = a.copy();
-    r->union_with(b);
+    combine(*r, b);
     return Handle<T>(std::move(r));
+}
+
+template <class T, class Combine>
+py::object combined_in_place(py::object self, const T& b, Combine combine) {
+    T& a = *self.cast<Handle<T>&>();
+    check_compatible(a, b);
+    combine(a, b);
+    return self;
 }
 
 // ---- set estimates ------------------------------------------------------------
@@ -466,14 +476,23 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             [](const H& h, py::handle key) { return h->contains(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
             py::arg("key"))
         .def(
-            "__or__", [](const H& a, const H& b) { return united(*a, *b); }, py::is_operator())
+            "__or__",
+            [](const H& a, const H& b) { return combined(*a, *b, [](T& r, const T& o) { r.union_with(o); }); },
+            py::is_operator())
         .def(
             "__ior__",
             [](py::object self, const H& b) {
-                T& a = *self.cast<H&>();
-                check_compatible(a, *b);
-                a.union_with(*b);
-                return self;
+                return combined_in_place(std::move(self), *b, [](T& r, const T& o) { r.union_with(o); });
+            },
+            py::is_operator())
+        .def(
+            "__and__",
+            [](const H& a, const H& b) { return combined(*a, *b, [](T& r, const T& o) { r.intersect_with(o); }); },
+            py::is_operator())
+        .def(
+            "__iand__",
+            [](py::object self, const H& b) {
+                return combined_in_place(std::move(self), *b, [](T& r, const T& o) { r.intersect_with(o); });
             },
             py::is_operator())
         .def(
