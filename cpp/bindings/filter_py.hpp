@@ -132,22 +132,30 @@ inline void check_compatible(const CountingBloomFilter& a, const CountingBloomFi
 inline const char* kind_of(const BloomFilter&) { return "BloomFilter"; }
 inline const char* kind_of(const CountingBloomFilter&) { return "CountingBloomFilter"; }
 
-// a | b and a & b as new filters; a |= b and a &= b in place (union_with,
-// intersect_with: bits OR and AND; counters saturating sum and minimum).
+// a | b and a & b as new filters, a |= b and a &= b in place: `combine`
+// is union_with or intersect_with (bits OR and AND; counters saturating sum
+// and minimum), after the check that names what differs.
 template <class T, class Combine>
-Handle<T> combined(const T& a, const T& b, Combine combine) {
-    check_compatible(a, b);
-    auto r = a.copy();
-    combine(*r, b);
-    return Handle<T>(std::move(r));
-}
-
-template <class T, class Combine>
-py::object combined_in_place(py::object self, const T& b, Combine combine) {
-    T& a = *self.cast<Handle<T>&>();
-    check_compatible(a, b);
-    combine(a, b);
-    return self;
+void def_set_operator(py::class_<Handle<T>>& cls, const char* name, const char* in_place_name, Combine combine) {
+    using H = Handle<T>;
+    cls.def(
+        name,
+        [combine](const H& a, const H& b) {
+            check_compatible(*a, *b);
+            auto r = a->copy();
+            combine(*r, *b);
+            return H(std::move(r));
+        },
+        py::is_operator());
+    cls.def(
+        in_place_name,
+        [combine](py::object self, const H& b) {
+            T& a = *self.cast<H&>();
+            check_compatible(a, *b);
+            combine(a, *b);
+            return self;
+        },
+        py::is_operator());
 }
 
 // ---- set estimates ------------------------------------------------------------
@@ -476,26 +484,6 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             [](const H& h, py::handle key) { return h->contains(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
             py::arg("key"))
         .def(
-            "__or__",
-            [](const H& a, const H& b) { return combined(*a, *b, [](T& r, const T& o) { r.union_with(o); }); },
-            py::is_operator())
-        .def(
-            "__ior__",
-            [](py::object self, const H& b) {
-                return combined_in_place(std::move(self), *b, [](T& r, const T& o) { r.union_with(o); });
-            },
-            py::is_operator())
-        .def(
-            "__and__",
-            [](const H& a, const H& b) { return combined(*a, *b, [](T& r, const T& o) { r.intersect_with(o); }); },
-            py::is_operator())
-        .def(
-            "__iand__",
-            [](py::object self, const H& b) {
-                return combined_in_place(std::move(self), *b, [](T& r, const T& o) { r.intersect_with(o); });
-            },
-            py::is_operator())
-        .def(
             "approx_union_count", [](const H& a, const H& b) { return approx_union_count(*a, *b); }, py::arg("other"),
             "Estimated number of distinct keys in either filter, from the fill of their union.")
         .def(
@@ -617,6 +605,8 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
         // (as a pickle's restore is), so nothing patches these classes.
         .def("_repr_html_",
              [](py::object self) { return py::module_::import("bloomline.display").attr("filter_html")(self); });
+    def_set_operator(cls, "__or__", "__ior__", [](T& r, const T& o) { r.union_with(o); });
+    def_set_operator(cls, "__and__", "__iand__", [](T& r, const T& o) { r.intersect_with(o); });
     cls.attr("__hash__") = py::none();
     cls.attr("__module__") = "bloomline";
     install_fast_paths(cls, add_doc);
