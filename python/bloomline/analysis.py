@@ -16,7 +16,8 @@ Beside the measurement, each row gives two predictions:
   probe noise alone.
 
 The plot helpers draw results with matplotlib (an optional extra:
-``pip install 'bloomline[plot]'``); each takes ``ax=`` and returns the Axes.
+``pip install matplotlib``, or ``pip install '.[plot]'`` from a checkout);
+each takes ``ax=`` and returns the Axes.
 
 >>> r = fp_experiment(capacities=[10_000], error_rates=[0.01], fills=[0.5, 1.0], probes=20_000, trials=2)
 >>> r.measured.shape == r.theory.shape == (2,)
@@ -396,7 +397,7 @@ def _axes(ax: Any) -> Any:
     try:
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("plots need matplotlib: pip install 'bloomline[plot]'") from exc
+        raise ImportError("plots need matplotlib: pip install matplotlib (or pip install '.[plot]' from a checkout)") from exc
     return plt.subplots(figsize=(7, 4.5))[1]
 
 
