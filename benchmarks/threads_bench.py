@@ -12,6 +12,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,12 +42,22 @@ def main() -> int:
     rows = []
     for keys_name, capacity, layout in (("uint64", 10_000_000, "blocked"), ("uint64", 100_000_000, "blocked"),
                                         ("uint64", 10_000_000, "standard"), ("S (URLs)", 2_000_000, "blocked"),
-                                        ("U (URLs)", 2_000_000, "blocked")):
+                                        ("U (URLs)", 2_000_000, "blocked"),
+                                        ("Arrow string (URLs)", 2_000_000, "blocked"),
+                                        ("list of str (URLs)", 2_000_000, "blocked")):
+        keys: Any
         if keys_name == "uint64":
             keys, probe = ints, int_probe
+        elif keys_name.startswith("S"):
+            keys = probe = urls
+        elif keys_name.startswith("U"):
+            keys = probe = urls.astype("U")
+        elif keys_name.startswith("Arrow"):
+            import pyarrow as pa
+
+            keys = probe = pa.array(urls.astype("U").tolist(), type=pa.string())
         else:
-            keys = urls if keys_name.startswith("S") else urls.astype("U")
-            probe = keys
+            keys = probe = urls.astype("U").tolist()
         n = len(keys)
 
         def fresh() -> bloomline.BloomFilter:
@@ -80,7 +91,8 @@ def main() -> int:
         "## threads= on batch calls",
         "",
         f"`python benchmarks/threads_bench.py`, {when}; {cpus} CPUs. {KEYS:,} uint64 keys from a NumPy array, "
-        f"and {KEYS // 5:,} URLs (about 50 bytes) as NumPy S and U arrays, filters at 1%, medians of "
+        f"and {KEYS // 5:,} URLs (about 50 bytes) as NumPy S and U arrays, a pyarrow string column and a list "
+        "of str, filters at 1%, medians of "
         f"{REPEATS} repeats in which the thread counts take turns. Speed-up is the "
         "median of the per-repeat ratios to threads=1. The answers are the same for every thread count "
         "(tests/test_threads.py compares the bytes).",
@@ -89,11 +101,15 @@ def main() -> int:
         "|---|---|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
-        "Lookups split into slices and scale with the cores' memory parallelism. Adds set bits on one thread "
-        "(parallel.hpp) and hash on all of them where hashing costs: string keys. Integer keys are hashed "
-        "inside the one-thread add loop while the memory of earlier keys is fetched (stream.hpp), so threads= "
-        "leaves their adds as they are. The block-split add that set bits on two threads was exact but no "
-        "faster than one thread here (benchmarks/NOTES.md, sixth round) and was removed.",
+        "What threads= spreads (parallel.hpp). Lookups: every input, cut into one slice per thread; they "
+        "scale with the cores' memory parallelism. Adds set bits on one thread, so that answers and counts "
+        "are those of one thread, and hash on all of them where hashing costs: NumPy S arrays and Arrow "
+        "string columns are hashed a chunk at a time on every thread, NumPy U arrays in slices on every "
+        "thread before the adds. Integer keys are hashed inside the one-thread add loop while the memory "
+        "of earlier keys is fetched (stream.hpp), so threads= leaves their adds as they are. Lists (and "
+        "other iterables) are read and hashed under the GIL, on one thread, before any add or lookup: "
+        "threads= spreads only their lookups' probes. The block-split add that set bits on two threads was "
+        "exact but no faster than one thread here (benchmarks/NOTES.md, sixth round) and was removed.",
     ])
     write_section("threads", body)
     print("wrote the threads section of benchmarks/RESULTS.md")

@@ -21,6 +21,7 @@ from bloomline.analysis import (
 )
 
 
+@pytest.mark.slow
 def test_a_126_row_sweep_has_theory_inside_its_intervals() -> None:
     # 9 bits/key x 7 k x 2 layouts; 5 filters per row. Intervals that
     # covered probe noise only missed theory in 17% of such rows.

@@ -177,6 +177,7 @@ def test_more_bad_usage_exits_2(args: list[str], message: str) -> None:
     assert r.stderr.decode().count("\n") == 1 and message in r.stderr.decode()
 
 
+@pytest.mark.slow
 def test_dedup_through_redis(tmp_path: Path, redis_server: object) -> None:
     pytest.importorskip("redis")
     url = redis_server.url  # type: ignore[attr-defined]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import pickle
+import warnings
 
 import pytest
 
-from bloomline import BloomFilter, DedupQueue, ScalableBloomFilter
+from bloomline import BloomFilter, CapacityWarning, DedupQueue, ScalableBloomFilter
 
 
 def test_push_pop_fifo_and_seen() -> None:
@@ -41,13 +41,16 @@ def test_default_filter_grows() -> None:
     assert len(q) >= 9_990
 
 
-def test_fixed_filter_warns_once_past_capacity(caplog: pytest.LogCaptureFixture) -> None:
+def test_fixed_filter_warns_once_past_capacity() -> None:
+    """The filter's own CapacityWarning, once (the queue adds no word of its own)."""
     q = DedupQueue(BloomFilter(1000, 0.01))
-    with caplog.at_level(logging.WARNING, logger="bloomline"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         for i in range(3000):
             q.push(f"u{i}")
-    warnings = [r for r in caplog.records if "over the filter's capacity" in r.getMessage()]
-    assert len(warnings) == 1
+        q.push_many([f"v{i}" for i in range(100)])
+    said = [w for w in caught if issubclass(w.category, CapacityWarning)]
+    assert len(said) == 1 and "past its capacity of 1,000" in str(said[0].message)
 
 
 def test_pickle_keeps_queue_and_filter() -> None:

@@ -84,6 +84,7 @@ def mutate(rng: random.Random, good: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("kind", ["bloom", "bloom-standard", "counting", "scalable"])
+@pytest.mark.slow
 def test_mutated_inputs_raise_valueerror_or_load_consistently(kind: str) -> None:
     good = seeds()[kind]
     rng = random.Random(f"fuzz-{kind}")
@@ -182,6 +183,7 @@ def mutate_journal(rng: random.Random, good: bytes) -> bytes:
     return bytes(buf)
 
 
+@pytest.mark.slow
 def test_mutated_journals_open_or_raise_valueerror(fast_dir: object, caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("scrapy")
     from pathlib import Path
@@ -241,6 +243,7 @@ def damage(rng: random.Random, data: bytes) -> bytes:
     return bytes(buf)
 
 
+@pytest.mark.slow
 def test_1000_damaged_journals_keep_every_record_the_damage_missed(
         fast_dir: object, caplog: pytest.LogCaptureFixture) -> None:
     """Issue 26: journals of 10 to 60 records (requests, done records,

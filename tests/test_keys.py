@@ -238,6 +238,7 @@ def test_hash_many_gives_each_keys_murmur3_halves() -> None:
         assert h1 | h2 << 64 == bloomline.murmur3_128(key, seed=11)
 
 
+@pytest.mark.filterwarnings("ignore::bloomline.CapacityWarning")  # the filter is filled past capacity on purpose
 def test_hashed_batches_answer_as_the_keys_do(layout: str, rng: np.random.Generator) -> None:
     keys = rng.integers(0, 2**63, size=20_000, dtype=np.uint64)
     a = BloomFilter(10_000, 0.01, layout=layout, seed=3)

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a Jupyter kernel per notebook: left out of the fast subset
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 

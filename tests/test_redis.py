@@ -144,6 +144,7 @@ def _worker(url: str, urls: list[str], q: "mp.Queue[list[int]]") -> None:
     q.put(new)
 
 
+@pytest.mark.slow
 def test_four_processes_each_url_new_exactly_once(redis_server: object) -> None:
     url = redis_server.url  # type: ignore[attr-defined]
     f = RedisBloomFilter(url, "fleet", 100_000, 0.001)
@@ -164,6 +165,7 @@ def test_four_processes_each_url_new_exactly_once(redis_server: object) -> None:
     assert f.contains_many(np.array(all_urls)[offered]).all()
 
 
+@pytest.mark.slow
 def test_connection_loss_raises(redis_server: object) -> None:
     f = RedisBloomFilter(redis_server.url, "lossy", 5_000_000, 0.01)  # type: ignore[attr-defined]
     keys = np.arange(300_000, dtype=np.uint64)
@@ -303,6 +305,7 @@ def _same_keys_worker(port: int, backend: str, n: int, q: "mp.Queue[list[int]]")
 
 
 @pytest.mark.parametrize("cut", [False, True], ids=["steady", "cut connections"])
+@pytest.mark.slow
 def test_four_processes_adding_the_same_keys_see_each_new_exactly_once(backend_server: tuple[RedisServer, str],
                                                                       cut: bool) -> None:
     """200,000 keys added by four processes at once, each key new to exactly
@@ -341,6 +344,7 @@ def _chain_worker(port: int, backend: str, keys: list[int], q: "mp.Queue[list[in
 
 
 @pytest.mark.parametrize("backend", ["plain", "module"])
+@pytest.mark.slow
 def test_a_chain_grows_in_redis_and_each_key_is_new_once(backend: str, tmp_path_factory: pytest.TempPathFactory,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     from conftest import module_args

@@ -23,6 +23,8 @@ from bloomline import ScalableBloomFilter  # noqa: E402
 from bloomline.redis import MissingKeyError, RedisBloomFilter, RedisStages  # noqa: E402
 from conftest import FaultProxy, RedisServer, module_args, start_cluster  # noqa: E402
 
+pytestmark = pytest.mark.slow  # clusters, proxies and processes: left out of the fast subset (pytest -m "not slow")
+
 BITS_BACKENDS = ["module", "plain"]
 
 

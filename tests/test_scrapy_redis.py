@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("scrapy")
+
+pytestmark = pytest.mark.slow  # real crawls in subprocesses: left out of the fast subset (pytest -m "not slow")
 redis = pytest.importorskip("redis")
 
 from conftest import RedisServer  # noqa: E402

@@ -29,7 +29,9 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+# core: run by CI's wheel, clang/flock and sanitizer jobs (.ci/run); slow: many processes, killed and
+# restarted, left out of the fast subset (pytest -m "not slow")
+pytestmark = [pytest.mark.core, pytest.mark.slow]
 
 FLOCK = bloomline.file_locks == "flock"
 many_writers = pytest.mark.skipif(FLOCK, reason="this build takes one writer per file (flock locks, as on macOS)")
@@ -65,11 +67,36 @@ if hold == "hang":
 """
 
 
+def next_line(p: subprocess.Popen[str], timeout: float = 60.0) -> str:
+    """The worker's next line of output. A worker that says nothing for
+    `timeout` seconds is killed, so a hung worker fails the test rather than
+    hanging it; one that has died fails it at once (no line: EOF)."""
+    assert p.stdout is not None
+    watchdog = threading.Timer(timeout, p.kill)
+    watchdog.start()
+    try:
+        line = p.stdout.readline()
+    finally:
+        watchdog.cancel()
+    if not line:
+        raise AssertionError(f"worker {p.pid} ended before its next line (exit code {p.wait(timeout=30)}; "
+                             f"killed if it had said nothing for {timeout:g} s)")
+    return line
+
+
+def wait_for(p: subprocess.Popen[str], prefix: str) -> str:
+    """Read the worker's output up to the first line starting with prefix."""
+    while True:
+        line = next_line(p)
+        if line.startswith(prefix):
+            return line
+
+
 def start_worker(path: Path, lo: int, n: int, batch: int = 5000, kind: str = "bloom",
                  hold: str = "close") -> subprocess.Popen[str]:
     p = subprocess.Popen([sys.executable, "-c", WORKER, str(path), str(lo), str(n), str(batch), kind, hold],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    assert next_line(p) == "ready\n"
     return p
 
 
@@ -134,9 +161,7 @@ def test_one_writer_closing_while_another_writes_keeps_the_file_dirty(tmp_path: 
     header = bloomline.read_header(path.read_bytes())
     assert header["dirty"]  # the worker still has it open: no checksum, not clean
     go(keeper)
-    assert keeper.stdout is not None
-    while not keeper.stdout.readline().startswith("new"):
-        pass
+    wait_for(keeper, "new")
     keeper.send_signal(signal.SIGKILL)
     keeper.communicate(timeout=30)
     f = BloomFilter.load(path)  # dirty, its writer dead: it loads, nothing lost
@@ -160,9 +185,7 @@ def test_kill_9_of_one_of_two_writers_30_times(tmp_path: Path) -> None:
         if survivor_done:  # the last writer out repairs what the dead one left
             finish(survivor)
         else:  # or the next open does, the survivor killed too (after its adds)
-            assert survivor.stdout is not None
-            while not survivor.stdout.readline().startswith("new"):
-                pass
+            wait_for(survivor, "new")
             survivor.send_signal(signal.SIGKILL)
             survivor.communicate(timeout=30)
             assert bloomline.read_header(path.read_bytes())["dirty"]
@@ -254,7 +277,7 @@ def test_readers_never_call_a_file_that_writers_share_corrupt(tmp_path: Path, wh
         writers = [subprocess.Popen([sys.executable, "-c", CYCLER, str(path), str(lo), str(stop)],
                                     stdout=subprocess.PIPE, text=True) for lo in (0, 10**9)]
         for w in writers:
-            assert w.stdout is not None and w.stdout.readline() == "running\n"
+            assert next_line(w) == "running\n"
         errors: list[str] = []
         loads = 0
         deadline = time.monotonic() + 120
@@ -333,9 +356,7 @@ def test_a_second_writer_is_refused_and_no_add_is_lost(tmp_path: Path, kind: str
     with pytest.raises(ValueError, match="is open for writing through a map"):
         cls(300_000, 0.01).save(path)  # saving over it would lose the writer's later adds
     cls.load(path)  # a reader is not a writer
-    assert writer.stdout is not None
-    while not writer.stdout.readline().startswith("new"):
-        pass
+    wait_for(writer, "new")
     writer.send_signal(signal.SIGKILL)  # never closed: its lock goes with the process
     writer.communicate(timeout=30)
     # The file is dirty: the next writer gets it and repairs the header.

@@ -93,8 +93,8 @@ def test_add_many_with_threads_equals_one_thread(layout: str, threads: int) -> N
     keys = rng.integers(0, 2**63, size=700_000, dtype=np.uint64)
     keys[::5] = keys[3::5][: len(keys[::5])]  # repeats inside the batch, far apart and near
     keys[1::9] = keys[::9][: len(keys[1::9])]
-    one = BloomFilter(500_000, 0.01, layout=layout)
-    many = BloomFilter(500_000, 0.01, layout=layout)
+    one = BloomFilter(600_000, 0.01, layout=layout)
+    many = BloomFilter(600_000, 0.01, layout=layout)
     new_one = one.add_many(keys)
     new_many = many.add_many(keys, threads=threads)
     assert np.array_equal(new_one, new_many)  # a repeat is new only at its first place
@@ -122,7 +122,7 @@ def test_threads_on_every_input_kind() -> None:
 
 def test_counting_filter_threads_equal_one_thread() -> None:
     keys = np.random.default_rng(5).integers(0, 1000_000, size=400_000, dtype=np.uint64)
-    one, many = CountingBloomFilter(300_000, 0.01), CountingBloomFilter(300_000, 0.01)
+    one, many = CountingBloomFilter(350_000, 0.01), CountingBloomFilter(350_000, 0.01)
     assert np.array_equal(one.add_many(keys), many.add_many(keys, threads=2))
     assert one.to_bytes() == many.to_bytes()
     assert np.array_equal(one.contains_many(keys[::-1]), many.contains_many(keys[::-1], threads=2))
@@ -135,3 +135,16 @@ def test_threads_must_be_a_small_count(bad: object) -> None:
         bf.add_many([1, 2], threads=bad)  # type: ignore[arg-type]
     with pytest.raises((ValueError, TypeError), match="threads"):
         bf.contains_many([1, 2], threads=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_u_array_hashed_on_threads_names_its_first_bad_element(threads: int) -> None:
+    """A U array is hashed in slices on every thread before any add: the
+    error names the first bad element whichever slice finds it, and nothing
+    is added."""
+    keys = np.array([f"https://example.test/{i}" for i in range(100_000)])
+    keys[70_000], keys[90_000], keys[20] = "\ud800", "\udfff", "ok"
+    f = BloomFilter(200_000, 0.01)
+    with pytest.raises(ValueError, match=r"keys\[70000\] is not encodable as UTF-8 \(code point 0xd800\)"):
+        f.add_many(keys, threads=threads)
+    assert f.insert_count == 0 and f.bits_set == 0

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 
+@pytest.mark.slow
 def test_mypy_strict_on_a_typed_example() -> None:
     pytest.importorskip("mypy")
     example = Path(__file__).resolve().parent / "typed_example.py"
@@ -18,6 +19,7 @@ def test_mypy_strict_on_a_typed_example() -> None:
     assert "Success" in r.stdout
 
 
+@pytest.mark.slow
 def test_mypy_strict_on_the_package_itself() -> None:
     """The Python modules type-check against the stubs of the compiled core,
     so a method missing from _core.pyi shows up here."""

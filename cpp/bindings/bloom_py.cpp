@@ -1,5 +1,6 @@
-// Python face of bloomline::BloomFilter: what is its own (bits, set algebra,
-// the buffer of bits); the shared parts are in filter_py.hpp.
+// Python face of bloomline::BloomFilter: what is its own (bits from raw
+// bytes, the buffer of bits); the shared parts, set algebra among them, are
+// in filter_py.hpp.
 #include "bloomline/bloom_filter.hpp"
 #include "filter_py.hpp"
 #include "register.hpp"
@@ -12,13 +13,6 @@ using namespace py_filter;
 namespace {
 
 using H = Handle<BloomFilter>;
-
-H intersected(const BloomFilter& a, const BloomFilter& b) {
-    check_compatible(a, b);
-    auto r = a.copy();
-    r->intersect_with(b);
-    return H(std::move(r));
-}
 
 }  // namespace
 
@@ -83,29 +77,6 @@ whole array (k cache lines, ~3% less memory at 1%).
             "A filter holding a copy of raw bits (bit i = bit i % 8 of byte i // 8, as memoryview(bf) shows them); "
             "payload must be exactly nbytes long. insert_count: the adds that found their key new, as its source "
             "counted them (a filter copied from Redis).")
-        .def(
-            "__and__", [](const H& a, const H& b) { return intersected(*a, *b); },
-            py::is_operator())
-        .def(
-            "__iand__",
-            [](py::object self, const H& b) {
-                BloomFilter& a = *self.cast<H&>();
-                check_compatible(a, *b);
-                a.intersect_with(*b);
-                return self;
-            },
-            py::is_operator())
-        .def(
-            "approx_union_count",
-            [](const H& a, const H& b) { return united(*a, *b)->approx_count(); },
-            py::arg("other"), "Estimated number of distinct keys in either filter, from the bits of their union.")
-        .def(
-            "approx_intersection_count",
-            [](const H& a, const H& b) {
-                const double u = united(*a, *b)->approx_count();
-                return std::max(0.0, a->approx_count() + b->approx_count() - u);
-            },
-            py::arg("other"), "Estimated number of keys in both filters: |A| + |B| - |A or B|, each estimated from bits.")
         .def_property_readonly(
             "num_bits", [](const H& h) { return h->geometry().num_slots; }, "m, the number of bits.")
         .def_property_readonly(
@@ -123,9 +94,8 @@ whole array (k cache lines, ~3% less memory at 1%).
             return py::buffer_info(f.bits().bytes(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
                                    {static_cast<py::ssize_t>(f.bits().nbytes())}, {1}, /*readonly=*/true);
         });
-    bind_common(cls);
-    install_fast_paths(cls, "add(key) -> bool\n\nAdd a key. Returns True if it was new (some bit changed), "
-                            "False if it may have been seen.");
+    bind_common(cls, "add(key) -> bool\n\nAdd a key. Returns True if it was new (some bit changed), "
+                     "False if it may have been seen.");
 }
 
 }  // namespace bloomline

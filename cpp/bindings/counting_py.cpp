@@ -1,6 +1,6 @@
-// Python face of bloomline::CountingBloomFilter: removal, counts, the
-// saturating union, to_bloom and the buffer of counters; the shared parts
-// are in filter_py.hpp.
+// Python face of bloomline::CountingBloomFilter: removal, counts, to_bloom
+// and the buffer of counters; the shared parts are in filter_py.hpp (set
+// algebra among them: | saturates, & keeps the smaller counter).
 #include "bloomline/counting_filter.hpp"
 #include "filter_py.hpp"
 #include "register.hpp"
@@ -66,7 +66,10 @@ the BloomFilter of the same keys.
             [](H& h, py::handle key) {
                 if (!h->remove(py_keys::hash_key(key.ptr(), h->geometry().seed))) raise_key_error(key);
             },
-            py::arg("key"), "Remove one occurrence of a key; KeyError (and no change) if it is certainly absent.")
+            py::arg("key"),
+            "Remove one occurrence of a key; KeyError (and no change) if it is certainly absent. When the key "
+            "leaves (one of its counters reaches 0), insert_count goes down by one, as an add that finds the key "
+            "absent raises it.")
         .def(
             "discard",
             [](H& h, py::handle key) { return h->remove(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
@@ -132,9 +135,8 @@ the BloomFilter of the same keys.
                 return py::buffer_info(const_cast<unsigned char*>(p), 2, "<H", 1, {nbytes / 2}, {2}, true);
             return py::buffer_info(const_cast<unsigned char*>(p), 1, "B", 1, {nbytes}, {1}, true);
         });
-    bind_common(cls);
-    install_fast_paths(cls, "add(key) -> bool\n\nAdd a key (one more occurrence). Returns True if it was absent "
-                            "before (some counter was 0).");
+    bind_common(cls, "add(key) -> bool\n\nAdd a key (one more occurrence). Returns True if it was absent "
+                     "before (some counter was 0).");
 }
 
 }  // namespace bloomline

@@ -1,9 +1,11 @@
 // What every bound filter kind shares: construction arguments, the scalar
-// fast paths, batches, compatibility checks, properties, bytes, files,
-// pickle, copies and repr. Each kind's file (bloom_py.cpp, counting_py.cpp)
-// binds only what is its own. T is a core filter class with geometry(),
-// capacity(), error_rate(), approx_count(), expected_fp_rate(), add(),
-// contains(), add_keys(), contains_keys(), clear(), copy().
+// fast paths, batches, compatibility checks, set estimates, the capacity
+// warning, properties, bytes, files, pickle, copies, display and repr. Each
+// kind's file (bloom_py.cpp, counting_py.cpp) binds only what is its own,
+// then calls bind_common, which binds the rest in the one order that works.
+// T is a core filter class with geometry(), capacity(), error_rate(),
+// insert_count(), approx_count(), expected_fp_rate(), add(), contains(),
+// add_keys(), contains_keys(), union_with(), clear(), copy().
 //
 // The Python object holds a Handle<T>: the filter, and the mapped file
 // behind its memory when it was opened from one (file.hpp). The filter
@@ -25,6 +27,8 @@
 #include "bloomline/file.hpp"
 #include "bloomline/filter_io.hpp"
 #include "bloomline/parallel.hpp"
+#include "bloomline/sizing.hpp"
+#include "files_py.hpp"
 #include "keys_py.hpp"
 #include "register.hpp"
 
@@ -36,6 +40,7 @@ template <class T>
 struct Handle {
     std::unique_ptr<T> f;
     std::shared_ptr<MappedFile> file;  // null: plain memory
+    bool capacity_warned = false;      // note_capacity has warned (once per filter object)
 
     Handle() = default;
     explicit Handle(std::unique_ptr<T> filter, std::shared_ptr<MappedFile> mapped = {})
@@ -124,12 +129,74 @@ inline void check_compatible(const CountingBloomFilter& a, const CountingBloomFi
         differ("counter_bits", std::to_string(a.counter_bits()), std::to_string(b.counter_bits()));
 }
 
+inline const char* kind_of(const BloomFilter&) { return "BloomFilter"; }
+inline const char* kind_of(const CountingBloomFilter&) { return "CountingBloomFilter"; }
+
+// a | b and a & b as new filters, a |= b and a &= b in place: `combine`
+// is union_with or intersect_with (bits OR and AND; counters saturating sum
+// and minimum), after the check that names what differs.
+template <class T, class Combine>
+void def_set_operator(py::class_<Handle<T>>& cls, const char* name, const char* in_place_name, Combine combine) {
+    using H = Handle<T>;
+    cls.def(
+        name,
+        [combine](const H& a, const H& b) {
+            check_compatible(*a, *b);
+            auto r = a->copy();
+            combine(*r, *b);
+            return H(std::move(r));
+        },
+        py::is_operator());
+    cls.def(
+        in_place_name,
+        [combine](py::object self, const H& b) {
+            T& a = *self.cast<H&>();
+            check_compatible(a, *b);
+            combine(a, *b);
+            return self;
+        },
+        py::is_operator());
+}
+
+// ---- set estimates ------------------------------------------------------------
+// |A or B|, |A and B| and their Jaccard index from the fills (sizing.hpp),
+// the union's fill counted without making it.
+
+inline std::uint64_t fill_of_union(const BloomFilter& a, const BloomFilter& b) { return a.bits_set_in_union(b); }
+inline std::uint64_t fill_of_union(const CountingBloomFilter& a, const CountingBloomFilter& b) {
+    return a.nonzero_in_union(b);
+}
+
 template <class T>
-Handle<T> united(const T& a, const T& b) {
+double approx_union_count(const T& a, const T& b) {
     check_compatible(a, b);
-    auto r = a.copy();
-    r->union_with(b);
-    return Handle<T>(std::move(r));
+    const Geometry& g = a.geometry();
+    return estimate_count(fill_of_union(a, b), g.num_slots, g.num_hashes, g.layout);
+}
+
+// ---- capacity ------------------------------------------------------------------
+// A filter sized for a capacity that has taken more new keys than it says so
+// once per filter object, after the add that passed it: its false-positive
+// rate now rises past its error_rate, so more new keys are reported seen.
+// Every add path calls note_capacity with the GIL held, after the add; while
+// the filter is within its capacity that is a load and two compares, nothing
+// measurable beside an add (benchmarks/RESULTS.md, "The capacity check").
+// Filters made by from_params have no capacity (0) and never warn; a
+// scalable chain never gives a stage more new keys than its capacity (it
+// starts the next one), so its stages never warn either.
+
+// bloomline.CapacityWarning with its message (module.cpp, where the class is
+// made); raises (error_already_set) where warnings are errors.
+void warn_capacity(const char* kind, std::uint64_t new_keys, std::uint64_t capacity, double error_rate,
+                   double fp_rate_now);
+
+template <class T>
+void note_capacity(Handle<T>& h) {
+    if (h.capacity_warned) return;
+    const T& f = *h.f;
+    if (f.capacity() == 0 || f.insert_count() <= f.capacity()) return;
+    h.capacity_warned = true;
+    warn_capacity(kind_of(f), f.insert_count(), f.capacity(), f.error_rate(), f.expected_fp_rate());
 }
 
 // ---- scalar fast paths -------------------------------------------------------
@@ -141,7 +208,7 @@ Handle<T> united(const T& a, const T& b) {
 // (benchmarks/RESULTS.md, workload A, measures them).
 
 template <class T>
-T* self_ptr(PyObject* self) {
+Handle<T>* handle_of(PyObject* self) {
     using H = Handle<T>;
     // pybind11 keeps a single registered C++ base in its "simple layout": the
     // value pointer sits in the instance, null until __init__ has run.
@@ -151,7 +218,7 @@ T* self_ptr(PyObject* self) {
         PyErr_SetString(PyExc_TypeError, "the filter is not initialised (call __init__ first)");
         throw py::error_already_set();
     }
-    return static_cast<H*>(p)->f.get();
+    return static_cast<H*>(p);
 }
 
 template <class F>
@@ -172,8 +239,10 @@ template <class T>
 PyObject* fast_add(PyObject* self, PyObject* key) {
     return guarded(
         [&]() -> PyObject* {
-            T* f = self_ptr<T>(self);
-            return PyBool_FromLong(f->add(py_keys::hash_key(key, f->geometry().seed)));
+            Handle<T>& h = *handle_of<T>(self);
+            const bool is_new = h->add(py_keys::hash_key(key, h->geometry().seed));
+            note_capacity(h);
+            return PyBool_FromLong(is_new);
         },
         nullptr);
 }
@@ -182,12 +251,15 @@ template <class T>
 int fast_contains(PyObject* self, PyObject* key) {
     return guarded(
         [&]() -> int {
-            const T* f = self_ptr<T>(self);
-            return f->contains(py_keys::hash_key(key, f->geometry().seed)) ? 1 : 0;
+            const T& f = **handle_of<T>(self);
+            return f.contains(py_keys::hash_key(key, f.geometry().seed)) ? 1 : 0;
         },
         -1);
 }
 
+// Replaces `add` and the type's sq_contains slot, so it must come after
+// every def of __contains__ (a def sets the slot again): bind_common calls
+// it last, and it is nowhere else.
 template <class T>
 void install_fast_paths(py::class_<Handle<T>>& cls, const char* add_doc) {
     static PyMethodDef def = {"add", fast_add<T>, METH_O, add_doc};
@@ -216,24 +288,22 @@ Handle<T> from_bytes(py::handle data) {
     return Handle<T>(decode_filter<T>(view.data(), view.size()));
 }
 
-// A path argument: str, bytes or os.PathLike, as os.fsencode takes them; one
-// with a NUL byte is refused (the OS would read it only up to the NUL).
-inline std::string fs_path(py::handle path) {
-    std::string p = py::module_::import("os").attr("fsencode")(path).cast<std::string>();
-    if (p.find('\0') != std::string::npos)
-        throw std::invalid_argument("path must not contain a NUL byte, got " + py::repr(path).cast<std::string>());
-    return p;
-}
-
 template <class T>
 Handle<T> mapped(const std::string& path, bool writable, bool verify) {
     MappedFilter<T> m = map_filter<T>(path, writable, verify);
     return Handle<T>(std::move(m.filter), std::move(m.file));
 }
 
+// A path, or a binary file object (one filter read at its position: a
+// stream may hold several); a file object cannot be mapped.
 template <class T>
 Handle<T> load(py::handle path, bool mmap, py::handle verify) {
-    const std::string p = fs_path(path);
+    if (!py_files::is_path(path)) {
+        if (mmap) throw std::invalid_argument("mmap=True needs a path, got a file object (" +
+                                        py::type::handle_of(path).attr("__name__").cast<std::string>() + ")");
+        return from_bytes<T>(py_files::read_stream(path));  // a whole read: always verified
+    }
+    const std::string p = py_files::fs_path(path);
     const bool check = verify.is_none() ? !mmap : verify.cast<bool>();
     py::gil_scoped_release nogil;
     if (mmap) return mapped<T>(p, false, check);
@@ -268,10 +338,12 @@ void close(Handle<T>& h) {
 }
 
 // Saving a mapped filter over its own file flushes it in place (a rename
-// over the mapped file would send later adds to the unlinked old one).
+// over the mapped file would send later adds to the unlinked old one). A
+// binary file object is written at its position.
 template <class T>
 void save(Handle<T>& h, py::handle path) {
-    const std::string p = fs_path(path);
+    if (!py_files::is_path(path)) return py_files::write_stream(path, to_bytes(*h));
+    const std::string p = py_files::fs_path(path);
     h->check_open();
     py::gil_scoped_release nogil;
     if (h.file && h.file->is(p)) {
@@ -310,25 +382,27 @@ inline unsigned parse_threads(py::handle threads) {
     return cpus == 0 ? 1 : cpus;
 }
 
-// Fewer threads for small batches: starting one costs tens of microseconds.
-inline unsigned batch_threads(unsigned threads, std::size_t n) {
-    const std::size_t useful = std::max<std::size_t>(1, n / 16384);
-    return static_cast<unsigned>(std::min<std::size_t>(threads, useful));
-}
+// What a pickle of a filter holds (persistence_py.cpp): the one place that
+// names bloomline._pickling.restore.
+py::tuple reduction(py::bytes data, int protocol);
 
-// Everything both kinds bind the same way.
+// Everything both kinds bind the same way, then the scalar fast paths
+// (which must come last: install_fast_paths). Each kind calls it once,
+// after its own defs.
 template <class T>
-void bind_common(py::class_<Handle<T>>& cls) {
+void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
     using H = Handle<T>;
     cls.def(
            "add_many",
            [](H& h, py::handle keys, py::handle threads, py::handle nulls) {
                T& f = *h;
                const unsigned t = parse_threads(threads);
-               return py_keys::with_batch_hashes(
+               py::array_t<bool> r = py_keys::with_batch_hashes(
                    keys, f.geometry().seed, "keys",
-                   [&f, t](auto& src, std::size_t n, bool* out) { add_parallel(f, src, n, out, batch_threads(t, n)); },
-                   py_keys::parse_nulls(nulls));
+                   [&f, t](auto& src, std::size_t n, bool* out) { add_parallel(f, src, n, out, useful_threads(t, n)); },
+                   py_keys::parse_nulls(nulls), t);
+               note_capacity(h);
+               return r;
            },
            py::arg("keys"), py::kw_only(), py::arg("threads") = 1, py::arg("nulls") = "raise",
            "Add a batch (NumPy array, Arrow column, or iterable). Returns a bool array: True where the key was new; "
@@ -343,9 +417,9 @@ void bind_common(py::class_<Handle<T>>& cls) {
                 return py_keys::with_batch_hashes(
                     keys, f.geometry().seed, "keys",
                     [&f, t](auto& src, std::size_t n, bool* out) {
-                        contains_parallel(f, src, n, out, batch_threads(t, n));
+                        contains_parallel(f, src, n, out, useful_threads(t, n));
                     },
-                    py_keys::parse_nulls(nulls));
+                    py_keys::parse_nulls(nulls), t);
             },
             py::arg("keys"), py::kw_only(), py::arg("threads") = 1, py::arg("nulls") = "raise",
             "Test a batch (NumPy array, Arrow column, or iterable). Returns a bool array: True where maybe present. "
@@ -356,10 +430,12 @@ void bind_common(py::class_<Handle<T>>& cls) {
             [](H& h, py::handle data, py::handle threads) {
                 T& f = *h;
                 const unsigned t = parse_threads(threads);
-                return py_keys::with_line_hashes(data, f.geometry().seed, "data",
-                                                 [&f, t](auto& src, std::size_t n, bool* out) {
-                                                     add_parallel(f, src, n, out, batch_threads(t, n));
-                                                 });
+                py::array_t<bool> r = py_keys::with_line_hashes(data, f.geometry().seed, "data",
+                                                                [&f, t](auto& src, std::size_t n, bool* out) {
+                                                                    add_parallel(f, src, n, out, useful_threads(t, n));
+                                                                });
+                note_capacity(h);
+                return r;
             },
             py::arg("data"), py::kw_only(), py::arg("threads") = 1,
             "Add each line of a block of text (bytes-like; lines end in \\n or \\r\\n, the last may lack it; the "
@@ -372,39 +448,59 @@ void bind_common(py::class_<Handle<T>>& cls) {
                 const unsigned t = parse_threads(threads);
                 return py_keys::with_line_hashes(data, f.geometry().seed, "data",
                                                  [&f, t](auto& src, std::size_t n, bool* out) {
-                                                     contains_parallel(f, src, n, out, batch_threads(t, n));
+                                                     contains_parallel(f, src, n, out, useful_threads(t, n));
                                                  });
             },
             py::arg("data"), py::kw_only(), py::arg("threads") = 1,
             "Test each line of a block of text, as add_lines reads it. Returns a bool array, one per line.")
         .def(
             "update",
-            [](H& h, py::args iterables, py::handle nulls) {
+            [](H& h, py::args others, py::handle nulls) {
                 T& f = *h;
                 const py_keys::Nulls how = py_keys::parse_nulls(nulls);
-                for (py::handle keys : iterables)
+                for (py::handle other : others) {
+                    if (py::isinstance<H>(other)) {  // a filter of this kind: its keys, as |= takes them
+                        const T& o = *other.cast<const H&>();
+                        check_compatible(f, o);
+                        f.union_with(o);
+                        continue;
+                    }
+                    if (py::hasattr(other, "contains_many"))  // a filter of another kind: its keys are not listed
+                        throw py::type_error(std::string("update() takes ") + kind_of(f) +
+                                             "s of the same geometry or iterables of keys, got " +
+                                             py::type::handle_of(other).attr("__name__").cast<std::string>());
                     py_keys::for_each_chunk(
-                        keys, f.geometry().seed, "keys", [&f](auto& src, std::size_t n) { f.add_keys(src, n, nullptr); },
+                        other, f.geometry().seed, "keys", [&f](auto& src, std::size_t n) { f.add_keys(src, n, nullptr); },
                         how);
+                }
+                note_capacity(h);
             },
             py::arg("nulls") = "raise",
-            "Add every key of each iterable (like set.update); an iterator is added a chunk at a time as it yields "
-            "keys, in bounded memory. nulls='skip' leaves nulls (None) out.")
+            "Add every key of each argument, in order (like set.update): an iterable's keys (an iterator a chunk "
+            "at a time as it yields them, in bounded memory), or a filter of this kind and geometry (its keys, as "
+            "|= adds them). nulls='skip' leaves nulls (None) out.")
         .def(
             "__contains__",
             [](const H& h, py::handle key) { return h->contains(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
             py::arg("key"))
         .def(
-            "__or__", [](const H& a, const H& b) { return united(*a, *b); }, py::is_operator())
+            "approx_union_count", [](const H& a, const H& b) { return approx_union_count(*a, *b); }, py::arg("other"),
+            "Estimated number of distinct keys in either filter, from the fill of their union.")
         .def(
-            "__ior__",
-            [](py::object self, const H& b) {
-                T& a = *self.cast<H&>();
-                check_compatible(a, *b);
-                a.union_with(*b);
-                return self;
+            "approx_intersection_count",
+            [](const H& a, const H& b) {
+                return approx_intersection(a->approx_count(), b->approx_count(), approx_union_count(*a, *b));
             },
-            py::is_operator())
+            py::arg("other"), "Estimated number of keys in both filters: |A| + |B| - |A or B|, each estimated from the fill.")
+        .def(
+            "approx_jaccard",
+            [](const H& a, const H& b) {
+                return approx_jaccard(a->approx_count(), b->approx_count(), approx_union_count(*a, *b));
+            },
+            py::arg("other"),
+            "Approximate Jaccard index of the two filters' keys, |A and B| / |A or B|, from the estimates "
+            "approx_intersection_count / approx_union_count (each from the fill; not exact). 1.0 for two empty "
+            "filters; nan when the union is full (every slot set).")
         .def(
             "__eq__",
             [](const H& a, const H& b) {
@@ -460,18 +556,21 @@ void bind_common(py::class_<Handle<T>>& cls) {
             "save", &save<T>, py::arg("path"),
             "Write the filter to path atomically (temporary file, fsync, rename, fsync of the directory): after a "
             "crash the path holds the old file or the new one, never a mix. A filter mapped for writing saved to "
-            "its own path is flushed in place; a path that another handle maps for writing is refused.")
+            "its own path is flushed in place; a path that another handle maps for writing is refused. path may "
+            "be a binary file object (open(..., 'wb'), io.BytesIO): the bytes of to_bytes() are written at its "
+            "position.")
         .def_static("load", &load<T>, py::arg("path"), py::kw_only(), py::arg("mmap") = false,
                     py::arg("verify") = py::none(),
                     "Read a saved filter. mmap=True maps the file read-only instead of reading it: constant-time, "
                     "pages load on use, and the payload checksum is checked only if verify=True (the default "
-                    "verifies unless mmap).")
+                    "verifies unless mmap). path may be a binary file object (open(..., 'rb'), io.BytesIO): one "
+                    "filter is read at its position, and nothing past it.")
         .def_static(
             "open",
             [](py::handle path, const std::string& mode, bool verify) {
                 if (mode != "r+" && mode != "r")
                     throw std::invalid_argument("mode must be 'r' or 'r+', got '" + mode + "'");
-                const std::string p = fs_path(path);
+                const std::string p = py_files::fs_path(path);
                 py::gil_scoped_release nogil;
                 return mapped<T>(p, mode == "r+", verify);
             },
@@ -499,19 +598,18 @@ void bind_common(py::class_<Handle<T>>& cls) {
         .def_property_readonly(
             "read_only", [](const H& h) { return h->access() == Access::read_only; },
             "True when mapped read-only (load(mmap=True), open(path, 'r')).")
-        // Pickle stores only our checked bytes, restored by a module-level
-        // Python function (bloomline._pickling.restore): a pybind11 function
-        // such as _core.from_bytes pickles as a call to builtins.eval. The
-        // package is looked up only when a pickle is made, never at import.
-        .def("__reduce_ex__",
-             [](const H& h, int protocol) {
-                 return py::module_::import("bloomline._pickling").attr("reduction")(to_bytes(*h), protocol);
-             })
-        .def("__reduce__", [](const H& h) {
-            return py::module_::import("bloomline._pickling").attr("reduction")(to_bytes(*h), 4);
-        });
+        .def("__reduce_ex__", [](const H& h, int protocol) { return reduction(to_bytes(*h), protocol); })
+        .def("__reduce__", [](const H& h) { return reduction(to_bytes(*h), 4); })
+        // Jupyter's table with a fill bar: bloomline.display, which reads any
+        // filter through the Filter protocol, looked up when a notebook asks
+        // (as a pickle's restore is), so nothing patches these classes.
+        .def("_repr_html_",
+             [](py::object self) { return py::module_::import("bloomline.display").attr("filter_html")(self); });
+    def_set_operator(cls, "__or__", "__ior__", [](T& r, const T& o) { r.union_with(o); });
+    def_set_operator(cls, "__and__", "__iand__", [](T& r, const T& o) { r.intersect_with(o); });
     cls.attr("__hash__") = py::none();
     cls.attr("__module__") = "bloomline";
+    install_fast_paths(cls, add_doc);
 }
 
 }  // namespace bloomline::py_filter

@@ -201,11 +201,15 @@ ArrayKeys prepare_array(py::handle keys, std::uint64_t seed, const char* param) 
     return a;
 }
 
-std::string hash_unicode(const ArrayKeys& a, std::uint64_t seed, const char* param, Hash128* out) {
+namespace {
+
+// Elements [lo, hi) of a U array: hash_unicode on one thread.
+std::string hash_unicode_slice(const ArrayKeys& a, std::size_t lo, std::size_t hi, std::uint64_t seed,
+                               const char* param, Hash128* out) {
     const std::size_t chars = a.itemsize / 4;
     std::vector<unsigned char> utf8(4 * chars + 1);  // 4 bytes per code point at most
     const auto* cps = reinterpret_cast<const std::uint32_t*>(a.data());
-    for (std::size_t i = 0; i < a.n; ++i) {
+    for (std::size_t i = lo; i < hi; ++i) {
         const std::uint32_t* e = cps + i * chars;
         // ASCII (nearly every URL): the whole element narrowed in one
         // vectorised pass, its padding then dropped from the bytes.
@@ -228,6 +232,21 @@ std::string hash_unicode(const ArrayKeys& a, std::uint64_t seed, const char* par
         }
         out[i] = murmur3_128(utf8.data(), static_cast<std::size_t>(len), seed);
     }
+    return {};
+}
+
+}  // namespace
+
+std::string hash_unicode(const ArrayKeys& a, std::uint64_t seed, const char* param, Hash128* out,
+                         unsigned threads) {
+    threads = std::max(1u, threads);
+    std::vector<std::string> errors(threads);
+    run_on_threads(threads, [&](unsigned t) {
+        errors[t] = hash_unicode_slice(a, part_begin(a.n, threads, t), part_begin(a.n, threads, t + 1), seed, param, out);
+    });
+    // The slices are in order: the first error found is the first bad element's.
+    for (std::string& e : errors)
+        if (!e.empty()) return e;
     return {};
 }
 

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "bloomline/key_source.hpp"
 #include "bloomline/lines.hpp"
 #include "bloomline/murmur3.hpp"
+#include "bloomline/parallel.hpp"
 
 namespace bloomline::py_keys {
 
@@ -83,10 +85,11 @@ ArrayKeys prepare_array(py::handle keys, std::uint64_t seed, const char* param);
 // {"bloomline_seed": seed}.
 py::dtype hash_dtype(std::uint64_t seed);
 // The hashes of a U array's elements (their UTF-8) into out, reading the
-// array once: "" or, for the first element UTF-8 cannot encode, an error
-// message. Runs without the GIL, before the filter is touched, so a bad
-// element changes nothing.
-std::string hash_unicode(const ArrayKeys& a, std::uint64_t seed, const char* param, Hash128* out);
+// array once, in slices on `threads` threads: "" or, for the first element
+// UTF-8 cannot encode, an error message. Runs without the GIL, before the
+// filter is touched, so a bad element changes nothing.
+std::string hash_unicode(const ArrayKeys& a, std::uint64_t seed, const char* param, Hash128* out,
+                         unsigned threads = 1);
 // Is item a null (the rule above)? nan_is_null: the batch is a pandas
 // object of a dtype whose missing value is NaN (nan_is_null_in).
 bool is_null(PyObject* item, bool nan_is_null);
@@ -198,12 +201,13 @@ void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
 // is a key source (key_source.hpp; callable from any thread) and out[i]
 // receives the answer for key i. The result has the input's shape for NumPy
 // arrays, else 1-D. Fixed-width NumPy keys and Arrow columns are hashed
-// inside body, without the GIL (by every thread of a threads= batch); lists,
+// inside body, without the GIL (by every thread of a threads= batch); U
+// arrays are hashed first without it, on up to `threads` threads; lists,
 // iterables and object arrays are hashed first, with it. body is called
 // once, with every key (or every key that is not null, nulls="skip").
 template <class Out = bool, class Body>
 py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const char* param, Body body,
-                                   Nulls nulls = Nulls::raise) {
+                                   Nulls nulls = Nulls::raise, unsigned threads = 1) {
     std::vector<Hash128> hashes;
     std::vector<std::uint8_t> valid;
     std::vector<py::ssize_t> shape;
@@ -221,7 +225,7 @@ py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const ch
                     // Hashed in one pass, then used in place: the array is
                     // four times its text, and is read once.
                     hashes.resize(a.n);
-                    error = hash_unicode(a, seed, param, hashes.data());
+                    error = hash_unicode(a, seed, param, hashes.data(), useful_threads(threads, a.n));
                     Prehashed hashed{hashes.data()};
                     if (error.empty()) body(hashed, a.n, out);
                 } else {
@@ -265,6 +269,35 @@ py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const ch
             body(hash_at, hashes.size(), out);
     }
     return result;
+}
+
+// The hashes of a batch as hash_many's array (its dtype carrying the seed):
+// run(body) calls a batch driver (with_batch_hashes, with_line_hashes) with
+// the body that fills it. The driver calls its body once, without the GIL;
+// the body only hashes into memory of its own (no Python object is made
+// there, so the GIL is never taken back inside it), and the array is made
+// around that memory once the driver has returned. The body answers True
+// for each key it is given, so the driver's own result says which keys were
+// hashed (False: a null left out with nulls='skip').
+template <class Run>
+py::array hashes_into_array(std::uint64_t seed, Run run) {
+    std::unique_ptr<Hash128[]> hashes;
+    std::size_t count = 0;
+    bool ran = false;
+    run([&](auto& src, std::size_t n, bool* given) {
+        if (ran) throw std::logic_error("hashes_into_array: the batch driver ran its body twice");
+        ran = true;
+        hashes.reset(new Hash128[n]);
+        count = n;
+        hash_range(src, 0, n, hashes.get());
+        std::fill(given, given + n, true);
+    });
+    if (!hashes) hashes.reset(new Hash128[0]);
+    // The array owns the hashes from here: a capsule frees them with it.
+    py::capsule owner(hashes.get(), [](void* p) { delete[] static_cast<Hash128*>(p); });
+    Hash128* data = hashes.release();
+    return py::array(hash_dtype(seed), {static_cast<py::ssize_t>(count)}, {static_cast<py::ssize_t>(sizeof(Hash128))},
+                     data, owner);
 }
 
 // The hashes of a batch (the key rules of with_batch_hashes), in order.

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "args_py.hpp"
+#include "filter_py.hpp"
 #include "bloomline/file.hpp"
 #include "bloomline/hash_batch.hpp"
 #include "bloomline/murmur3.hpp"
@@ -16,6 +17,26 @@
 #endif
 
 namespace py = pybind11;
+
+namespace bloomline::py_filter {
+
+namespace {
+// bloomline.CapacityWarning, made once below; the module keeps it alive.
+PyObject* capacity_warning = nullptr;
+}  // namespace
+
+void warn_capacity(const char* kind, std::uint64_t new_keys, std::uint64_t capacity, double error_rate,
+                   double fp_rate_now) {
+    const py::str message = py::str(
+        "{} has taken {:,} new keys, past its capacity of {:,}: its expected false-positive rate is {:.3g} now "
+        "(sized for {:g} at capacity) and rises with every new key, so more and more new keys will be reported "
+        "as seen. Make it with a larger capacity, or use a ScalableBloomFilter, which grows.")
+        .format(kind, new_keys, capacity, fp_rate_now, error_rate);
+    // stacklevel 1: the line of Python that called the add.
+    if (PyErr_WarnEx(capacity_warning, message.cast<std::string>().c_str(), 1) != 0) throw py::error_already_set();
+}
+
+}  // namespace bloomline::py_filter
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "bloomline's C++ core (use the bloomline package, not this module)";
@@ -45,11 +66,13 @@ PYBIND11_MODULE(_core, m) {
     bloomline::py_keys::init_numpy_types();
     // bloomline.CapacityWarning, shared by every fixed filter (local and in
     // Redis): one warning per filter when it passes its capacity.
-    m.attr("CapacityWarning") = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
+    bloomline::py_filter::capacity_warning = PyErr_NewExceptionWithDoc(
         "bloomline.CapacityWarning",
         "A fixed-size filter has taken more new keys than its capacity: its false-positive rate rises past the "
         "one it was made for. Make it larger, or use a ScalableBloomFilter, which grows.",
-        PyExc_UserWarning, nullptr));
+        PyExc_UserWarning, nullptr);
+    if (bloomline::py_filter::capacity_warning == nullptr) throw py::error_already_set();
+    m.attr("CapacityWarning") = py::reinterpret_borrow<py::object>(bloomline::py_filter::capacity_warning);
 
     m.def(
         "murmur3_128",
@@ -69,10 +92,20 @@ The key is turned into bytes by bloomline's key rules (str as UTF-8, int as 8
 little-endian bytes); for bytes and seeds below 2**32 this equals
 mmh3.hash128(data, seed, x64arch=True, signed=False).)doc");
 
+    // The order matters where a signature names a bound class: pybind11
+    // writes a class's Python name into the signature (and so help()) of a
+    // function defined after the class is registered, its C++ name before.
+    // So BloomFilter comes before what names it: CountingBloomFilter.to_bloom
+    // and the chain's encode_chain.
+    // Inside each filter class, bind_common installs the scalar fast paths
+    // after every def (filter_py.hpp).
     bloomline::register_sizing(m);
     bloomline::register_bloom(m);
     bloomline::register_counting(m);
     bloomline::register_chain(m);
-    bloomline::register_io(m);
+    bloomline::register_persistence(m);
+    bloomline::register_files(m);
+    bloomline::register_hashing(m);
+    bloomline::register_lines(m);
     bloomline::register_redis(m);
 }

@@ -82,15 +82,32 @@ void encode_header(const Header& h, unsigned char* out) {
     put<std::uint64_t>(out, 120, checksum64(out, 120));
 }
 
-Header decode_header(const unsigned char* in, std::size_t len) {
-    if (len < kHeaderSize + kTrailerSize)
-        bad("got " + std::to_string(len) + " bytes, shorter than the " + std::to_string(kHeaderSize + kTrailerSize) +
-            "-byte minimum (truncated?)");
+namespace {
+
+// What a reader checks first of any header: the magic, the version, the
+// header's checksum.
+void check_header_start(const unsigned char* in) {
     if (std::memcmp(in, kMagic, 8) != 0) bad("bad magic (not a bloomline filter)");
     const auto version = get<std::uint16_t>(in, 8);
     if (version != kFormatVersion)
         bad("format version " + std::to_string(version) + " is not supported (this bloomline reads version 1)");
     if (get<std::uint64_t>(in, 120) != checksum64(in, 120)) bad("header checksum mismatch (the header is corrupt)");
+}
+
+}  // namespace
+
+std::uint64_t encoded_length(const unsigned char* header) {
+    check_header_start(header);
+    const auto payload_len = get<std::uint64_t>(header, 72);
+    if (payload_len > (std::uint64_t{1} << 62)) bad("payload_len " + fmt(payload_len) + " is impossible");
+    return kHeaderSize + payload_len + kTrailerSize;
+}
+
+Header decode_header(const unsigned char* in, std::size_t len) {
+    if (len < kHeaderSize + kTrailerSize)
+        bad("got " + std::to_string(len) + " bytes, shorter than the " + std::to_string(kHeaderSize + kTrailerSize) +
+            "-byte minimum (truncated?)");
+    check_header_start(in);
 
     Header h;
     const auto kind = get<std::uint8_t>(in, 10);

@@ -251,6 +251,14 @@ double estimate_count(std::uint64_t bits_set, std::uint64_t num_bits, std::uint3
     return -(m / kBlockBits) * log_empty / new_bits_per_key;
 }
 
+double approx_intersection(double a, double b, double a_or_b) { return std::max(0.0, a + b - a_or_b); }
+
+double approx_jaccard(double a, double b, double a_or_b) {
+    if (a_or_b == 0) return 1.0;
+    if (!std::isfinite(a_or_b)) return std::numeric_limits<double>::quiet_NaN();
+    return approx_intersection(a, b, a_or_b) / a_or_b;
+}
+
 namespace {
 // Whether optimal_params can size a stage of n keys at rate p (its own
 // prechecks: k <= 64, and the formula's bits within 2**48).

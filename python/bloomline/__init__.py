@@ -14,11 +14,8 @@ See README.md for batches (NumPy), set algebra, pickling and the file format.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from typing import Any, Union
-
-from . import _core
 from ._core import (
     BloomFilter,
     CapacityWarning,
@@ -34,18 +31,14 @@ from ._core import (
     select_lines,
     simd_level,
 )
+from ._pickling import from_bytes
 from ._protocol import Filter
-from .display import filter_html as _filter_html
 from .frontier import DedupQueue
 from .scalable import ScalableBloomFilter
 from .sizing import Params, ParamsArrays, bits_per_key, false_positive_rate, optimal_num_hashes, optimal_params
 
 if TYPE_CHECKING:
     from ._core import Layout
-
-# Jupyter shows filters as a small table with a fill bar (display.py).
-BloomFilter._repr_html_ = _filter_html  # type: ignore[method-assign, assignment]
-CountingBloomFilter._repr_html_ = _filter_html  # type: ignore[method-assign, assignment]
 
 __all__ = [
     "BloomFilter",
@@ -72,12 +65,3 @@ __all__ = [
     "select_lines",
     "simd_level",
 ]
-
-
-def from_bytes(data: Any) -> Union[BloomFilter, CountingBloomFilter, ScalableBloomFilter]:
-    """Read any filter written by to_bytes (or a saved file's bytes); the kind
-    comes from the header, and ValueError says what is wrong with bad data."""
-    if read_header(data)["kind"] == "ScalableBloomFilter":
-        return ScalableBloomFilter.from_bytes(data)
-    filt: Union[BloomFilter, CountingBloomFilter] = _core.from_bytes(data)
-    return filt

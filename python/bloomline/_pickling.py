@@ -1,34 +1,40 @@
-"""What a pickle of any bloomline filter names: ``restore``, a module-level
-function of this package, and nothing else (issue 26; docs/DECISIONS.md).
+"""Any filter from its bytes (``from_bytes``: every kind, the kind read from
+the header), and what a pickle of any filter names: ``restore``, a
+module-level function of this package, and nothing else (issue 26;
+docs/DECISIONS.md).
 
-The C++ kinds' ``__reduce_ex__`` (cpp/bindings/filter_py.hpp) looks
-``reduction`` up here when a pickle is made, not when ``bloomline._core`` is
-imported, so the compiled module never depends on the package above it at
-import time; ScalableBloomFilter uses the same function. A restricted
-unpickler that resolves only ``bloomline.*`` names reads every kind at every
-protocol.
+Every kind's ``__reduce_ex__`` answers ``_core.reduction(data, protocol)``
+(cpp/bindings/persistence_py.cpp), the one place that names ``restore``: it
+is looked up there when a pickle is made, never at import, so the compiled
+module and scalable.py import nothing above them, and this module sits
+above every kind it reads. A restricted unpickler that resolves only
+``bloomline.*`` names reads every kind at every protocol.
 """
 
 from __future__ import annotations
 
 from typing import Any, Union
 
-__all__ = ["reduction", "restore"]
+from . import _core
+from ._core import BloomFilter, CountingBloomFilter
+from .scalable import ScalableBloomFilter
+
+__all__ = ["from_bytes", "restore"]
+
+
+def from_bytes(data: Any) -> Union[BloomFilter, CountingBloomFilter, ScalableBloomFilter]:
+    """Read any filter written by to_bytes (or a saved file's bytes); the kind
+    comes from the header, and ValueError says what is wrong with bad data."""
+    if _core.read_header(data)["kind"] == "ScalableBloomFilter":
+        return ScalableBloomFilter.from_bytes(data)
+    filt: Union[BloomFilter, CountingBloomFilter] = _core.from_bytes(data)
+    return filt
 
 
 def restore(data: Union[bytes, str]) -> Any:
-    """The filter a pickle holds: its to_bytes() output, read by
-    bloomline.from_bytes (every kind, every check)."""
-    if isinstance(data, str):  # protocols 0-2 (see reduction)
+    """The filter a pickle holds: its to_bytes() output, read by from_bytes
+    (every kind, every check). Protocols 0-2 carry the bytes as latin-1 text
+    (_core.reduction says why)."""
+    if isinstance(data, str):
         data = data.encode("latin-1")
-    from . import from_bytes
-
     return from_bytes(data)
-
-
-def reduction(data: bytes, protocol: int) -> tuple[Any, tuple[Union[bytes, str]]]:
-    """``__reduce_ex__``'s answer for a filter whose bytes are `data`.
-    Protocols 0-2 have no bytes type: pickle would write bytes as a call to
-    ``_codecs.encode``, a name outside bloomline, so they carry the bytes as
-    latin-1 text (one character per byte) instead."""
-    return (restore, (data if protocol >= 3 else data.decode("latin-1"),))

@@ -1,8 +1,10 @@
 """What every bloomline filter offers, as a typed Protocol.
 
 BloomFilter, CountingBloomFilter, ScalableBloomFilter and RedisBloomFilter
-all satisfy it; display, the command line and the analysis tools rely on it
-and on nothing else.
+all satisfy it. Jupyter's display (display.py) relies on it and on nothing
+else; the command line takes any filter through it where one is given
+(dedup's --state, its reports). The analysis tools build their own
+BloomFilters and do not use it.
 """
 
 from __future__ import annotations

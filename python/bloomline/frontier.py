@@ -9,16 +9,14 @@ URLs); a URL is never enqueued twice.
 from __future__ import annotations
 
 import collections
-import logging
 from collections.abc import Iterable, Iterator
 from typing import Any, Hashable, Union
 
 from ._core import BloomFilter
+from ._pickling import from_bytes
 from .scalable import ScalableBloomFilter
 
 __all__ = ["DedupQueue"]
-
-log = logging.getLogger("bloomline")
 
 Seen = Union[BloomFilter, ScalableBloomFilter]
 
@@ -27,9 +25,10 @@ class DedupQueue:
     """FIFO queue of keys never seen before.
 
     ``DedupQueue()`` keeps its seen-set in a ``ScalableBloomFilter`` that grows
-    as needed; ``DedupQueue(BloomFilter(...))`` uses a fixed filter and logs a
-    warning (once) when its estimated count passes its capacity, from which
-    point false positives (dropped new URLs) rise above its error rate.
+    as needed; ``DedupQueue(BloomFilter(...))`` uses a fixed filter, which
+    warns once (``bloomline.CapacityWarning``) when it takes more new keys
+    than its capacity, from which point false positives (dropped new URLs)
+    rise above its error rate.
 
     >>> q = DedupQueue()
     >>> q.push("https://a.example/"), q.push("https://a.example/")
@@ -55,7 +54,6 @@ class DedupQueue:
             raise TypeError(f"seen must be a BloomFilter or ScalableBloomFilter, got {type(seen).__name__}")
         self._seen: Seen = seen
         self._queue: collections.deque[Any] = collections.deque()
-        self._warned = False
 
     @property
     def filter(self) -> Seen:
@@ -67,7 +65,6 @@ class DedupQueue:
         if not self._seen.add(key):  # type: ignore[arg-type]  # the filter names the types it takes
             return False
         self._queue.append(key)
-        self._check_fill()
         return True
 
     def push_many(self, keys: Iterable[Any]) -> int:
@@ -77,7 +74,6 @@ class DedupQueue:
         new = self._seen.add_many(items)
         fresh = [k for k, is_new in zip(items, new.tolist()) if is_new]
         self._queue.extend(fresh)
-        self._check_fill()
         return len(fresh)
 
     def pop(self) -> Any:
@@ -101,33 +97,15 @@ class DedupQueue:
         """The queued keys, oldest first, without removing them."""
         return iter(list(self._queue))
 
-    def _check_fill(self) -> None:
-        if self._warned or not isinstance(self._seen, BloomFilter):
-            return
-        capacity = self._seen.capacity
-        if capacity is not None and self._seen.approx_count > capacity:
-            self._warned = True
-            log.warning(
-                "DedupQueue: about %.0f keys seen, over the filter's capacity %d; new URLs are now dropped "
-                "as false positives at about %.2g (target %s). Use a larger filter or a ScalableBloomFilter.",
-                self._seen.approx_count,
-                capacity,
-                self._seen.expected_fp_rate,
-                self._seen.error_rate,
-            )
-
     def __getstate__(self) -> dict[str, Any]:
-        return {"seen": self._seen.to_bytes(), "queue": list(self._queue), "warned": self._warned}
+        return {"seen": self._seen.to_bytes(), "queue": list(self._queue)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        from . import from_bytes
-
         seen = from_bytes(state["seen"])
         if not isinstance(seen, (BloomFilter, ScalableBloomFilter)):
             raise ValueError(f"a DedupQueue's filter must be a BloomFilter or ScalableBloomFilter, got {type(seen).__name__}")
         self._seen = seen
         self._queue = collections.deque(state["queue"])
-        self._warned = bool(state["warned"])
 
     def __repr__(self) -> str:
         return f"<DedupQueue queued={len(self._queue)} seen~{round(self._seen.approx_count)} filter={type(self._seen).__name__}>"

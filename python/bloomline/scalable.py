@@ -21,7 +21,7 @@ written and read by the core.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, SupportsIndex, Union
 
@@ -30,10 +30,10 @@ import numpy.typing as npt
 
 from . import _core
 from ._core import BloomFilter, ChainRule
-from ._pickling import reduction
+from .display import filter_html
 
 if TYPE_CHECKING:
-    from ._core import Keys, Layout, Nulls, StrPath
+    from ._core import BinaryReader, BinaryWriter, Keys, Layout, Nulls, StrPath
 
 __all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "ScalableBloomFilter", "StageStore", "StaleChain"]
 
@@ -474,10 +474,65 @@ class ScalableBloomFilter:
         """Test each line of a block of text; True where it may be present."""
         return self.contains_many(_core.hash_lines(data, self._seed))
 
-    def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None:
-        """Add every key of each iterable."""
-        for keys in iterables:
-            self.add_many(keys, nulls=nulls)
+    def update(self, *others: Keys | ScalableBloomFilter, nulls: Nulls = "raise") -> None:
+        """Add every key of each argument, in order (like set.update): an
+        iterable's keys, or a chain made by the same rule (its keys, as |=
+        adds them)."""
+        for other in others:
+            if isinstance(other, ScalableBloomFilter):
+                self._union_with(other)
+            elif hasattr(other, "contains_many"):  # a filter of another kind: its keys are not listed
+                raise TypeError("update() takes ScalableBloomFilters of the same rule or iterables of keys, "
+                                f"got {type(other).__name__}")
+            else:
+                self.add_many(other, nulls=nulls)
+
+    # ---- set algebra ---------------------------------------------------------------
+
+    def _check_same_rule(self, other: ScalableBloomFilter) -> None:
+        """Chains combine stage by stage only when the same rule made their
+        stages: ValueError naming the first parameter that differs."""
+        for field in ("initial_capacity", "error_rate", "growth", "tightening", "layout", "seed"):
+            mine, theirs = getattr(self, field), getattr(other, field)
+            if mine != theirs:
+                raise ValueError(f"chains differ in {field} ({mine!r} != {theirs!r})")
+
+    def _union_with(self, other: ScalableBloomFilter) -> None:
+        """Stage i becomes the union of both chains' stage i; stages only the
+        other chain has are added as copies (chains grown to different
+        lengths unite, as pybloom-live's do). A stage's count becomes what
+        its bits say (insert_count after |=), so the next add starts a new
+        stage when a united last stage is full."""
+        self._check_same_rule(other)
+        if self._store.shared:
+            raise ValueError("a chain whose store is shared by several processes (RedisStages) is not united in "
+                             "place; unite a local copy instead: chain.copy() | other")
+        other._sync()
+        theirs = list(other._stages)
+        for i, stage in enumerate(theirs):
+            mine = self._stages[i] if i < len(self._stages) else self._new_stage()
+            mine |= stage
+            self._counts[i] = mine.insert_count
+
+    def __or__(self, other: object) -> ScalableBloomFilter:
+        """The union, stage by stage (see __ior__), in memory whatever the
+        stores of the two."""
+        if not isinstance(other, ScalableBloomFilter):
+            return NotImplemented
+        result = self.copy()
+        result._union_with(other)
+        return result
+
+    def __ior__(self, other: object) -> ScalableBloomFilter:
+        """Unite another chain made by the same rule into this one, stage by
+        stage (in its store: a DirectoryStages chain's files take the bits);
+        ValueError names the parameter that differs. The compound rate can
+        then pass error_rate (a stage may hold the keys of two), as a
+        BloomFilter's union can pass its capacity: expected_fp_rate says."""
+        if not isinstance(other, ScalableBloomFilter):
+            return NotImplemented
+        self._union_with(other)
+        return self
 
     # ---- facts ---------------------------------------------------------------------
 
@@ -596,8 +651,6 @@ class ScalableBloomFilter:
         return self.to_bytes() == other.to_bytes()
 
     def _repr_html_(self) -> str:
-        from .display import filter_html
-
         return filter_html(self)
 
     def __repr__(self) -> str:
@@ -621,23 +674,24 @@ class ScalableBloomFilter:
         return cls(rule.initial_capacity, rule.error_rate, growth=rule.growth, tightening=rule.tightening,
                    layout=layout, seed=seed, store=MemoryStages(stages))
 
-    def save(self, path: StrPath) -> None:
+    def save(self, path: StrPath | BinaryWriter) -> None:
         """Write to path atomically (temporary file, fsync, rename, fsync of
         the directory) through the one atomic writer, as BloomFilter.save
         does: a path that a handle maps for writing, or a read-only file, is
-        refused; a replaced file keeps its mode."""
-        with _core.AtomicWriter(path) as out:
-            out.write(self.to_bytes())
-            out.commit()
+        refused; a replaced file keeps its mode. path may be a binary file
+        object (open(..., 'wb'), io.BytesIO): to_bytes() is written at its
+        position."""
+        _core.save_bytes(path, self.to_bytes())
 
     @classmethod
-    def load(cls, path: StrPath) -> ScalableBloomFilter:
+    def load(cls, path: StrPath | BinaryReader) -> ScalableBloomFilter:
         """Read a file written by save (always verified; no mmap: the stages are
-        small next to one fixed filter of the same total size)."""
-        return cls.from_bytes(_core.read_file(path))
+        small next to one fixed filter of the same total size). path may be a
+        binary file object: one filter is read at its position, nothing past it."""
+        return cls.from_bytes(_core.load_bytes(path))
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, tuple[Union[bytes, str]]]:
-        return reduction(self.to_bytes(), int(protocol))
+        return _core.reduction(self.to_bytes(), int(protocol))
 
     def __reduce__(self) -> tuple[Any, tuple[Union[bytes, str]]]:
-        return reduction(self.to_bytes(), 4)
+        return _core.reduction(self.to_bytes(), 4)

@@ -122,13 +122,24 @@ public:
     // ---- whole-filter operations (caller checks compatibility) -------
     void union_with(const BloomFilter& o) {
         combine(
-            o, [](std::uint64_t a, std::uint64_t b) { return a | b; },
+            o, true, [](std::uint64_t a, std::uint64_t b) { return a | b; },
             [](std::uint64_t* a, std::uint64_t b) { __atomic_fetch_or(a, b, __ATOMIC_RELAXED); });
     }
     void intersect_with(const BloomFilter& o) {
         combine(
-            o, [](std::uint64_t a, std::uint64_t b) { return a & b; },
+            o, false, [](std::uint64_t a, std::uint64_t b) { return a & b; },
             [](std::uint64_t* a, std::uint64_t b) { __atomic_fetch_and(a, b, __ATOMIC_RELAXED); });
+    }
+    // Bits set in the union of the two (caller checks compatibility),
+    // counted without making it: the union estimates (sizing.hpp).
+    std::uint64_t bits_set_in_union(const BloomFilter& o) const {
+        check_open();
+        o.check_open();
+        const std::uint64_t* a = bits_.words();
+        const std::uint64_t* b = o.bits_.words();
+        std::uint64_t set = 0;
+        for (std::size_t i = 0, n = bits_.nbytes() / 8; i < n; ++i) set += popcount64(atomic_load(a + i) | atomic_load(b + i));
+        return set;
     }
     bool same_content(const BloomFilter& o) const {
         return std::memcmp(bits_.bytes(), o.bits_.bytes(), bits_.nbytes()) == 0;
@@ -199,10 +210,16 @@ private:
     // a = op(a, b) word by word; shared memory takes atomic_op(word*, b's
     // word) instead, so that other writers' bits are kept.
     template <class Op, class AtomicOp>
-    void combine(const BloomFilter& o, Op op, AtomicOp atomic_op) {
+    void combine(const BloomFilter& o, bool is_union, Op op, AtomicOp atomic_op) {
         check_write();
         o.check_open();
         std::lock_guard<std::mutex> lock(writer_);
+        // A union with an empty filter is a copy of the other: its count is
+        // kept exactly (a scalable chain's union adds stages so). Memory
+        // other writers share may hold bits this filter has not counted.
+        const bool copy_of_other = is_union && !shared_ && bits_set() == 0;
+        const bool copy_of_this = is_union && !shared_ && o.bits_set() == 0;
+        const std::uint64_t other_count = o.insert_count();
         std::uint64_t* a = bits_.words();
         const std::uint64_t* b = o.bits_.words();
         std::uint64_t set = 0;
@@ -217,8 +234,13 @@ private:
             set += popcount64(v);
         }
         bits_set_ = set;
-        // After a union or intersection the number of adds is unknown; the
-        // estimate from the bits is the best stand-in.
+        if (copy_of_other) {
+            insert_count_ = other_count;
+            return;
+        }
+        if (copy_of_this) return;
+        // Otherwise the number of adds is unknown; the estimate from the
+        // bits is the best stand-in.
         const double est = approx_count();
         insert_count_ = est < 1e18 ? static_cast<std::uint64_t>(est + 0.5) : 0;
     }

@@ -71,7 +71,9 @@ public:
     }
 
     // Remove one occurrence. False (and nothing changed) when the key is
-    // certainly absent.
+    // certainly absent. A removal that takes the key out (one of its
+    // counters reaches 0) lowers insert_count, as an add that finds it
+    // absent raises it: insert_count stays the keys present, not the adds.
     bool remove(const Hash128& h) {
         check_write();
         std::lock_guard<std::mutex> lock(writer_);
@@ -124,6 +126,34 @@ public:
         }
         recount();
         insert_count_ = insert_count_ + o.insert_count();
+    }
+
+    // The intersection of two multisets: the smaller counter of each slot
+    // (caller checks compatibility). A counter saturated in both stays
+    // saturated. How many adds it holds is unknown: insert_count becomes the
+    // estimate from the counters, as BloomFilter's & does.
+    void intersect_with(const CountingBloomFilter& o) {
+        check_write();
+        o.check_open();
+        std::lock_guard<std::mutex> lock(writer_);
+        ensure_counted();
+        for (std::uint64_t i = 0; i < geo_.num_slots; ++i) {
+            const std::uint32_t a = counters_.get(i), b = o.counters_.get(i);
+            if (b < a) counters_.put(i, b);
+        }
+        recount();
+        const double est = approx_count();
+        insert_count_ = est < 1e18 ? static_cast<std::uint64_t>(est + 0.5) : 0;
+    }
+
+    // Counters above zero in either filter (caller checks compatibility):
+    // the union's fill, counted without making it (sizing.hpp's estimates).
+    std::uint64_t nonzero_in_union(const CountingBloomFilter& o) const {
+        check_open();
+        o.check_open();
+        std::uint64_t n = 0;
+        for (std::uint64_t i = 0; i < geo_.num_slots; ++i) n += (counters_.get(i) | o.counters_.get(i)) != 0;
+        return n;
     }
 
     // The BloomFilter of the same keys: bit i set where counter i > 0.
@@ -249,6 +279,10 @@ private:
             zeroed += (c == 1);
         });
         nonzero_.store(nonzero_.load(std::memory_order_relaxed) - zeroed, std::memory_order_relaxed);
+        if (zeroed > 0) {  // the key is now absent
+            const std::uint64_t n = insert_count_.load(std::memory_order_relaxed);
+            insert_count_.store(n > 0 ? n - 1 : 0, std::memory_order_relaxed);
+        }
         return true;
     }
 

@@ -85,6 +85,11 @@ void encode_header(const Header& h, unsigned char* out);
 
 // Parse and validate a header; `len` is the whole input's length.
 Header decode_header(const unsigned char* data, std::size_t len);
+// The whole length of the encoding (any kind) whose first kHeaderSize bytes
+// these are, for a reader of a stream that must know how much more to read:
+// magic, version and header checksum checked (std::invalid_argument saying
+// what), the rest left to decode_header once the whole is read.
+std::uint64_t encoded_length(const unsigned char* header);
 
 // Header, then the payload checked against its checksum: the payload start.
 // A dirty payload (flags bit 0) has no current checksum and is returned as is.

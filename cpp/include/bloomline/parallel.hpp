@@ -2,14 +2,16 @@
 //
 // Lookups never lock, so a batch of lookups is cut into one slice per
 // thread, each going through the filter's own one-thread path. Adds keep
-// one thread for the bit sets (so the bits, the "was new" answers and the
-// counts are exactly those of one thread) and hash on all of them: a
+// one thread for the bit sets, so that the bits, the "was new" answers and
+// the counts are exactly those of one thread, and hash on all of them: a
 // super-chunk of keys is hashed in parallel into a buffer, then added from
-// it by the filter's one add path. That pays where hashing costs (strings);
-// integer keys hash faster than the add loop reads memory, and are hashed
-// inside it on one thread (benchmarks/RESULTS.md, threads). Splitting the
-// adds themselves by block range was exact too, but no faster than one
-// thread on the 2-core development VM, and was removed (benchmarks/NOTES.md).
+// it by the filter's one add path. That pays where hashing costs: strings
+// (NumPy S arrays, Arrow string columns, lines of text). Integer keys hash
+// faster than the add loop reads memory (cheap_to_hash, key_source.hpp) and
+// are hashed inside it, on one thread. NumPy U arrays are hashed before the
+// batch starts, in slices over the same threads (keys_py.hpp). Lists and
+// other iterables are hashed under the GIL first, on one thread.
+// Measured: benchmarks/RESULTS.md, "threads= on batch calls".
 #pragma once
 
 #include <algorithm>
@@ -64,6 +66,13 @@ void run_on_threads(unsigned threads, F&& f) {
         if (e) std::rethrow_exception(e);
 }
 
+// The threads worth starting for n items: starting one costs tens of
+// microseconds, so each gets at least 16,384 items.
+inline unsigned useful_threads(unsigned threads, std::size_t n) {
+    const std::size_t useful = std::max<std::size_t>(1, n / 16384);
+    return static_cast<unsigned>(std::min<std::size_t>(threads, useful));
+}
+
 // Keys per super-chunk: hashed in parallel into one buffer (4 MiB of
 // hashes), then added. Large enough that starting threads costs nothing
 // measurable, small enough to stay near the cache.
@@ -80,13 +89,13 @@ void contains_parallel(const Filter& f, Src& src, std::size_t n, bool* out, unsi
 
 // Adds: hashing on `threads` threads, the adds on this one (the filter's
 // add_keys over the hashes). Sources whose hashes are already in memory,
-// and integer keys (a source with a batch hash), go straight to add_keys.
+// and keys cheaper to hash than to add (integers), go straight to add_keys.
 template <class Filter, class Src>
 void add_parallel(Filter& f, Src& src, std::size_t n, bool* out, unsigned threads) {
-    if constexpr (has_in_place<Src>::value || has_range<Src>::value) {
+    if constexpr (has_in_place<Src>::value) {
         f.add_keys(src, n, out);
     } else {
-        if (threads <= 1) return f.add_keys(src, n, out);
+        if (threads <= 1 || cheap_to_hash(src)) return f.add_keys(src, n, out);
         std::vector<Hash128> buf(std::min(n, kParallelChunk));
         for (std::size_t start = 0; start < n; start += kParallelChunk) {
             const std::size_t m = std::min(kParallelChunk, n - start);

@@ -56,6 +56,16 @@ Params optimal_params(double capacity, double error_rate, Layout layout);
 // Infinity when every bit is set (the filter can say nothing).
 double estimate_count(std::uint64_t bits_set, std::uint64_t num_bits, std::uint32_t num_hashes, Layout layout);
 
+// Two sets from the counts of three filters of one geometry (Swamidass and
+// Baldi, 2007): with |A|, |B| and |A or B| each estimated from the bits set
+// (estimate_count; A or B is the union of the two filters),
+//   |A and B| = |A| + |B| - |A or B|, clipped at 0 (inclusion-exclusion),
+//   Jaccard   = |A and B| / |A or B|,
+// 1 for two empty sets (the same set), NaN when the union is full (every bit
+// set: nothing can be estimated).
+double approx_intersection(double a, double b, double a_or_b);
+double approx_jaccard(double a, double b, double a_or_b);
+
 // A scalable chain's rule (Almeida, Baquero, Preguica and Hutchison,
 // "Scalable Bloom Filters", 2007): stage i holds initial_capacity * growth**i
 // keys at error rate error_rate * (1 - tightening) * tightening**i, so the

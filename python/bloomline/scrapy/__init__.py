@@ -1,6 +1,7 @@
 """Scrapy integration: dupefilters (dupefilter.py) and a JOBDIR scheduler
 that survives kill -9 (scheduler.py, with its request journal in
-journal.py). Needs Scrapy (``pip install 'bloomline[scrapy]'``)."""
+journal.py). Needs Scrapy (``pip install scrapy``, or ``pip install '.[scrapy]'``
+from a checkout)."""
 
 from __future__ import annotations
 
