@@ -23,6 +23,8 @@ from bloomline import ScalableBloomFilter  # noqa: E402
 from bloomline.redis import RedisBloomFilter, RedisStages, dump, restore  # noqa: E402
 from conftest import RedisServer, module_args  # noqa: E402
 
+pytestmark = pytest.mark.slow  # (real servers, a million probes a test; about 100 s in all)
+
 PROBES = 1_000_000
 
 

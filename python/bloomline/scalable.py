@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, SupportsIndex, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, SupportsIndex, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -50,12 +50,15 @@ def _in_place(valid: npt.NDArray[np.bool_], answers: npt.NDArray[Any]) -> npt.ND
 
 
 class ChainMismatch(ValueError):
-    """A stored stage differs from what the chain's parameters make."""
+    """A stored stage differs from what the chain's parameters make (or the
+    chain's own parameters, as a shared store keeps them: `chain`)."""
 
-    def __init__(self, index: int, field: str, stored: Any, wanted: Any, stage: Any) -> None:
+    def __init__(self, index: int, field: str, stored: Any, wanted: Any, stage: Any,
+                 chain: Optional[dict[str, str]] = None) -> None:
         super().__init__(f"stage {index} differs in {field} (stored {stored!r} != {wanted!r} from these "
                          "parameters); resume with the parameters it was made with")
         self.index, self.field, self.stored, self.wanted, self.stage = index, field, stored, wanted, stage
+        self.chain = chain
 
 
 class StaleChain(Exception):

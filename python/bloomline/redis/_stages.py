@@ -164,7 +164,7 @@ class RedisStages:
                 have = stored[field]
                 same = float(have) == float(wanted) if field in ("error_rate", "tightening") else have == str(wanted)
                 if not same:
-                    raise ChainMismatch(0, field, have, wanted, None)
+                    raise ChainMismatch(0, field, have, wanted, None, chain=stored)
 
     def stage_count(self) -> int:
         """How many stages the chain has in Redis now."""

@@ -230,6 +230,11 @@ def _mismatch(where: str, error: ChainMismatch, settings: Any, share: float) -> 
     if error.index == 0 and stage is not None and stage.capacity is not None and stage.error_rate is not None:
         made = (f"BLOOMLINE_CAPACITY={stage.capacity}, BLOOMLINE_ERROR_RATE={stage.error_rate / per_rate / share:g}, "
                 f"BLOOMLINE_LAYOUT={stage.layout!r}")
+    elif error.chain is not None and {"initial_capacity", "error_rate", "layout"} <= error.chain.keys():
+        # the chain's own parameters, as Redis keeps them (the chain's rate: the settings' share)
+        made = (f"BLOOMLINE_CAPACITY={error.chain['initial_capacity']}, "
+                f"BLOOMLINE_ERROR_RATE={float(error.chain['error_rate']) / share:g}, "
+                f"BLOOMLINE_LAYOUT={error.chain['layout']!r}")
     else:  # pragma: no cover - stage 0 matched, a later one did not: a chain made by other code
         made = f"other parameters ({error})"
     now = (f"BLOOMLINE_CAPACITY={settings.get('BLOOMLINE_CAPACITY', DEFAULT_CAPACITY)!r}, BLOOMLINE_ERROR_RATE="
