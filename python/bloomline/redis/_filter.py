@@ -18,7 +18,8 @@ from ._backend import NEW, FilterKeys, Prepared, gone, run_adds, run_lookups, se
 from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import DEFAULT_SHARD_BITS, data_keys, eviction_policy, keys_of, open_filter, plan
 from ._registry import choose_backend
-from ._wire import DEFAULT_RETRIES, Job, Script, Sender, batch_ids, client_of
+from ._names import batch_ids, client_of
+from ._wire import DEFAULT_RETRIES, Job, Script, Sender
 
 if TYPE_CHECKING:
     from .._core import Keys, Layout, Nulls

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Optional
 from .. import optimal_params
 from ._backend import FilterKeys, gone
 from ._errors import EvictionWarning, MissingKeyError
-from ._wire import Job, Script, Sender, routable, sibling
+from ._names import routable, sibling
+from ._wire import Job, Script, Sender
 
 if TYPE_CHECKING:
     from .._core import Layout

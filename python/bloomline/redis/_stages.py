@@ -28,7 +28,8 @@ from ..scalable import StaleChain
 from ._backend import NEW, NOT_TAKEN, Prepared, StageGuard, gone, run_adds, run_lookups
 from ._filter import RedisBloomFilter
 from ._meta import META_VERSION, keys_of, plan
-from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code, batch_ids, client_of, tag_of_chain
+from ._names import batch_ids, client_of, tag_of_chain
+from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code
 
 if TYPE_CHECKING:
     from .._core import Layout

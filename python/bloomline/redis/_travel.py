@@ -18,7 +18,8 @@ from .. import _core, from_bytes
 from .._core import BloomFilter
 from ..scalable import ScalableBloomFilter
 from ._backend import FilterKeys
-from ._wire import Job, Sender, client_of
+from ._names import client_of
+from ._wire import Job, Sender
 
 if TYPE_CHECKING:
     from .._core import StrPath

@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 
 from .. import ScalableBloomFilter
 from ..redis import RedisStages
-from ..redis._wire import client_of
+from ..redis._names import client_of
 from .dupefilter import DEFAULT_ERROR_RATE, FRONT_SHARE, GROWTH, TIGHTENING
 from .fingerprints import DEFAULT_RULE, rule as fingerprint_rule
 
