@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -103,10 +103,12 @@ class RedisBloomFilter:
         self._warned = False
 
     @classmethod
-    def _attach_stage(cls, sender: Sender, key: str, backend: str, policy: str) -> RedisBloomFilter:
-        """A stage of a chain in Redis (RedisStages), sharing its sender."""
+    def _attach_stage(cls, sender: Sender, key: str, backend: str, policy: str,
+                      missing: Callable[[str], Exception]) -> RedisBloomFilter:
+        """A stage of a chain in Redis (RedisStages), sharing its sender;
+        missing(meta_key) is the error when the stage's meta is gone."""
         self = cls.__new__(cls)
-        self._setup(sender, key, open_filter(sender, key, None, {}), backend, policy)
+        self._setup(sender, key, open_filter(sender, key, None, {}, missing), backend, policy)
         return self
 
     # ---- batches ------------------------------------------------------------------

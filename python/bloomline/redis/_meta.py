@@ -21,7 +21,7 @@ import math
 import warnings
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import optimal_params
 from ._backend import FilterKeys, gone
@@ -161,13 +161,17 @@ def _exist(sender: Sender, names: Sequence[str]) -> list[bool]:
     return [bool(int(r)) for r in replies]
 
 
-def open_filter(sender: Sender, name: str, new: Optional[dict[str, Any]], wanted: dict[str, Any]) -> dict[str, str]:
+def open_filter(sender: Sender, name: str, new: Optional[dict[str, Any]], wanted: dict[str, Any],
+                missing: Optional[Callable[[str], Exception]] = None) -> dict[str, str]:
     """The meta of the filter at `name`, made from `new` if there is none
     (None: attach only), finished if a creator left it half made, its keys
-    checked; `wanted`'s fields must match it."""
+    checked; `wanted`'s fields must match it. missing(meta_key): the error
+    when there is no meta to attach to (a chain's stage: a lost key)."""
     meta_key = f"{name}:meta"
     meta = read(sender, meta_key)
     if meta is None and new is None:
+        if missing is not None:
+            raise missing(meta_key)
         raise ValueError(f"no filter at key {name!r}: pass capacity (and error_rate) to create one")
     if meta is None:
         assert new is not None
@@ -188,9 +192,9 @@ def open_filter(sender: Sender, name: str, new: Optional[dict[str, Any]], wanted
         _finish(sender, name, meta, keys)
         meta["state"] = "ready"
     else:
-        missing = [k for k, there in zip(data_keys(keys), _exist(sender, data_keys(keys))) if not there]
-        if missing:
-            raise gone(missing[0], f"the filter at {name!r}")
+        lost = [k for k, there in zip(data_keys(keys), _exist(sender, data_keys(keys))) if not there]
+        if lost:
+            raise gone(lost[0], f"the filter at {name!r}")
     return meta
 
 

@@ -181,13 +181,14 @@ class RedisStages:
             self._policy = eviction_policy(self._r)
         # A stage the count says exists must have its meta: one that vanished
         # is a lost key of the chain, not a filter still to be made.
-        metas = [f"{self._stage_key(i)}:meta" for i in range(len(self._stages), n)]
-        for meta, there in zip(metas, self._sender.each([Job(m.encode(), b"EXISTS", (m,)) for m in metas])):
-            if not there:
-                raise gone(meta, self._what, self._policy)
+        policy = self._policy
+
+        def lost(meta_key: str) -> Exception:
+            return gone(meta_key, self._what, policy)
+
         for i in range(len(self._stages), n):
             self._stages.append(RedisBloomFilter._attach_stage(self._sender, self._stage_key(i), self._backend,
-                                                               self._policy))
+                                                               policy, lost))
 
     def stages(self) -> list[tuple[Any, int]]:
         """The stages, oldest first, with their counts of new keys."""
