@@ -282,12 +282,19 @@ private:
 class ReaderLock {
 public:
     ReaderLock(int fd, const std::string& path) : fd_(fd), path_(path) {
+#ifdef BLOOMLINE_OFD_LOCKS
         try {
             held_ = file_lock(fd_, F_RDLCK, kHeaderLockByte, true, path_);
         } catch (const FileError& e) {
             const int err = e.code().value();
             if (err != ENOLCK && err != EINVAL && err != EOPNOTSUPP) throw;
         }
+#else
+        // The flock path has no shared header lock: its one flock is held by
+        // the writer for as long as the file is open, so a reader waiting on
+        // it would wait for the writer to close, and a reader holding it would
+        // turn a writer away. Readers read unlocked, as docs/DECISIONS.md says.
+#endif
     }
     ~ReaderLock() {
         if (!held_) return;
