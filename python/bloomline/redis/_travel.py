@@ -78,6 +78,14 @@ def _what_is_at(client: Any, key: str) -> Optional[str]:
     return None
 
 
+def attached_chain(store: Any, info: dict[str, str]) -> ScalableBloomFilter:
+    """The chain kept in `store`, made with the parameters Redis holds for
+    it (`info`, from store.info(): the hash at {key}:chain)."""
+    return ScalableBloomFilter(int(info["initial_capacity"]), float(info["error_rate"]), growth=int(info["growth"]),
+                               tightening=float(info["tightening"]), layout=info["layout"],  # type: ignore[arg-type]
+                               seed=int(info["seed"]), store=store)
+
+
 def dump(redis: Any, key: str, file: Union[StrPath, BinaryIO]) -> Union[BloomFilter, ScalableBloomFilter]:
     """Write the Redis filter or chain at `key` to a bloomline file (a path,
     written atomically, or a binary file object); returns the local copy
@@ -103,9 +111,7 @@ def dump(redis: Any, key: str, file: Union[StrPath, BinaryIO]) -> Union[BloomFil
         if info is None:
             raise ValueError(f"the chain at key {key!r} has no parameters in Redis ({store.chain_key!r}): it was "
                              "made by an earlier bloomline; copy its stages one by one (RedisBloomFilter.to_filter)")
-        chain = ScalableBloomFilter(int(info["initial_capacity"]), float(info["error_rate"]),
-                                    growth=int(info["growth"]), tightening=float(info["tightening"]),
-                                    layout=info["layout"], seed=int(info["seed"]), store=store)  # type: ignore[arg-type]
+        chain = attached_chain(store, info)
         stages = [s.to_filter() for s in store._stages]
         data = _core.encode_chain(chain.rule, chain.layout, chain.seed, stages, chain._stage_counts)
         local = ScalableBloomFilter.from_bytes(data)

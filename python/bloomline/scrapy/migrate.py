@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional
 from .. import ScalableBloomFilter
 from ..redis import RedisStages
 from ..redis._names import client_of
+from ..redis._travel import attached_chain
 from .dupefilter import DEFAULT_ERROR_RATE, FRONT_SHARE, GROWTH, TIGHTENING
 from .fingerprints import DEFAULT_RULE, rule as fingerprint_rule
 
@@ -146,9 +147,7 @@ def import_set(
             made = f"by the rule {info['fingerprints']!r}" if info.get("fingerprints") else "by Scrapy's fingerprinter"
             raise ValueError(f"the filter at {into!r} holds fingerprints made {made}, not by {rule!r}: importing "
                              "would mix them; import into another key (--into), or drop that filter first")
-        chain = ScalableBloomFilter(int(info["initial_capacity"]), float(info["error_rate"]),
-                                    growth=int(info["growth"]), tightening=float(info["tightening"]),
-                                    layout=info["layout"], seed=int(info["seed"]), store=store)  # type: ignore[arg-type]
+        chain = attached_chain(store, info)
         if state.get("set") == set_key and state.get("done") == "0" and state.get("cursor", "0") != "0":
             report.resumed = True
             report.imported, report.invalid = int(state["imported"]), int(state["invalid"])
