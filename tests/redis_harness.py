@@ -318,6 +318,55 @@ def describe(o: Outcome) -> str:
             f"exempt: {errors}); {o.seconds:.1f} s")
 
 
+def table_of(rows: list[list[Outcome]]) -> list[str]:
+    table = ["| backend | kind | fault | runs | faults struck | new twice | never new | batches raised | keys exempt "
+             "| errors |", "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for outs in rows:
+        errors: Counter[str] = Counter()
+        for o in outs:
+            errors.update(o.errors)
+        shown = ", ".join(f"{n} {e.split(':')[0]}" for e, n in sorted(errors.items())) or "none"
+        table.append(f"| {' | '.join(outs[0].case)} | {len(outs)} | {sum(o.faults for o in outs)} | "
+                     f"{sum(o.new_twice for o in outs)} | {sum(o.never_new for o in outs)} | "
+                     f"{sum(o.raised_batches for o in outs)} | {sum(o.raised_keys for o in outs):,} | {shown} |")
+    return table
+
+
+def write_results(rows: list[list[Outcome]], keys: int, total: int, minutes: float) -> None:
+    """Write the "redis-faults" section of benchmarks/RESULTS.md; called after every case, so a run that is
+    stopped part-way still records the cases it finished (and says how many of the total those are)."""
+    import datetime
+    import platform
+
+    import redis
+
+    import bloomline
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from _sections import write_section
+
+    ok = all(o.ok for outs in rows for o in outs)
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    version = subprocess.run([need("redis-server"), "--version"], capture_output=True, text=True).stdout.split()
+    done = "" if len(rows) == total else f" **Part-way: {len(rows)} of {total} cases finished so far.**"
+    head = [
+        "## Redis under faults",
+        "",
+        f"`python tests/redis_harness.py {' '.join(sys.argv[1:])}`, {when}, "
+        f"{minutes:.0f} minutes; {platform.machine()}, {os.cpu_count()} cores, "
+        f"redis-server {version[2] if len(version) > 2 else '?'}, redis-py {redis.__version__}, "
+        f"bloomline {bloomline.__version__}. Each run: four processes add the same {keys:,} keys, each in "
+        "an order of its own, in batches, while the fault strikes; then every key must have been new to "
+        "exactly one process, or be in a batch whose call raised (those keys are exempt: the caller was told). "
+        "The faults: a reply stalled past the socket timeout, dropped, the connection cut before or after the "
+        "command ran (a loopback proxy); the scripts flushed; a key deleted, expired or evicted; a cluster slot "
+        "migrated mid-run. " + ("Every run held." if ok else "**Some runs failed** (new twice or never new).")
+        + done,
+        "",
+    ]
+    write_section("redis-faults", "\n".join(head + table_of(rows)))
+
+
 def main() -> int:
     import argparse
     import tempfile
@@ -327,7 +376,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--case", action="append", help="backend/kind/fault (default: every case)")
     parser.add_argument("--write", action="store_true",
-                        help='write the table to benchmarks/RESULTS.md (section "redis-faults")')
+                        help='write the table to benchmarks/RESULTS.md (section "redis-faults"), after each case')
     args = parser.parse_args()
     began = time.monotonic()
     chosen = [tuple(c.split("/")) for c in args.case] if args.case else cases()
@@ -340,47 +389,10 @@ def main() -> int:
             print(describe(o), flush=True)
             outs.append(o)
         rows.append(outs)
-    table = ["| backend | kind | fault | runs | faults struck | new twice | never new | batches raised | keys exempt "
-             "| errors |", "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
-    for outs in rows:
-        errors: Counter[str] = Counter()
-        for o in outs:
-            errors.update(o.errors)
-        shown = ", ".join(f"{n} {e.split(':')[0]}" for e, n in sorted(errors.items())) or "none"
-        table.append(f"| {' | '.join(outs[0].case)} | {len(outs)} | {sum(o.faults for o in outs)} | "
-                     f"{sum(o.new_twice for o in outs)} | {sum(o.never_new for o in outs)} | "
-                     f"{sum(o.raised_batches for o in outs)} | {sum(o.raised_keys for o in outs):,} | {shown} |")
-    print("\n" + "\n".join(table))
-    ok = all(o.ok for outs in rows for o in outs)
-    if args.write:
-        import datetime
-        import platform
-
-        import redis
-
-        import bloomline
-
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-        from _sections import write_section
-
-        when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        version = subprocess.run([need("redis-server"), "--version"], capture_output=True, text=True).stdout.split()
-        head = [
-            "## Redis under faults",
-            "",
-            f"`python tests/redis_harness.py --keys {args.keys} --runs {args.runs} --write`, {when}, "
-            f"{(time.monotonic() - began) / 60:.0f} minutes; {platform.machine()}, {os.cpu_count()} cores, "
-            f"redis-server {version[2] if len(version) > 2 else '?'}, redis-py {redis.__version__}, "
-            f"bloomline {bloomline.__version__}. Each run: four processes add the same {args.keys:,} keys, each in "
-            "an order of its own, in batches, while the fault strikes; then every key must have been new to "
-            "exactly one process, or be in a batch whose call raised (those keys are exempt: the caller was told). "
-            "The faults: a reply stalled past the socket timeout, dropped, the connection cut before or after the "
-            "command ran (a loopback proxy); the scripts flushed; a key deleted, expired or evicted; a cluster slot "
-            "migrated mid-run. " + ("Every run held." if ok else "**Some runs failed** (new twice or never new)."),
-            "",
-        ]
-        write_section("redis-faults", "\n".join(head + table))
-    return 0 if ok else 1
+        if args.write:
+            write_results(rows, args.keys, len(chosen), (time.monotonic() - began) / 60)
+    print("\n" + "\n".join(table_of(rows)))
+    return 0 if all(o.ok for outs in rows for o in outs) else 1
 
 
 if __name__ == "__main__":
