@@ -1,6 +1,9 @@
 """The Redis fault harness: four processes add the same keys (each in its
 own order) to one filter in Redis while a fault strikes, and every key must
-be reported new to exactly one of them, or be in a batch whose call raised.
+be reported new to exactly one of them, or be one that a call raised
+without an answer for (an UnknownOutcome's or MissingKeyError's `unknown`;
+the whole batch when the error says nothing). Keys a raising call did
+answer (its `new`, and the rest "seen") are held to exactly once too.
 
 Faults: a loopback proxy that stalls a reply past the socket timeout, drops
 one, or cuts the connection before or after a request runs (conftest's
@@ -65,7 +68,8 @@ class Spec:
 @dataclass
 class Outcome:
     """One run: how many processes found each key new, and the batches whose
-    call raised (their keys are exempt from "exactly once")."""
+    call raised (the keys they had no answer for are exempt from "exactly
+    once": the caller was told to treat them as new)."""
 
     case: tuple[str, str, str]
     keys: int
@@ -111,7 +115,7 @@ def _make(spec: Spec, client: Any, create: bool) -> Any:
 def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
     """Add every key, in an order of this process's own, in batches; report
     the keys found new (an UnknownOutcome's or MissingKeyError's `new`
-    counts) and the keys of batches whose call raised. The workers start
+    counts) and the keys that a raising call had no answer for. The workers start
     adding together (`start`, a barrier) and count their batches in
     `progress` (a server fault strikes mid-run)."""
     import redis
@@ -136,9 +140,13 @@ def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
                 flags = f.add_many(batch)
             except (UnknownOutcome, MissingKeyError) as e:
                 errors[type(e).__name__] += 1
-                raised[batch.astype(np.int64)] = True
-                if e.new is not None:
+                if e.new is not None and e.unknown is not None:
+                    # What the error says it knows is held to exactly once
+                    # too: only the keys it has no answer for are exempt.
                     new[batch[e.new].astype(np.int64)] = True
+                    raised[batch[e.unknown].astype(np.int64)] = True
+                else:
+                    raised[batch.astype(np.int64)] = True
             except redis.RedisError as e:  # out of memory, an unreachable node...: the call raised
                 errors[f"{type(e).__name__}: {str(e)[:60]}"] += 1
                 raised[batch.astype(np.int64)] = True
@@ -357,7 +365,9 @@ def write_results(rows: list[list[Outcome]], keys: int, total: int, minutes: flo
         f"redis-server {version[2] if len(version) > 2 else '?'}, redis-py {redis.__version__}, "
         f"bloomline {bloomline.__version__}. Each run: four processes add the same {keys:,} keys, each in "
         "an order of its own, in batches, while the fault strikes; then every key must have been new to "
-        "exactly one process, or be in a batch whose call raised (those keys are exempt: the caller was told). "
+        "exactly one process, or be one that a raising call had no answer for (its `unknown`, or the whole batch "
+        "when it says nothing: those keys are exempt, the caller was told to treat them as new); the keys a "
+        "raising call did answer are held to exactly once too. "
         "The faults: a reply stalled past the socket timeout, dropped, the connection cut before or after the "
         "command ran (a loopback proxy); the scripts flushed; a key deleted, expired or evicted; a cluster slot "
         "migrated mid-run. " + ("Every run held." if ok else "**Some runs failed** (new twice or never new).")

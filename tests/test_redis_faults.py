@@ -343,6 +343,38 @@ def test_a_caught_missing_key_leaves_the_chain_as_it_was(module_server: RedisSer
     assert chain.num_stages == 1
 
 
+
+@pytest.mark.parametrize("backend", BITS_BACKENDS)
+def test_keys_a_full_stage_did_not_take_are_unknown_when_the_call_raises(module_server: RedisServer,
+                                                                       backend: str) -> None:
+    """A chain's add whose first send is cut before it runs is re-sent; with
+    no kept answer the keys found present are '?', and the call raises. The
+    stage fills part-way through that batch: the keys it did not take have
+    no answer either, and must be `unknown` (to be treated as new), never
+    read as "seen" (they were: only the '?' keys were unknown)."""
+    from bloomline.redis import UnknownOutcome
+
+    ScalableBloomFilter(1000, 0.01, store=RedisStages(module_server.url, "nt", backend=backend)).add_many(
+        np.arange(500, dtype=np.uint64))
+    proxy = FaultProxy(module_server.port, "cut_before", min_bytes=4000, limit=1)
+    try:
+        chain = ScalableBloomFilter(1000, 0.01, store=RedisStages(
+            redis.Redis(host="127.0.0.1", port=proxy.port), "nt", backend=backend))
+        keys = np.arange(1500, dtype=np.uint64)
+        with pytest.raises(UnknownOutcome) as caught:
+            chain.add_many(keys)
+        assert proxy.faults == 1
+        e = caught.value
+        assert e.new is not None and e.unknown is not None
+        assert e.unknown[:500].all()  # present, and the lost send might have added them
+        answered = e.new | e.unknown
+        assert answered[500:].all(), f"{int((~answered[500:]).sum())} fresh keys read as seen"
+        assert not (e.new & e.unknown).any()
+        # What was taken is in the chain; what was not is not claimed to be.
+        assert chain.contains_many(keys[500:][e.new[500:]]).all()
+    finally:
+        proxy.close()
+
 # ---- 7. a fixed filter past its capacity says so, once ----------------------------------
 
 

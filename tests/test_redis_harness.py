@@ -1,8 +1,8 @@
 """Every case of the Redis fault harness (tests/redis_harness.py), once, at a
 small scale: four processes add the same 20,000 keys to one filter in Redis
-while the fault strikes; each key is new to exactly one of them, or in a
-batch whose call raised (those batches are counted and printed in the
-"Redis fault harness" section of pytest's summary)."""
+while the fault strikes; each key is new to exactly one of them, or one a
+raising call had no answer for (those batches are counted and printed in
+the "Redis fault harness" section of pytest's summary)."""
 
 from __future__ import annotations
 

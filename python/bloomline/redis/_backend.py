@@ -201,10 +201,11 @@ class _Settled:
         unsure = self.codes == UNSURE
         if not self.failed and not unsure.any():
             return self.codes, self.counts, self.skipped
-        unknown = unsure.copy()
-        for part, e in self.failed:
-            if isinstance(e, UnknownOutcome):
-                unknown[part.idx] = True
+        # Raising: every key without an answer is unknown (to be treated as
+        # new), not only the '?' ones: a failed part's keys, whatever its
+        # error, and the keys a full stage did not take. Left out, those read
+        # as "seen" to a caller that trusts the facts.
+        unknown = (self.codes != NEW) & (self.codes != PRESENT)
         error = self.failed[0][1] if self.failed else UnknownOutcome(
             f"{int(unsure.sum())} keys of a batch to {what} were re-sent after a lost reply whose kept answer was "
             "gone, and found present: the lost send may have added them")

@@ -2,9 +2,11 @@
 
 Both errors carry what is known of the batch: ``new`` is True where a key
 was reported new to this call (its add was answered), ``unknown`` True where
-the outcome is unknown (the command may or may not have run). A caller that
-must not lose a key treats every ``unknown`` key as new (fetch the page):
-at least once, never lost.
+the call has no answer for it (its command may or may not have run, or was
+refused, or never reached it). A key neither new nor unknown was answered
+"seen". A caller that must not lose a key treats every ``unknown`` key as
+new (fetch the page): at least once, never lost. When ``new`` is None
+nothing is known of the batch: treat every key as unknown.
 """
 
 from __future__ import annotations
