@@ -126,8 +126,9 @@ def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
         f = _make(spec, _client(spec), create=False)
         sender = f._sender if spec.kind == "fixed" else f._store._sender
         # A fault that takes its time (a slot moving, scripts flushed on a
-        # timer) meets the adds while they run: they go at a set pace.
-        pace = 0.01 if spec.fault in ("migrate", "script_flush") else 0.0
+        # timer, a key expiring 50 ms on) meets the adds while they run: they
+        # go at a set pace (else a small run's adds may all be done by then).
+        pace = 0.01 if spec.fault in ("migrate", "script_flush", "del", "expire") else 0.0
         start.wait(timeout=120)
         keys = np.random.default_rng(spec.seed * 100 + index).permutation(spec.keys).astype(np.uint64)
         new = np.zeros(spec.keys, dtype=bool)
