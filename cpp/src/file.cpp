@@ -323,8 +323,8 @@ bool sole_writer(const MappedFile& f) {
 // A killed writer never added its new keys to the header's insert count:
 // make it at least the estimate from the fill.
 void repair_insert_count(Header& h) {
-    const double est = estimate_count(h.fill, h.num_slots, h.num_hashes, h.layout);
-    if (est < 1e18) h.insert_count = std::max(h.insert_count, static_cast<std::uint64_t>(est + 0.5));
+    h.insert_count =
+        std::max(h.insert_count, estimate_as_count(estimate_count(h.fill, h.num_slots, h.num_hashes, h.layout)));
 }
 
 void write_header(const MappedFile& f, const Header& h) {

@@ -251,6 +251,10 @@ double estimate_count(std::uint64_t bits_set, std::uint64_t num_bits, std::uint3
     return -(m / kBlockBits) * log_empty / new_bits_per_key;
 }
 
+std::uint64_t estimate_as_count(double estimate) {
+    return estimate < 1e18 ? static_cast<std::uint64_t>(estimate + 0.5) : 0;
+}
+
 double approx_intersection(double a, double b, double a_or_b) { return std::max(0.0, a + b - a_or_b); }
 
 double approx_jaccard(double a, double b, double a_or_b) {

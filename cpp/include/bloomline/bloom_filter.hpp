@@ -241,8 +241,7 @@ private:
         if (copy_of_this) return;
         // Otherwise the number of adds is unknown; the estimate from the
         // bits is the best stand-in.
-        const double est = approx_count();
-        insert_count_ = est < 1e18 ? static_cast<std::uint64_t>(est + 0.5) : 0;
+        insert_count_ = estimate_as_count(approx_count());
     }
 
     BitArray bits_;

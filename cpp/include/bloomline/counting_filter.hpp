@@ -142,8 +142,7 @@ public:
             if (b < a) counters_.put(i, b);
         }
         recount();
-        const double est = approx_count();
-        insert_count_ = est < 1e18 ? static_cast<std::uint64_t>(est + 0.5) : 0;
+        insert_count_ = estimate_as_count(approx_count());
     }
 
     // Counters above zero in either filter (caller checks compatibility):

@@ -55,6 +55,10 @@ Params optimal_params(double capacity, double error_rate, Layout layout);
 // Estimated number of distinct keys from the number of bits set.
 // Infinity when every bit is set (the filter can say nothing).
 double estimate_count(std::uint64_t bits_set, std::uint64_t num_bits, std::uint32_t num_hashes, Layout layout);
+// An estimate (estimate_count's) as a count of adds, where the real count is
+// unknown (after a union or intersection, a killed writer): rounded, 0 when
+// nothing can be estimated (every bit set).
+std::uint64_t estimate_as_count(double estimate);
 
 // Two sets from the counts of three filters of one geometry (Swamidass and
 // Baldi, 2007): with |A|, |B| and |A or B| each estimated from the bits set

@@ -58,11 +58,9 @@ class ImportReport:
     deleted: bool = False
 
 
-def _fingerprints(members: list[Any], report: ImportReport) -> list[bytes]:
+def _fingerprints(members: list[bytes], report: ImportReport) -> list[bytes]:
     """The 20 bytes of each member that is 40 hex characters; the others
     counted (a few kept to name)."""
-    # (a client made with decode_responses=True hands members over as str)
-    members = [m.encode("utf-8", "surrogateescape") if isinstance(m, str) else m for m in members]
     good = [m for m in members if len(m) == 40]
     try:
         raw = binascii.unhexlify(b"".join(good))
@@ -83,10 +81,6 @@ def _fingerprints(members: list[Any], report: ImportReport) -> list[bytes]:
         report.invalid_examples += [m.decode("utf-8", "replace")[:60] for m in members
                                     if len(m) != 40][: max(0, 5 - len(report.invalid_examples))]
     return [raw[i : i + 20] for i in range(0, len(raw), 20)]
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _is_hex(m: bytes) -> bool:
@@ -125,7 +119,7 @@ def import_set(
         raise ValueError(f"chunk must be a positive int, got {chunk!r}")
     client = client_of(redis)
     into = into or set_key
-    kind = _text(client.type(set_key))
+    kind = client.type(set_key).decode()  # (client_of's client reads bytes, whatever the caller's did)
     if kind != "set":
         raise ValueError(f"{set_key!r} holds no set (its type is {kind!r}): scrapy-redis keeps its fingerprints in "
                          "a set at %(spider)s:dupefilter")
@@ -134,7 +128,7 @@ def import_set(
     store = RedisStages(client, into, backend=backend)
     state_key = store.import_key
     info = store.info()
-    state = {_text(k): _text(v) for k, v in client.hgetall(state_key).items()}
+    state = {k.decode(): v.decode() for k, v in client.hgetall(state_key).items()}
     if info is None:
         capacity = max(MIN_CAPACITY, math.ceil(report.members * HEADROOM))
         chain = ScalableBloomFilter(capacity, error_rate * (1 - FRONT_SHARE), growth=GROWTH, tightening=TIGHTENING,
