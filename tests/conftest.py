@@ -319,3 +319,33 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("Redis fault harness")
         for line in HARNESS_LINES:
             terminalreporter.write_line(line)
+
+
+def _mount_small_fs(where: Path, size: str) -> None:
+    """Mount a tmpfs of `size` at `where`: a file system that fills up."""
+    where.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        # CI runs as root and can mount; elsewhere a full disk cannot be made without privileges.
+        if os.environ.get("CI"):
+            raise RuntimeError(f"cannot mount a tmpfs for the full-disk tests: {r.stderr.strip()}")
+        pytest.skip(f"a full file system needs mount (root): {r.stderr.strip()}")
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Any]:
+    """A factory of small file systems: small_fs("256k") -> a directory on a
+    fresh tmpfs of that size, unmounted after the test. Full-disk tests use
+    it instead of filling the machine's disk."""
+    mounted: list[Path] = []
+
+    def make(size: str = "256k") -> Path:
+        where = tmp_path / f"smallfs{len(mounted)}"
+        _mount_small_fs(where, size)
+        mounted.append(where)
+        return where
+
+    yield make
+    for where in reversed(mounted):
+        subprocess.run(["umount", "-l", str(where)], capture_output=True, timeout=30)
