@@ -286,6 +286,43 @@ bool nan_is_null_in(py::handle keys) {
     return k != "f" && k != "c";
 }
 
+// Visit each element of a list or tuple, or an object array's, as fn(item, i)
+// with a strong reference held: reading a key may run Python code (a
+// subclass's methods, __index__, __class__, a buffer export) that changes
+// the container, so the item array and the length are read afresh for each
+// element, and a list whose length changed is an error, never a stale
+// pointer. The key objects of a large list lie scattered over the heap, and
+// reading each is a cache miss: object i + 8 is asked for while i is read.
+template <class Fn>
+void for_each_element(PyObject* seq, const char* param, Fn&& fn) {
+    const bool array = is_ndarray(seq);
+    auto length = [&]() -> Py_ssize_t {
+        if (!array) return PySequence_Fast_GET_SIZE(seq);
+        const auto* a = py::detail::array_proxy(seq);
+        Py_ssize_t size = 1;
+        for (int d = 0; d < a->nd; ++d) size *= a->dimensions[d];
+        return size;
+    };
+    const Py_ssize_t n = length();
+    constexpr Py_ssize_t kAhead = 8;
+    for (Py_ssize_t i = 0;; ++i) {
+        const Py_ssize_t now = length();
+        if (now != n)
+            throw_py(PyExc_RuntimeError, std::string(param) + " changed size during the call (from " +
+                                             std::to_string(n) + " to " + std::to_string(now) + " keys)");
+        if (i == n) return;
+        PyObject** items = array ? reinterpret_cast<PyObject**>(py::detail::array_proxy(seq)->data)
+                                 : PySequence_Fast_ITEMS(seq);
+        if (i + kAhead < n) {
+            const char* ahead = reinterpret_cast<const char*>(items[i + kAhead]);
+            __builtin_prefetch(ahead, 0, 3);
+            __builtin_prefetch(ahead + 64, 0, 3);
+        }
+        const py::object item = py::reinterpret_borrow<py::object>(items[i]);
+        fn(item.ptr(), static_cast<std::size_t>(i));
+    }
+}
+
 std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param,
                                    std::vector<std::uint8_t>* valid) {
     PyObject* obj = keys.ptr();
@@ -301,32 +338,12 @@ std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const ch
         }
         hashes[i] = hash_item(item, seed, param, i);
     };
-    if (is_ndarray(keys)) {  // object array, already C-contiguous
-        auto arr = py::reinterpret_borrow<py::array>(keys);
-        auto** items = static_cast<PyObject**>(const_cast<void*>(arr.data()));
-        hashes.resize(static_cast<std::size_t>(arr.size()));
+    const bool listed = is_ndarray(keys) || PyList_Check(obj) || PyTuple_Check(obj);  // object arrays: C-contiguous
+    if (!is_ndarray(keys)) refuse_single_key(obj, param);
+    if (listed) {
+        hashes.resize(static_cast<std::size_t>(PyObject_Length(obj)));
         if (valid != nullptr) valid->assign(hashes.size(), 1);
-        for (std::size_t i = 0; i < hashes.size(); ++i) hash_at(items[i], i);
-        return hashes;
-    }
-    refuse_single_key(obj, param);
-    if (PyList_Check(obj) || PyTuple_Check(obj)) {
-        const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-        PyObject** items = PySequence_Fast_ITEMS(obj);
-        hashes.resize(static_cast<std::size_t>(n));
-        if (valid != nullptr) valid->assign(hashes.size(), 1);
-        // The key objects of a large list are scattered over the heap, and
-        // reading each is a cache miss: ask for object i + 8 (its header and
-        // the first bytes of an ASCII str's data) while hashing object i.
-        constexpr Py_ssize_t kAhead = 8;
-        for (Py_ssize_t i = 0; i < n; ++i) {
-            if (i + kAhead < n) {
-                const char* ahead = reinterpret_cast<const char*>(items[i + kAhead]);
-                __builtin_prefetch(ahead, 0, 3);
-                __builtin_prefetch(ahead + 64, 0, 3);
-            }
-            hash_at(items[i], static_cast<std::size_t>(i));
-        }
+        for_each_element(obj, param, hash_at);
         return hashes;
     }
     // Any other iterable: None kept in place (a zero hash) and marked.
@@ -576,11 +593,9 @@ KeyItems key_items(py::handle keys, const char* param, Nulls nulls) {
                 }
                 break;
             }
-            default: {  // object arrays: element by element
-                auto** objs = static_cast<PyObject**>(const_cast<void*>(a.arr.data()));
-                for (std::size_t i = 0; i < a.n; ++i) add_object(objs[i], i);
+            default:  // object arrays: element by element
+                for_each_element(a.arr.ptr(), param, add_object);
                 return items;
-            }
         }
         return items;
     }
@@ -609,10 +624,8 @@ KeyItems key_items(py::handle keys, const char* param, Nulls nulls) {
     }
     refuse_single_key(keys.ptr(), param);
     if (PyList_Check(keys.ptr()) || PyTuple_Check(keys.ptr())) {
-        const Py_ssize_t n = PySequence_Fast_GET_SIZE(keys.ptr());
-        PyObject** objs = PySequence_Fast_ITEMS(keys.ptr());
-        items.valid.assign(static_cast<std::size_t>(n), 1);
-        for (Py_ssize_t i = 0; i < n; ++i) add_object(objs[i], static_cast<std::size_t>(i));
+        items.valid.assign(static_cast<std::size_t>(PySequence_Fast_GET_SIZE(keys.ptr())), 1);
+        for_each_element(keys.ptr(), param, add_object);
     } else {
         py::object iter = iterate(keys, param);
         for (std::size_t i = 0;; ++i) {
