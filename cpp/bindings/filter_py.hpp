@@ -278,7 +278,11 @@ py::bytes to_bytes(const T& f) {
     f.check_open();
     const Header h = header_of(f);
     py::bytes out(nullptr, static_cast<py::ssize_t>(h.total_size()));
-    encode_filter(f, reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr())));
+    auto* into = reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
+    {
+        py::gil_scoped_release nogil;  // a snapshot (filter_io.hpp): other threads may add meanwhile
+        encode_filter(f, into);
+    }
     return out;
 }
 

@@ -15,6 +15,7 @@
 #include <random>
 #include <stdexcept>
 #include <system_error>
+#include <vector>
 
 namespace bloomline {
 
@@ -107,6 +108,21 @@ void AtomicFile::write(const void* data, std::size_t n) {
     write_all(fd_, static_cast<const unsigned char*>(data), n, path_);
 }
 
+void AtomicFile::write_at(std::size_t offset, const void* data, std::size_t n) {
+    if (fd_ < 0) throw std::invalid_argument("write to an AtomicFile that is committed or aborted");
+    const auto* p = static_cast<const unsigned char*>(data);
+    while (n > 0) {
+        const ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            os_error("cannot write", path_);
+        }
+        p += w;
+        offset += static_cast<std::size_t>(w);
+        n -= static_cast<std::size_t>(w);
+    }
+}
+
 void AtomicFile::commit() {
     if (fd_ < 0) throw std::invalid_argument("commit of an AtomicFile that is committed or aborted");
     if (::fsync(fd_) != 0) os_error("cannot fsync the file being saved", path_);
@@ -142,18 +158,26 @@ void AtomicFile::commit() {
     }
 }
 
+// The payload is a snapshot (filter_io.hpp), written chunk by chunk as it
+// is copied, so the save needs no second copy of a large filter; the header,
+// whose fill is known only at the end, goes in last, at the front.
 template <class T>
 void save_filter(const T& f, const std::string& path) {
-    Header h = header_of(f);
-    h.flags = 0;
-    unsigned char head[kHeaderSize], trailer[kTrailerSize];
-    encode_header(h, head);
-    const unsigned char* payload = payload_of(f);
-    write_u64(trailer, 0, checksum64(payload, h.payload_len));
     AtomicFile out(path);
+    unsigned char head[kHeaderSize] = {}, trailer[kTrailerSize];
     out.write(head, kHeaderSize);
-    out.write(payload, h.payload_len);
+    std::vector<unsigned char> buffer;
+    const Snapshot s = snapshot_payload(
+        f,
+        [&buffer](std::size_t, std::size_t n) {
+            buffer.resize(n);
+            return buffer.data();
+        },
+        [&out](const unsigned char* p, std::size_t n) { out.write(p, n); });
+    write_u64(trailer, 0, s.payload_checksum);
     out.write(trailer, kTrailerSize);
+    encode_header(s.header, head);
+    out.write_at(0, head, kHeaderSize);
     out.commit();
 }
 

@@ -1,8 +1,11 @@
 // See filter_io.hpp.
 #include "bloomline/filter_io.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+
+#include "bloomline/murmur3.hpp"
 
 namespace bloomline {
 
@@ -58,29 +61,84 @@ std::unique_ptr<CountingBloomFilter> filter_over(const Header& h, Memory payload
                                                  std::move(payload), h.insert_count, !trust_fill);
 }
 
-std::uint64_t payload_fill(const Header& h, const unsigned char* payload) {
-    const std::uint64_t used_bits = h.num_slots * h.slot_bits;  // <= 2**52: no overflow
-    const std::uint64_t total_bits = h.payload_len * 8;
-    for (std::uint64_t byte = used_bits / 8; byte < h.payload_len; ++byte) {
+void FillCount::add(const unsigned char* chunk, std::uint64_t offset, std::size_t n) {
+    const std::uint64_t used_bits = h_.num_slots * h_.slot_bits;  // <= 2**52: no overflow
+    const std::uint64_t total_bits = h_.payload_len * 8;
+    // The padding: every bit past num_slots is 0.
+    for (std::uint64_t byte = std::max(used_bits / 8, offset); byte < offset + n; ++byte) {
         const unsigned keep = byte == used_bits / 8 ? static_cast<unsigned>(used_bits % 8) : 0;
-        if ((payload[byte] >> keep) != 0)
-            throw std::invalid_argument("bits are set past num_slots " + fmt(h.num_slots) + " (in byte " + fmt(byte) +
+        if ((chunk[byte - offset] >> keep) != 0)
+            throw std::invalid_argument("bits are set past num_slots " + fmt(h_.num_slots) + " (in byte " + fmt(byte) +
                                         " of the payload, whose " + fmt(total_bits - used_bits) +
                                         " padding bits must be 0)");
     }
-    std::uint64_t fill = 0;
-    if (h.slot_bits == 1) {
-        for (std::uint64_t off = 0; off < h.payload_len; off += 8) {
+    if (h_.slot_bits == 1) {
+        std::size_t off = 0;
+        for (; off + 8 <= n; off += 8) {
             std::uint64_t w;
-            std::memcpy(&w, payload + off, 8);
-            fill += popcount64(w);
+            std::memcpy(&w, chunk + off, 8);
+            fill_ += popcount64(w);
         }
-        return fill;
+        for (; off < n; ++off) fill_ += popcount64(chunk[off]);
+        return;
     }
-    const CounterArray counters(Memory{const_cast<unsigned char*>(payload), h.payload_len, nullptr}, h.slot_bits);
-    for (std::uint64_t i = 0; i < h.num_slots; ++i) fill += counters.get(i) != 0;
-    return fill;
+    // Counters wholly inside the chunk (offsets are multiples of 8 bytes, so
+    // no counter straddles two chunks), below num_slots.
+    const CounterArray counters(Memory{const_cast<unsigned char*>(chunk), n, nullptr}, h_.slot_bits);
+    const std::uint64_t first = offset * 8 / h_.slot_bits;
+    const std::uint64_t end = std::min<std::uint64_t>(h_.num_slots, (offset + n) * 8 / h_.slot_bits);
+    for (std::uint64_t i = first; i < end; ++i) fill_ += counters.get(i - first) != 0;
 }
+
+std::uint64_t payload_fill(const Header& h, const unsigned char* payload) {
+    FillCount count(h);
+    count.add(payload, 0, h.payload_len);
+    return count.fill();
+}
+
+// Bytes per chunk of a snapshot: adds wait for one chunk's copy at most.
+constexpr std::size_t kSnapshotChunk = std::size_t{1} << 20;
+
+template <class T>
+Snapshot snapshot_payload(const T& f, const std::function<unsigned char*(std::size_t, std::size_t)>& place,
+                          const std::function<void(const unsigned char*, std::size_t)>& done) {
+    Snapshot s{header_of(f), 0};
+    Header& h = s.header;
+    FillCount fill(h);
+    Murmur3Stream checksum(0);
+    for (std::size_t off = 0; off < h.payload_len; off += kSnapshotChunk) {
+        const std::size_t n = std::min<std::size_t>(kSnapshotChunk, h.payload_len - off);
+        unsigned char* to = place(off, n);
+        f.read_locked([&] {
+            f.check_open();  // closed meanwhile: its memory may be gone
+            std::memcpy(to, payload_of(f) + off, n);
+        });
+        fill.add(to, off, n);
+        checksum.update(to, n);
+        if (done) done(to, n);
+    }
+    h.fill = fill.fill();
+    h.flags = 0;
+    h.writers = 0;
+    s.payload_checksum = checksum.digest().h1;
+    return s;
+}
+
+template <class T>
+void encode_filter(const T& f, unsigned char* out) {
+    const Snapshot s = snapshot_payload(f, [out](std::size_t off, std::size_t) { return out + kHeaderSize + off; });
+    encode_header(s.header, out);
+    write_u64(out, trailer_offset(s.header), s.payload_checksum);
+}
+
+template Snapshot snapshot_payload<BloomFilter>(const BloomFilter&,
+                                                const std::function<unsigned char*(std::size_t, std::size_t)>&,
+                                                const std::function<void(const unsigned char*, std::size_t)>&);
+template Snapshot snapshot_payload<CountingBloomFilter>(const CountingBloomFilter&,
+                                                        const std::function<unsigned char*(std::size_t, std::size_t)>&,
+                                                        const std::function<void(const unsigned char*, std::size_t)>&);
+template void encode_filter<BloomFilter>(const BloomFilter&, unsigned char*);
+template void encode_filter<CountingBloomFilter>(const CountingBloomFilter&, unsigned char*);
 
 std::uint64_t checked_fill(const Header& h, const unsigned char* payload) {
     try {

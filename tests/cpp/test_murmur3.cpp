@@ -48,6 +48,28 @@ TEST("a seed above 2**32 is used whole, not cut to its low 32 bits") {
     CHECK(low.h1 != high.h1);
 }
 
+TEST("the streamed hash equals the whole one for every way of cutting the bytes") {
+    std::vector<unsigned char> data(200);
+    std::uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (auto& b : data) b = static_cast<unsigned char>((x = x * 6364136223846793005ULL + 1) >> 56);
+    bool same = true;
+    for (std::size_t len : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17},
+                            std::size_t{63}, std::size_t{200}}) {
+        const Hash128 whole = murmur3_128(data.data(), len, 5);
+        for (std::size_t piece = 1; piece <= 33; ++piece) {  // pieces of 1..33 bytes, and a first cut anywhere
+            for (std::size_t first = 0; first <= len && first < 20; ++first) {
+                Murmur3Stream s(5);
+                s.update(data.data(), first);
+                for (std::size_t at = first; at < len; at += piece)
+                    s.update(data.data() + at, at + piece <= len ? piece : len - at);
+                const Hash128 h = s.digest();
+                same = same && h.h1 == whole.h1 && h.h2 == whole.h2;
+            }
+        }
+    }
+    CHECK(same);
+}
+
 TEST("the batch hash equals the scalar hash for every length around its steps") {
     std::vector<std::uint64_t> values;
     std::uint64_t x = 0x243f6a8885a308d3ULL;

@@ -82,6 +82,8 @@ public:
     AtomicFile& operator=(const AtomicFile&) = delete;
 
     void write(const void* data, std::size_t n);
+    // Overwrite bytes already written (a header known only at the end).
+    void write_at(std::size_t offset, const void* data, std::size_t n);
     // fsync, close, rename over the target, fsync the directory. A directory
     // fsync that the file system does not support (EINVAL, ENOTSUP) is
     // skipped; any other failure throws, since the rename may not be durable.

@@ -79,6 +79,13 @@ public:
         std::lock_guard<std::mutex> lock(writer_);
         f();
     }
+    // f() under the writer mutex, for a reader that must not see an add of
+    // this filter half done (an export's copy of the payload).
+    template <class F>
+    void read_locked(F&& f) const {
+        std::lock_guard<std::mutex> lock(writer_);
+        f();
+    }
     // Under the writer mutex: refuse all further use.
     void close_locked() { access_ = Access::closed; }
 
@@ -136,7 +143,7 @@ protected:
     std::atomic<Access> access_{Access::read_write};
     std::string read_only_why_;
     bool shared_ = false;  // set under the writer mutex, before any concurrent use
-    std::mutex writer_;
+    mutable std::mutex writer_;
 };
 
 }  // namespace bloomline

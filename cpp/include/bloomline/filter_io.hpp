@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -33,11 +34,27 @@ Header header_of(const CountingBloomFilter& f);
 const unsigned char* payload_of(const BloomFilter& f);
 const unsigned char* payload_of(const CountingBloomFilter& f);
 
-// The whole encoding: out must hold header_of(f).total_size() bytes.
+// Exports take a snapshot of the payload: it is copied chunk by chunk, each
+// chunk under the filter's writer mutex (no add of this process half done
+// in it), and the header's fill and the payload checksum are computed from
+// the bytes copied, never from the filter's own counts. So an export made
+// while other threads or processes add holds every key added before it
+// began, and its header always matches its payload: it loads, always.
+// place(offset, n) says where payload bytes [offset, offset + n) go; done
+// (optional) is called with each chunk once it is there (a file writes it).
+// Returns the header of the export, fill included, and the checksum.
+struct Snapshot {
+    Header header;
+    std::uint64_t payload_checksum;
+};
 template <class T>
-void encode_filter(const T& f, unsigned char* out) {
-    write_filter(header_of(f), payload_of(f), out);
-}
+Snapshot snapshot_payload(const T& f, const std::function<unsigned char*(std::size_t, std::size_t)>& place,
+                          const std::function<void(const unsigned char*, std::size_t)>& done = {});
+
+// The whole encoding, through a snapshot: out must hold
+// header_of(f).total_size() bytes.
+template <class T>
+void encode_filter(const T& f, unsigned char* out);
 
 // A filter over checked payload memory that a header describes. trust_fill:
 // take the header's fill instead of counting (a clean mapped file, whose
@@ -46,9 +63,21 @@ template <class T>
 std::unique_ptr<T> filter_over(const Header& h, Memory payload, bool trust_fill);
 
 // The fill of a payload that a header describes (bits set for kind 1,
-// nonzero counters for kind 2), after checking that nothing is set past
-// num_slots (the padding up to the whole block): std::invalid_argument
-// otherwise. O(payload).
+// nonzero counters for kind 2), counted chunk by chunk, after checking that
+// nothing is set past num_slots (the padding up to the whole block):
+// std::invalid_argument otherwise. Chunks are added in any order, each at
+// its byte offset in the payload, a multiple of 8.
+class FillCount {
+public:
+    explicit FillCount(const Header& h) : h_(h) {}
+    void add(const unsigned char* chunk, std::uint64_t offset, std::size_t n);
+    std::uint64_t fill() const { return fill_; }
+
+private:
+    Header h_;
+    std::uint64_t fill_ = 0;
+};
+// The whole payload's fill. O(payload).
 std::uint64_t payload_fill(const Header& h, const unsigned char* payload);
 // The same, its errors as "invalid bloomline data: ..." (a reader's).
 std::uint64_t checked_fill(const Header& h, const unsigned char* payload);

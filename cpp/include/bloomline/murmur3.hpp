@@ -81,41 +81,77 @@ inline Hash128 finalize(std::uint64_t h1, std::uint64_t h2, std::uint64_t len) {
 
 }  // namespace detail
 
-// Hash `len` bytes at `data`.
-inline Hash128 murmur3_128(const void* data, std::size_t len, std::uint64_t seed) {
-    using namespace detail;
-    const auto* bytes = static_cast<const unsigned char*>(data);
-    const std::size_t nblocks = len / 16;
-    std::uint64_t h1 = seed;
-    std::uint64_t h2 = seed;
+namespace detail {
 
-    for (std::size_t i = 0; i < nblocks; ++i) {
-        std::uint64_t k1 = load_le64(bytes + i * 16);
-        std::uint64_t k2 = load_le64(bytes + i * 16 + 8);
-        h1 ^= mix_k1(k1);
-        h1 = rotl64(h1, 27);
-        h1 += h2;
-        h1 = h1 * 5 + 0x52dce729;
-        h2 ^= mix_k2(k2);
-        h2 = rotl64(h2, 31);
-        h2 += h1;
-        h2 = h2 * 5 + 0x38495ab5;
-    }
+// One 16-byte block into the state.
+inline void mix_block(std::uint64_t& h1, std::uint64_t& h2, const unsigned char* block) {
+    h1 ^= mix_k1(load_le64(block));
+    h1 = rotl64(h1, 27);
+    h1 += h2;
+    h1 = h1 * 5 + 0x52dce729;
+    h2 ^= mix_k2(load_le64(block + 8));
+    h2 = rotl64(h2, 31);
+    h2 += h1;
+    h2 = h2 * 5 + 0x38495ab5;
+}
 
-    // Tail: up to 15 bytes, byte i of the tail lands in bits 8*(i % 8) of k1
-    // (first eight) or k2 (the rest), exactly as the reference's fall-through
-    // switch does.
-    const unsigned char* tail = bytes + nblocks * 16;
-    const std::size_t rest = len & 15;
+// The tail (up to 15 bytes) and the finalisation: byte i of the tail lands
+// in bits 8*(i % 8) of k1 (first eight) or k2 (the rest), exactly as the
+// reference's fall-through switch does.
+inline Hash128 finish(std::uint64_t h1, std::uint64_t h2, const unsigned char* tail, std::size_t rest,
+                      std::uint64_t len) {
     std::uint64_t k1 = 0;
     std::uint64_t k2 = 0;
     for (std::size_t i = rest; i > 8; --i) k2 = (k2 << 8) | tail[i - 1];
     for (std::size_t i = rest < 8 ? rest : 8; i > 0; --i) k1 = (k1 << 8) | tail[i - 1];
     if (rest > 8) h2 ^= mix_k2(k2);
     if (rest > 0) h1 ^= mix_k1(k1);
-
     return finalize(h1, h2, len);
 }
+
+}  // namespace detail
+
+// Hash `len` bytes at `data`.
+inline Hash128 murmur3_128(const void* data, std::size_t len, std::uint64_t seed) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    const std::size_t nblocks = len / 16;
+    std::uint64_t h1 = seed;
+    std::uint64_t h2 = seed;
+    for (std::size_t i = 0; i < nblocks; ++i) detail::mix_block(h1, h2, bytes + i * 16);
+    return detail::finish(h1, h2, bytes + nblocks * 16, len & 15, len);
+}
+
+// The same hash over bytes that arrive in pieces: equal to murmur3_128 of
+// their concatenation. A save hashes the payload chunk by chunk as it
+// writes it, so the checksum is of exactly the bytes written.
+class Murmur3Stream {
+public:
+    explicit Murmur3Stream(std::uint64_t seed) : h1_(seed), h2_(seed) {}
+    void update(const void* data, std::size_t len) {
+        const auto* p = static_cast<const unsigned char*>(data);
+        total_ += len;
+        if (held_ > 0) {  // complete the block begun by the last piece
+            const std::size_t take = len < 16 - held_ ? len : 16 - held_;
+            std::memcpy(block_ + held_, p, take);
+            held_ += take;
+            p += take;
+            len -= take;
+            if (held_ < 16) return;
+            detail::mix_block(h1_, h2_, block_);
+            held_ = 0;
+        }
+        for (; len >= 16; p += 16, len -= 16) detail::mix_block(h1_, h2_, p);
+        std::memcpy(block_, p, len);
+        held_ = len;
+    }
+    Hash128 digest() const { return detail::finish(h1_, h2_, block_, held_, total_); }
+
+private:
+    std::uint64_t h1_, h2_;
+    std::uint64_t total_ = 0;
+    unsigned char block_[16] = {};
+    std::size_t held_ = 0;
+};
 
 // The hash of the 8 little-endian bytes of `value`, without going through
 // memory: the integer-key path. Equal to murmur3_128(le_bytes(value), 8, seed).
