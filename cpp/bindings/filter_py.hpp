@@ -582,7 +582,10 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             "Map a saved filter; with 'r+' adds go straight to the file (a killed process loses nothing it added), "
             "and other handles and processes may map it for writing too. flush() writes the header and syncs; the "
             "last writer's close() also makes the checksum current. verify=True checks the payload once (checksum, "
-            "padding, fill). A context manager.")
+            "padding, fill); with 'r+' the first writer of a clean file always checks it (the last close must not "
+            "bless damage), and reserves the file's disk blocks (a full disk is an OSError here, not a crash at an "
+            "add). Only regular files are mapped; a handle inherited across a fork is read-only in the child. A "
+            "context manager.")
         .def("flush", &flush<T>, py::call_guard<py::gil_scoped_release>(),
              "Mapped files: bring the header up to date and write pages back (msync).")
         .def("close", &close<T>, py::call_guard<py::gil_scoped_release>(),

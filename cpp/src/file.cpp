@@ -54,34 +54,108 @@ std::string dir_of(const std::string& path) {
     return path.substr(0, slash);
 }
 
-// The mode a save over path gives its new file (0: a new path, the default
-// mode), after refusing a target that is mapped for writing or read-only.
-mode_t checked_target_mode(const std::string& path) {
-    refuse_if_mapped_for_writing(path);
+// What a file of this mode is, for an error that refuses it.
+const char* kind_of_file(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+[[noreturn]] void refuse_special(const std::string& path, mode_t mode, const char* doing) {
+    throw std::invalid_argument("'" + path + "' is " + kind_of_file(mode) + ": bloomline " + doing +
+                                " regular files only (use a file object for a stream)");
+}
+
+// The file a save to path replaces: path itself, or, through any symlinks,
+// the file they lead to (a link is followed, never replaced; a dangling
+// link leads to the new file it names). Relative link targets are taken
+// from the link's directory. At most 40 links, as the kernel allows.
+std::string resolve_links(const std::string& path) {
+    std::string at = path;
+    for (int hops = 0; hops <= 40; ++hops) {
+        struct stat st {};
+        if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
+        std::string target(static_cast<std::size_t>(st.st_size > 0 ? st.st_size : 4096) + 1, '\0');
+        const ssize_t n = ::readlink(at.c_str(), &target[0], target.size());
+        if (n < 0) os_error("cannot read the symbolic link", at);
+        target.resize(static_cast<std::size_t>(n));
+        at = !target.empty() && target[0] == '/' ? target : dir_of(at) + "/" + target;
+    }
+    errno = ELOOP;
+    os_error("cannot follow the symbolic links of", path);
+}
+
+// Open a file that must be regular: O_NONBLOCK, so that a FIFO is refused
+// instead of waiting for a writer (it has no effect on a regular file).
+int open_regular(const std::string& path, int flags, const char* doing) {
+    struct stat before {};
+    if (::stat(path.c_str(), &before) == 0 && !S_ISREG(before.st_mode)) refuse_special(path, before.st_mode, doing);
+    const int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) os_error("cannot open", path);
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;  // new (or not a file: rename says)
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const int e = errno;
+        ::close(fd);
+        if (!S_ISREG(st.st_mode) && st.st_mode != 0) refuse_special(path, st.st_mode, doing);
+        errno = e;
+        os_error("cannot stat", path);
+    }
+    return fd;
+}
+
+// The mode a save over target gives its new file (0: a new path, the
+// default mode), after refusing a target that is not a regular file, is
+// mapped for writing, or is read-only. target has its links resolved.
+mode_t checked_target_mode(const std::string& target, const std::string& shown) {
+    struct stat st {};
+    // What the path itself leads to (stat follows /proc's fd links too):
+    // a pipe behind /proc/self/fd/1 is as much a pipe as a FIFO.
+    if (::stat(shown.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) refuse_special(shown, st.st_mode, "saves to");
+    if (::stat(target.c_str(), &st) != 0) {
+        if (errno == ENOENT) return 0;  // a new file
+        os_error("cannot stat", shown);
+    }
+    // Never replace a device node, a FIFO or a socket by a regular file (and
+    // never open a FIFO to test its locks: that blocks).
+    if (!S_ISREG(st.st_mode)) refuse_special(shown, st.st_mode, "saves to");
+    refuse_if_mapped_for_writing(target);
     // Root may write anything, so "read-only" is also "no write bit at all"
     // (chmod 444): replacing such a file silently would undo its protection.
-    const bool denied = ::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0 && errno == EACCES;
+    const bool denied = ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0 && errno == EACCES;
     if (denied || (st.st_mode & 0222) == 0) {
         char mode[8];
         std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
         throw FileError(EACCES,
                         std::string("a read-only file, mode ") + mode +
                             ", is not replaced: make it writable (chmod u+w) or save elsewhere",
-                        path);
+                        shown);
     }
     return st.st_mode & 07777;
 }
 
+// The temporary file's name beside target: target.tmp-PID-N, its last
+// component cut so that it stays within the file system's name limit.
+std::string temporary_name(const std::string& target) {
+    std::random_device rd;
+    const std::string suffix = ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+    const auto slash = target.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "" : target.substr(0, slash + 1);
+    std::string base = slash == std::string::npos ? target : target.substr(slash + 1);
+    constexpr std::size_t kNameMax = 255;  // NAME_MAX of Linux and macOS file systems
+    if (base.size() + suffix.size() > kNameMax) base.resize(kNameMax - suffix.size());
+    return dir + base + suffix;
+}
+
 }  // namespace
 
-void check_save_target(const std::string& path) { checked_target_mode(path); }
+void check_save_target(const std::string& path) { checked_target_mode(resolve_links(path), path); }
 
-AtomicFile::AtomicFile(const std::string& path) : path_(path) {
-    const mode_t mode = checked_target_mode(path);
-    std::random_device rd;
-    tmp_ = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(resolve_links(path)) {
+    const mode_t mode = checked_target_mode(target_, path);
+    tmp_ = temporary_name(target_);
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     // Errors name the path the caller gave, not the temporary file.
     if (fd_ < 0) os_error("cannot create a temporary file beside it to save", path);
@@ -135,18 +209,18 @@ void AtomicFile::commit() {
         os_error("cannot close the file being saved", path_);
     }
     try {
-        refuse_if_mapped_for_writing(path_);  // again: a writer may have opened it while we wrote
+        refuse_if_mapped_for_writing(target_);  // again: a writer may have opened it while we wrote
     } catch (...) {
         ::unlink(tmp_.c_str());
         throw;
     }
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    if (::rename(tmp_.c_str(), target_.c_str()) != 0) {
         const int e = errno;
         ::unlink(tmp_.c_str());
         errno = e;
         os_error("cannot rename the saved file over it", path_);
     }
-    const std::string dir = dir_of(path_);
+    const std::string dir = dir_of(target_);
     const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) os_error("cannot open the directory", dir);
     const int r = ::fsync(dfd);
@@ -360,8 +434,7 @@ void write_header(const MappedFile& f, const Header& h) {
 }  // namespace
 
 std::size_t read_whole_file(const std::string& path, const std::function<unsigned char*(std::size_t)>& alloc) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) os_error("cannot open", path);
+    const int fd = open_regular(path, O_RDONLY, "reads");
     struct Closer {
         int fd;
         ~Closer() { ::close(fd); }
@@ -392,7 +465,8 @@ Memory read_file(const std::string& path, std::size_t* size_out) {
 }
 
 void refuse_if_mapped_for_writing(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: should path have become a FIFO meanwhile, the open must not wait for a writer.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return;  // nothing there (or unreadable: the save will say so)
     bool locked = false;
     try {
@@ -409,8 +483,7 @@ void refuse_if_mapped_for_writing(const std::string& path) {
 }
 
 MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), writable_(writable) {
-    fd_ = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-    if (fd_ < 0) os_error("cannot open", path);
+    fd_ = open_regular(path, writable ? O_RDWR : O_RDONLY, "maps");
     struct stat st {};
     if (::fstat(fd_, &st) != 0) {
         ::close(fd_);
@@ -419,6 +492,22 @@ MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), wr
     dev_ = static_cast<std::uint64_t>(st.st_dev);
     ino_ = static_cast<std::uint64_t>(st.st_ino);
     size_ = static_cast<std::size_t>(st.st_size);
+#if defined(__linux__)
+    // A sparse file's holes get their blocks only when a page is first
+    // written, and on a full file system that write kills the process with
+    // SIGBUS. Reserve every block now (a no-op where they exist), and refuse
+    // with ENOSPC up front. A file system without fallocate is mapped as is.
+    if (writable && size_ >= kHeaderSize + kTrailerSize) {
+        const int r = ::fallocate(fd_, 0, 0, static_cast<off_t>(size_));
+        if (r != 0 && errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL) {
+            const int e = errno;
+            ::close(fd_);
+            errno = e;
+            os_error("cannot reserve the disk blocks of the file (a sparse file that cannot be filled in) to map",
+                     path);
+        }
+    }
+#endif
     if (size_ < kHeaderSize + kTrailerSize) {
         ::close(fd_);
         throw std::invalid_argument("invalid bloomline data: '" + path + "' is " + std::to_string(size_) +
@@ -453,6 +542,15 @@ bool MappedFile::is(const std::string& path) const {
 void flush_mapped(MappedFile& file, std::uint64_t insert_count, const std::function<std::uint64_t()>& count_fill,
                   bool final) {
     if (!file.writable() || file.released()) return;
+    if (file.inherited()) {
+        // A forked child: its close only lets go of its copy; the parent's
+        // locks and its place among the writers stay as they are.
+        if (final) return file.release();
+        throw std::invalid_argument("'" + file.path() +
+                                    "' was opened for writing by a parent of this process, before a fork: a child "
+                                    "must not flush its parent's handle; open the file again in this process with "
+                                    "open(path, 'r+')");
+    }
     HeaderLock lock(file);
     Header h = decode_header(file.data(), file.size());
     h.insert_count += insert_count - file.insert_base;
@@ -494,7 +592,10 @@ MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) 
                                     ", not a " + kind_name(KindOf<T>::value));
     const bool was_dirty = (h.flags & kFlagDirty) != 0;
     bool fill_known = !was_dirty;
-    if (verify) {
+    // The first writer of a clean file checks its payload whatever verify
+    // says: the last writer's close writes a fresh checksum, and must never
+    // bless damage that was there before anyone wrote.
+    if (verify || (writable && !was_dirty)) {
         checked_payload(base, file->size(), h);  // the checksum, if the file is clean
         const std::uint64_t fill = checked_fill(h, base + kHeaderSize);
         if (!was_dirty && fill != h.fill)

@@ -96,17 +96,12 @@ void check_header_start(const unsigned char* in) {
 
 }  // namespace
 
-std::uint64_t encoded_length(const unsigned char* header) {
-    check_header_start(header);
-    const auto payload_len = get<std::uint64_t>(header, 72);
-    if (payload_len > (std::uint64_t{1} << 62)) bad("payload_len " + fmt(payload_len) + " is impossible");
-    return kHeaderSize + payload_len + kTrailerSize;
-}
 
-Header decode_header(const unsigned char* in, std::size_t len) {
-    if (len < kHeaderSize + kTrailerSize)
-        bad("got " + std::to_string(len) + " bytes, shorter than the " + std::to_string(kHeaderSize + kTrailerSize) +
-            "-byte minimum (truncated?)");
+namespace {
+
+// Every check of a header that needs no more than its 128 bytes: fields,
+// and for kinds 1 and 2 the payload length against the geometry.
+Header parse_header(const unsigned char* in) {
     check_header_start(in);
 
     Header h;
@@ -146,9 +141,6 @@ Header decode_header(const unsigned char* in, std::size_t len) {
         if (h.num_hashes != 2 && h.num_hashes != 4) bad("growth must be 2 or 4, got " + fmt(h.num_hashes));
         const double t = bits_double(h.fill);
         if (!(t > 0 && t < 1)) bad("tightening must be in (0, 1), got " + fmt(t));
-        if (h.payload_len > len || h.total_size() != len)
-            bad("got " + std::to_string(len) + " bytes, the header describes " +
-                fmt(h.payload_len + kHeaderSize + kTrailerSize) + " (truncated or padded?)");
         return h;
     }
     try {
@@ -160,10 +152,47 @@ Header decode_header(const unsigned char* in, std::size_t len) {
     if (h.payload_len != payload_bytes(h.num_slots, h.slot_bits))
         bad("payload_len " + fmt(h.payload_len) + " does not match num_slots " + fmt(h.num_slots) + " (expected " +
             fmt(static_cast<std::uint64_t>(payload_bytes(h.num_slots, h.slot_bits))) + ")");
+    return h;
+}
+
+// The most bytes a chain's payload can take: each stage record at the
+// size the chain's rule gives that stage (decode_chain checks each stage
+// against the rule, so a longer payload could never load).
+std::uint64_t chain_payload_bound(const Header& h) {
+    ChainRule rule;
+    try {
+        rule = ChainRule::make(h.capacity, h.error_rate, h.num_hashes, bits_double(h.fill));
+    } catch (const std::invalid_argument& e) {
+        bad(e.what());
+    }
+    std::uint64_t bound = 0;
+    const auto stages = static_cast<std::uint32_t>(std::min<std::uint64_t>(h.num_slots, rule.max_stages()));
+    for (std::uint32_t i = 0; i < stages; ++i) {
+        const Params p = optimal_params(static_cast<double>(rule.stage_capacity(i)), rule.stage_error_rate(i), h.layout);
+        bound += kStageRecordHead + kHeaderSize + payload_bytes(p.num_bits, 1) + kTrailerSize;
+    }
+    return bound;
+}
+
+}  // namespace
+
+Header decode_header(const unsigned char* in, std::size_t len) {
+    if (len < kHeaderSize + kTrailerSize)
+        bad("got " + std::to_string(len) + " bytes, shorter than the " + std::to_string(kHeaderSize + kTrailerSize) +
+            "-byte minimum (truncated?)");
+    const Header h = parse_header(in);
     if (h.payload_len > len || h.total_size() != len)
         bad("got " + std::to_string(len) + " bytes, the header describes " + fmt(h.payload_len + kHeaderSize + kTrailerSize) +
             " (truncated or padded?)");
     return h;
+}
+
+std::uint64_t encoded_length(const unsigned char* header) {
+    const Header h = parse_header(header);
+    if (h.kind == Kind::scalable && h.payload_len > chain_payload_bound(h))
+        bad("payload_len " + fmt(h.payload_len) + " is more than a chain of " + fmt(h.num_slots) +
+            " stages of these parameters can take (" + fmt(chain_payload_bound(h)) + ")");
+    return h.total_size();
 }
 
 std::size_t trailer_offset(const Header& h) { return kHeaderSize + h.payload_len; }

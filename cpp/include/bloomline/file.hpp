@@ -70,8 +70,15 @@ private:
 //  - A target that is read-only (no write permission for the caller; for
 //    root, no write bit at all, as chmod 444) is refused with EACCES,
 //    untouched.
+//  - Only regular files are replaced: a FIFO, a device node, a socket or a
+//    directory is refused (std::invalid_argument naming what it is), never
+//    opened (a FIFO would block) nor replaced.
+//  - A symlink is followed, not replaced: the file it leads to is the
+//    target (checked as above, and replaced by the rename), the link stays.
 //  - The new file keeps the mode of the file it replaces; a new path gets
 //    0644 (less the umask).
+//  - The temporary file is named target.tmp-PID-N, cut to fit the name
+//    limit (255 bytes) when the target's own name is long.
 class AtomicFile {
 public:
     // Checks the target as above, then creates the temporary file beside it.
@@ -91,7 +98,9 @@ public:
     void abort();
 
 private:
-    std::string path_, tmp_;
+    std::string path_;    // as the caller gave it (errors name it)
+    std::string target_;  // the file replaced: path_ with its symlinks followed
+    std::string tmp_;
     int fd_ = -1;
 };
 
@@ -138,11 +147,15 @@ public:
     std::uint64_t insert_base = 0;
     bool released() const { return released_; }
     void release() { released_ = true; }
+    // Is this process a fork of the one that opened the file? Then it owns
+    // neither the locks nor the writer's place in the header (memory.hpp).
+    bool inherited() const { return generation_ != fork_generation(); }
 
 private:
     std::string path_;
     std::uint64_t dev_ = 0, ino_ = 0;
     bool released_ = false;
+    std::uint32_t generation_ = fork_generation();
     unsigned char* base_ = nullptr;
     std::size_t size_ = 0;
     int fd_ = -1;

@@ -23,6 +23,7 @@
 
 #include "bloomline/index.hpp"
 #include "bloomline/key_source.hpp"
+#include "bloomline/memory.hpp"
 #include "bloomline/sizing.hpp"
 #include "bloomline/stream.hpp"
 
@@ -56,6 +57,11 @@ public:
     void check_write() const {
         check_open();
         if (access() == Access::read_only) throw std::invalid_argument("the filter is read-only (" + read_only_why_ + ")");
+        if (shared_ && owner_generation_ != fork_generation())
+            throw std::invalid_argument(
+                "this filter's memory was opened for writing by a parent of this process, before a fork: a child "
+                "must not write through its parent's handle; open the file again in this process with "
+                "open(path, 'r+')");
     }
     // Lookups only from now on; `why` says so in the error of a write.
     void set_read_only(std::string why) {
@@ -70,6 +76,7 @@ public:
     void share_memory() {
         std::lock_guard<std::mutex> lock(writer_);
         shared_ = true;
+        owner_generation_ = fork_generation();
     }
     bool shared_memory() const { return shared_; }
 
@@ -143,6 +150,7 @@ protected:
     std::atomic<Access> access_{Access::read_write};
     std::string read_only_why_;
     bool shared_ = false;  // set under the writer mutex, before any concurrent use
+    std::uint32_t owner_generation_ = 0;  // shared memory: the fork_generation() of the process it belongs to
     mutable std::mutex writer_;
 };
 

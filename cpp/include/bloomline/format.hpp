@@ -87,8 +87,10 @@ void encode_header(const Header& h, unsigned char* out);
 Header decode_header(const unsigned char* data, std::size_t len);
 // The whole length of the encoding (any kind) whose first kHeaderSize bytes
 // these are, for a reader of a stream that must know how much more to read:
-// magic, version and header checksum checked (std::invalid_argument saying
-// what), the rest left to decode_header once the whole is read.
+// the header checked as decode_header checks it, its payload length against
+// its geometry (kinds 1 and 2) or its chain's rule (kind 3), so that a
+// bogus length is refused before anything is read (std::invalid_argument
+// saying what); the rest is left to decode_header once the whole is read.
 std::uint64_t encoded_length(const unsigned char* header);
 
 // Header, then the payload checked against its checksum: the payload start.

@@ -14,6 +14,9 @@
 // `owner` then keeps that alive.
 #pragma once
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -27,6 +30,25 @@
 #include "bloomline/common.hpp"
 
 namespace bloomline {
+
+// How many forks this process is from the one that started counting: each
+// child adds one (pthread_atfork). Memory shared with other processes (a
+// file mapped for writing) belongs to the process that mapped it; a child
+// that inherits the mapping across a fork must not write, flush or close it
+// as its owner would, or it would release locks and rewrite headers that
+// its parent still holds (filter_common.hpp, file.cpp).
+inline std::atomic<std::uint32_t>& fork_generation_counter() {
+    static std::atomic<std::uint32_t> generation{0};
+    return generation;
+}
+inline std::uint32_t fork_generation() {
+    static const bool counting = [] {
+        ::pthread_atfork(nullptr, nullptr, [] { fork_generation_counter().fetch_add(1); });
+        return true;
+    }();
+    (void)counting;
+    return fork_generation_counter().load(std::memory_order_relaxed);
+}
 
 struct Memory {
     unsigned char* data = nullptr;
