@@ -48,7 +48,8 @@ class JournalScheduler(Scheduler):
     ``JOBDIR/requests.journal`` (journal.py, docs/FORMAT.md): every request pushed
     is on disk before ``enqueue_request`` returns, and a request the engine
     took stays in the journal until JournalDoneMiddleware reports its
-    response handled (its callback's requests scheduled). A crawl killed at
+    response handled and every request its callback yielded has been
+    through ``enqueue_request`` (journaled, or filtered). A crawl killed at
     any moment resumes with every request it had not finished: none is
     lost; the few that were in flight at the kill (at most about
     ``CONCURRENT_REQUESTS``) are fetched again.
@@ -58,6 +59,14 @@ class JournalScheduler(Scheduler):
     recorded again, so no kill between the two can lose or repeat a request.
     Order: highest priority first; LIFO within a priority (Scrapy's
     default), FIFO if ``SCHEDULER_DISK_QUEUE`` names a FIFO queue.
+
+    A journal that cannot be written (a full disk) stops the crawl: one
+    ERROR line, finish reason ``bloomline_journal_unwritable``, exit status
+    1. From the failed write on the journal writes nothing, so no request
+    counts as finished whose links may not have been kept; the crawl resumes
+    (with room) from where it was. ``JOBDIR/requests.journal.reserve``
+    (64 KiB) is held while the crawl runs and given up then, so that the
+    stop's own writes (Scrapy's ``spider.state``) have room.
     """
 
     @classmethod
