@@ -131,7 +131,7 @@ class JournalScheduler(Scheduler):
     def close(self, reason: str) -> Any:
         if self.dqs is not None:
             try:
-                self.dqs.close()  # type: ignore[attr-defined]
+                self.dqs.close()
             except JournalUnwritable as e:
                 self._journal_failed(e, closing=True)
         # (after the journal: its room is for what Scrapy writes to JOBDIR at close)
