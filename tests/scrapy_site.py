@@ -30,6 +30,13 @@ def twelve_links(pages: int) -> Callable[[int], list[int]]:
     return lambda i: [(i + 1) % pages] + [(i * a + b) % pages for a, b in pairs]
 
 
+def tree(pages: int, branching: int = 4) -> Callable[[int], list[int]]:
+    """A tree: page i links only to its children branching*i+1 ..
+    branching*i+branching (those under `pages`), so each page but 0 has one
+    way in, and a page whose parent's links were lost is never found."""
+    return lambda i: [c for c in range(branching * i + 1, branching * i + branching + 1) if c < pages]
+
+
 class Site:
     """A page counts as fetched when its response is sent. Closing the gate
     holds every new request unanswered (and uncounted) until it opens;

@@ -3,8 +3,11 @@ directly (the crawls that kill it are in test_scrapy.py)."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +15,7 @@ pytest.importorskip("scrapy")
 
 from scrapy.http import Request  # noqa: E402
 
-from scrapy_site import journal_records  # noqa: E402
+from scrapy_site import journal_records, pending_urls  # noqa: E402
 
 import bloomline.scrapy.journal as bs  # noqa: E402
 
@@ -232,3 +235,136 @@ def test_compaction_keeps_queued_and_taken_requests(tmp_path: Path, monkeypatch:
     assert [int(u.rsplit("/", 1)[1]) for u in rest] == list(range(351, 400))
     j.done(held.meta[bs.JOURNAL_META_ID])  # taken before the rewrite, finished after it
     assert journal(path).recovered == 49  # the 49 popped above were never finished
+
+
+# ---- a full disk (issue 33) --------------------------------------------------------
+
+
+def fill(directory: Path, leave: int) -> Path:
+    """A file that takes all but about `leave` bytes of the file system."""
+    st = os.statvfs(directory)
+    size = max(st.f_bavail * st.f_frsize - leave, 0)
+    filler = directory / "filler"
+    block = bytes(64 << 10)
+    with open(filler, "wb") as f:
+        for _ in range(size // len(block) + 1):  # bounded by the size asked for
+            n = min(len(block), size - f.tell())
+            if n <= 0:
+                break
+            f.write(block[:n])
+    return filler
+
+
+U = "http://127.0.0.1"
+
+
+def test_a_failed_push_refuses_every_later_write_and_its_parent_stays_pending(small_fs: Any) -> None:
+    """The issue: after a push failed for lack of space the parent's small
+    done record still fitted, so the parent counted as finished while its
+    children were never journaled. Now nothing more is written."""
+    d = small_fs("256k")
+    path = d / "requests.journal"
+    j = journal(path)
+    j.push(Request(f"{U}/parent"))
+    parent = j.pop()
+    assert parent is not None
+    filler = fill(d, leave=8 << 10)
+    pushed = 0
+    with pytest.raises(bs.JournalUnwritable) as failed:
+        for i in range(1000):  # 8 KiB holds far fewer than 1000 of these
+            j.push(Request(f"{U}/child/{i}", body=b"x" * 500))
+            pushed += 1
+    assert failed.value.errno == errno.ENOSPC and str(path) in str(failed.value)
+    assert 0 < pushed < 1000
+    size = path.stat().st_size
+    with pytest.raises(bs.JournalUnwritable, match="refuses writes"):
+        j.done(parent.meta[bs.JOURNAL_META_ID])
+    with pytest.raises(bs.JournalUnwritable, match="refuses writes"):
+        j.push(Request(f"{U}/later"))
+    j.close()  # writes nothing: what was not finished stays pending
+    assert path.stat().st_size == size
+    children = {f"{U}/child/{i}" for i in range(pushed)}
+    assert pending_urls(journal_records(path.read_bytes())) == {f"{U}/parent"} | children  # whole records only
+    filler.unlink()
+    again = journal(path)
+    assert again.recovered == 1 + pushed
+    assert set(urls(again)) == {f"{U}/parent"} | children  # the parent is fetched again on resume
+    again.close()
+
+
+def test_a_push_cut_short_by_a_full_disk_leaves_no_torn_record(small_fs: Any,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """A record larger than the room left is written in part before the
+    write fails; that part is cut off, so a resume reads a whole journal."""
+    d = small_fs("256k")
+    path = d / "requests.journal"
+    j = journal(path)
+    for i in range(3):
+        j.push(Request(f"{U}/{i}"))
+    size = path.stat().st_size
+    filler = fill(d, leave=16 << 10)
+    with pytest.raises(bs.JournalUnwritable):
+        j.push(Request(f"{U}/big", body=b"y" * (128 << 10)))
+    assert path.stat().st_size == size
+    j.close()
+    filler.unlink()
+    with caplog.at_level(logging.WARNING, logger="bloomline.scrapy"):
+        again = journal(path)
+    assert again.recovered == 3 and again.damaged_bytes == 0
+    assert "set aside" not in caplog.text and not (d / "requests.journal.damaged").exists()
+    again.close()
+
+
+def test_a_record_torn_inside_its_body_is_set_aside_and_the_rest_kept(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """Should the cut fail too (or the machine stop mid-write), a record
+    whose header is whole and body is not is read as a torn tail: set
+    aside, every record before it kept."""
+    path = tmp_path / "requests.journal"
+    j = journal(path)
+    for i in range(3):
+        j.push(Request(f"{U}/{i}"))
+    one = journal(tmp_path / "one")
+    one.push(Request(f"{U}/torn", body=b"t" * 300))
+    record = (tmp_path / "one").read_bytes()[8:]
+    with open(path, "ab") as f:
+        f.write(record[: len(record) // 2])
+    with caplog.at_level(logging.WARNING, logger="bloomline.scrapy"):
+        again = journal(path)
+    assert again.recovered == 3 and again.damaged_bytes == len(record) // 2
+    assert set(urls(again)) == {f"{U}/{i}" for i in range(3)}
+    assert "set aside" in caplog.text
+
+
+def test_a_compaction_with_no_room_leaves_the_old_journal_whole(small_fs: Any,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bs, "_COMPACT_MIN_BYTES", 1000)
+    d = small_fs("512k")
+    path = d / "requests.journal"
+    j = journal(path, fifo=True)
+    for i in range(200):
+        j.push(Request(f"{U}/{i}", body=b"z" * 900))
+    taken = [j.pop() for _ in range(200)]
+    filler = fill(d, leave=16 << 10)
+    finished = 0
+    before = b""
+    with pytest.raises(bs.JournalUnwritable) as failed:
+        for r in taken:  # three quarters finished, the journal is rewritten: the copy has no room
+            before = path.read_bytes()
+            j.done(r.meta[bs.JOURNAL_META_ID])  # type: ignore[union-attr]
+            finished += 1
+    assert failed.value.errno == errno.ENOSPC and 100 < finished < 199
+    after = path.read_bytes()
+    # Nothing rewritten: the old file, and the done record appended before the rewrite.
+    assert after[: len(before)] == before and len(after) == len(before) + 36
+    assert sorted(p.name for p in d.iterdir()) == ["filler", "requests.journal"]  # no temporary file left
+    with pytest.raises(bs.JournalUnwritable, match="refuses writes"):
+        j.done(taken[-1].meta[bs.JOURNAL_META_ID])  # type: ignore[union-attr]
+    j.close()
+    assert path.read_bytes() == after
+    rest = {f"{U}/{i}" for i in range(finished + 1, 200)}
+    assert pending_urls(journal_records(after)) == rest
+    filler.unlink()
+    again = journal(path)
+    assert again.recovered == len(rest) and set(urls(again)) == rest
+    again.close()

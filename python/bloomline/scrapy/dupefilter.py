@@ -52,6 +52,7 @@ exits 1. Both filters log to ``scrapy.dupefilters`` and set the stats
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -75,7 +76,7 @@ from .._units import noun
 from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter
 from .fingerprints import as_key
 from .fingerprints import rule as fingerprint_rule
-from .journal import JOURNAL_META_ID, JOURNAL_NAME, RequestJournal
+from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalUnwritable, RequestJournal
 
 if TYPE_CHECKING:
     from .._core import Layout
@@ -856,10 +857,17 @@ class RedisBloomDupeFilter(_DupeFilter):
         for journal, original in journals:
             count = 0
             while self._outage is None and not self.failed:
-                request = journal.pop()
+                try:
+                    request = journal.pop()
+                except JournalUnwritable:  # (a record it cannot make a request again, and cannot set aside)
+                    break
                 if request is None:
                     break
-                journal.done(request.meta.pop(JOURNAL_META_ID))
+                rid = request.meta.pop(JOURNAL_META_ID)
+                # A spill journal that could not be written refuses done records:
+                # the request stays in it, checked again later (at least once).
+                with contextlib.suppress(JournalUnwritable):
+                    journal.done(rid)
                 count += 1
                 self._reschedule(request)
             journal.close()

@@ -24,6 +24,13 @@ no journal at all (empty, or neither magic nor any intact record) raises
 JournalError, a ValueError. Journals of the first format (``BLMJRNL1``) are
 still read, and rewritten in this one.
 
+Writing that fails (a full disk, a quota, an I/O error) raises
+JournalUnwritable, an OSError, and from then on the journal refuses every
+write, done records included: a request whose new requests may not all have
+been kept is never recorded as finished, so a resumed crawl fetches it
+again. A record cut short by the failure is cut off the file. A rewrite
+that fails leaves the old file as it was.
+
 Like Scrapy's own JOBDIR queue it holds pickles: open only journals you
 wrote. No input makes it crash or hang (tests/test_fuzz.py).
 """
@@ -31,6 +38,7 @@ wrote. No input makes it crash or hang (tests/test_fuzz.py).
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import logging
 import mmap
@@ -50,7 +58,7 @@ from scrapy.utils.request import request_from_dict
 from .. import _core
 from .._units import count
 
-__all__ = ["JOURNAL_META_ID", "JOURNAL_NAME", "JournalError", "RequestJournal"]
+__all__ = ["JOURNAL_META_ID", "JOURNAL_NAME", "JournalError", "JournalUnwritable", "RequestJournal"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +84,12 @@ _WRITE_BLOCK = 1 << 20  # bytes per write while rewriting
 class JournalError(ValueError):
     """The file holds no request journal at all: it is empty, or has neither
     the magic nor any intact record. It is left as it is."""
+
+
+class JournalUnwritable(OSError):
+    """The journal could not be written (its errno is the write's: ENOSPC
+    for a full disk). The file holds every record written before, whole;
+    the journal refuses every later write."""
 
 
 # (type, fingerprint length, payload length, serial, priority, end) of a record
@@ -217,11 +231,14 @@ class RequestJournal:
         #: What the last read of the file found: its intact records (requests
         #: and done records) and the damaged bytes set aside.
         self.intact_records = self.damaged_bytes = 0
+        #: The first write that failed (JournalUnwritable), or None.
+        self.unwritable: Optional[JournalUnwritable] = None
         self.recovered = self._rewrite(on_fingerprint)
 
     # -- writing -------------------------------------------------------------
     def push(self, request: Request) -> None:
         """Queue a request (ValueError if it cannot be serialized)."""
+        self._check_writable()
         fingerprint = b""
         if self._fingerprint_of is not None and not request.dont_filter:
             fingerprint = self._fingerprint_of(request)
@@ -237,7 +254,12 @@ class RequestJournal:
         if not -(2**63) <= request.priority < 2**63 or len(payload) >= 2**32:
             raise ValueError(f"request priority must fit in 64 bits and its pickle in 4 GiB, got priority "
                              f"{request.priority} and {len(payload)} bytes")
-        offset = self._append(_record(_REQUEST, fingerprint, payload, self._next_serial, request.priority))
+        try:
+            offset = self._append(_record(_REQUEST, fingerprint, payload, self._next_serial, request.priority))
+        except JournalUnwritable:
+            if parent is not None:
+                request.meta[JOURNAL_META_ID] = parent
+            raise
         self._next_serial += 1
         self._live_bytes += self._size - offset
         self._enqueue(request.priority, offset)
@@ -245,13 +267,40 @@ class RequestJournal:
             self._chained.setdefault(offset, []).append(parent)
 
     def _append(self, rec: bytes) -> int:
-        """Write a record at the end; its offset."""
+        """Write a record at the end; its offset. JournalUnwritable if it
+        cannot be written whole (and for every write after that)."""
+        self._check_writable()
         offset = self._size
         written = 0
-        while written < len(rec):  # a short write (a full disk) raises on the next try
-            written += os.pwrite(self._fd, memoryview(rec)[written:], offset + written)
+        try:
+            # A short write (a full disk) raises on the next try; each try writes
+            # at least a byte, so this ends within len(rec) tries.
+            while written < len(rec):
+                n = os.pwrite(self._fd, memoryview(rec)[written:], offset + written)
+                if n <= 0:
+                    raise OSError(errno.EIO, "write made no progress")
+                written += n
+        except OSError as e:
+            if written:
+                # Cut the torn record off, so no reader meets it; should that fail
+                # too, the reader sets a torn tail aside (docs/FORMAT.md).
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, offset)
+            raise self._unwritable(e) from e
         self._size += len(rec)
         return offset
+
+    def _check_writable(self) -> None:
+        if self.unwritable is not None:
+            raise JournalUnwritable(self.unwritable.errno, "the request journal refuses writes since one failed "
+                                    f"({self.unwritable.strerror})", str(self.path))
+
+    def _unwritable(self, error: OSError) -> JournalUnwritable:
+        """Note the first failed write; every later write is refused."""
+        if self.unwritable is None:
+            self.unwritable = JournalUnwritable(error.errno, error.strerror or str(error), str(self.path))
+            return self.unwritable
+        return JournalUnwritable(error.errno, error.strerror or str(error), str(self.path))
 
     def pop(self) -> Request | None:
         """The next request (highest priority; LIFO or FIFO within one), or None."""
@@ -285,7 +334,11 @@ class RequestJournal:
             try:
                 request = request_from_dict(pickle.loads(whole[_HEAD.size + fp_len :]), spider=self.spider)
             except Exception as e:  # intact, but the spider changed (a callback renamed)
-                _set_aside(self.path, [(offset, whole)])
+                self._check_writable()
+                try:
+                    _set_aside(self.path, [(offset, whole)])
+                except OSError as error:
+                    raise self._unwritable(error) from error
                 logger.error("%s: the request at offset %d cannot be made again (%s); its record is set aside in "
                              "%s", self.path, offset, e, _damaged_path(self.path))
                 self._handed[rid] = (serial, length, self._chained.pop(offset, []))
@@ -299,6 +352,7 @@ class RequestJournal:
     def done(self, rid: int) -> None:
         """The request with this id is finished: append a done record for it
         (and for the requests it retried or redirected)."""
+        self._check_writable()
         entry = self._handed.pop(rid, None)
         if entry is None:
             return
@@ -311,12 +365,19 @@ class RequestJournal:
             self._rewrite(None)
 
     def close(self) -> None:
-        """A clean stop: the engine has finished every request it took."""
-        for rid in list(self._handed):
-            self.done(rid)
-        self._rewrite(None)
-        os.close(self._fd)
-        self._fd = -1
+        """A clean stop: the engine has finished every request it took. A
+        journal that could not be written is closed as it is (what was not
+        finished stays pending); JournalUnwritable if the close's own writes
+        fail (the file is then as the last whole write left it)."""
+        try:
+            if self.unwritable is None:
+                for rid in list(self._handed):
+                    self.done(rid)
+                self._rewrite(None)
+        finally:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
     def __len__(self) -> int:
         return self._pending
@@ -342,10 +403,11 @@ class RequestJournal:
     def _rewrite(self, on_fingerprint: Any) -> int:
         """Copy the records still pending into a new file and queue them
         again (those handed out stay handed out); set aside what is damaged.
-        Returns how many records are queued."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        Returns how many records are queued. If writing fails the old file
+        and this journal's state are left as they were, and the journal
+        refuses writes from then on (JournalUnwritable)."""
+        self._check_writable()
+        failed: Optional[OSError] = None
         with contextlib.ExitStack() as stack:
             contents: Optional[_Contents] = None
             try:
@@ -357,16 +419,25 @@ class RequestJournal:
                 mm = stack.enter_context(mmap.mmap(src.fileno(), size, access=mmap.ACCESS_READ)) if size else None
                 view = stack.enter_context(memoryview(mm if mm is not None else b""))
                 contents = _Contents(self.path, view, mm)
-            self._copy_pending(contents, on_fingerprint)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                self._copy_pending(contents, on_fingerprint)
+            except OSError as e:
+                # Raised only once the map is closed: the traceback's frames hold
+                # slices of it, and closing it under them would raise BufferError.
+                failed = OSError(e.errno, e.strerror or str(e))
+        if failed is not None:
+            raise self._unwritable(failed)
         return self._pending
 
     def _copy_pending(self, contents: Optional[_Contents], on_fingerprint: Any) -> None:
         """Write the pending records of contents to a new journal at our path
-        (atomically), queue them, and set its damaged bytes aside."""
+        (atomically), set its damaged bytes aside, and only then take up the
+        new file and its queues."""
         handed_at = {serial: rid for rid, (serial, _, _) in self._handed.items()}
-        chained, self._chained = self._chained, {}
-        self._queues, self._heads, self._pending, self._live_bytes = {}, {}, 0, 0
+        queues: dict[int, array[int]] = {}
+        chained: dict[int, list[int]] = {}
+        handed: dict[int, tuple[int, int, list[int]]] = {}  # the entries of self._handed renumbered
+        live_bytes = 0
         if contents is not None and contents.spans:
             _set_aside(self.path, [(a, contents.view[a:b]) for a, b in contents.spans])
         # The records copied are numbered again from 1 (a done record names a
@@ -386,22 +457,29 @@ class RequestJournal:
                 rid = handed_at.get(serial)
                 if rid is not None:  # taken and not finished: it stays taken
                     _, length, parents = self._handed[rid]
-                    self._handed[rid] = (new_serial, length, parents)
+                    handed[rid] = (new_serial, length, parents)
                 else:
-                    self._enqueue(priority, pos)
+                    queues.setdefault(priority, array("q")).append(pos)
                     queued += 1
-                    if offset in chained:
-                        self._chained[pos] = chained[offset]
+                    if offset in self._chained:
+                        chained[pos] = self._chained[offset]
                     if on_fingerprint is not None and fp_len:
                         on_fingerprint(bytes(fingerprint))
-                self._live_bytes += len(rec)
+                live_bytes += len(rec)
                 pos += len(rec)
                 if len(pending) >= _WRITE_BLOCK:
                     out.write(pending)
                     pending.clear()
             out.write(pending)
             out.commit()
-        self._size = pos
+        # The new file is in place: from here on nothing is written.
+        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = fd
+        self._queues, self._heads, self._chained = queues, {p: 0 for p in queues}, chained
+        self._handed.update(handed)
+        self._pending, self._live_bytes, self._size = queued, live_bytes, pos
         self._next_serial = next(serials)
         if contents is not None:
             self.intact_records, self.damaged_bytes = contents.records, contents.damaged_bytes

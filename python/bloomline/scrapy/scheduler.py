@@ -3,6 +3,8 @@ JOBDIR queue that survives kill -9 (the journal: journal.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
@@ -11,18 +13,25 @@ from typing import Any, Optional
 from scrapy.core.scheduler import Scheduler
 from scrapy.http import Request, Response
 
-import logging
-
 from .dupefilter import REASON_JOBDIR, BloomDupeFilter, _CrawlStop, _Refused
-from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalError, RequestJournal
+from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalError, JournalUnwritable, RequestJournal
 
-__all__ = ["JournalDoneMiddleware", "JournalScheduler", "request_done"]
+__all__ = ["REASON_JOURNAL", "JournalDoneMiddleware", "JournalScheduler", "request_done", "request_yielded"]
 
 logger = logging.getLogger(__name__)
 
-#: Signal sent by JournalDoneMiddleware: the response to the request with
-#: journal id ``request_id`` has been handled, its new requests scheduled.
+#: Signal sent by JournalDoneMiddleware: the callback's output for the
+#: request with journal id ``request_id`` has ended (it is finished once
+#: every request it yielded has been through the scheduler).
 request_done = object()
+#: Signal sent by JournalDoneMiddleware for each ``request`` the callback for
+#: the request with journal id ``request_id`` yields, before the engine sees it.
+request_yielded = object()
+
+#: The finish reason of a crawl whose request journal could not be written.
+REASON_JOURNAL = "bloomline_journal_unwritable"
+RESERVE_NAME = JOURNAL_NAME + ".reserve"
+RESERVE_BYTES = 64 << 10
 
 _MIDDLEWARE = "bloomline.scrapy.JournalDoneMiddleware"
 
@@ -39,7 +48,8 @@ class JournalScheduler(Scheduler):
     ``JOBDIR/requests.journal`` (journal.py, docs/FORMAT.md): every request pushed
     is on disk before ``enqueue_request`` returns, and a request the engine
     took stays in the journal until JournalDoneMiddleware reports its
-    response handled (its callback's requests scheduled). A crawl killed at
+    response handled and every request its callback yielded has been
+    through ``enqueue_request`` (journaled, or filtered). A crawl killed at
     any moment resumes with every request it had not finished: none is
     lost; the few that were in flight at the kill (at most about
     ``CONCURRENT_REQUESTS``) are fetched again.
@@ -49,6 +59,14 @@ class JournalScheduler(Scheduler):
     recorded again, so no kill between the two can lose or repeat a request.
     Order: highest priority first; LIFO within a priority (Scrapy's
     default), FIFO if ``SCHEDULER_DISK_QUEUE`` names a FIFO queue.
+
+    A journal that cannot be written (a full disk) stops the crawl: one
+    ERROR line, finish reason ``bloomline_journal_unwritable``, exit status
+    1. From the failed write on the journal writes nothing, so no request
+    counts as finished whose links may not have been kept; the crawl resumes
+    (with room) from where it was. ``JOBDIR/requests.journal.reserve``
+    (64 KiB) is held while the crawl runs and given up then, so that the
+    stop's own writes (Scrapy's ``spider.state``) have room.
     """
 
     @classmethod
@@ -65,6 +83,8 @@ class JournalScheduler(Scheduler):
 
     fifo = False
     _refusal: Optional[_CrawlStop] = None  # the journal cannot be read: the crawl stops at its start
+    _failure: Optional[_CrawlStop] = None  # the journal could not be written: the crawl stops
+    _reserve: Optional[Path] = None
 
     def _dqdir(self, jobdir: str | None) -> str | None:
         if jobdir:
@@ -85,17 +105,24 @@ class JournalScheduler(Scheduler):
                 fingerprint_of, on_fingerprint = df.fingerprinter.fingerprint, df.record_fingerprint
             path = Path(self.dqdir, JOURNAL_NAME)
             try:
+                self._reserve = _keep_reserve(Path(self.dqdir, RESERVE_NAME))
                 journal = RequestJournal(path, spider, fifo=self.fifo, fingerprint_of=fingerprint_of,
                                           on_fingerprint=on_fingerprint)
             except (JournalError, OSError) as e:
                 # One ERROR line and a finish reason, as a damaged JOBDIR
                 # filter gives; the file is left as it is.
+                self._release_reserve()
+                reason = REASON_JOURNAL if isinstance(e, JournalUnwritable) else REASON_JOBDIR
                 self._refusal = _JournalRefusal(self.crawler, _Refused(
-                    REASON_JOBDIR, f"JournalScheduler cannot resume from JOBDIR {self.dqdir!r}: {e}"))
+                    reason, f"JournalScheduler cannot resume from JOBDIR {self.dqdir!r}: {e}"))
                 return result
             self.dqs = journal  # type: ignore[assignment]
+            self._children: dict[int, int] = {}  # journal id -> requests its callback yielded, not yet scheduled
+            self._parents: dict[int, tuple[Request, list[int]]] = {}  # id(request) -> (it, ids of who yielded it)
+            self._ended: set[int] = set()  # journal ids whose callback output ended with children outstanding
             assert self.crawler is not None
             self.crawler.signals.connect(self._request_done, signal=request_done)
+            self.crawler.signals.connect(self._request_yielded, signal=request_yielded)
             if journal.recovered:
                 logger.info("Resuming crawl (%(queuesize)d requests scheduled)", {"queuesize": journal.recovered},
                             extra={"spider": spider})
@@ -103,15 +130,32 @@ class JournalScheduler(Scheduler):
 
     def close(self, reason: str) -> Any:
         if self.dqs is not None:
-            self.dqs.close()
+            try:
+                self.dqs.close()
+            except JournalUnwritable as e:
+                self._journal_failed(e, closing=True)
+        # (after the journal: its room is for what Scrapy writes to JOBDIR at close)
+        self._release_reserve()
         return self.df.close(reason)
 
     def enqueue_request(self, request: Request) -> bool:
-        if self._refusal is not None:
+        kept = self._enqueue(request)
+        # Reached only if the request was journaled, filtered or refused: an
+        # exception leaves the request that yielded it unfinished (fetched again).
+        if self.dqs is not None and self._parents:
+            self._scheduled(request)
+        return kept
+
+    def _enqueue(self, request: Request) -> bool:
+        if self._refusal is not None or self._failure is not None:
             return False  # never fetched, never recorded: the crawl is stopping
         df = self.df
         if self.dqs is None or request.dont_filter or not isinstance(df, BloomDupeFilter):
-            return super().enqueue_request(request)
+            try:
+                return super().enqueue_request(request)
+            except JournalUnwritable as e:
+                self._journal_failed(e)
+                return False
         # Journal first, record second: a kill between the two leaves the
         # request queued and its fingerprint re-recorded on resume.
         fp = df.fingerprint(request)
@@ -119,7 +163,12 @@ class JournalScheduler(Scheduler):
             df.log(request, self.spider)
             return False
         assert self.stats is not None
-        if self._dqpush(request):  # the journal keeps fp (the fingerprinter caches it per request)
+        try:
+            pushed = self._dqpush(request)
+        except JournalUnwritable as e:  # not recorded: the request that yielded it is fetched again on resume
+            self._journal_failed(e)
+            return False
+        if pushed:  # the journal keeps fp (the fingerprinter caches it per request)
             self.stats.inc_value("scheduler/enqueued/disk")
         else:  # unserializable: Scrapy's memory queue, logged and counted by _dqpush
             self._mqpush(request)
@@ -128,9 +177,118 @@ class JournalScheduler(Scheduler):
         self.stats.inc_value("scheduler/enqueued")
         return True
 
+    def _dqpop(self) -> Optional[Request]:
+        try:
+            return super()._dqpop()
+        except JournalUnwritable as e:  # (finishing a record that cannot be made a request again)
+            self._journal_failed(e)
+            return None
+
+    # -- finishing a request once its callback's requests are all scheduled ----------
+    # Scrapy reads a callback's output ahead of scheduling it (a queue of up to
+    # 2 x CONCURRENT_ITEMS), so the output can end before its requests are
+    # journaled: a done record written then would finish a page whose links
+    # are not yet kept anywhere.
+
+    def _request_yielded(self, request_id: int, request: Request) -> None:
+        self._children[request_id] = self._children.get(request_id, 0) + 1
+        entry = self._parents.get(id(request))
+        if entry is None:
+            self._parents[id(request)] = (request, [request_id])  # (the request: its id stays its own)
+        else:
+            entry[1].append(request_id)  # the same object yielded again
+
+    def _scheduled(self, request: Request) -> None:
+        entry = self._parents.get(id(request))
+        if entry is None or entry[0] is not request:
+            return
+        parent = entry[1].pop(0)
+        if not entry[1]:
+            del self._parents[id(request)]
+        left = self._children[parent] - 1
+        if left:
+            self._children[parent] = left
+            return
+        del self._children[parent]
+        if parent in self._ended:
+            self._ended.discard(parent)
+            self._finish(parent)
+
     def _request_done(self, request_id: int) -> None:
-        if self.dqs is not None:
-            self.dqs.done(request_id)  # type: ignore[attr-defined]
+        if self.dqs is None:
+            return
+        if request_id in self._children:
+            self._ended.add(request_id)  # finished when its last request is scheduled
+            return
+        self._finish(request_id)
+
+    def _finish(self, request_id: int) -> None:
+        if self._failure is not None:
+            return  # the journal refuses writes: it stays pending, fetched again on resume
+        try:
+            self.dqs.done(request_id)  # type: ignore[union-attr]
+        except JournalUnwritable as e:
+            self._journal_failed(e)
+
+    # -- a journal that cannot be written ----------------------------------------------
+
+    def _journal_failed(self, error: OSError, closing: bool = False) -> None:
+        """Stop the crawl (once): one ERROR line, reason REASON_JOURNAL, exit 1.
+        The journal refuses writes from now on, so whatever was not finished
+        is fetched again when the crawl is resumed."""
+        if self._failure is not None:
+            return
+        self._release_reserve()  # room for the rest of the stop (Scrapy's spider.state)
+        self._failure = _JournalFailure(self.crawler, error, self.dqdir, closing)
+
+    def _release_reserve(self) -> None:
+        if self._reserve is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._reserve)
+            self._reserve = None
+
+
+def _keep_reserve(path: Path) -> Path:
+    """Hold RESERVE_BYTES at path (random bytes, so that no file system
+    stores them compressed or sparse): given up when the journal cannot be
+    written, so that the crawl's stop still has room. JournalUnwritable if
+    there is no room for it."""
+    with contextlib.suppress(OSError):
+        if path.stat().st_size == RESERVE_BYTES:
+            return path
+    try:
+        with open(path, "wb") as f:
+            f.write(os.urandom(RESERVE_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise JournalUnwritable(e.errno, f"no room for the {RESERVE_BYTES >> 10} KiB the crawl keeps in reserve "
+                                         f"({e.strerror})", str(path)) from None
+    return path
+
+
+class _JournalFailure(_CrawlStop):
+    """Stops the crawl whose journal could not be written (mid-crawl), or
+    marks it failed (when the close's own writes failed)."""
+
+    label = "JournalScheduler"
+    error_log = logger
+
+    def __init__(self, crawler: Any, error: OSError, jobdir: Any, closing: bool) -> None:
+        self._init_stop()
+        self._watch(crawler)
+        self.failed = True
+        kept = (f"every request it had not finished stays in it: free space and run the crawl again with "
+                f"JOBDIR={jobdir} to resume")
+        if closing:
+            logger.error("JournalScheduler: cannot write the request journal at close (%s); it is left as its last "
+                         "whole write left it, and %s", error, kept)
+            return
+        logger.error("JournalScheduler: cannot write the request journal (%s): closing the spider (reason %r); %s",
+                     error, REASON_JOURNAL, kept)
+        self._close_spider(REASON_JOURNAL)
 
 
 class _JournalRefusal(_CrawlStop):
@@ -162,23 +320,36 @@ class JournalDoneMiddleware:
     def from_crawler(cls, crawler: Any) -> JournalDoneMiddleware:
         return cls(crawler)
 
-    def _finished(self, response: Response) -> None:
+    @staticmethod
+    def _rid(response: Response) -> Optional[int]:
         request = getattr(response, "request", None)
-        rid = request.meta.get(JOURNAL_META_ID) if request is not None else None
+        return request.meta.get(JOURNAL_META_ID) if request is not None else None
+
+    def _finished(self, response: Response) -> None:
+        rid = self._rid(response)
         if rid is not None:
             self.crawler.signals.send_catch_log(signal=request_done, request_id=rid)
 
+    def _yielded(self, rid: Optional[int], item: Any) -> None:
+        if rid is not None and isinstance(item, Request):
+            self.crawler.signals.send_catch_log(signal=request_yielded, request_id=rid, request=item)
+
     def process_spider_output(self, response: Response, result: Iterable[Any], spider: Any = None) -> Iterator[Any]:
+        rid = self._rid(response)
         try:
-            yield from result
+            for item in result:
+                self._yielded(rid, item)
+                yield item
         finally:
             self._finished(response)
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: Any = None
     ) -> AsyncIterator[Any]:
+        rid = self._rid(response)
         try:
             async for item in result:
+                self._yielded(rid, item)
                 yield item
         finally:
             self._finished(response)
