@@ -160,3 +160,81 @@ def test_a_stream_chain_header_claiming_more_than_its_rule_allows_is_refused(tmp
     data[120:128] = (murmur3_128(bytes(data[:120]), 0) & ((1 << 64) - 1)).to_bytes(8, "little")
     with pytest.raises(ValueError, match="is more than a chain of"):
         ScalableBloomFilter.load(io.BytesIO(bytes(data)))
+
+
+def test_a_non_blocking_file_with_no_data_is_a_clear_error() -> None:
+    import socket
+    a, b = socket.socketpair()
+    with a, b:
+        a.setblocking(False)
+        with a.makefile("rb", buffering=0) as src:
+            with pytest.raises(ValueError, match=r"file.read\(\) returned None"):
+                BloomFilter.load(src)
+
+
+class _Writer(io.RawIOBase):
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> Any:  # type: ignore[override]
+        return self.answer(len(b))
+
+
+@pytest.mark.parametrize("answer, error, match", [
+    (lambda n: -1, ValueError, r"file.write\(\) returned -1 for \d+ bytes offered"),
+    (lambda n: "ok", TypeError, r"file.write\(\) must return the number of bytes it took, got str"),
+    (lambda n: n + 10, ValueError, r"returned \d+ for \d+ bytes offered .*the save is incomplete"),
+])
+def test_a_writer_that_answers_wrongly_is_an_error_not_a_truncated_save(answer: Any, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        BloomFilter(1000, 0.01).save(_Writer(answer))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can open a 0444 file for writing")
+def test_root_cannot_open_a_0444_file_for_writing(tmp_path: Path) -> None:
+    path = tmp_path / "f.blf"
+    BloomFilter(1000, 0.01).save(path)
+    path.chmod(0o444)
+    with pytest.raises(PermissionError, match="a read-only file, mode 0444, is not opened for writing"):
+        BloomFilter.open(path, "r+")
+    with BloomFilter.open(path, "r") as f:  # reading stays allowed
+        assert "x" not in f
+
+
+def test_buffer_of_an_uninitialised_filter_says_so() -> None:
+    for cls in (BloomFilter, CountingBloomFilter):
+        with pytest.raises(TypeError, match="the filter is not initialised"):
+            memoryview(cls.__new__(cls))
+
+
+def test_masked_arrays_are_refused_not_read_by_their_hidden_values() -> None:
+    keys = np.ma.masked_array(np.arange(10, dtype=np.uint64), mask=[0, 1] * 5)
+    f = BloomFilter(1000, 0.01)
+    for call in (f.add_many, f.contains_many):
+        with pytest.raises(TypeError, match=r"keys is a numpy masked array.*keys.compressed\(\)"):
+            call(keys)
+    f.add_many(keys.compressed())
+    assert f.contains_many(np.arange(0, 10, 2, dtype=np.uint64)).all()
+    assert not f.contains_many(np.arange(1, 10, 2, dtype=np.uint64)).any()
+
+
+def test_false_positive_rate_near_zero_keys_is_a_number() -> None:
+    import math
+    from bloomline import false_positive_rate
+    for n in (5e-324, 1e-310, 1e-100, 1e-17):
+        for k in (1, 2, 7):
+            for layout in ("blocked", "standard"):
+                rate = false_positive_rate(n, 512, k, layout=layout)
+                assert math.isfinite(rate) and 0 <= rate < 1e-6, (n, k, layout, rate)
+    assert false_positive_rate(0, 512, 1) == 0
+
+
+def test_counting_insert_count_is_zero_once_every_key_is_removed() -> None:
+    c = CountingBloomFilter(400_000, 0.01)
+    keys = np.arange(400_000, dtype=np.uint64)
+    c.add_many(keys)
+    c.remove_many(keys)
+    assert c.nonzero_counters == 0 and c.insert_count == 0

@@ -67,7 +67,9 @@ the BloomFilter of the same keys.
                 if (!h->remove(py_keys::hash_key(key.ptr(), h->geometry().seed))) raise_key_error(key);
             },
             py::arg("key"),
-            "Remove one occurrence of a key; KeyError (and no change) if it is certainly absent. When the key "
+            "Remove one occurrence of a key; KeyError (and no change) if it is certainly absent. Remove only keys "
+            "that were added: a false positive removed lowers counters that other keys share (they may then test "
+            "absent), and no filter can tell it from an added key. When the key "
             "leaves (one of its counters reaches 0), insert_count goes down by one, as an add that finds the key "
             "absent raises it.")
         .def(

@@ -68,6 +68,9 @@ void read_into(py::object& read, std::size_t n, std::string* out) {
     constexpr std::size_t kPiece = std::size_t{64} << 20;  // a bogus length meets the end, not one huge read
     while (n > 0) {
         py::object piece = read(static_cast<py::ssize_t>(std::min(n, kPiece)));
+        if (piece.is_none())
+            throw std::invalid_argument("file.read() returned None (a non-blocking file with no data ready): "
+                                        "load needs a blocking file");
         if (PyUnicode_Check(piece.ptr()))
             throw py::type_error("file must be opened in binary mode ('rb'), got a text file");
         const py_args::BytesView view(piece, "file.read()");
@@ -88,11 +91,19 @@ void write_stream(py::handle file, py::handle data) {
     // BufferedWriter does it.
     std::size_t done = 0;
     while (done < view.size()) {
+        const std::size_t offered = view.size() - done;
         py::object n = write(all[py::slice(static_cast<py::ssize_t>(done), static_cast<py::ssize_t>(view.size()), 1)]);
         if (n.is_none()) throw std::invalid_argument("the file took no bytes (a non-blocking file is not supported)");
-        const auto took = n.cast<std::size_t>();
-        if (took == 0) throw std::invalid_argument("the file took no bytes");
-        done += took;
+        if (!PyLong_Check(n.ptr()))
+            throw py::type_error("file.write() must return the number of bytes it took, got " +
+                                 py::type::handle_of(n).attr("__name__").cast<std::string>());
+        const long long took = PyLong_AsLongLong(n.ptr());
+        if (took == -1 && PyErr_Occurred()) throw py::error_already_set();
+        if (took <= 0 || static_cast<unsigned long long>(took) > offered)
+            throw std::invalid_argument("file.write() returned " + std::to_string(took) + " for " +
+                                        std::to_string(offered) + " bytes offered (it must be 1.." +
+                                        std::to_string(offered) + "): the save is incomplete");
+        done += static_cast<std::size_t>(took);
     }
 }
 

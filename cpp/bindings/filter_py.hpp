@@ -260,6 +260,23 @@ int fast_contains(PyObject* self, PyObject* key) {
 // Replaces `add` and the type's sq_contains slot, so it must come after
 // every def of __contains__ (a def sets the slot again): bind_common calls
 // it last, and it is nowhere else.
+// The buffer protocol of a filter whose __init__ never ran: the same
+// TypeError as every method, where pybind11 would say "Error getting buffer".
+template <class T>
+getbufferproc& bound_getbuffer() {
+    static getbufferproc p = nullptr;
+    return p;
+}
+template <class T>
+int checked_getbuffer(PyObject* self, Py_buffer* view, int flags) {
+    if (!reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder().holder_constructed()) {
+        view->obj = nullptr;
+        PyErr_SetString(PyExc_TypeError, "the filter is not initialised (call __init__ first)");
+        return -1;
+    }
+    return bound_getbuffer<T>()(self, view, flags);
+}
+
 template <class T>
 void install_fast_paths(py::class_<Handle<T>>& cls, const char* add_doc) {
     static PyMethodDef def = {"add", fast_add<T>, METH_O, add_doc};
@@ -268,6 +285,10 @@ void install_fast_paths(py::class_<Handle<T>>& cls, const char* add_doc) {
     if (!add) throw py::error_already_set();
     cls.attr("add") = add;
     type->tp_as_sequence->sq_contains = fast_contains<T>;
+    if (type->tp_as_buffer != nullptr && type->tp_as_buffer->bf_getbuffer != nullptr) {
+        bound_getbuffer<T>() = type->tp_as_buffer->bf_getbuffer;
+        type->tp_as_buffer->bf_getbuffer = checked_getbuffer<T>;
+    }
     PyType_Modified(type);
 }
 

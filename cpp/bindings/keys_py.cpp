@@ -173,6 +173,14 @@ bool hash_array_seed(const py::array& arr, std::uint64_t* seed) {
 }  // namespace
 
 ArrayKeys prepare_array(py::handle keys, std::uint64_t seed, const char* param) {
+    // A masked array's data holds values behind its mask: hashing them
+    // would add keys the caller masked out. (An exact ndarray is never one.)
+    if (Py_TYPE(keys.ptr()) != reinterpret_cast<PyTypeObject*>(numpy_types().ndarray) &&
+        is_instance(keys.ptr(), py::module_::import("numpy.ma").attr("MaskedArray").ptr()))
+        throw_py(PyExc_TypeError, std::string(param) +
+                                      " is a numpy masked array: its masked elements would be read by their hidden "
+                                      "values; pass " + param + ".compressed() to leave them out, or " + param +
+                                      ".filled(value)");
     ArrayKeys a;
     a.arr = py::reinterpret_borrow<py::array>(keys);
     a.kind = a.arr.dtype().kind();

@@ -492,6 +492,16 @@ MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), wr
     dev_ = static_cast<std::uint64_t>(st.st_dev);
     ino_ = static_cast<std::uint64_t>(st.st_ino);
     size_ = static_cast<std::size_t>(st.st_size);
+    // Root may write anything: a file with no write bit at all (chmod 444)
+    // is refused for writing as every save refuses to replace it.
+    if (writable && (st.st_mode & 0222) == 0) {
+        ::close(fd_);
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        throw FileError(EACCES, std::string("a read-only file, mode ") + mode +
+                                    ", is not opened for writing: make it writable (chmod u+w) or open it 'r'",
+                        path);
+    }
 #if defined(__linux__)
     // A sparse file's holes get their blocks only when a page is first
     // written, and on a full file system that write kills the process with

@@ -85,7 +85,9 @@ double bd0(double t) {
 // 1e17 are 4e18 and leave nothing of the result; for large j it is written
 // as -lambda bd0((j - lambda) / lambda) - log(2 pi j) / 2 - stirlerr(j).
 double log_poisson(double j, double lambda) {
-    if (j < 16) return j * std::log(lambda) - lambda - std::lgamma(j + 1.0);
+    // The direct form for small loads, and for any load when lambda is tiny
+    // (there bd0's argument (j - lambda) / lambda overflows: NaN for n near 0).
+    if (j < 16 || lambda < 1.0) return j * std::log(lambda) - lambda - std::lgamma(j + 1.0);
     const double stirlerr = 1.0 / (12 * j) - 1.0 / (360 * j * j * j);  // lgamma(j+1) - Stirling, to 1e-12
     return -lambda * bd0((j - lambda) / lambda) - 0.5 * std::log(kTwoPi * j) - stirlerr;
 }

@@ -7,7 +7,11 @@
 // BloomFilter. With 4 bits the chance that a counter saturates is tiny at the
 // sizes optimal_params picks (a counter's load is about Poisson(ln 2)); a
 // key added many times saturates its own counters, which then stick
-// (never decremented), so removals never cause a false negative.
+// (never decremented), so saturation never causes a false negative. A
+// removal of a key that was never added but tests present (a false
+// positive) does: it lowers counters other keys share. No filter can tell
+// such a key from an added one, so removing only added keys is the caller's
+// promise (README, docs/DECISIONS.md).
 //
 // Kept on the side, exact: nonzero counters (for approx_count, as bits_set),
 // saturated counters, adds that found the key absent.
@@ -277,10 +281,14 @@ private:
             counters_.put(s, c - 1);
             zeroed += (c == 1);
         });
-        nonzero_.store(nonzero_.load(std::memory_order_relaxed) - zeroed, std::memory_order_relaxed);
+        const std::uint64_t nonzero = nonzero_.load(std::memory_order_relaxed) - zeroed;
+        nonzero_.store(nonzero, std::memory_order_relaxed);
         if (zeroed > 0) {  // the key is now absent
             const std::uint64_t n = insert_count_.load(std::memory_order_relaxed);
-            insert_count_.store(n > 0 ? n - 1 : 0, std::memory_order_relaxed);
+            // Adds of a false positive raised nothing while their removals
+            // may lower it: the count drifts, but a filter whose counters are
+            // all 0 holds no key (without other writers to count for).
+            insert_count_.store(n > 0 && !(nonzero == 0 && !shared_) ? n - 1 : 0, std::memory_order_relaxed);
         }
         return true;
     }
