@@ -623,3 +623,47 @@ def test_quiet_progress_draws_nothing_even_on_a_terminal(monkeypatch: pytest.Mon
         progress.last -= 1  # as if half a second had passed
         progress.update(500, 10)
         assert ("10 lines" in err.getvalue()) is drawn
+
+
+# ---- issue 33: the line rule for \r, whole writes, paths, rough edges ---------------------
+
+CR_INPUTS = [b"k\r\nk\r", b"k\r", b"a\r\rb\r\n\r", b"\r", b"\r\n\r", b"x\ry\r\nx\ry", b"a\r\r\na\r\r"]
+
+
+@pytest.mark.parametrize("data", CR_INPUTS)
+def test_dedup_of_its_own_output_changes_nothing(data: bytes) -> None:
+    once = run("dedup", "-q", stdin=data)
+    assert once.returncode == 0, once.stderr
+    twice = run("dedup", "-q", stdin=once.stdout)
+    assert twice.stdout == once.stdout
+
+
+def test_a_cr_ends_the_last_line_as_crlf_would_and_is_content_elsewhere(tmp_path: Path) -> None:
+    # printf 'k\r\nk\r' | bloomline dedup: one k, written as it came (the last line gets its \n).
+    assert run("dedup", "-q", stdin=b"k\r\nk\r").stdout == b"k\r\n"
+    # A file's last line without \n is the same key as in the middle of the next file.
+    (tmp_path / "a").write_bytes(b"k\r")
+    (tmp_path / "b").write_bytes(b"k\nm\rn\nm\rn\r\nmn\n")
+    r = run("dedup", "-q", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert r.stdout == b"k\r\nm\rn\nmn\n"  # a \r inside a line is content: "m\rn" is not "mn"
+    # build and query read the same rule.
+    (tmp_path / "keys").write_bytes(b"u1\r\nu2\r")
+    assert run("build", "-q", str(tmp_path / "f.blf"), str(tmp_path / "keys")).returncode == 0
+    (tmp_path / "probes").write_bytes(b"u1\nu2\nu2\r\nu1\r")
+    assert run("query", str(tmp_path / "f.blf"), str(tmp_path / "probes")).stdout == b"u1\nu2\nu2\r\nu1\r\n"
+    f = BloomFilter.load(tmp_path / "f.blf")
+    assert "u2" in f and "u2\r" not in f
+
+
+def test_the_core_line_readers_strip_a_final_cr_too() -> None:
+    f = BloomFilter(1000, 1e-6)
+    assert f.add_lines(b"k\r").tolist() == [True]
+    assert f.contains_lines(b"k\nk\r\nk\r\r\nk\r").tolist() == [True, True, False, True]
+    assert "k" in f and "k\r" not in f
+    c = bloomline.CountingBloomFilter(1000, 1e-6)
+    assert c.add_lines(b"k\r\nk\r").tolist() == [True, False]
+    s = bloomline.ScalableBloomFilter(100, 1e-6)
+    assert s.add_lines(b"k\r\nk\r").tolist() == [True, False]
+    hashes = bloomline.hash_lines(b"k\r\nk\r\nk\rx\r")
+    assert hashes[0] == hashes[1] and hashes[2] != hashes[0]
+    assert (bloomline.hash_lines(b"k\r") == bloomline.hash_many([b"k"])).all()
