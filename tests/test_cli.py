@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -667,3 +668,140 @@ def test_the_core_line_readers_strip_a_final_cr_too() -> None:
     hashes = bloomline.hash_lines(b"k\r\nk\r\nk\rx\r")
     assert hashes[0] == hashes[1] and hashes[2] != hashes[0]
     assert (bloomline.hash_lines(b"k\r") == bloomline.hash_many([b"k"])).all()
+
+
+# Writes: all of it, or one error line and exit 1; --state records only lines written. Under
+# PYTHONUNBUFFERED (many images and CI set it) stdout is a raw FileIO whose writes may be short.
+STDOUT_MODES = ["unbuffered", "buffered"]
+
+
+def _env(mode: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if mode == "unbuffered":
+        env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _run_to(out_path: Path, mode: str, *args: str, append: bool = False) -> subprocess.CompletedProcess[bytes]:
+    """bloomline with stdout a real file (opened for appending with `append`)."""
+    with open(out_path, "ab" if append else "wb") as out:
+        return subprocess.run([EXE or "bloomline", *args], stdout=out, stderr=subprocess.PIPE, env=_env(mode),
+                              timeout=120, check=False)
+
+
+ENOSPC_LINE = b"bloomline: error: cannot write the output: No space left on device"
+
+
+@pytest.mark.parametrize("mode", STDOUT_MODES)
+def test_dedup_onto_a_full_disk_fails_and_its_state_keeps_only_what_was_written(mode: str, tmp_path: Path,
+                                                                                 small_fs: Any) -> None:
+    d = small_fs("64k")
+    lines = [f"https://example.com/page/{i:06d}" for i in range(25_000)]
+    data = "".join(line + "\n" for line in lines).encode()  # 775 KB: one block, more than the disk holds
+    (tmp_path / "in").write_bytes(data)
+    state = tmp_path / "seen.blf"
+    head = data.index(lines[100].encode())  # the first 100 lines, from a run that wrote them
+    assert run("dedup", "-q", "--state", str(state), "--capacity", "1e5", stdin=data[:head]).returncode == 0
+    before = state.read_bytes()
+    r = _run_to(d / "out", mode, "dedup", "-q", "--state", str(state), str(tmp_path / "in"))
+    assert r.returncode == 1
+    assert r.stderr == ENOSPC_LINE + f"; {state} was not saved, so the next run writes this run's lines again\n".encode()
+    written = (d / "out").read_bytes()
+    assert 0 < len(written) < len(data) - head and data[head:].startswith(written)
+    assert state.read_bytes() == before
+    again = run("dedup", "-q", "--state", str(state), str(tmp_path / "in"))
+    assert again.returncode == 0 and again.stdout == data[head:]  # none of the lines lost
+
+
+@pytest.mark.parametrize("mode", STDOUT_MODES)
+def test_a_filter_built_to_stdout_on_a_full_disk_is_an_error(mode: str, tmp_path: Path, small_fs: Any) -> None:
+    d = small_fs("64k")
+    (tmp_path / "keys").write_text("a\nb\n")
+    r = _run_to(d / "f.blf", mode, "build", "-q", "--capacity", "1e5", "-", str(tmp_path / "keys"))  # 120 KB
+    assert r.returncode == 1 and r.stderr == ENOSPC_LINE + b"\n"
+
+
+@pytest.mark.parametrize("mode", STDOUT_MODES)
+@pytest.mark.parametrize("command", ["dedup", "query", "build", "info", "params", "redis-module"])
+def test_every_command_writing_to_dev_full_says_so(command: str, mode: str, tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text("".join(f"{i}\n" for i in range(50_000)))
+    assert run("build", "-q", str(tmp_path / "f.blf"), str(keys)).returncode == 0
+    args = {"dedup": ["dedup", "-q", str(keys)], "query": ["query", str(tmp_path / "f.blf"), str(keys)],
+            "build": ["build", "-q", "-", str(keys)], "info": ["info", str(tmp_path / "f.blf")],
+            "params": ["params", "--capacity", "1e6", "--error-rate", "0.01"], "redis-module": ["redis-module"]}
+    r = _run_to(Path("/dev/full"), mode, *args[command])
+    assert r.returncode == 1 and r.stderr == ENOSPC_LINE + b"\n"
+
+
+@pytest.mark.parametrize("mode", STDOUT_MODES)
+def test_text_output_cut_short_by_a_full_disk_is_an_error(mode: str, tmp_path: Path, small_fs: Any) -> None:
+    # The last write is the one that is short: nothing after it would have failed.
+    args = ("params", "--capacity", "1e6", "--error-rate", "0.01")
+    whole = run(*args).stdout
+    last_line = whole.splitlines(keepends=True)[-1]
+    d = small_fs("8k")
+    size = 8192 - (len(whole) - len(last_line)) - 5  # room for all but 5 bytes short of the last line
+    (d / "out").write_bytes(b"x" * size)
+    r = _run_to(d / "out", mode, *args, append=True)
+    assert (d / "out").read_bytes()[size:] == whole[:len(whole) - len(last_line) + 5]
+    assert r.returncode == 1 and r.stderr == ENOSPC_LINE + b"\n"
+
+
+def _lines_file(tmp_path: Path, n: int) -> tuple[Path, list[bytes]]:
+    lines = [f"line-{i:07d}".encode() for i in range(n)]
+    path = tmp_path / "in"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return path, lines
+
+
+@pytest.mark.parametrize("mode", STDOUT_MODES)
+def test_ctrl_c_while_a_slow_reader_holds_the_output_still_writes_what_state_records(mode: str,
+                                                                                    tmp_path: Path) -> None:
+    import signal
+    import time
+
+    path, lines = _lines_file(tmp_path, 300_000)  # 3.9 MB: four blocks, each far more than a pipe holds
+    state = tmp_path / "seen.blf"
+    with subprocess.Popen([EXE or "bloomline", "dedup", "-q", "--state", str(state), "--capacity", "1e6", str(path)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(mode)) as p:
+        assert p.stdout is not None
+        try:
+            printed = p.stdout.read(4096)  # it is writing its first block ...
+            time.sleep(0.5)  # ... and waits for this slow reader, the pipe full
+            p.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+            rest, err = p.communicate(timeout=60)  # then the reader takes the rest, to the end
+            printed += rest
+        finally:
+            p.kill()
+    assert p.returncode == 130 and err.endswith(f"interrupted; {state} holds every line written\n".encode())
+    first = printed.splitlines()
+    assert printed.endswith(b"\n") and 4096 < len(printed) < path.stat().st_size
+    again = run("dedup", "-q", "--state", str(state), str(path))
+    second = again.stdout.splitlines()
+    assert not set(first) & set(second)
+    assert sorted(first + second) == lines  # every line written once: none recorded unwritten
+
+
+def test_a_second_ctrl_c_gives_up_the_block_and_saves_no_state(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    path, _ = _lines_file(tmp_path, 300_000)
+    state = tmp_path / "seen.blf"
+    with subprocess.Popen([EXE or "bloomline", "dedup", "-q", "--state", str(state), str(path)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
+        assert p.stdout is not None
+        try:
+            p.stdout.read(4096)  # a reader that then stalls: the first Ctrl-C cannot finish the block
+            time.sleep(0.5)
+            p.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=60)
+        finally:
+            p.kill()
+    assert p.returncode == 130 and not state.exists()
+    assert err == (f"bloomline: interrupted again: the block being written was given up; {state} was not saved, so "
+                   "the next run writes this run's lines again\n").encode()

@@ -25,6 +25,7 @@ import argparse
 import errno
 import io
 import os
+import select
 import signal
 import stat
 import sys
@@ -472,6 +473,57 @@ def _what_it_is(st: os.stat_result) -> str:
             else "a terminal or device" if stat.S_ISCHR(mode) else "not a regular file")
 
 
+class OutputError(CliError):
+    """stdout refused part of what was written; `written` bytes of it went out."""
+
+    def __init__(self, exc: OSError, written: int) -> None:
+        super().__init__(f"cannot write the output: {exc.strerror or exc}")
+        self.written = written
+
+
+def _stdout_fd() -> int:
+    try:
+        return sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):  # None, closed, or replaced in-process
+        return 1
+
+
+def _write_all(data: bytes | memoryview) -> None:
+    """Write all of data to stdout, or raise OutputError (BrokenPipeError as
+    it is). A raw write may take only part (a signal, a disk filling up, and
+    under PYTHONUNBUFFERED sys.stdout.buffer is a raw FileIO whose short
+    writes went unchecked): the rest is written until none is left."""
+    if sys.stdout is not None:
+        sys.stdout.flush()  # text written before comes first
+    fd = _stdout_fd()
+    view = memoryview(data).cast("B")
+    total = len(view)
+    while view:  # each pass writes at least one byte or raises: at most `total` passes
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:  # stdout left non-blocking by whoever started us: wait until it takes more
+            select.select([], [fd], [])
+            continue
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc, total - len(view)) from None
+        if n <= 0:
+            raise OutputError(OSError(errno.EIO, "the output took no bytes"), total - len(view))
+        view = view[n:]
+
+
+def _whole_text_writes() -> None:
+    """Under PYTHONUNBUFFERED (python -u) sys.stdout writes through a raw
+    FileIO and drops what a short write leaves; a BufferedWriter between
+    writes all of it or raises. Line-buffered, so output still comes at once."""
+    out = sys.stdout
+    if out is None or out is not sys.__stdout__ or not isinstance(getattr(out, "buffer", None), io.RawIOBase):
+        return
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(out.buffer), encoding=out.encoding, errors=out.errors,
+                                  line_buffering=True)
+
+
 def _saved_atomically(path: str) -> bool:
     """A regular file or a new path is saved atomically; anything else --
     '-' for stdout, a symlink such as /dev/stdout, a pipe, a device -- is
@@ -503,9 +555,7 @@ def _write_filter(f: Any, path: str) -> None:
     """Save f to path: atomically through the filters' own save (the one
     atomic writer, with its refusals) or straight through (_saved_atomically)."""
     if path == "-":
-        out = sys.stdout.buffer
-        out.write(f.to_bytes())
-        out.flush()
+        _write_all(f.to_bytes())
     elif not _saved_atomically(path):
         with open(path, "wb") as out_file:
             out_file.write(f.to_bytes())
@@ -581,36 +631,49 @@ class _StopReading(Exception):
 
 
 class _Interrupt:
-    """Ctrl-C while a block is being handled is noted, not raised: the block
-    is finished (its lines written, its keys added), then the command stops
-    as if the input had ended, so a --state file holds exactly the lines
-    printed. Ctrl-C while waiting for input stops the reading at once."""
+    """Ctrl-C in dedup. While it waits for input, the reading stops at once.
+    While a block is handled (its keys added, its new lines written) it is
+    noted and the block finished -- every line of it written, however slow
+    the reader -- then the command stops as if the input had ended, so a
+    --state file holds exactly the lines written. A second Ctrl-C in a block
+    gives it up (KeyboardInterrupt), and --state is not saved. While the
+    state is saved it is only noted."""
 
     def __init__(self) -> None:
         self.hit = False
-        self.busy = False
+        # "read": Ctrl-C stops the reading; "block": noted, a second gives up; "note": only noted (before the
+        # first read, so no Ctrl-C escapes as _StopReading, and while the state is saved)
+        self.phase = "note"
         self.previous: Any = None
 
     def __enter__(self) -> _Interrupt:
         def note(signum: int, frame: Any) -> None:
-            self.hit = True
-            if not self.busy:
+            again, self.hit = self.hit, True
+            if self.phase == "read":
                 raise _StopReading
+            if self.phase == "block" and again:
+                raise KeyboardInterrupt
 
         self.previous = signal.signal(signal.SIGINT, note)
         return self
 
     def blocks(self, blocks: LineBlocks) -> Iterator[memoryview]:
-        """The blocks, with `busy` set while each is handled."""
+        """The blocks, with `phase` "block" while each is handled."""
         try:
-            for block in blocks:
-                self.busy = True
-                yield block
-                self.busy = False
+            lines = iter(blocks)
+            while True:
+                self.phase = "read"  # before the check: a Ctrl-C from here on raises
                 if self.hit:
-                    return
+                    break
+                try:
+                    block = next(lines)
+                except StopIteration:
+                    break
+                self.phase = "block"
+                yield block
         except _StopReading:
-            return
+            pass
+        self.phase = "note"
 
     def __exit__(self, *exc: object) -> None:
         signal.signal(signal.SIGINT, self.previous)
@@ -624,26 +687,37 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     if args.state:
         _check_output(args.state)
     f = _dedup_filter(args)
-    out = sys.stdout.buffer
     read = written = 0
     expected_fp = 0.0
     blocks = LineBlocks(args.files)
     progress = Progress(blocks.total_bytes, args.quiet)
     with _Interrupt() as interrupt:
-        for block in interrupt.blocks(blocks):
-            rate = f.expected_fp_rate
-            try:
-                new = f.add_lines(block)
-            except Exception as exc:
-                raise (_redis_errors(exc) or exc) from None
-            out.write(select_lines(block, new))
-            kept = int(new.sum())
-            read += len(new)
-            written += kept
-            expected_fp += rate * kept
-            progress.update(blocks.bytes_read, read)
+        kept = 0
+        try:
+            for block in interrupt.blocks(blocks):
+                rate = f.expected_fp_rate
+                try:
+                    new = f.add_lines(block)
+                except Exception as exc:
+                    raise (_redis_errors(exc) or exc) from None
+                kept = int(new.sum())
+                out = select_lines(block, new)
+                try:
+                    # Whole before the next block is read: --state is saved only after every line in it was
+                    # written (a failure leaves the old state as it was).
+                    _write_all(out)
+                except OutputError as exc:
+                    raise CliError(str(exc) + _not_written(args, out[exc.written:].count(b"\n"))) from None
+                read += len(new)
+                written += kept
+                expected_fp += rate * kept
+                progress.update(blocks.bytes_read, read)
+        except KeyboardInterrupt:
+            progress.done()
+            sys.stderr.write(f"{PROG}: interrupted again: the block being written was given up"
+                             + _not_written(args, kept, maybe=True) + "\n")
+            return 130
         progress.done()
-        out.flush()
         if args.state:
             _write_filter(f, args.state)
     if not args.quiet:
@@ -658,6 +732,18 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                                                    else "\n"))
         return 130
     return 0
+
+
+def _not_written(args: argparse.Namespace, lines: int, maybe: bool = False) -> str:
+    """What a dedup that stopped inside a block means for its filter: --state
+    is not saved; a Redis filter already holds the block's new lines."""
+    if args.state:
+        return f"; {args.state} was not saved, so the next run writes this run's lines again"
+    if args.redis and lines:
+        verb = "may not have been written" if maybe else ("was" if lines == 1 else "were") + " not written"
+        return (f"; {count(lines, 'new line')} of the block {verb} but {'is' if lines == 1 else 'are'} recorded as "
+                f"seen in Redis at {args.key!r}")
+    return ""
 
 
 def _report_filter(command: str, f: Filter, what: str) -> None:
@@ -728,17 +814,15 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.filter == "-" and (not args.files or "-" in args.files):
         raise UsageError("query reads its filter from stdin ('-'): name the files of keys")
     f = _open_filter(args.filter)
-    out = sys.stdout.buffer
     lines = 0
     blocks = LineBlocks(args.files)
     progress = Progress(blocks.total_bytes, args.quiet)
     for block in blocks:
         hit = f.contains_lines(block)
-        out.write(select_lines(block, hit != args.absent))
+        _write_all(select_lines(block, hit != args.absent))
         lines += len(hit)
         progress.update(blocks.bytes_read, lines)
     progress.done()
-    out.flush()
     return 0
 
 
@@ -944,8 +1028,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     process by SIGPIPE, silently, as coreutils do."""
     parser = _build_parser()
     args = parser.parse_args(argv)
+    _whole_text_writes()
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, where a failure is one line, not at exit
+        return status
     except UsageError as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         return 2
