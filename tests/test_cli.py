@@ -805,3 +805,117 @@ def test_a_second_ctrl_c_gives_up_the_block_and_saves_no_state(tmp_path: Path) -
     assert p.returncode == 130 and not state.exists()
     assert err == (f"bloomline: interrupted again: the block being written was given up; {state} was not saved, so "
                    "the next run writes this run's lines again\n").encode()
+
+
+# ---- paths: an output that is also an input ----------------------------------------------
+
+SAME_FILE = {
+    "build OUT is the input": ("bloomline build keys.txt keys.txt", "OUT 'keys.txt' is the input 'keys.txt'"),
+    "build OUT links to the input": ("bloomline build link keys.txt", "OUT 'link' is the input 'keys.txt'"),
+    "build OUT is a hard link": ("bloomline build hard sub/../keys.txt", "OUT 'hard' is the input 'sub/../keys.txt'"),
+    "build OUT is stdin": ("bloomline build keys.txt < keys.txt", "OUT 'keys.txt' is stdin"),
+    "build to stdout onto its input": ("bloomline build - keys.txt >> keys.txt", "stdout is the input 'keys.txt'"),
+    "dedup --state is the input": ("bloomline dedup --state keys.txt keys.txt",
+                                   "--state 'keys.txt' is the input 'keys.txt'"),
+    "dedup --state links to the input": ("bloomline dedup --state link keys.txt",
+                                         "--state 'link' is the input 'keys.txt'"),
+    "dedup onto its input": ("bloomline dedup keys.txt >> keys.txt", "stdout is the input 'keys.txt'"),
+    "dedup onto its state": ("bloomline dedup --state seen.blf keys.txt >> seen.blf", "stdout is --state 'seen.blf'"),
+    "query onto its keys": ("bloomline query f.blf keys.txt >> keys.txt", "stdout is the input 'keys.txt'"),
+    "query onto its filter": ("bloomline query f.blf keys.txt >> f.blf", "stdout is the input 'f.blf'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAME_FILE))
+def test_an_output_that_is_also_an_input_is_refused_up_front(case: str, tmp_path: Path) -> None:
+    command, message = SAME_FILE[case]
+    keys = _keys_file(tmp_path)
+    (tmp_path / "link").symlink_to("keys.txt")
+    os.link(keys, tmp_path / "hard")
+    (tmp_path / "sub").mkdir()
+    assert run("build", "-q", str(tmp_path / "f.blf"), str(keys)).returncode == 0
+    assert run("dedup", "-q", "--state", str(tmp_path / "seen.blf"), stdin=b"x\n").returncode == 0
+    before = {name: (tmp_path / name).read_bytes() for name in ("keys.txt", "f.blf", "seen.blf")}
+    r = _sh(command, tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"bloomline: error: {message} (the same file): ") and "would write over what it reads" in err
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    assert (tmp_path / "link").is_symlink()
+
+
+def test_different_files_of_the_same_content_are_not_the_same_file(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    (tmp_path / "copy.txt").write_bytes(keys.read_bytes())
+    r = _sh("bloomline build -q copy.blf keys.txt copy.txt && bloomline dedup -q keys.txt < copy.txt > out.txt",
+            tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out.txt").read_bytes() == keys.read_bytes()
+
+
+# ---- smaller errors ------------------------------------------------------------------------
+
+
+def test_options_may_come_between_positionals(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    (tmp_path / "more.txt").write_text("extra\n")
+    r = run("build", str(tmp_path / "f.blf"), "--capacity", "1e4", str(keys), "-q", str(tmp_path / "more.txt"))
+    assert r.returncode == 0 and r.stderr == b""
+    f = BloomFilter.load(tmp_path / "f.blf")
+    assert f.capacity == 10_000 and f.contains_many(KEYS).all() and "extra" in f
+    r = run("query", str(tmp_path / "f.blf"), "--absent", "-", stdin=b"extra\nnot-there\n")
+    assert r.returncode == 0 and r.stdout == b"not-there\n"
+    r = run("dedup", str(keys), "-q", str(tmp_path / "more.txt"), "--capacity", "1e4")
+    assert r.returncode == 0 and r.stdout == keys.read_bytes() + b"extra\n" and r.stderr == b""
+
+
+def test_a_capacity_beyond_memory_is_one_line_saying_how_much(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    r = run("build", "--capacity", "2e13", str(tmp_path / "f.blf"), str(keys))
+    assert r.returncode == 1 and r.stderr == (
+        b"bloomline: error: capacity 20,000,000,000,000 (from --capacity) at error rate 0.01 needs 22.6 TiB of "
+        b"memory for the BloomFilter (held in memory whole), more than this machine could give\n")
+    assert not (tmp_path / "f.blf").exists()
+    r = run("dedup", "--capacity", "3e12", str(keys))
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and "needs 13.2 TiB of memory" in err, err
+
+
+def test_a_read_only_file_system_is_refused_before_any_input_is_read(tmp_path: Path, small_fs: Any) -> None:
+    d = small_fs("64k")
+    r = subprocess.run(["mount", "-o", "remount,ro", str(d)], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"cannot remount read-only: {r.stderr.strip()}")
+        pytest.skip(f"cannot remount read-only: {r.stderr.strip()}")
+    fifo = tmp_path / "keys.fifo"
+    os.mkfifo(fifo)  # no writer: reading it would wait until the timeout below
+    for args, path in ((["build", "--capacity", "10", str(d / "f.blf"), str(fifo)], d / "f.blf"),
+                       (["dedup", "--state", str(d / "seen.blf"), str(fifo)], d / "seen.blf")):
+        r = subprocess.run([EXE or "bloomline", *args], capture_output=True, timeout=20, check=False)
+        assert r.returncode == 1 and r.stdout == b""
+        assert r.stderr == (f"bloomline: error: cannot write {str(path)!r}: its directory {str(d)!r} is on a "
+                            "read-only file system\n").encode()
+
+
+def _url_lines(n: int) -> bytes:
+    return "".join(f"https://x.example/{i}\n" for i in range(1, n + 1)).encode()
+
+
+def test_the_capacity_warning_comes_past_capacity_and_names_where_it_came_from(tmp_path: Path) -> None:
+    (tmp_path / "1000").write_bytes(_url_lines(1000))  # whose estimate from the bits is 1000.3
+    r = run("build", str(tmp_path / "f.blf"), str(tmp_path / "1000"))
+    assert r.returncode == 0 and b"warning:" not in r.stderr  # exactly at its capacity, the line count
+    (tmp_path / "1100").write_bytes(_url_lines(1100))
+    r = run("build", "-q", "--capacity", "1000", str(tmp_path / "f.blf"), str(tmp_path / "1100"))
+    assert r.returncode == 0 and r.stderr.startswith(
+        b"bloomline build: warning: the filter holds 1,09")  # its count of new keys: false positives are not new
+    assert b"distinct keys, more than its capacity of 1,000 (from --capacity); its false-positive rate is now " \
+        in r.stderr and r.stderr.endswith(b". Raise --capacity.\n") and r.stderr.count(b"\n") == 1
+    state = tmp_path / "seen.blf"
+    assert run("dedup", "-q", "--state", str(state), "--capacity", "100", stdin=_url_lines(50)).stderr == b""
+    r = run("dedup", "-q", "--state", str(state), stdin=_url_lines(150))
+    err = r.stderr.decode()
+    assert err.count("\n") == 1 and "CapacityWarning" not in err, err  # one line, not Python's warning as well
+    assert f"more than its capacity of 100 (from the filter in {state}); " in err
+    assert err.endswith("A new state file with a larger --capacity holds more.\n")
