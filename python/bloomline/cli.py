@@ -534,9 +534,10 @@ def _whole_text_writes() -> None:
     FileIO and drops what a short write leaves; a BufferedWriter between
     writes all of it or raises. Line-buffered, so output still comes at once."""
     out = sys.stdout
-    if out is None or out is not sys.__stdout__ or not isinstance(getattr(out, "buffer", None), io.RawIOBase):
+    raw = getattr(out, "buffer", None)
+    if out is not sys.__stdout__ or out is None or not isinstance(raw, io.RawIOBase):
         return
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(out.buffer), encoding=out.encoding, errors=out.errors,
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding=out.encoding, errors=out.errors,
                                   line_buffering=True)
 
 
