@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -68,7 +69,7 @@ def test_dedup_counts_false_positives_honestly(tmp_path: Path) -> None:
     assert set(out) <= set(lines)
     lost = 5000 - len(out)
     assert lost > 0
-    assert "warning: about" in r.stderr.decode() and "Raise --capacity" in r.stderr.decode()
+    assert "warning: the filter holds" in r.stderr.decode() and "Raise --capacity" in r.stderr.decode()
 
 
 @pytest.mark.parametrize(
@@ -602,7 +603,7 @@ def test_counts_of_one_are_singular(tmp_path: Path) -> None:
     (tmp_path / "one").write_text("only\n")
     r = run("build", str(tmp_path / "f.blf"), str(tmp_path / "one"))
     assert "build: 1 key into" in r.stderr.decode()
-    assert "about 1 distinct key, over --capacity 1" in r.stderr.decode()
+    assert "warning" not in r.stderr.decode()  # one key at capacity 1 (the line count) is within it
     r = run("dedup", str(tmp_path / "one"))
     assert "dedup: 1 line read, 1 written" in r.stderr.decode()
 
@@ -623,3 +624,298 @@ def test_quiet_progress_draws_nothing_even_on_a_terminal(monkeypatch: pytest.Mon
         progress.last -= 1  # as if half a second had passed
         progress.update(500, 10)
         assert ("10 lines" in err.getvalue()) is drawn
+
+
+# ---- issue 33: the line rule for \r, whole writes, paths, rough edges ---------------------
+
+CR_INPUTS = [b"k\r\nk\r", b"k\r", b"a\r\rb\r\n\r", b"\r", b"\r\n\r", b"x\ry\r\nx\ry", b"a\r\r\na\r\r"]
+
+
+@pytest.mark.parametrize("data", CR_INPUTS)
+def test_dedup_of_its_own_output_changes_nothing(data: bytes) -> None:
+    once = run("dedup", "-q", stdin=data)
+    assert once.returncode == 0, once.stderr
+    twice = run("dedup", "-q", stdin=once.stdout)
+    assert twice.stdout == once.stdout
+
+
+def test_a_cr_ends_the_last_line_as_crlf_would_and_is_content_elsewhere(tmp_path: Path) -> None:
+    # printf 'k\r\nk\r' | bloomline dedup: one k, written as it came (the last line gets its \n).
+    assert run("dedup", "-q", stdin=b"k\r\nk\r").stdout == b"k\r\n"
+    # A file's last line without \n is the same key as in the middle of the next file.
+    (tmp_path / "a").write_bytes(b"k\r")
+    (tmp_path / "b").write_bytes(b"k\nm\rn\nm\rn\r\nmn\n")
+    r = run("dedup", "-q", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert r.stdout == b"k\r\nm\rn\nmn\n"  # a \r inside a line is content: "m\rn" is not "mn"
+    # build and query read the same rule.
+    (tmp_path / "keys").write_bytes(b"u1\r\nu2\r")
+    assert run("build", "-q", str(tmp_path / "f.blf"), str(tmp_path / "keys")).returncode == 0
+    (tmp_path / "probes").write_bytes(b"u1\nu2\nu2\r\nu1\r")
+    assert run("query", str(tmp_path / "f.blf"), str(tmp_path / "probes")).stdout == b"u1\nu2\nu2\r\nu1\r\n"
+    f = BloomFilter.load(tmp_path / "f.blf")
+    assert "u2" in f and "u2\r" not in f
+
+
+def test_the_core_line_readers_strip_a_final_cr_too() -> None:
+    f = BloomFilter(1000, 1e-6)
+    assert f.add_lines(b"k\r").tolist() == [True]
+    assert f.contains_lines(b"k\nk\r\nk\r\r\nk\r").tolist() == [True, True, False, True]
+    assert "k" in f and "k\r" not in f
+    c = bloomline.CountingBloomFilter(1000, 1e-6)
+    assert c.add_lines(b"k\r\nk\r").tolist() == [True, False]
+    s = bloomline.ScalableBloomFilter(100, 1e-6)
+    assert s.add_lines(b"k\r\nk\r").tolist() == [True, False]
+    hashes = bloomline.hash_lines(b"k\r\nk\r\nk\rx\r")
+    assert hashes[0] == hashes[1] and hashes[2] != hashes[0]
+    assert (bloomline.hash_lines(b"k\r") == bloomline.hash_many([b"k"])).all()
+
+
+# Writes: all of it, or one error line and exit 1; --state records only lines written. Under
+# PYTHONUNBUFFERED (many images and CI set it) stdout is a raw FileIO whose writes may be short.
+STDOUT_MODES = ["unbuffered", "buffered"]
+
+
+def _env(mode: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if mode == "unbuffered":
+        env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _run_to(out_path: Path, mode: str, *args: str, append: bool = False) -> subprocess.CompletedProcess[bytes]:
+    """bloomline with stdout a real file (opened for appending with `append`)."""
+    with open(out_path, "ab" if append else "wb") as out:
+        return subprocess.run([EXE or "bloomline", *args], stdout=out, stderr=subprocess.PIPE, env=_env(mode),
+                              timeout=120, check=False)
+
+
+ENOSPC_LINE = b"bloomline: error: cannot write the output: No space left on device"
+
+
+@pytest.mark.parametrize("mode", STDOUT_MODES)
+def test_dedup_onto_a_full_disk_fails_and_its_state_keeps_only_what_was_written(mode: str, tmp_path: Path,
+                                                                                 small_fs: Any) -> None:
+    d = small_fs("64k")
+    lines = [f"https://example.com/page/{i:06d}" for i in range(25_000)]
+    data = "".join(line + "\n" for line in lines).encode()  # 775 KB: one block, more than the disk holds
+    (tmp_path / "in").write_bytes(data)
+    state = tmp_path / "seen.blf"
+    head = data.index(lines[100].encode())  # the first 100 lines, from a run that wrote them
+    assert run("dedup", "-q", "--state", str(state), "--capacity", "1e5", stdin=data[:head]).returncode == 0
+    before = state.read_bytes()
+    r = _run_to(d / "out", mode, "dedup", "-q", "--state", str(state), str(tmp_path / "in"))
+    assert r.returncode == 1
+    assert r.stderr == ENOSPC_LINE + f"; {state} was not saved, so the next run writes this run's lines again\n".encode()
+    written = (d / "out").read_bytes()
+    assert 0 < len(written) < len(data) - head and data[head:].startswith(written)
+    assert state.read_bytes() == before
+    again = run("dedup", "-q", "--state", str(state), str(tmp_path / "in"))
+    assert again.returncode == 0 and again.stdout == data[head:]  # none of the lines lost
+
+
+@pytest.mark.parametrize("mode", STDOUT_MODES)
+def test_a_filter_built_to_stdout_on_a_full_disk_is_an_error(mode: str, tmp_path: Path, small_fs: Any) -> None:
+    d = small_fs("64k")
+    (tmp_path / "keys").write_text("a\nb\n")
+    r = _run_to(d / "f.blf", mode, "build", "-q", "--capacity", "1e5", "-", str(tmp_path / "keys"))  # 120 KB
+    assert r.returncode == 1 and r.stderr == ENOSPC_LINE + b"\n"
+
+
+@pytest.mark.parametrize("mode", STDOUT_MODES)
+@pytest.mark.parametrize("command", ["dedup", "query", "build", "info", "params", "redis-module"])
+def test_every_command_writing_to_dev_full_says_so(command: str, mode: str, tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text("".join(f"{i}\n" for i in range(50_000)))
+    assert run("build", "-q", str(tmp_path / "f.blf"), str(keys)).returncode == 0
+    args = {"dedup": ["dedup", "-q", str(keys)], "query": ["query", str(tmp_path / "f.blf"), str(keys)],
+            "build": ["build", "-q", "-", str(keys)], "info": ["info", str(tmp_path / "f.blf")],
+            "params": ["params", "--capacity", "1e6", "--error-rate", "0.01"], "redis-module": ["redis-module"]}
+    r = _run_to(Path("/dev/full"), mode, *args[command])
+    assert r.returncode == 1 and r.stderr == ENOSPC_LINE + b"\n"
+
+
+@pytest.mark.parametrize("mode", STDOUT_MODES)
+def test_text_output_cut_short_by_a_full_disk_is_an_error(mode: str, tmp_path: Path, small_fs: Any) -> None:
+    # The last write is the one that is short: nothing after it would have failed.
+    args = ("params", "--capacity", "1e6", "--error-rate", "0.01")
+    whole = run(*args).stdout
+    last_line = whole.splitlines(keepends=True)[-1]
+    d = small_fs("8k")
+    size = 8192 - (len(whole) - len(last_line)) - 5  # room for all but 5 bytes short of the last line
+    (d / "out").write_bytes(b"x" * size)
+    r = _run_to(d / "out", mode, *args, append=True)
+    assert (d / "out").read_bytes()[size:] == whole[:len(whole) - len(last_line) + 5]
+    assert r.returncode == 1 and r.stderr == ENOSPC_LINE + b"\n"
+
+
+def _lines_file(tmp_path: Path, n: int) -> tuple[Path, list[bytes]]:
+    lines = [f"line-{i:07d}".encode() for i in range(n)]
+    path = tmp_path / "in"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return path, lines
+
+
+@pytest.mark.parametrize("mode", STDOUT_MODES)
+def test_ctrl_c_while_a_slow_reader_holds_the_output_still_writes_what_state_records(mode: str,
+                                                                                    tmp_path: Path) -> None:
+    import signal
+    import time
+
+    path, lines = _lines_file(tmp_path, 300_000)  # 3.9 MB: four blocks, each far more than a pipe holds
+    state = tmp_path / "seen.blf"
+    with subprocess.Popen([EXE or "bloomline", "dedup", "-q", "--state", str(state), "--capacity", "1e6", str(path)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(mode)) as p:
+        assert p.stdout is not None
+        try:
+            printed = p.stdout.read(4096)  # it is writing its first block ...
+            time.sleep(0.5)  # ... and waits for this slow reader, the pipe full
+            p.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+            rest, err = p.communicate(timeout=60)  # then the reader takes the rest, to the end
+            printed += rest
+        finally:
+            p.kill()
+    assert p.returncode == 130 and err.endswith(f"interrupted; {state} holds every line written\n".encode())
+    first = printed.splitlines()
+    assert printed.endswith(b"\n") and 4096 < len(printed) < path.stat().st_size
+    again = run("dedup", "-q", "--state", str(state), str(path))
+    second = again.stdout.splitlines()
+    assert not set(first) & set(second)
+    assert sorted(first + second) == lines  # every line written once: none recorded unwritten
+
+
+def test_a_second_ctrl_c_gives_up_the_block_and_saves_no_state(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    path, _ = _lines_file(tmp_path, 300_000)
+    state = tmp_path / "seen.blf"
+    with subprocess.Popen([EXE or "bloomline", "dedup", "-q", "--state", str(state), str(path)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
+        assert p.stdout is not None
+        try:
+            p.stdout.read(4096)  # a reader that then stalls: the first Ctrl-C cannot finish the block
+            time.sleep(0.5)
+            p.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=60)
+        finally:
+            p.kill()
+    assert p.returncode == 130 and not state.exists()
+    assert err == (f"bloomline: interrupted again: the block being written was given up; {state} was not saved, so "
+                   "the next run writes this run's lines again\n").encode()
+
+
+# ---- paths: an output that is also an input ----------------------------------------------
+
+SAME_FILE = {
+    "build OUT is the input": ("bloomline build keys.txt keys.txt", "OUT 'keys.txt' is the input 'keys.txt'"),
+    "build OUT links to the input": ("bloomline build link keys.txt", "OUT 'link' is the input 'keys.txt'"),
+    "build OUT is a hard link": ("bloomline build hard sub/../keys.txt", "OUT 'hard' is the input 'sub/../keys.txt'"),
+    "build OUT is stdin": ("bloomline build keys.txt < keys.txt", "OUT 'keys.txt' is stdin"),
+    "build to stdout onto its input": ("bloomline build - keys.txt >> keys.txt", "stdout is the input 'keys.txt'"),
+    "dedup --state is the input": ("bloomline dedup --state keys.txt keys.txt",
+                                   "--state 'keys.txt' is the input 'keys.txt'"),
+    "dedup --state links to the input": ("bloomline dedup --state link keys.txt",
+                                         "--state 'link' is the input 'keys.txt'"),
+    "dedup onto its input": ("bloomline dedup keys.txt >> keys.txt", "stdout is the input 'keys.txt'"),
+    "dedup onto its state": ("bloomline dedup --state seen.blf keys.txt >> seen.blf", "stdout is --state 'seen.blf'"),
+    "query onto its keys": ("bloomline query f.blf keys.txt >> keys.txt", "stdout is the input 'keys.txt'"),
+    "query onto its filter": ("bloomline query f.blf keys.txt >> f.blf", "stdout is the input 'f.blf'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAME_FILE))
+def test_an_output_that_is_also_an_input_is_refused_up_front(case: str, tmp_path: Path) -> None:
+    command, message = SAME_FILE[case]
+    keys = _keys_file(tmp_path)
+    (tmp_path / "link").symlink_to("keys.txt")
+    os.link(keys, tmp_path / "hard")
+    (tmp_path / "sub").mkdir()
+    assert run("build", "-q", str(tmp_path / "f.blf"), str(keys)).returncode == 0
+    assert run("dedup", "-q", "--state", str(tmp_path / "seen.blf"), stdin=b"x\n").returncode == 0
+    before = {name: (tmp_path / name).read_bytes() for name in ("keys.txt", "f.blf", "seen.blf")}
+    r = _sh(command, tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"bloomline: error: {message} (the same file): ") and "would write over what it reads" in err
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    assert (tmp_path / "link").is_symlink()
+
+
+def test_different_files_of_the_same_content_are_not_the_same_file(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    (tmp_path / "copy.txt").write_bytes(keys.read_bytes())
+    r = _sh("bloomline build -q copy.blf keys.txt copy.txt && bloomline dedup -q keys.txt < copy.txt > out.txt",
+            tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out.txt").read_bytes() == keys.read_bytes()
+
+
+# ---- smaller errors ------------------------------------------------------------------------
+
+
+def test_options_may_come_between_positionals(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    (tmp_path / "more.txt").write_text("extra\n")
+    r = run("build", str(tmp_path / "f.blf"), "--capacity", "1e4", str(keys), "-q", str(tmp_path / "more.txt"))
+    assert r.returncode == 0 and r.stderr == b""
+    f = BloomFilter.load(tmp_path / "f.blf")
+    assert f.capacity == 10_000 and f.contains_many(KEYS).all() and "extra" in f
+    r = run("query", str(tmp_path / "f.blf"), "--absent", "-", stdin=b"extra\nnot-there\n")
+    assert r.returncode == 0 and r.stdout == b"not-there\n"
+    r = run("dedup", str(keys), "-q", str(tmp_path / "more.txt"), "--capacity", "1e4")
+    assert r.returncode == 0 and r.stdout == keys.read_bytes() + b"extra\n" and r.stderr == b""
+
+
+def test_a_capacity_beyond_memory_is_one_line_saying_how_much(tmp_path: Path) -> None:
+    keys = _keys_file(tmp_path)
+    r = run("build", "--capacity", "2e13", str(tmp_path / "f.blf"), str(keys))
+    assert r.returncode == 1 and r.stderr == (
+        b"bloomline: error: capacity 20,000,000,000,000 (from --capacity) at error rate 0.01 needs 22.6 TiB of "
+        b"memory for the BloomFilter (held in memory whole), more than this machine could give\n")
+    assert not (tmp_path / "f.blf").exists()
+    r = run("dedup", "--capacity", "3e12", str(keys))
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and "needs 13.2 TiB of memory" in err, err
+
+
+def test_a_read_only_file_system_is_refused_before_any_input_is_read(tmp_path: Path, small_fs: Any) -> None:
+    d = small_fs("64k")
+    r = subprocess.run(["mount", "-o", "remount,ro", str(d)], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"cannot remount read-only: {r.stderr.strip()}")
+        pytest.skip(f"cannot remount read-only: {r.stderr.strip()}")
+    fifo = tmp_path / "keys.fifo"
+    os.mkfifo(fifo)  # no writer: reading it would wait until the timeout below
+    for args, path in ((["build", "--capacity", "10", str(d / "f.blf"), str(fifo)], d / "f.blf"),
+                       (["dedup", "--state", str(d / "seen.blf"), str(fifo)], d / "seen.blf")):
+        r = subprocess.run([EXE or "bloomline", *args], capture_output=True, timeout=20, check=False)
+        assert r.returncode == 1 and r.stdout == b""
+        assert r.stderr == (f"bloomline: error: cannot write {str(path)!r}: its directory {str(d)!r} is on a "
+                            "read-only file system\n").encode()
+
+
+def _url_lines(n: int) -> bytes:
+    return "".join(f"https://x.example/{i}\n" for i in range(1, n + 1)).encode()
+
+
+def test_the_capacity_warning_comes_past_capacity_and_names_where_it_came_from(tmp_path: Path) -> None:
+    (tmp_path / "1000").write_bytes(_url_lines(1000))  # whose estimate from the bits is 1000.3
+    r = run("build", str(tmp_path / "f.blf"), str(tmp_path / "1000"))
+    assert r.returncode == 0 and b"warning:" not in r.stderr  # exactly at its capacity, the line count
+    (tmp_path / "1100").write_bytes(_url_lines(1100))
+    r = run("build", "-q", "--capacity", "1000", str(tmp_path / "f.blf"), str(tmp_path / "1100"))
+    assert r.returncode == 0 and r.stderr.startswith(
+        b"bloomline build: warning: the filter holds 1,09")  # its count of new keys: false positives are not new
+    assert b"distinct keys, more than its capacity of 1,000 (from --capacity); its false-positive rate is now " \
+        in r.stderr and r.stderr.endswith(b". Raise --capacity.\n") and r.stderr.count(b"\n") == 1
+    state = tmp_path / "seen.blf"
+    assert run("dedup", "-q", "--state", str(state), "--capacity", "100", stdin=_url_lines(50)).stderr == b""
+    r = run("dedup", "-q", "--state", str(state), stdin=_url_lines(150))
+    err = r.stderr.decode()
+    assert err.count("\n") == 1 and "CapacityWarning" not in err, err  # one line, not Python's warning as well
+    assert f"more than its capacity of 100 (from the filter in {state}); " in err
+    assert err.endswith("A new state file with a larger --capacity holds more.\n")

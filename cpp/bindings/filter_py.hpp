@@ -463,8 +463,9 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
                 return r;
             },
             py::arg("data"), py::kw_only(), py::arg("threads") = 1,
-            "Add each line of a block of text (bytes-like; lines end in \\n or \\r\\n, the last may lack it; the "
-            "ending is not part of the key). Returns a bool array, one per line: True where the line was new. "
+            "Add each line of a block of text (bytes-like; lines end in \\n or \\r\\n, the last may lack the \\n, and "
+            "a \\r ending it is still its ending; the ending is not part of the key, any other \\r is). Returns a "
+            "bool array, one per line: True where the line was new. "
             "bloomline.select_lines(data, new) gives those lines.")
         .def(
             "contains_lines",

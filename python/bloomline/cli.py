@@ -25,15 +25,17 @@ import argparse
 import errno
 import io
 import os
+import select
 import signal
 import stat
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from . import (BloomFilter, CountingBloomFilter, ScalableBloomFilter, __version__, _core, false_positive_rate,
-               optimal_params, read_header, select_lines)
+from . import (BloomFilter, CapacityWarning, CountingBloomFilter, ScalableBloomFilter, __version__, _core,
+               false_positive_rate, optimal_params, read_header, select_lines)
 from ._pickling import from_bytes
 from ._protocol import Filter
 from ._units import count, format_bytes
@@ -85,9 +87,24 @@ def _rate(text: str) -> float:
 
 
 class _Parser(argparse.ArgumentParser):
+    _intermixing = False
+
     def error(self, message: str) -> None:  # type: ignore[override]
         # One line, exit status 2, as Unix tools do (argparse prints usage too).
         self.exit(2, f"{PROG}: error: {message}\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        # Options may come between positionals (build out.blf --capacity 10 in.txt): plain argparse gives
+        # FILE... the empty list at OUT and then refuses in.txt. A command's parser (no subcommands of its
+        # own, which intermixed parsing does not take) reads them intermixed; the flag stops the recursion
+        # on the Pythons whose parse_known_intermixed_args calls parse_known_args.
+        if self._intermixing or any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions):
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -472,6 +489,85 @@ def _what_it_is(st: os.stat_result) -> str:
             else "a terminal or device" if stat.S_ISCHR(mode) else "not a regular file")
 
 
+class OutputError(CliError):
+    """stdout refused part of what was written; `written` bytes of it went out."""
+
+    def __init__(self, exc: OSError, written: int) -> None:
+        super().__init__(f"cannot write the output: {exc.strerror or exc}")
+        self.written = written
+
+
+def _stdout_fd() -> int:
+    try:
+        return sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):  # None, closed, or replaced in-process
+        return 1
+
+
+def _write_all(data: bytes | memoryview) -> None:
+    """Write all of data to stdout, or raise OutputError (BrokenPipeError as
+    it is). A raw write may take only part (a signal, a disk filling up, and
+    under PYTHONUNBUFFERED sys.stdout.buffer is a raw FileIO whose short
+    writes went unchecked): the rest is written until none is left."""
+    if sys.stdout is not None:
+        sys.stdout.flush()  # text written before comes first
+    fd = _stdout_fd()
+    view = memoryview(data).cast("B")
+    total = len(view)
+    while view:  # each pass writes at least one byte or raises: at most `total` passes
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:  # stdout left non-blocking by whoever started us: wait until it takes more
+            select.select([], [fd], [])
+            continue
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc, total - len(view)) from None
+        if n <= 0:
+            raise OutputError(OSError(errno.EIO, "the output took no bytes"), total - len(view))
+        view = view[n:]
+
+
+def _whole_text_writes() -> None:
+    """Under PYTHONUNBUFFERED (python -u) sys.stdout writes through a raw
+    FileIO and drops what a short write leaves; a BufferedWriter between
+    writes all of it or raises. Line-buffered, so output still comes at once."""
+    out = sys.stdout
+    raw = getattr(out, "buffer", None)
+    if out is not sys.__stdout__ or out is None or not isinstance(raw, io.RawIOBase):
+        return
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding=out.encoding, errors=out.errors,
+                                  line_buffering=True)
+
+
+def _refuse_same_file(command: str, outputs: Sequence[tuple[str, str]], inputs: Sequence[str]) -> None:
+    """Refuse, before anything is read, an output that is also an input or
+    another output: OUT or --state would replace (or stdout grow) a file
+    being read. Found by what the files are (stat follows symlinks; hard
+    links share an inode), not by their names; regular files only, as cat
+    does (a terminal or /dev/null may well be both). outputs: (what it is,
+    path or '-' for stdout); inputs: paths or '-' for stdin."""
+    seen: list[tuple[str, os.stat_result]] = []
+    for name in inputs:
+        st = _input_stat(name)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            seen.append(("stdin" if name == "-" else f"the input {name!r}", st))
+    for what, path in outputs:
+        try:
+            st = os.fstat(_stdout_fd()) if path == "-" else os.stat(path)
+        except OSError:
+            continue  # a new file, or one the writer will report
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        shown = "stdout" if path == "-" else f"{what} {path!r}"
+        for other, other_st in seen:
+            if os.path.samestat(st, other_st):
+                raise UsageError(f"{shown} is {other} (the same file): {command} would write over what it reads; "
+                                 f"name another {'file' if path == '-' else what}")
+        seen.append((shown, st))
+
+
 def _saved_atomically(path: str) -> bool:
     """A regular file or a new path is saved atomically; anything else --
     '-' for stdout, a symlink such as /dev/stdout, a pipe, a device -- is
@@ -493,6 +589,15 @@ def _check_output(path: str) -> None:
     parent = os.path.dirname(path) or "."
     if not os.path.isdir(parent):
         raise CliError(f"cannot write {path!r}: no such directory {parent!r}")
+    # The atomic save makes a new file beside path and renames it: the directory must take both.
+    try:
+        read_only = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        raise CliError(f"cannot write {path!r}: its directory {parent!r} is on a read-only file system")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CliError(f"cannot write {path!r}: this user may not make files in its directory {parent!r}")
     try:
         _core.AtomicWriter.check(path)
     except ValueError as exc:
@@ -503,9 +608,7 @@ def _write_filter(f: Any, path: str) -> None:
     """Save f to path: atomically through the filters' own save (the one
     atomic writer, with its refusals) or straight through (_saved_atomically)."""
     if path == "-":
-        out = sys.stdout.buffer
-        out.write(f.to_bytes())
-        out.flush()
+        _write_all(f.to_bytes())
     elif not _saved_atomically(path):
         with open(path, "wb") as out_file:
             out_file.write(f.to_bytes())
@@ -549,8 +652,12 @@ def _note(message: str) -> None:
 
 
 def _dedup_filter(args: argparse.Namespace) -> Filter:
+    """The filter dedup works with, and args.capacity_from: where its
+    capacity came from, for the warning past it."""
     capacity = args.capacity or DEDUP_CAPACITY
     error_rate = args.error_rate or DEDUP_ERROR_RATE
+    args.capacity_from = (("--capacity", "Raise --capacity.") if args.capacity else
+                          ("the default, as no --capacity was given", "Give a larger --capacity."))
     if args.redis or args.key:
         if not (args.redis and args.key):
             raise UsageError("--redis and --key go together")
@@ -559,6 +666,8 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
         try:
             from .redis import RedisBloomFilter
 
+            args.capacity_from = (f"the filter at Redis key {args.key!r}", "A new key with a larger --capacity "
+                                  "holds more.")
             return RedisBloomFilter(args.redis, args.key, capacity, error_rate)
         except ImportError as exc:
             raise CliError(str(exc)) from None
@@ -572,8 +681,23 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
             if given is not None and given != kept:
                 _note(f"{option} {given:g} is ignored: {args.state} holds a filter made for {option[2:]} {kept:g} "
                       "(delete it to start over)")
+        args.capacity_from = (f"the filter in {args.state}", "A new state file with a larger --capacity holds "
+                              "more.")
         return f
-    return BloomFilter(capacity, error_rate)
+    return _new_filter(BloomFilter, capacity, error_rate, "blocked", args.capacity_from[0])
+
+
+def _new_filter(kind: Any, capacity: int, error_rate: float, layout: str, origin: str) -> Any:
+    """A new local filter; one it has no memory for is one line saying how
+    much it needs. origin: where the capacity came from."""
+    try:
+        return kind(capacity, error_rate, layout=layout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except MemoryError:
+        bits = optimal_params(capacity, error_rate, layout).num_bits * (4 if kind is CountingBloomFilter else 1)
+        raise CliError(f"capacity {capacity:,} (from {origin}) at error rate {error_rate:g} needs {format_bytes(bits / 8)} of memory for the "
+                       f"{kind.__name__} (held in memory whole), more than this machine could give") from None
 
 
 class _StopReading(Exception):
@@ -581,36 +705,49 @@ class _StopReading(Exception):
 
 
 class _Interrupt:
-    """Ctrl-C while a block is being handled is noted, not raised: the block
-    is finished (its lines written, its keys added), then the command stops
-    as if the input had ended, so a --state file holds exactly the lines
-    printed. Ctrl-C while waiting for input stops the reading at once."""
+    """Ctrl-C in dedup. While it waits for input, the reading stops at once.
+    While a block is handled (its keys added, its new lines written) it is
+    noted and the block finished -- every line of it written, however slow
+    the reader -- then the command stops as if the input had ended, so a
+    --state file holds exactly the lines written. A second Ctrl-C in a block
+    gives it up (KeyboardInterrupt), and --state is not saved. While the
+    state is saved it is only noted."""
 
     def __init__(self) -> None:
         self.hit = False
-        self.busy = False
+        # "read": Ctrl-C stops the reading; "block": noted, a second gives up; "note": only noted (before the
+        # first read, so no Ctrl-C escapes as _StopReading, and while the state is saved)
+        self.phase = "note"
         self.previous: Any = None
 
     def __enter__(self) -> _Interrupt:
         def note(signum: int, frame: Any) -> None:
-            self.hit = True
-            if not self.busy:
+            again, self.hit = self.hit, True
+            if self.phase == "read":
                 raise _StopReading
+            if self.phase == "block" and again:
+                raise KeyboardInterrupt
 
         self.previous = signal.signal(signal.SIGINT, note)
         return self
 
     def blocks(self, blocks: LineBlocks) -> Iterator[memoryview]:
-        """The blocks, with `busy` set while each is handled."""
+        """The blocks, with `phase` "block" while each is handled."""
         try:
-            for block in blocks:
-                self.busy = True
-                yield block
-                self.busy = False
+            lines = iter(blocks)
+            while True:
+                self.phase = "read"  # before the check: a Ctrl-C from here on raises
                 if self.hit:
-                    return
+                    break
+                try:
+                    block = next(lines)
+                except StopIteration:
+                    break
+                self.phase = "block"
+                yield block
         except _StopReading:
-            return
+            pass
+        self.phase = "note"
 
     def __exit__(self, *exc: object) -> None:
         signal.signal(signal.SIGINT, self.previous)
@@ -621,29 +758,42 @@ def _redis_errors(exc: Exception) -> CliError | None:
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
+    _refuse_same_file("dedup", [("--state", args.state)] * bool(args.state) + [("stdout", "-")],
+                      args.files or ["-"])
     if args.state:
         _check_output(args.state)
     f = _dedup_filter(args)
-    out = sys.stdout.buffer
     read = written = 0
     expected_fp = 0.0
     blocks = LineBlocks(args.files)
     progress = Progress(blocks.total_bytes, args.quiet)
     with _Interrupt() as interrupt:
-        for block in interrupt.blocks(blocks):
-            rate = f.expected_fp_rate
-            try:
-                new = f.add_lines(block)
-            except Exception as exc:
-                raise (_redis_errors(exc) or exc) from None
-            out.write(select_lines(block, new))
-            kept = int(new.sum())
-            read += len(new)
-            written += kept
-            expected_fp += rate * kept
-            progress.update(blocks.bytes_read, read)
+        kept = 0
+        try:
+            for block in interrupt.blocks(blocks):
+                rate = f.expected_fp_rate
+                try:
+                    new = f.add_lines(block)
+                except Exception as exc:
+                    raise (_redis_errors(exc) or exc) from None
+                kept = int(new.sum())
+                out = select_lines(block, new)
+                try:
+                    # Whole before the next block is read: --state is saved only after every line in it was
+                    # written (a failure leaves the old state as it was).
+                    _write_all(out)
+                except OutputError as exc:
+                    raise CliError(str(exc) + _not_written(args, out[exc.written:].count(b"\n"))) from None
+                read += len(new)
+                written += kept
+                expected_fp += rate * kept
+                progress.update(blocks.bytes_read, read)
+        except KeyboardInterrupt:
+            progress.done()
+            sys.stderr.write(f"{PROG}: interrupted again: the block being written was given up"
+                             + _not_written(args, kept, maybe=True) + "\n")
+            return 130
         progress.done()
-        out.flush()
         if args.state:
             _write_filter(f, args.state)
     if not args.quiet:
@@ -653,6 +803,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                else "(no false positive expected at this fill)\n")
         )
         _report_filter("dedup", f, "line")
+    _warn_capacity("dedup", f, "distinct line", args.capacity_from)
     if interrupt.hit:
         sys.stderr.write(f"{PROG}: interrupted" + (f"; {args.state} holds every line written\n" if args.state
                                                    else "\n"))
@@ -660,16 +811,39 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _not_written(args: argparse.Namespace, lines: int, maybe: bool = False) -> str:
+    """What a dedup that stopped inside a block means for its filter: --state
+    is not saved; a Redis filter already holds the block's new lines."""
+    if args.state:
+        return f"; {args.state} was not saved, so the next run writes this run's lines again"
+    if args.redis and lines:
+        verb = "may not have been written" if maybe else ("was" if lines == 1 else "were") + " not written"
+        return (f"; {count(lines, 'new line')} of the block {verb} but {'is' if lines == 1 else 'are'} recorded as "
+                f"seen in Redis at {args.key!r}")
+    return ""
+
+
 def _report_filter(command: str, f: Filter, what: str) -> None:
-    """The last lines of a streaming command: peak memory, the filter's
-    expected false-positive rate, and a warning past its capacity."""
+    """The last lines of a streaming command: peak memory and the filter's
+    expected false-positive rate."""
     sys.stderr.write(f"{PROG} {command}: peak memory {_peak_rss()}; the filter's expected false-positive rate "
                      f"is now {f.expected_fp_rate:.3g}\n")
+
+
+def _warn_capacity(command: str, f: Filter, what: str, source: tuple[str, str]) -> None:
+    """A warning (even with -q) once the filter holds more keys than its
+    capacity, naming where that capacity came from and what to do (source).
+    The count is the filter's own count of new keys (exactly at capacity is
+    within it); the bits' estimate only where it keeps none."""
     capacity = f.capacity
-    if capacity and f.approx_count > capacity:
+    held = getattr(f, "insert_count", -1)
+    estimated = held < 0
+    held = round(f.approx_count) if estimated else held
+    if capacity and held > capacity:
         sys.stderr.write(
-            f"{PROG} {command}: warning: about {count(round(f.approx_count), 'distinct ' + what)}, over --capacity "
-            f"{capacity:,}; the false-positive rate is now {f.expected_fp_rate:.2g}. Raise --capacity.\n"
+            f"{PROG} {command}: warning: the filter holds {'about ' if estimated else ''}{count(held, what)}, more "
+            f"than its capacity of {capacity:,} (from {source[0]}); its false-positive rate is now "
+            f"{f.expected_fp_rate:.2g}. {source[1]}\n"
         )
 
 
@@ -691,6 +865,7 @@ def _count_lines(files: Sequence[str]) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     capacity = args.capacity
     files = args.files or ["-"]
+    _refuse_same_file("build", [("OUT", args.output)], files)
     if capacity is None:
         # Counting the lines first reads each input twice: regular files only.
         for name in files:
@@ -701,11 +876,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     _check_output(args.output)
     if capacity is None:
         capacity = max(1, _count_lines(files))
+        source = ("the input's line count, as no --capacity was given", "")
+    else:
+        source = ("--capacity", "Raise --capacity.")
     kind = CountingBloomFilter if args.counting else BloomFilter
-    try:
-        f = kind(capacity, args.error_rate, layout=args.layout)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    f = _new_filter(kind, capacity, args.error_rate, args.layout, source[0])
     keys = 0
     blocks = LineBlocks(files)
     progress = Progress(blocks.total_bytes, args.quiet)
@@ -721,24 +896,24 @@ def cmd_build(args: argparse.Namespace) -> int:
             f"capacity {capacity:,}, error rate {args.error_rate:g}, layout {args.layout})\n"
         )
         _report_filter("build", f, "key")
+    _warn_capacity("build", f, "distinct key", source)
     return 0
 
 
 def cmd_query(args: argparse.Namespace) -> int:
     if args.filter == "-" and (not args.files or "-" in args.files):
         raise UsageError("query reads its filter from stdin ('-'): name the files of keys")
+    _refuse_same_file("query", [("stdout", "-")], [args.filter, *(args.files or ["-"])])
     f = _open_filter(args.filter)
-    out = sys.stdout.buffer
     lines = 0
     blocks = LineBlocks(args.files)
     progress = Progress(blocks.total_bytes, args.quiet)
     for block in blocks:
         hit = f.contains_lines(block)
-        out.write(select_lines(block, hit != args.absent))
+        _write_all(select_lines(block, hit != args.absent))
         lines += len(hit)
         progress.update(blocks.bytes_read, lines)
     progress.done()
-    out.flush()
     return 0
 
 
@@ -944,8 +1119,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     process by SIGPIPE, silently, as coreutils do."""
     parser = _build_parser()
     args = parser.parse_args(argv)
+    _whole_text_writes()
     try:
-        return COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            # dedup and build say it in one line of their own, naming where the capacity came from
+            warnings.simplefilter("ignore", CapacityWarning)
+            status = COMMANDS[args.command](args)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, where a failure is one line, not at exit
+        return status
     except UsageError as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         return 2

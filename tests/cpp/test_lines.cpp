@@ -1,6 +1,6 @@
 // The lines splitter (lines.hpp): where lines start and where their keys
-// end, for LF, CRLF, a last line without its newline, empty lines and an
-// empty block; a line's key is its bytes.
+// end, for LF, CRLF, a last line without its newline (or ending in a lone
+// CR), empty lines and an empty block; a line's key is its bytes.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,10 +38,21 @@ TEST("an empty block has no lines; newlines alone are empty lines") {
     CHECK(keys("\n\nx") == (Keys{"", "", "x"}));
 }
 
-TEST("a carriage return is stripped only before a newline") {
-    CHECK(keys("a\r") == (Keys{"a\r"}));
+TEST("a carriage return is stripped before a newline and at the end of the last line, else it is content") {
     CHECK(keys("a\rb\n") == (Keys{"a\rb"}));
     CHECK(keys("a\r\r\n") == (Keys{"a\r"}));
+    CHECK(keys("\ra\n") == (Keys{"\ra"}));
+    CHECK(keys("a\r") == (Keys{"a"}));
+    CHECK(keys("a\r\r") == (Keys{"a\r"}));
+    CHECK(keys("\r") == (Keys{""}));
+}
+
+TEST("a last line ending in a carriage return is the same key as with CRLF: splitting is idempotent") {
+    CHECK(keys("k\r\nk\r") == (Keys{"k", "k"}));
+    const std::string block = "x\r";
+    LineSpans s;
+    split_lines(reinterpret_cast<const unsigned char*>(block.data()), block.size(), &s);
+    CHECK_EQ(s.end_with_newline(0, block.size()), std::uint64_t{2});  // the '\r' is still written back
 }
 
 TEST("end_with_newline covers each line's ending, so lines can be written back unchanged") {

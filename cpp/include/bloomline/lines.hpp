@@ -1,8 +1,11 @@
 // Lines of a block of text as keys: what `bloomline dedup/build/query` and
 // add_lines/contains_lines take. A line ends at '\n'; a '\r' just before it
-// is not part of the key (CRLF and LF lines compare equal); the block's last
-// line may lack its '\n'. The key is the line's bytes, as the key rules
-// say for bytes: a line and the same bytes passed to add() are one key.
+// is part of the ending, not of the key (CRLF and LF lines compare equal).
+// The block's last line may lack its '\n'; a '\r' at its end is still its
+// ending, so "k\r" and "k\r\n" are one key (deduplicating output again
+// changes nothing). Any other '\r' is content. The key is the line's bytes,
+// as the key rules say for bytes: a line and those bytes passed to add()
+// are one key.
 //
 // Why here, in C++: a line becomes a key without becoming a Python object;
 // the splitting (memchr) and hashing run with the GIL released.
@@ -17,8 +20,8 @@
 
 namespace bloomline {
 
-// Where each line of p[0, n) starts, and where its key ends (before "\n" or
-// "\r\n"). An empty block has no lines.
+// Where each line of p[0, n) starts, and where its key ends (before "\n",
+// "\r\n", or a last line's final "\r"). An empty block has no lines.
 struct LineSpans {
     std::vector<std::uint64_t> begin;
     std::vector<std::uint64_t> end;
@@ -37,7 +40,7 @@ inline void split_lines(const unsigned char* p, std::size_t n, LineSpans* out) {
         const void* nl = std::memchr(p + pos, '\n', n - pos);
         const std::size_t stop = nl ? static_cast<std::size_t>(static_cast<const unsigned char*>(nl) - p) : n;
         std::size_t end = stop;
-        if (nl && end > pos && p[end - 1] == '\r') --end;
+        if (end > pos && p[end - 1] == '\r') --end;  // before '\n', or ending the last line
         out->begin.push_back(pos);
         out->end.push_back(end);
         pos = nl ? stop + 1 : n;
