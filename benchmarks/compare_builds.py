@@ -50,6 +50,12 @@ t("counting contains_many uint64", lambda: cf.contains_many(ints[: n // 10]))
 bf = BloomFilter(n, 0.01)
 t("blocked add_many uint64, threads=2", lambda: bf.add_many(ints, threads=2))
 t("blocked contains_many uint64, threads=2", lambda: bf.contains_many(ints, threads=2))
+# Exports of a filter 10x the keys (a snapshot since the exports round).
+import os, tempfile
+big.add_many(ints)
+t("to_bytes, 10x filter", lambda: big.to_bytes())
+with tempfile.TemporaryDirectory() as d:
+    t("save, 10x filter", lambda: big.save(os.path.join(d, "f.blf")))
 print(json.dumps(r))
 """
 

@@ -35,7 +35,18 @@
 // failover to a replica that missed it, a slot moved) is safe already (the
 // re-send answers '?'). A key with a TTL per answer cost the server more
 // than the add itself (9.2 us against HAS's 2.7 us a command). Replicas
-// run each add too (ReplicateVerbatim) and keep their own answers.
+// run each add too (ReplicateVerbatim) and keep their own answers. Their
+// invariants:
+//  - an answer never outlives the dataset it describes: a FLUSHALL and a
+//    load (a restart's RDB or AOF, a replica's full sync) forget them all,
+//    and a command replayed from an AOF keeps none (a promotion keeps
+//    them: the promoted replica's data is the one they describe);
+//  - a command that comes from the primary (over the replication link) is
+//    applied, never answered from memory: the primary decided it;
+//  - their memory is Redis's (RedisModule_Alloc), so it counts in
+//    used_memory, maxmemory refuses adds (deny-oom) when it is full, and
+//    INFO bloomline shows it; expired answers are freed in the order they
+//    expire, whatever order they were kept in.
 //
 // A key of a filter that should exist and does not (evicted, expired,
 // deleted) is "-MISSING <name>", never made anew: a fresh shard would
@@ -57,8 +68,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
+#include <functional>
+#include <map>
+#include <new>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -76,6 +90,16 @@ constexpr int kOk = 0, kErr = 1, kApiVersion1 = 1;
 constexpr int kRead = 1 << 0, kWrite = 1 << 1;
 constexpr int kKeyTypeEmpty = 0, kKeyTypeString = 1;
 constexpr long long kMaxTtlMs = 86'400'000;  // a day: the client's bound on answer_ttl_ms
+
+struct InfoCtx;
+struct Event {
+    std::uint64_t id, version;
+};
+using EventFunc = void (*)(Ctx*, Event, std::uint64_t, void*);
+using InfoFunc = void (*)(InfoCtx*, int);
+constexpr Event kFlushDb{2, 1}, kLoading{3, 1}, kCronLoop{8, 1};
+constexpr std::uint64_t kLoadingEnded = 3, kFlushStart = 0;
+constexpr int kCtxReplicated = 1 << 12, kCtxLoading = 1 << 13;
 
 // The API functions this module uses, fetched by name at load.
 int (*GetApi)(const char*, void*);
@@ -96,6 +120,13 @@ int (*StringTruncate)(Key*, std::size_t);
 int (*ReplicateVerbatim)(Ctx*);
 int (*StringToLongLong)(const Str*, long long*);
 long long (*Milliseconds)();
+int (*GetContextFlags)(Ctx*);
+void* (*Alloc)(std::size_t);
+void (*Free)(void*);
+int (*SubscribeToServerEvent)(Ctx*, Event, EventFunc);
+int (*RegisterInfoFunc)(Ctx*, InfoFunc);
+int (*InfoAddSection)(InfoCtx*, const char*);
+int (*InfoAddFieldLongLong)(InfoCtx*, const char*, long long);
 
 template <class F>
 bool api(const char* name, F* fn) {
@@ -162,26 +193,93 @@ bool read_count(Ctx* ctx, Str* name, long long* value) {
     return read_integer(ctx, key, name, value);
 }
 
-// Answers kept for re-sends: by name, and in the order they were kept
-// (each add drops the few at the front that expired; an answer kept for
-// less time than those before it waits for them, and is refused on replay
-// once expired), so the store is about as large as the answers alive.
+// Answers kept for re-sends (see the top): by name, and by expiry time.
+// Their memory is Redis's: allocated through RedisModule_Alloc, counted in
+// kept_bytes for INFO.
+std::size_t kept_bytes = 0;
+
+template <class T>
+struct RedisAllocator {
+    using value_type = T;
+    RedisAllocator() = default;
+    template <class U>
+    RedisAllocator(const RedisAllocator<U>&) {}  // NOLINT: rebinding, as the standard containers do
+    T* allocate(std::size_t n) {
+        void* p = Alloc(n * sizeof(T));
+        if (p == nullptr) throw std::bad_alloc();
+        kept_bytes += n * sizeof(T);
+        return static_cast<T*>(p);
+    }
+    void deallocate(T* p, std::size_t n) {
+        kept_bytes -= n * sizeof(T);
+        Free(p);
+    }
+    template <class U>
+    bool operator==(const RedisAllocator<U>&) const { return true; }
+    template <class U>
+    bool operator!=(const RedisAllocator<U>&) const { return false; }
+};
+
+using KeptString = std::basic_string<char, std::char_traits<char>, RedisAllocator<char>>;
 struct Kept {
-    std::string answer;
+    KeptString answer;
     long long expires_ms;
 };
-std::unordered_map<std::string, Kept> kept_answers;
-std::deque<std::pair<long long, std::string>> kept_order;
+struct KeptHash {
+    std::size_t operator()(const KeptString& s) const { return std::hash<std::string_view>()({s.data(), s.size()}); }
+};
+std::unordered_map<KeptString, Kept, KeptHash, std::equal_to<KeptString>,
+                   RedisAllocator<std::pair<const KeptString, Kept>>>
+    kept_answers;
+std::multimap<long long, KeptString, std::less<long long>, RedisAllocator<std::pair<const long long, KeptString>>>
+    kept_expiry;
 
-void keep_answer(std::string name, const std::string& answer, long long ttl_ms) {
-    const long long now = Milliseconds();
-    for (int i = 0; i < 4 && !kept_order.empty() && kept_order.front().first <= now; ++i) {
-        const auto found = kept_answers.find(kept_order.front().second);
-        if (found != kept_answers.end() && found->second.expires_ms <= now) kept_answers.erase(found);
-        kept_order.pop_front();
+// Free answers that expired, soonest first, at most `limit` of them.
+void drop_expired(long long now, std::size_t limit) {
+    for (std::size_t i = 0; i < limit && !kept_expiry.empty() && kept_expiry.begin()->first <= now; ++i) {
+        const auto first = kept_expiry.begin();
+        const auto found = kept_answers.find(first->second);
+        if (found != kept_answers.end() && found->second.expires_ms == first->first) kept_answers.erase(found);
+        kept_expiry.erase(first);
     }
-    kept_order.emplace_back(now + ttl_ms, name);
-    kept_answers[std::move(name)] = Kept{answer, now + ttl_ms};
+}
+
+void forget_answers() {
+    kept_answers.clear();
+    kept_expiry.clear();
+    decltype(kept_answers)().swap(kept_answers);  // its buckets too
+}
+
+void keep_answer(Ctx* ctx, const std::string& name, const std::string& answer, long long ttl_ms) {
+    // A command replayed from an AOF at load: its first send is long past,
+    // and the answer would come back with a fresh TTL.
+    if (GetContextFlags(ctx) & kCtxLoading) return;
+    const long long now = Milliseconds();
+    drop_expired(now, 64);
+    KeptString key(name.data(), name.size());
+    const auto found = kept_answers.find(key);
+    if (found != kept_answers.end()) {  // the same name kept again (a replica's replay): one entry
+        found->second = Kept{KeptString(answer.data(), answer.size()), now + ttl_ms};
+    } else {
+        kept_answers.emplace(key, Kept{KeptString(answer.data(), answer.size()), now + ttl_ms});
+    }
+    kept_expiry.emplace(now + ttl_ms, std::move(key));
+}
+
+// Forget every answer when the dataset they describe is replaced.
+void on_dataset_event(Ctx*, Event e, std::uint64_t sub, void*) {
+    if (e.id == kLoading.id && sub == kLoadingEnded) return;  // forgotten at the start already
+    if (e.id == kFlushDb.id && sub != kFlushStart) return;
+    forget_answers();
+}
+
+// The server's cron (hz times a second): expired answers go even while no add comes.
+void on_cron(Ctx*, Event, std::uint64_t, void*) { drop_expired(Milliseconds(), 10'000); }
+
+void info(InfoCtx* ctx, int) {
+    InfoAddSection(ctx, "kept");
+    InfoAddFieldLongLong(ctx, "answers", static_cast<long long>(kept_answers.size()));
+    InfoAddFieldLongLong(ctx, "bytes", static_cast<long long>(kept_bytes));
 }
 
 // A filter's count of new keys (a decimal string), opened once for the
@@ -202,17 +300,19 @@ struct Count {
     }
 };
 
-int reply_answer(Ctx* ctx, const std::string& answer, long long count) {
+int reply_answer(Ctx* ctx, std::string_view answer, long long count) {
     ReplyWithArray(ctx, 2);
     ReplyWithStringBuffer(ctx, answer.data(), answer.size());
     return ReplyWithLongLong(ctx, count);
 }
 
-// A batch already done: its kept answer, with the count as it is now.
+// A batch already done: its kept answer, with the count as it is now. A
+// command from the primary is never answered from memory: it is applied.
 bool replay(Ctx* ctx, const std::string& answer_name, const Count& count) {
-    const auto found = kept_answers.find(answer_name);
+    if (GetContextFlags(ctx) & kCtxReplicated) return false;
+    const auto found = kept_answers.find(KeptString(answer_name.data(), answer_name.size()));
     if (found == kept_answers.end() || found->second.expires_ms <= Milliseconds()) return false;
-    reply_answer(ctx, found->second.answer, count.value);
+    reply_answer(ctx, {found->second.answer.data(), found->second.answer.size()}, count.value);
     return true;
 }
 
@@ -269,7 +369,7 @@ int cmd_add(Ctx* ctx, Str** argv, int argc) {
     std::uint64_t news = 0;
     if (!apply_to_shard(ctx, shard, blob, blob_len, mode, ~std::uint64_t{0}, &answer, &processed, &news)) return kOk;
     count.add(static_cast<long long>(news));
-    keep_answer(std::move(answer_name), answer, ttl);
+    keep_answer(ctx, answer_name, answer, ttl);
     ReplicateVerbatim(ctx);
     return reply_answer(ctx, answer, count.value);
 }
@@ -321,7 +421,7 @@ int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
     }
     if (answer.empty()) return reply_answer(ctx, answer, count.value);  // a full stage: nothing changed
     count.add(static_cast<long long>(news));
-    keep_answer(std::move(answer_name), answer, ttl);
+    keep_answer(ctx, answer_name, answer, ttl);
     ReplicateVerbatim(ctx);
     return reply_answer(ctx, answer, count.value);
 }
@@ -355,7 +455,9 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
                     api("RedisModule_StringTruncate", &StringTruncate) &&
                     api("RedisModule_ReplicateVerbatim", &ReplicateVerbatim) &&
                     api("RedisModule_StringToLongLong", &StringToLongLong) &&
-                    api("RedisModule_Milliseconds", &Milliseconds);
+                    api("RedisModule_Milliseconds", &Milliseconds) &&
+                    api("RedisModule_GetContextFlags", &GetContextFlags) && api("RedisModule_Alloc", &Alloc) &&
+                    api("RedisModule_Free", &Free) && api("RedisModule_SubscribeToServerEvent", &SubscribeToServerEvent);
     if (!ok) return kErr;
     if (api("RedisModule_IsModuleNameBusy", &IsModuleNameBusy) && IsModuleNameBusy("bloomline")) return kErr;
     SetModuleAttribs(ctx, "bloomline", 2, kApiVersion1);
@@ -365,5 +467,11 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
     if (CreateCommand(ctx, "bloomline.add", cmd_add, "write deny-oom", 1, 3, 1) != kOk) return kErr;
     if (CreateCommand(ctx, "bloomline.cadd", cmd_chain_add, "write deny-oom", 1, -6, 1) != kOk) return kErr;
     if (CreateCommand(ctx, "bloomline.has", cmd_has, "readonly fast", 1, 1, 1) != kOk) return kErr;
+    for (const Event& e : {kFlushDb, kLoading})
+        if (SubscribeToServerEvent(ctx, e, on_dataset_event) != kOk) return kErr;
+    if (SubscribeToServerEvent(ctx, kCronLoop, on_cron) != kOk) return kErr;
+    if (api("RedisModule_RegisterInfoFunc", &RegisterInfoFunc) && api("RedisModule_InfoAddSection", &InfoAddSection) &&
+        api("RedisModule_InfoAddFieldLongLong", &InfoAddFieldLongLong))
+        RegisterInfoFunc(ctx, info);
     return kOk;
 }

@@ -1,0 +1,164 @@
+"""bloomline's Redis module at the command level, against real servers:
+kept answers never outlive the dataset they describe (a replica's full
+sync, FLUSHALL, an AOF reload), a command from the primary is applied and
+never answered from memory, and the answers' memory is Redis's own
+(used_memory, maxmemory, INFO) and freed as each expires.
+
+The commands are sent by hand (docs/FORMAT.md, "Positions"), so each case
+controls exactly which server saw which batch.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bloomline import _core
+
+from conftest import RedisServer, module_args
+
+redis = pytest.importorskip("redis")
+
+NUM_BITS = 1 << 16
+K = 7
+
+
+def positions(keys: Any) -> bytes:
+    """The positions blob of a batch in a one-shard filter of NUM_BITS bits."""
+    shards, _, _, bodies, _ = _core.redis_batch(keys, NUM_BITS, K)
+    assert list(shards) == [0]
+    body = bytes(bodies[0])
+    return body.split(b"\r\n", 1)[1][:-2]  # the RESP bulk string's bytes
+
+
+def client(server: RedisServer) -> Any:
+    return redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=30)
+
+
+def make_filter(r: Any) -> None:
+    r.set("s", bytes(NUM_BITS // 8))
+    r.set("c", 0)
+
+
+def add(r: Any, blob: bytes, answer: str, mode: str = "F", ttl_ms: int = 60_000) -> Any:
+    return r.execute_command("BLOOMLINE.ADD", "s", "c", answer, ttl_ms, mode, blob)
+
+
+def kept(r: Any) -> dict[str, int]:
+    info = r.info("bloomline_kept")
+    return {k.removeprefix("bloomline_"): int(v) for k, v in info.items()}
+
+
+def wait_until(what: Any, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if what():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Any:
+    s = RedisServer(tmp_path, *module_args("module"))
+    yield s
+    s.stop()
+
+
+def test_an_old_primary_rejoining_by_full_sync_applies_the_resend_instead_of_its_stale_answer(tmp_path: Path) -> None:
+    # A batch reaches primary A and is applied, but its reply and its
+    # replication are lost; B (which never saw it) is promoted; A rejoins
+    # as B's replica by a full sync. The client's re-send reaches B and is
+    # replicated to A, which must apply it: both end with the same bits.
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_dir.mkdir()
+    b_dir.mkdir()
+    a, b = RedisServer(a_dir, *module_args("module")), RedisServer(b_dir, *module_args("module"))
+    try:
+        ra, rb = client(a), client(b)
+        for r in (ra, rb):
+            make_filter(r)
+        blob = positions(np.arange(1000, dtype=np.uint64))
+        first = add(ra, blob, "batch-1")
+        assert first[0] == b"1" * 1000
+        ra.execute_command("REPLICAOF", "127.0.0.1", b.port)
+        wait_until(lambda: ra.info("replication")["master_link_status"] == "up" and ra.get("s") == rb.get("s"))
+        assert kept(ra)["answers"] == 0  # the full sync replaced the dataset the answer described
+        again = add(rb, blob, "batch-1", mode="R")
+        assert again[0] == b"1" * 1000  # B never saw the batch: every key is new there
+        assert rb.execute_command("WAIT", 1, 10_000) == 1
+        wait_until(lambda: ra.info("replication")["master_repl_offset"] == rb.info("replication")["master_repl_offset"])
+        assert ra.get("s") == rb.get("s"), "the replica diverged from its primary"
+        assert ra.bitcount("s") == rb.bitcount("s") > 0
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_flushall_forgets_kept_answers(server: RedisServer) -> None:
+    r = client(server)
+    make_filter(r)
+    blob = positions(np.arange(500, dtype=np.uint64))
+    assert add(r, blob, "b")[0] == b"1" * 500
+    r.flushall()
+    assert kept(r)["answers"] == 0
+    make_filter(r)
+    # The re-send is applied to the new dataset (never answered "new" from
+    # memory while its bits stay unset): its keys are then present.
+    assert add(r, blob, "b", mode="R")[0] == b"1" * 500
+    assert r.execute_command("BLOOMLINE.HAS", "s", blob) == b"1" * 500
+
+
+def test_an_aof_reload_does_not_bring_answers_back(tmp_path: Path) -> None:
+    s = RedisServer(tmp_path, *module_args("module"), "--appendonly", "yes", "--appendfsync", "always")
+    try:
+        r = client(s)
+        make_filter(r)
+        blob = positions(np.arange(300, dtype=np.uint64))
+        assert add(r, blob, "b")[0] == b"1" * 300
+        assert kept(r)["answers"] == 1
+        r.execute_command("DEBUG", "LOADAOF")
+        assert kept(r)["answers"] == 0
+        # The batch's first send is long gone: a re-send finds its keys present
+        # and cannot know whether it set them ('?'), never a replayed "new".
+        assert add(r, blob, "b", mode="R")[0] == b"?" * 300
+    finally:
+        s.stop()
+
+
+def test_kept_answers_count_in_used_memory_and_maxmemory_refuses_adds(server: RedisServer) -> None:
+    r = client(server)
+    make_filter(r)
+    base = r.info("memory")["used_memory"]
+    r.config_set("maxmemory", base + 4_000_000)
+    r.config_set("maxmemory-policy", "noeviction")
+    blob = positions(np.arange(1, dtype=np.uint64))
+    refused_at = None
+    for i in range(200_000):
+        try:
+            add(r, blob, f"answer-{i:08d}-" + "x" * 40, ttl_ms=86_400_000)
+        except redis.exceptions.OutOfMemoryError:
+            refused_at = i
+            break
+    assert refused_at is not None, "200,000 kept answers and maxmemory never refused an add"
+    info = kept(r)
+    assert info["answers"] == refused_at and info["bytes"] > 2_000_000
+    assert r.info("memory")["used_memory"] - base >= info["bytes"]
+
+
+def test_expired_answers_are_freed_whatever_order_they_were_kept_in(server: RedisServer) -> None:
+    r = client(server)
+    make_filter(r)
+    blob = positions(np.arange(1, dtype=np.uint64))
+    add(r, blob, "long", ttl_ms=86_400_000)  # one long-lived answer first ...
+    with r.pipeline(transaction=False) as p:
+        for i in range(20_000):  # ... then many short ones behind it
+            p.execute_command("BLOOMLINE.ADD", "s", "c", f"short-{i}", 50, "F", blob)
+        p.execute()
+    assert kept(r)["answers"] == 20_001
+    # Freed by the server's cron while no add comes, not only at the queue's front.
+    wait_until(lambda: kept(r)["answers"] == 1, seconds=10)
