@@ -101,6 +101,57 @@ constexpr Event kFlushDb{2, 1}, kLoading{3, 1}, kCronLoop{8, 1};
 constexpr std::uint64_t kLoadingEnded = 3, kFlushStart = 0;
 constexpr int kCtxReplicated = 1 << 12, kCtxLoading = 1 << 13;
 
+// Command metadata (Redis 7.0+): key specs, so that ACL key permissions
+// see reads as reads; laid out as the documented structs.
+struct Command;
+struct KeySpec {
+    const char* notes;
+    std::uint64_t flags;
+    int begin_search_type;
+    union {
+        struct {
+            int pos;
+        } index;
+        struct {
+            const char* keyword;
+            int startfrom;
+        } keyword;
+    } bs;
+    int find_keys_type;
+    union {
+        struct {
+            int lastkey, keystep, limit;
+        } range;
+        struct {
+            int keynumidx, firstkey, keystep;
+        } keynum;
+    } fk;
+};
+struct CommandArgV1 {  // only its size is read (no args are declared)
+    const char* name;
+    int type, key_spec_index;
+    const char *token, *summary, *since;
+    int flags;
+    const char* deprecated_since;
+    void* subargs;
+};
+struct InfoVersion {
+    int version;
+    std::size_t sizeof_historyentry, sizeof_keyspec, sizeof_arg;
+};
+struct CommandInfo {
+    const InfoVersion* version;
+    const char *summary, *complexity, *since;
+    void* history;
+    const char* tips;
+    int arity;
+    KeySpec* key_specs;
+    void* args;
+};
+constexpr std::uint64_t kKeyRo = 1 << 0, kKeyRw = 1 << 1, kKeyAccess = 1 << 4, kKeyUpdate = 1 << 5,
+                        kKeyNotKey = 1 << 8;
+constexpr int kSearchIndex = 2, kFindRange = 2;
+
 // The API functions this module uses, fetched by name at load.
 int (*GetApi)(const char*, void*);
 int (*CreateCommand)(Ctx*, const char*, CmdFunc, const char*, int, int, int);
@@ -127,6 +178,9 @@ int (*SubscribeToServerEvent)(Ctx*, Event, EventFunc);
 int (*RegisterInfoFunc)(Ctx*, InfoFunc);
 int (*InfoAddSection)(InfoCtx*, const char*);
 int (*InfoAddFieldLongLong)(InfoCtx*, const char*, long long);
+Command* (*GetCommand)(Ctx*, const char*);
+int (*SetCommandInfo)(Command*, const CommandInfo*);
+int (*SetCommandACLCategories)(Command*, const char*);
 
 template <class F>
 bool api(const char* name, F* fn) {
@@ -439,6 +493,54 @@ int cmd_has(Ctx* ctx, Str** argv, int argc) {
     return ReplyWithStringBuffer(ctx, answer.data(), answer.size());
 }
 
+// One key spec: keys from argument `first` to `last` (last < 0: counted
+// from the end, as Redis takes it), with these access flags.
+KeySpec key_range(int first, int last, std::uint64_t flags) {
+    KeySpec k{};
+    k.flags = flags;
+    k.begin_search_type = kSearchIndex;
+    k.bs.index.pos = first;
+    k.find_keys_type = kFindRange;
+    k.fk.range.lastkey = last < 0 ? last : last - first;
+    k.fk.range.keystep = 1;
+    return k;
+}
+
+// Key specs and ACL categories where the server has the API (key specs
+// from 7.0, categories from 7.2): ACL users see HAS as a read of its shard
+// (a user with %R~ key access may look up) and the adds as writes, and
+// "-@write" denies the adds. The answer argument is no key (kept in the
+// module's memory) but is routed as one: NOT_KEY.
+bool describe_commands(Ctx* ctx) {
+    if (!api("RedisModule_GetCommand", &GetCommand) || !api("RedisModule_SetCommandInfo", &SetCommandInfo))
+        return true;  // before 7.0: the (first, last, step) triplets only
+    static const InfoVersion version{1, 2 * sizeof(const char*), sizeof(KeySpec), sizeof(CommandArgV1)};
+    static KeySpec add[] = {key_range(1, 2, kKeyRw | kKeyAccess | kKeyUpdate), key_range(3, 3, kKeyRo | kKeyNotKey), {}};
+    static KeySpec cadd[] = {key_range(1, 1, kKeyRo | kKeyAccess), key_range(2, 2, kKeyRw | kKeyAccess | kKeyUpdate),
+                             key_range(3, 3, kKeyRo | kKeyNotKey), key_range(4, -6, kKeyRw | kKeyAccess | kKeyUpdate), {}};
+    static KeySpec has[] = {key_range(1, 1, kKeyRo | kKeyAccess), {}};
+    struct Described {
+        const char* name;
+        int arity;
+        KeySpec* specs;
+        const char* categories;
+    };
+    const Described commands[] = {{"bloomline.add", 7, add, "write"},
+                                  {"bloomline.cadd", -10, cadd, "write"},
+                                  {"bloomline.has", 3, has, "read fast"}};
+    const bool categories = api("RedisModule_SetCommandACLCategories", &SetCommandACLCategories);
+    for (const Described& d : commands) {
+        Command* cmd = GetCommand(ctx, d.name);
+        CommandInfo info{};
+        info.version = &version;
+        info.arity = d.arity;
+        info.key_specs = d.specs;
+        if (cmd == nullptr || SetCommandInfo(cmd, &info) != kOk) return false;
+        if (categories && SetCommandACLCategories(cmd, d.categories) != kOk) return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ctx, Str**, int) {
@@ -467,6 +569,7 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
     if (CreateCommand(ctx, "bloomline.add", cmd_add, "write deny-oom", 1, 3, 1) != kOk) return kErr;
     if (CreateCommand(ctx, "bloomline.cadd", cmd_chain_add, "write deny-oom", 1, -6, 1) != kOk) return kErr;
     if (CreateCommand(ctx, "bloomline.has", cmd_has, "readonly fast", 1, 1, 1) != kOk) return kErr;
+    if (!describe_commands(ctx)) return kErr;
     for (const Event& e : {kFlushDb, kLoading})
         if (SubscribeToServerEvent(ctx, e, on_dataset_event) != kOk) return kErr;
     if (SubscribeToServerEvent(ctx, kCronLoop, on_cron) != kOk) return kErr;
