@@ -10,12 +10,14 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import bloomline
 from bloomline import BloomFilter, optimal_params
 
 pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
@@ -371,3 +373,15 @@ def test_buffer_protocol_is_zero_copy_and_read_only(layout: str) -> None:
         view[0] = 1
     del bf  # the view keeps the memory alive
     assert arr.sum() > 0
+
+
+@pytest.mark.parametrize("cls", [bloomline.BloomFilter, bloomline.CountingBloomFilter])
+def test_init_run_again_on_a_filter_is_refused_not_ignored(cls: Any) -> None:
+    f = cls(1000, 0.01)
+    f.add("kept")
+    with pytest.raises(TypeError, match=r"__init__ was called on a filter that is already initialised"):
+        f.__init__(5000, 0.1)
+    assert f.capacity == 1000 and "kept" in f
+    fresh = cls.__new__(cls)
+    fresh.__init__(100)  # a first __init__ on a bare object still works
+    assert fresh.capacity == 100

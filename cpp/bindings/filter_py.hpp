@@ -277,6 +277,25 @@ int checked_getbuffer(PyObject* self, Py_buffer* view, int flags) {
     return bound_getbuffer<T>()(self, view, flags);
 }
 
+// pybind11 ignores a second __init__ on an initialised object in silence;
+// a filter says so instead (a re-run __init__ that changed nothing would
+// leave the caller believing it had a new, empty filter).
+template <class T>
+void refuse_second_init(py::class_<Handle<T>>& cls) {
+    py::object init = cls.attr("__init__");
+    const std::string kind = py::str(cls.attr("__name__"));
+    cls.attr("__init__") = py::cpp_function(
+        [init, kind](py::handle self, py::args args, py::kwargs kwargs) {
+            if (reinterpret_cast<py::detail::instance*>(self.ptr())->get_value_and_holder().holder_constructed())
+                throw py::type_error(kind + ".__init__ was called on a filter that is already initialised: make a new "
+                                            "filter (or clear() this one)");
+            init(self, *args, **kwargs);
+        },
+        // Not named "__init__": pybind11 treats a function of that name as a
+        // constructor, and would skip it for an initialised object too.
+        py::is_method(cls), py::name("init"), py::doc(py::str(init.attr("__doc__")).cast<std::string>().c_str()));
+}
+
 template <class T>
 void install_fast_paths(py::class_<Handle<T>>& cls, const char* add_doc) {
     static PyMethodDef def = {"add", fast_add<T>, METH_O, add_doc};
@@ -638,6 +657,7 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
     def_set_operator(cls, "__and__", "__iand__", [](T& r, const T& o) { r.intersect_with(o); });
     cls.attr("__hash__") = py::none();
     cls.attr("__module__") = "bloomline";
+    refuse_second_init(cls);
     install_fast_paths(cls, add_doc);
 }
 
