@@ -919,3 +919,24 @@ def test_the_capacity_warning_comes_past_capacity_and_names_where_it_came_from(t
     assert err.count("\n") == 1 and "CapacityWarning" not in err, err  # one line, not Python's warning as well
     assert f"more than its capacity of 100 (from the filter in {state}); " in err
     assert err.endswith("A new state file with a larger --capacity holds more.\n")
+
+
+def test_state_or_out_through_a_symlink_to_a_file_mapped_for_writing_is_refused(tmp_path: Path) -> None:
+    # The link is followed: the file it leads to is checked (another handle
+    # maps it "r+"), and that handle's file is never written in place.
+    target = tmp_path / "shared.blf"
+    BloomFilter(1000, 0.01).save(target)
+    link = tmp_path / "link.blf"
+    link.symlink_to(target)
+    (tmp_path / "in").write_bytes(b"a\nb\n")
+    with BloomFilter.open(target, "r+") as shared:
+        shared.add("mine")
+        for args in (("dedup", "-q", "--state", str(link), str(tmp_path / "in")),
+                     ("build", str(link), str(tmp_path / "in"))):
+            r = run(*args)
+            assert r.returncode != 0, args
+            assert b"open for writing through a map" in r.stderr, (args, r.stderr)
+        shared.add("still mine")
+    loaded = BloomFilter.load(target)
+    assert "mine" in loaded and "still mine" in loaded and "a" not in loaded
+    assert link.is_symlink()
