@@ -166,11 +166,11 @@ def test_expired_answers_are_freed_whatever_order_they_were_kept_in(server: Redi
     add(r, blob, "long", ttl_ms=86_400_000)  # one long-lived answer first ...
     with r.pipeline(transaction=False) as p:
         for i in range(20_000):  # ... then many short ones behind it
-            p.execute_command("BLOOMLINE.ADD", "s", "c", f"short-{i}", 50, "F", blob)
+            p.execute_command("BLOOMLINE.ADD", "s", "c", f"short-{i}", 2000, "F", blob)
         p.execute()
-    assert kept(r)["answers"] == 20_001
+    assert kept(r)["answers"] > 10_000  # (some may be gone already on a slow machine)
     # Freed by the server's cron while no add comes, not only at the queue's front.
-    wait_until(lambda: kept(r)["answers"] == 1, seconds=10)
+    wait_until(lambda: kept(r)["answers"] == 1, seconds=15)
 
 
 def test_acl_key_permissions_see_a_lookup_as_a_read_and_an_add_as_a_write(server: RedisServer) -> None:

@@ -569,13 +569,23 @@ def _refuse_same_file(command: str, outputs: Sequence[tuple[str, str]], inputs: 
 
 
 def _saved_atomically(path: str) -> bool:
-    """A regular file or a new path is saved atomically; anything else --
-    '-' for stdout, a symlink such as /dev/stdout, a pipe, a device -- is
-    written straight through, never replaced by a rename."""
+    """A regular file or a new path is saved atomically, through any
+    symlinks to it (the core follows them and replaces the file they lead
+    to, with its refusals: mapped for writing elsewhere, read-only).
+    Anything else -- '-' for stdout, a pipe, a device, and a path through
+    /dev or /proc such as /dev/stdout (an open file of this process, which a
+    rename would not reach) -- is written straight through."""
     if path == "-":
         return False
+    at = path
+    for _ in range(40):
+        if at.startswith(("/dev/", "/proc/")):
+            return False
+        if not os.path.islink(at):
+            break
+        at = os.path.join(os.path.dirname(at), os.readlink(at))
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
+        return stat.S_ISREG(os.stat(path).st_mode)
     except FileNotFoundError:
         return True
 
