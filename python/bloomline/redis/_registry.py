@@ -53,20 +53,22 @@ def replicas_without_module(client: Any) -> list[str]:
             continue
         if not role or role[0] not in (b"master", "master"):
             continue
-        kwargs = dict(primary.connection_pool.connection_kwargs)
+        pool = primary.connection_pool
+        kwargs = dict(pool.connection_kwargs)
         for entry in role[2] or []:
             host = entry[0].decode() if isinstance(entry[0], bytes) else str(entry[0])
             port = int(entry[1])
             # Briefly: a replica behind NAT, or elsewhere, cannot hold up an attach.
-            replica = _redis.Redis(**dict(kwargs, host=host, port=port, socket_timeout=1.0,
-                                          socket_connect_timeout=1.0, retry_on_timeout=False))
+            replica = _redis.Redis(connection_pool=type(pool)(
+                connection_class=pool.connection_class,
+                **dict(kwargs, host=host, port=port, socket_timeout=1.0, socket_connect_timeout=1.0)))
             try:
                 if not _has_module(replica):
                     lacking.append(f"{host}:{port}")
             except _redis.RedisError:  # unreachable, or MODULE LIST refused: not known
                 pass
             finally:
-                replica.close()
+                replica.connection_pool.disconnect()
     _replica_checks[client] = lacking
     return lacking
 
