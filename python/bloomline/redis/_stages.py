@@ -25,11 +25,12 @@ import numpy.typing as npt
 import redis as _redis
 
 from ..scalable import StaleChain
-from ._backend import NEW, NOT_TAKEN, Prepared, StageGuard, gone, run_adds, run_lookups
+from ._backend import NEW, NOT_TAKEN, Prepared, StageGuard, gone, replicated, run_adds, run_lookups
 from ._filter import RedisBloomFilter
 from ._meta import META_VERSION, keys_of, plan
 from ._names import batch_ids, client_of, tag_of_chain
-from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code
+from ._registry import new_backend
+from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Script, Sender, _error_code
 
 if TYPE_CHECKING:
     from .._core import Layout
@@ -98,14 +99,21 @@ class RedisStages:
     Keys (one hash tag): ``{key}:stages`` (how many), stage i a filter at
     ``{key}:s{i}`` (its meta and shards), its count of new keys at
     ``{key}:s{i}:count``. Backend 'bf' grows by itself and keeps no stages.
+    The chain's backend is recorded with its first stage and binds every
+    later one (as a RedisBloomFilter's). ``wait_replicas`` and
+    ``wait_timeout_ms``: WAIT after each stage add, as RedisBloomFilter's
+    (NotDurable when too few replicas acknowledged).
     """
 
     shared = True
 
     def __init__(self, redis: Any, key: str, *, backend: str = "auto", retries: int = DEFAULT_RETRIES,
-                 answer_ttl_ms: Optional[int] = None) -> None:
+                 answer_ttl_ms: Optional[int] = None, wait_replicas: int = 0,
+                 wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS) -> None:
         if not isinstance(key, str) or not key:
             raise ValueError(f"key must be a non-empty str, got {key!r}")
+        if backend not in ("auto", "module", "plain", "bf"):
+            raise ValueError(f"backend must be one of 'auto', 'module', 'plain', got {backend!r}")
         if backend == "bf":
             raise ValueError("backend 'bf' grows by itself (BF.RESERVE ... EXPANSION): use a RedisBloomFilter, not "
                              "a chain's stages")
@@ -114,7 +122,8 @@ class RedisStages:
         self._what = f"the chain at {key!r}"
         self._base = tag_of_chain(key)
         self._backend = backend
-        self._sender = Sender(self._r, retries=retries, answer_ttl_ms=answer_ttl_ms)
+        self._sender = Sender(self._r, retries=retries, answer_ttl_ms=answer_ttl_ms, wait_replicas=wait_replicas,
+                              wait_timeout_ms=wait_timeout_ms)
         self._policy: Optional[str] = None
         self._stages: list[RedisBloomFilter] = []  # attached so far (a chain only grows)
         self._chain: dict[str, Any] = {}  # its parameters (attach_chain)
@@ -207,9 +216,11 @@ class RedisStages:
         """Make stage `index` unless it is made (idempotent), and attach it."""
         name = self._stage_key(index)
         meta = plan(capacity, error_rate, layout, seed, 1 if capacity * 64 < 2**31 else None, 2**31, "stage")
+        # A new stage takes the chain's backend (its first stage's): a chain never switches.
+        meta["backend"] = self._stages[0].backend if self._stages else new_backend(self._backend, self._r)
         keys = keys_of(name, meta)
         fields = [x for kv in dict(meta, version=META_VERSION, state="ready").items() for x in kv]
-        chain = [x for kv in dict(self._chain, version=1).items() for x in kv]
+        chain = [x for kv in dict(self._chain, version=1, backend=meta["backend"]).items() for x in kv]
         try:
             self._sender.script(_GROW, [self.stages_key, self.chain_key, f"{name}:meta", self.count_key(index),
                                         *keys.shards], [index, len(keys.shards), *keys.nbytes, len(fields), *fields,
@@ -250,6 +261,8 @@ class RedisStages:
         codes, counts, skipped = run_adds(self._sender, parts, batch.n, self._what, self._policy or "",
                                           tolerate=("STALE",))
         taken = codes != NOT_TAKEN
+        if taken.any():
+            replicated(self._sender, [self.stages_key.encode()], self._what, codes == NEW, ~taken)
         if skipped and not taken.any():
             raise StaleChain(int(str(skipped[0]).split()[1]))
         return codes == NEW, taken, counts.get(guard.count)

@@ -37,8 +37,10 @@ from typing import Any, Callable, Optional, Union
 import redis as _redis
 
 from ._errors import UnknownOutcome
+from ._names import sibling
 
 DEFAULT_RETRIES = 8
+DEFAULT_WAIT_TIMEOUT_MS = 1_000
 DEFAULT_ANSWER_TTL_MS = 120_000  # when the retry window has no bound (no socket timeout)
 MIN_ANSWER_TTL_MS, MAX_ANSWER_TTL_MS = 1_000, 86_400_000
 _SAFETY_S = 1.0  # a kept answer is trusted until this long before it expires
@@ -154,7 +156,8 @@ class Sender:
     together (one round trip per node), again after faults by the rules
     above. run() gives each job's reply, or the exception that ends it."""
 
-    def __init__(self, client: Any, *, retries: int = DEFAULT_RETRIES, answer_ttl_ms: Optional[int] = None) -> None:
+    def __init__(self, client: Any, *, retries: int = DEFAULT_RETRIES, answer_ttl_ms: Optional[int] = None,
+                 wait_replicas: int = 0, wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:
             raise ValueError(f"retries must be an int in [0, 100], got {retries!r}")
         self.client = client
@@ -178,6 +181,20 @@ class Sender:
                 f"batch re-sent after its answer expired could not be answered; pass answer_ttl_ms >= "
                 f"{math.ceil(1000 * (self.window_s + _SAFETY_S))} (or None to derive it), or fewer retries")
         self.answer_ttl_ms = answer_ttl_ms
+        if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
+            raise ValueError(f"wait_replicas must be an int >= 0 (0: no WAIT), got {wait_replicas!r}")
+        if isinstance(wait_timeout_ms, bool) or not isinstance(wait_timeout_ms, int) or not (
+                0 < wait_timeout_ms <= MAX_ANSWER_TTL_MS):
+            raise ValueError(f"wait_timeout_ms must be an int in [1, 86400000] (WAIT's 0, forever, is refused), "
+                             f"got {wait_timeout_ms!r}")
+        # WAIT holds the connection: a socket timeout shorter than it would
+        # read as a lost connection, not as too few replicas.
+        if wait_replicas and timeout is not None and wait_timeout_ms / 1000 + _SAFETY_S > float(timeout):
+            raise ValueError(f"wait_timeout_ms={wait_timeout_ms} does not fit in the client's socket_timeout="
+                             f"{timeout} s (WAIT holds the connection that long): pass wait_timeout_ms <= "
+                             f"{max(0, math.floor(1000 * (float(timeout) - _SAFETY_S)))}, or a longer socket_timeout")
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
         # What the rules met: MOVED, ASK, TRYAGAIN..., NOSCRIPT, "lost"
         # (a connection fault), "resent" (a write sent again after one).
         self.stats: Counter[str] = Counter()
@@ -354,6 +371,41 @@ class Sender:
                 time.sleep(pause)
                 pause = min(pause * 2, _MAX_PAUSE_S)
         return results
+
+    def replicated(self, routes: Sequence[bytes]) -> tuple[int, str]:
+        """After a write: WAIT wait_replicas wait_timeout_ms on the node of
+        each route. Returns the fewest replicas that acknowledged on any of
+        those nodes, and why it fell short ('' when none did). WAIT counts
+        the writes of its own connection, and a batch may have gone out on
+        others (a re-send after a fault, one that got its kept answer and
+        wrote nothing): a short-lived write on the WAIT's connection first
+        covers everything the node wrote before it."""
+        fewest, why = self.wait_replicas, ""
+        nodes: dict[Any, tuple[Any, bytes]] = {}
+        for route in routes:
+            node = self.client.get_node_from_key(route) if self.cluster else None
+            nodes.setdefault(getattr(node, "name", None), (node, route))
+        for node, route in nodes.values():
+            mark = pack(Job(route, b"SET", (sibling(route.decode(), ":wait"),), (b"", b"PX", 1000)))
+            wait = pack(Job(route, b"WAIT", (), (self.wait_replicas, self.wait_timeout_ms)))
+            acked: Any = None
+            for attempt in range(self.retries + 1):  # (sent again whole: the mark is harmless twice)
+                if attempt:
+                    time.sleep(min(_FIRST_PAUSE_S * 2**attempt, _MAX_PAUSE_S))
+                replies, fault, _sent = self._exchange(self._pool(node), [(mark, False), (wait, False)])
+                if fault is None:
+                    acked = replies[1]
+                    break
+                self.stats["lost"] += 1
+                why = f"the WAIT's connection failed ({fault})"
+            if isinstance(acked, Exception):
+                acked, why = 0, f"WAIT was refused ({acked})"
+            elif acked is not None:
+                acked = int(acked)
+                if acked < self.wait_replicas and not why:
+                    why = f"{acked} of {self.wait_replicas} replicas acknowledged within {self.wait_timeout_ms} ms"
+            fewest = min(fewest, 0 if acked is None else acked)
+        return fewest, why if fewest < self.wait_replicas else ""
 
     def each(self, jobs: Sequence[Job]) -> list[Any]:
         """Replies of independent commands (key by key); the first error raised."""

@@ -39,8 +39,18 @@ scrapy-redis reads them; ``BLOOMLINE_REDIS_URL``, ``BLOOMLINE_REDIS_HOST``,
 ``SCHEDULER_DUPEFILTER_KEY`` ("%(spider)s:dupefilter";
 ``BLOOMLINE_REDIS_KEY`` overrides it), ``SCHEDULER_PERSIST`` (False: the
 filter is deleted when the crawl closes), ``BLOOMLINE_REDIS_RETRY_TIMEOUT``
-(30 seconds), ``BLOOMLINE_REDIS_BACKEND`` ("auto"); and Scrapy's own
-``DUPEFILTER_DEBUG`` and ``JOBDIR``.
+(30 seconds), ``BLOOMLINE_REDIS_BACKEND`` ("auto"),
+``BLOOMLINE_REDIS_REPLICAS`` (0) and ``BLOOMLINE_REDIS_REPLICAS_TIMEOUT``
+(1 second); and Scrapy's own ``DUPEFILTER_DEBUG`` and ``JOBDIR``.
+
+Durability: with ``BLOOMLINE_REDIS_REPLICAS = n`` each check that records
+a fingerprint waits (Redis's WAIT) until n replicas have it. A check that
+times out is answered by the primary all the same (a new page is
+fetched), logged as a WARNING (once a minute at most) and counted in
+``bloomline/not_durable``: those fingerprints are lost if the primary fails
+before a replica has them, and their pages fetched again (a duplicate,
+never a page lost). Without it (0) a failover or a restart from an older
+RDB may forget recent fingerprints the same way.
 
 A bad setting stops the crawl before its first request with one ERROR line
 naming the setting and the value (reason ``bloomline_bad_settings``; a
@@ -54,6 +64,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import re
 import time
@@ -95,6 +106,7 @@ FRONT_SEED = 0x9E3779B97F4A7C15  # not the Redis chain's seed: their false posit
 # Redis's own socket timeouts: short, since a check runs on the reactor
 # (scrapy-redis uses 30 s; REDIS_PARAMS may set others).
 REDIS_DEFAULTS: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 5, "retry_on_timeout": True}
+MAX_WAIT_TIMEOUT = 4.0  # BLOOMLINE_REDIS_REPLICAS_TIMEOUT: WAIT must end within the 5 s socket timeout
 HEALTH_INTERVAL = 5.0  # seconds between PINGs while Redis is well (scrapy-redis's queue may fail first)
 
 REASON_REDIS = "bloomline_redis_unavailable"
@@ -555,12 +567,16 @@ class RedisBloomDupeFilter(_DupeFilter):
         retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
         backend: str = "auto",
         spill_dir: Optional[str] = None,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> None:
         """server: a redis-py client or URL; key: the chain's name in Redis;
         persist: keep the filter when the crawl closes (else deleted);
         retry_timeout: seconds of retrying an unreachable Redis before the
         crawl stops; spill_dir: where requests that could not be checked
-        are kept (default: Scrapy's .scrapy/bloomline)."""
+        are kept (default: Scrapy's .scrapy/bloomline); wait_replicas,
+        wait_timeout: WAIT for that many replicas, that many seconds, after
+        each check that records a fingerprint."""
         from ..redis import RedisStages
 
         self._init_common(fingerprinter, debug, stats)
@@ -593,7 +609,10 @@ class RedisBloomDupeFilter(_DupeFilter):
         # each answer is kept for twice the time those tries may take (the
         # socket timeout's), so a re-send always finds it (answer_ttl_ms
         # derived: 31 s with the 5 s default timeout).
-        self._stages = RedisStages(server, key, backend=backend, retries=2)
+        self._stages = RedisStages(server, key, backend=backend, retries=2, wait_replicas=wait_replicas,
+                                   wait_timeout_ms=max(1, round(wait_timeout * 1000)))
+        self.not_durable = 0  # checks whose fingerprint too few replicas acknowledged in time
+        self._durable_warned = -math.inf  # monotonic time of the last such WARNING
         # A filter imported from scrapy-redis's fingerprint set (bloomline
         # redis import-set) keeps the rule its fingerprints were made by,
         # and its first stage was sized for the set.
@@ -649,12 +668,16 @@ class RedisBloomDupeFilter(_DupeFilter):
             if backend not in ("auto", "module", "plain"):
                 raise _Refused(REASON_SETTINGS, f"BLOOMLINE_REDIS_BACKEND must be 'auto', 'module' or 'plain', "
                                                 f"got {backend!r}")
+            replicas = _int_setting(s, "BLOOMLINE_REDIS_REPLICAS", 0, 0)
+            # (under the 5 s socket timeout, less a second: WAIT holds the connection)
+            wait = _float_setting(s, "BLOOMLINE_REDIS_REPLICAS_TIMEOUT", 1.0, 0.0, MAX_WAIT_TIMEOUT, closed=False) \
+                if replicas else 1.0
             server = _redis_client(s)
             try:
                 self = cls(server, key, config.debug, fingerprinter=getattr(crawler, "request_fingerprinter", None),
                            capacity=config.capacity, error_rate=config.error_rate, layout=config.layout,
                            stats=getattr(crawler, "stats", None), persist=persist, retry_timeout=retry,
-                           backend=backend, spill_dir=jobdir)
+                           backend=backend, spill_dir=jobdir, wait_replicas=replicas, wait_timeout=wait)
             except ChainMismatch as e:
                 raise _mismatch(f"the filter at Redis key {key!r}", e, s, 1 - FRONT_SHARE) from None
             except Exception as e:  # refused by the server (a key of another type, no memory, a bad backend)
@@ -708,6 +731,8 @@ class RedisBloomDupeFilter(_DupeFilter):
         spilled (kept to check later), never dropped."""
         import redis
 
+        from ..redis import NotDurable  # (here, as redis: an extra the local filter does without)
+
         if self.refused is not None:
             return False  # queued, never fetched: the crawl is closing
         if self._outage is not None or self.failed:
@@ -718,6 +743,11 @@ class RedisBloomDupeFilter(_DupeFilter):
         try:
             self.redis_checks += 1
             new = self.seen.add(fp)
+        except NotDurable as e:
+            # Answered by the primary, not yet on enough replicas: a new page
+            # is fetched all the same (checking again would answer "seen").
+            new = e.new is None or bool(e.new[0]) or bool(e.unknown is not None and e.unknown[0])
+            self._not_durable(e)
         except (redis.ConnectionError, redis.TimeoutError) as e:
             self._begin_outage(e)
             return self._keep(request, sent=True)
@@ -741,6 +771,15 @@ class RedisBloomDupeFilter(_DupeFilter):
 
     def _more_stats(self) -> list[tuple[str, Any]]:
         return [("bloomline/redis_checks", self.redis_checks)]
+
+    def _not_durable(self, error: Exception) -> None:
+        self.not_durable += 1
+        self._inc("bloomline/not_durable")
+        if time.monotonic() - self._durable_warned >= 60:
+            self._durable_warned = time.monotonic()
+            logger.warning("%s: a check at %s is not on BLOOMLINE_REDIS_REPLICAS replicas yet (%s); the crawl goes "
+                           "on, and %d such %s so far may be fetched again after a failover", self.label, self.where,
+                           error, self.not_durable, noun(self.not_durable, "check"))
 
     # -- faults ------------------------------------------------------------------------------
 

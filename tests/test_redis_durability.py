@@ -1,0 +1,224 @@
+"""Durability on Redis (WAIT after each add: wait_replicas) and the backend a
+filter was made with (recorded in its meta, binding), against real servers:
+a primary and a replica joined with REPLICAOF."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+redis = pytest.importorskip("redis")
+
+from conftest import RedisServer, module_args  # noqa: E402
+
+from bloomline import ScalableBloomFilter  # noqa: E402
+from bloomline.redis import NotDurable, RedisBloomFilter, RedisStages  # noqa: E402
+
+
+def wait_until(check: Any, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def start_pair(tmp: Path, primary_args: list[str], replica_args: list[str]) -> tuple[RedisServer, RedisServer]:
+    (tmp / "p").mkdir()
+    (tmp / "r").mkdir()
+    primary = RedisServer(tmp / "p", *primary_args)
+    replica = RedisServer(tmp / "r", *replica_args, "--replicaof", "127.0.0.1", str(primary.port))
+    r = redis.Redis(port=replica.port)
+    wait_until(lambda: r.info("replication").get("master_link_status") == "up")
+    p = redis.Redis(port=primary.port)
+    wait_until(lambda: p.info("replication").get("connected_slaves") == 1)
+    return primary, replica
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
+    """A primary and its replica, plain Redis."""
+    primary, replica = start_pair(tmp_path, [], [])
+    yield primary, replica
+    replica.stop()
+    primary.stop()
+
+
+# ---- WAIT after each add ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["plain", "module"])
+def test_with_wait_replicas_an_acknowledged_add_is_on_the_replica(tmp_path: Path, backend: str) -> None:
+    primary, replica = start_pair(tmp_path, module_args(backend), module_args(backend))
+    try:
+        f = RedisBloomFilter(primary.url, "d", 20_000, 0.001, backend=backend, wait_replicas=1)
+        assert f.wait_replicas == 1 and f.backend == backend
+        r, p = redis.Redis(port=replica.port), redis.Redis(port=primary.port)
+        for _ in range(5):  # read at once after each add: WAIT returned only once the replica had it
+            f.add_many(np.arange(2_000, dtype=np.uint64) + 2_000 * _)
+            assert [r.get(s) for s in f.shard_keys()] == [p.get(s) for s in f.shard_keys()]
+        assert f.add("single") is True
+        assert [r.get(s) for s in f.shard_keys()] == [p.get(s) for s in f.shard_keys()]
+        assert sum(r.bitcount(s) for s in f.shard_keys()) == f.bits_set > 0
+    finally:
+        replica.stop()
+        primary.stop()
+
+
+def test_too_few_replicas_raise_not_durable_with_the_primarys_answers(pair: tuple[RedisServer, RedisServer]) -> None:
+    primary, replica = pair
+    f = RedisBloomFilter(primary.url, "d", 20_000, 0.001, wait_replicas=1, wait_timeout_ms=300)
+    assert f.add_many(["a", "b"]).all()
+    redis.Redis(port=replica.port).execute_command("CLIENT", "PAUSE", 4000, "ALL")  # it acknowledges nothing
+    start = time.monotonic()
+    with pytest.raises(NotDurable, match=r"not yet on wait_replicas=1 replicas: 0 of 1 replicas acknowledged "
+                                         r"within 300 ms\. Its 2 new keys are new") as e:
+        f.add_many(["a", "c", "d"])
+    assert time.monotonic() - start < 2.0  # within the timeout (and a round trip), not the socket's
+    assert e.value.acked == 0 and e.value.wanted == 1
+    assert e.value.new is not None and e.value.new.tolist() == [False, True, True]  # the primary's answers
+    assert e.value.unknown is not None and not e.value.unknown.any()  # every key was answered
+    with pytest.raises(NotDurable) as one:
+        f.add("e")
+    assert one.value.new is not None and one.value.new.tolist() == [True]
+    assert not isinstance(one.value, redis.ConnectionError)  # a retry would answer "seen": not a lost connection
+    assert f.contains_many(["c", "d", "e"]).all()  # on the primary all the same
+
+
+def test_a_chain_on_redis_waits_too(pair: tuple[RedisServer, RedisServer]) -> None:
+    primary, replica = pair
+    store = RedisStages(primary.url, "c", wait_replicas=1, wait_timeout_ms=300)
+    chain = ScalableBloomFilter(1_000, 0.001, store=store)
+    assert chain.add_many(np.arange(3_000, dtype=np.uint64)).sum() >= 2_995  # grows, each stage add waited for
+    r = redis.Redis(port=replica.port)
+    assert r.get(store.stages_key) == str(chain.num_stages).encode()
+    r.execute_command("CLIENT", "PAUSE", 4000, "ALL")
+    with pytest.raises(NotDurable) as e:
+        chain.add_many(np.arange(2_990, 3_010, dtype=np.uint64))
+    assert e.value.new is not None and e.value.new[10:].all() and not e.value.new[:10].any()
+
+
+def test_the_wait_options_are_checked(redis_server: RedisServer) -> None:
+    for bad in (-1, 1.5, "1", True, None):
+        with pytest.raises(ValueError, match=rf"wait_replicas must be an int >= 0 \(0: no WAIT\), got {bad!r}"):
+            RedisBloomFilter(redis_server.url, "v", 1000, 0.01, wait_replicas=bad)  # type: ignore[arg-type]
+    for bad in (0, -5, 2.5, False, 86_400_001):
+        with pytest.raises(ValueError, match=rf"wait_timeout_ms must be an int in \[1, 86400000\].*got {bad!r}"):
+            RedisBloomFilter(redis_server.url, "v", 1000, 0.01, wait_replicas=1, wait_timeout_ms=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="wait_timeout_ms must be"):
+            RedisStages(redis_server.url, "v", wait_timeout_ms=bad)  # type: ignore[arg-type]
+    client = redis.Redis(port=redis_server.port, socket_timeout=2)
+    with pytest.raises(ValueError, match=r"wait_timeout_ms=1500 does not fit in the client's socket_timeout=2 s"):
+        RedisBloomFilter(client, "v", 1000, 0.01, wait_replicas=1, wait_timeout_ms=1500)
+    assert RedisBloomFilter(client, "v", 1000, 0.01, wait_replicas=1, wait_timeout_ms=1000).wait_replicas == 1
+
+
+def test_the_dupefilter_fetches_a_page_whose_check_is_not_durable(pair: tuple[RedisServer, RedisServer],
+                                                                  tmp_path: Path) -> None:
+    pytest.importorskip("scrapy")
+    from scrapy import Request
+    from scrapy.settings import Settings
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    primary, replica = pair
+    base = {"REDIS_URL": primary.url, "BLOOMLINE_REDIS_KEY": "df"}
+    for name, bad, said in (("BLOOMLINE_REDIS_REPLICAS", -1, "an integer >= 0"),
+                            ("BLOOMLINE_REDIS_REPLICAS", "two", "an integer >= 0"),
+                            ("BLOOMLINE_REDIS_REPLICAS_TIMEOUT", 0, r"in \(0, 4\)"),
+                            ("BLOOMLINE_REDIS_REPLICAS_TIMEOUT", 5, r"in \(0, 4\)")):
+        settings = {**base, "BLOOMLINE_REDIS_REPLICAS": 1, name: bad}
+        with pytest.raises(ValueError, match=rf"{name} must be {said}, got {bad!r}"):
+            RedisBloomDupeFilter.from_settings(Settings(settings))
+    df = RedisBloomDupeFilter.from_settings(Settings(dict(base, BLOOMLINE_REDIS_REPLICAS=1,
+                                                          BLOOMLINE_REDIS_REPLICAS_TIMEOUT=0.3)))
+    assert df.request_seen(Request("http://127.0.0.1/a")) is False and df.not_durable == 0
+    redis.Redis(port=replica.port).execute_command("CLIENT", "PAUSE", 3000, "ALL")
+    assert df.request_seen(Request("http://127.0.0.1/b")) is False  # new on the primary: fetched
+    assert df.not_durable == 1
+    assert df.request_seen(Request("http://127.0.0.1/b")) is True  # (the front filter: no second fetch here)
+    df.close()
+
+
+# ---- the backend a filter was made with --------------------------------------------------------
+
+
+def _copy_keys(src: Any, dst: Any) -> None:
+    for k in src.keys("*"):
+        if b":ans:" not in k:
+            dst.restore(k, 0, src.dump(k), replace=True)
+
+
+def test_a_module_filter_never_switches_to_plain(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "p").mkdir()
+    with_module, without = RedisServer(tmp_path / "m", *module_args("module")), RedisServer(tmp_path / "p")
+    try:
+        made = RedisBloomFilter(with_module.url, "f", 20_000, 0.001)
+        assert made.backend == "module"
+        made.add_many(np.arange(10_000, dtype=np.uint64))
+        chain = ScalableBloomFilter(1_000, 0.01, store=RedisStages(with_module.url, "c"))
+        chain.add_many(np.arange(1_500, dtype=np.uint64))
+        # The same keys on a server without the module (a replica without it, promoted).
+        _copy_keys(redis.Redis(port=with_module.port), redis.Redis(port=without.port))
+        for backend in ("auto", "plain"):
+            with pytest.raises(ValueError, match=r"the filter at key 'f' was made with backend 'module'"):
+                RedisBloomFilter(without.url, "f", backend=backend)
+            with pytest.raises(ValueError, match=r"the filter at key '\{c\}:s0' was made with backend 'module'"):
+                ScalableBloomFilter(1_000, 0.01, store=RedisStages(without.url, "c", backend=backend))
+        with pytest.raises(ValueError, match="load it on every node, replicas too|Load the module on every node"):
+            RedisBloomFilter(without.url, "f", 20_000, 0.001)  # with its parameters too: never made anew
+        # Given the module's own server, plain is refused as well: a filter keeps its backend.
+        with pytest.raises(ValueError, match=r"made with backend 'module', and a filter keeps its backend: backend "
+                                             r"'plain' is refused"):
+            RedisBloomFilter(with_module.url, "f", backend="plain")
+        plain_made = RedisBloomFilter(with_module.url, "q", 1_000, 0.01, backend="plain")
+        assert RedisBloomFilter(with_module.url, "q").backend == "plain" == plain_made.backend  # auto keeps it
+        with pytest.raises(ValueError, match=r"made with backend 'plain'.*backend 'module' is refused"):
+            RedisBloomFilter(with_module.url, "q", backend="module")
+    finally:
+        with_module.stop()
+        without.stop()
+
+
+def test_a_replica_without_the_module_is_found_at_creation(tmp_path: Path) -> None:
+    primary, replica = start_pair(tmp_path, module_args("module"), [])
+    try:
+        with pytest.raises(ValueError, match=rf"the replica 127\.0\.0\.1:{replica.port} of this server has no "
+                                             r"bloomline module: a replica without it drops every add"):
+            RedisBloomFilter(primary.url, "m", 1000, 0.01, backend="module")
+        auto = RedisBloomFilter(primary.url, "a", 1000, 0.01)
+        assert auto.backend == "plain"  # what every node can run, and it stays so
+        assert auto.add_many(["x", "y"]).all()
+        r = redis.Redis(port=replica.port)
+        wait_until(lambda: sum(r.bitcount(s) for s in auto.shard_keys()) == auto.bits_set)
+    finally:
+        replica.stop()
+        primary.stop()
+
+
+def test_a_failover_to_a_replica_without_the_module_raises_instead_of_starting_afresh(tmp_path: Path) -> None:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "r").mkdir()
+    primary = RedisServer(tmp_path / "p", *module_args("module"))
+    replica = RedisServer(tmp_path / "r")
+    try:
+        made = RedisBloomFilter(primary.url, "f", 20_000, 0.001)
+        assert made.backend == "module"
+        r = redis.Redis(port=replica.port)
+        r.execute_command("REPLICAOF", "127.0.0.1", primary.port)  # joined after the filter was made
+        wait_until(lambda: r.info("replication").get("master_link_status") == "up")
+        assert made.add_many(np.arange(10_000, dtype=np.uint64)).all()  # the replica cannot run these adds
+        r.execute_command("REPLICAOF", "NO", "ONE")  # promoted
+        for backend in ("auto", "plain"):
+            with pytest.raises(ValueError, match=r"made with backend 'module'"):
+                RedisBloomFilter(replica.url, "f", backend=backend)  # never 10,000 keys new again
+    finally:
+        replica.stop()
+        primary.stop()
