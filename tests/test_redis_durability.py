@@ -36,6 +36,8 @@ def start_pair(tmp: Path, primary_args: list[str], replica_args: list[str]) -> t
     replica = RedisServer(tmp / "r", *replica_args, "--replicaof", "127.0.0.1", str(primary.port))
     r = redis.Redis(port=replica.port)
     wait_until(lambda: r.info("replication").get("master_link_status") == "up")
+    # Loaded too: a replica still loading its sync answers LOADING to MODULE LIST (then "not known").
+    wait_until(lambda: r.info("persistence").get("loading") == 0 and r.ping())
     p = redis.Redis(port=primary.port)
     wait_until(lambda: p.info("replication").get("connected_slaves") == 1)
     return primary, replica

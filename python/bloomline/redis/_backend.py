@@ -121,6 +121,11 @@ def gone(key: str, what: str, policy: str = "", state: str = "is gone") -> Missi
     how = (f" (this server's maxmemory-policy is {policy!r}: it evicts keys under memory pressure)"
            if policy and policy != "noeviction" else "")
     fix = "RedisStages(redis, key).reset()" if what.startswith("the chain") else "RedisBloomFilter.drop(redis, key)"
+    if ":count:" in key:  # named by the filter's ident (_meta.keys_of)
+        return MissingKeyError(
+            f"{key!r}, a key of {what}, {state}: the filter was dropped, or dropped and made again (a restore "
+            "--replace), since this handle attached, or the key was evicted, expired or deleted. Refused rather "
+            "than added to a filter this handle does not know: attach again", key=key)
     return MissingKeyError(
         f"{key!r}, a key of {what}, {state}: evicted{how}, expired (an EXPIRE, or expire()), or deleted. Refused "
         f"rather than answered from a fresh, empty filter: remove what is left ({fix}) and make it anew, or "
@@ -268,6 +273,12 @@ def check_size(key: str, nbytes: int, reply: Any) -> None:
     """A shard's STRLEN (or EXISTS for 1) read beside a lookup, as MISSING."""
     if int(reply) != nbytes:
         raise _redis.ResponseError(f"{'MISSING' if int(reply) == 0 else 'WRONGSIZE'} {key}")
+
+
+def identity_jobs(f: FilterKeys, shard: int) -> list[Job]:
+    """Beside a lookup of a fixed filter's shard: EXISTS of its count, the
+    key named by the filter's ident (check with check_size(..., 1, reply))."""
+    return [Job(f.counts[shard].encode(), b"EXISTS", (f.counts[shard],))] if f.counts else []
 
 
 class BitsBackend(Backend):

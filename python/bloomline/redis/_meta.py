@@ -18,6 +18,7 @@ would be lost under a new filter): never a silent fresh start.
 from __future__ import annotations
 
 import math
+import secrets
 import warnings
 import weakref
 from collections.abc import Sequence
@@ -67,8 +68,11 @@ def plan(capacity: int, error_rate: float, layout: Layout, seed: int, shards: Op
             512 <= shard_bits <= _REDIS_MAX_BITS):
         raise ValueError(f"shard_bits must be a multiple of 512 in [512, 2**32], got {shard_bits!r}")
     num_bits = params.num_bits
+    # ident: this making of the filter. Its keys' names carry it (counts_of),
+    # so a handle attached to a filter since dropped and made again (or
+    # restored over) names keys that no longer exist and is refused.
     base = dict(kind=kind, layout=layout, num_bits=num_bits, num_hashes=params.num_hashes, seed=seed,
-                capacity=capacity, error_rate=error_rate)
+                capacity=capacity, error_rate=error_rate, ident=secrets.token_hex(8))
     if kind == "bf":
         return dict(base, shards=1, shard_bits=0)
     if layout == "standard":
@@ -100,7 +104,10 @@ def keys_of(name: str, meta: dict[str, Any]) -> FilterKeys:
         return FilterKeys(**geometry, bf=bf, answers=(sibling(bf, ":ans:"),))  # type: ignore[arg-type]
     total, per = math.ceil(num_bits / 512) * 64, int(meta["shard_bits"]) // 8
     shards = tuple(routable(f"{name}:bits:{i}") for i in range(int(meta["shards"])))
-    counts = () if kind == "stage" else tuple(sibling(s, ":count") for s in shards)
+    # Every add reads its shard's count first: a count named by the filter's
+    # ident is its identity check (filters made before idents: ":count").
+    count = f":count:{meta['ident']}" if meta.get("ident") else ":count"
+    counts = () if kind == "stage" else tuple(sibling(s, count) for s in shards)
     nbytes = tuple(min(per, total - i * per) for i in range(len(shards)))
     answers = tuple(sibling(s, ":ans:") for s in shards)
     return FilterKeys(**geometry, shards=shards, nbytes=nbytes, counts=counts, answers=answers)  # type: ignore[arg-type]
@@ -115,8 +122,8 @@ def key_patterns(name: str) -> list[str]:
         return "".join("\\" + c if c in "*?[]\\" else c for c in text).replace(star, "*")
 
     shards, bf = routable(f"{name}:bits:{star}"), routable(f"{name}:bf")
-    return [pattern(n) for n in (f"{name}:meta", shards, sibling(shards, ":count"), sibling(shards, f":ans:{star}"),
-                                 bf, sibling(bf, f":ans:{star}"))]
+    return [pattern(n) for n in (f"{name}:meta", shards, sibling(shards, ":count"), sibling(shards, f":count:{star}"),
+                                 sibling(shards, f":ans:{star}"), bf, sibling(bf, f":ans:{star}"))]
 
 
 def data_keys(keys: FilterKeys) -> list[str]:

@@ -1,0 +1,78 @@
+"""A filter replaced under an attached handle is refused, not written.
+
+Each making of a filter in Redis has an identity (its meta's `ident`),
+and the names of its shards' counts carry it: every add reads its shard's
+count first, and every lookup checks that it exists, on the module and
+plain backends. A handle attached before the filter was dropped and made
+again (or restored over with --replace) names counts that are gone, and
+raises MissingKeyError instead of adding with the old geometry or seed
+(which made keys new twice) or answering from bits it does not know.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from conftest import RedisServer, module_args
+
+redis = pytest.importorskip("redis")
+from bloomline.redis import MissingKeyError, RedisBloomFilter  # noqa: E402
+from bloomline.redis import dump, restore  # noqa: E402
+
+BACKENDS = ["module", "plain"]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Any:
+    s = RedisServer(tmp_path, *module_args("module"))
+    yield s
+    s.stop()
+
+
+def client(server: RedisServer) -> Any:
+    return redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=30)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("remake", ["same size, another seed", "another size"])
+def test_a_filter_made_again_under_an_attached_writer_is_refused(server: RedisServer, backend: str,
+                                                                  remake: str) -> None:
+    r = client(server)
+    writer = RedisBloomFilter(r, "seen", 10_000, 0.01, backend=backend)
+    keys = np.arange(1000, dtype=np.uint64)
+    assert writer.add_many(keys).all()
+    RedisBloomFilter.drop(r, "seen")
+    capacity, seed = (10_000, 7) if remake.startswith("same") else (50_000, 0)
+    other = RedisBloomFilter(r, "seen", capacity, 0.01, backend=backend, seed=seed)
+    assert other.add_many(keys).all()
+    with pytest.raises(MissingKeyError, match="dropped and made again"):
+        writer.add_many(np.arange(1000, 2000, dtype=np.uint64))
+    with pytest.raises(MissingKeyError):
+        writer.add(5)
+    with pytest.raises(MissingKeyError):
+        writer.contains_many(keys)
+    with pytest.raises(MissingKeyError):
+        _ = 5 in writer
+    # The new filter is untouched by the old handle: its keys are each new once.
+    fresh = RedisBloomFilter(r, "seen", backend=backend)
+    assert not fresh.add_many(keys).any()
+    assert fresh.add_many(np.arange(1000, 2000, dtype=np.uint64)).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_restore_with_replace_under_an_attached_writer_is_refused(server: RedisServer, backend: str,
+                                                                    tmp_path: Path) -> None:
+    r = client(server)
+    writer = RedisBloomFilter(r, "seen", 10_000, 0.01, backend=backend)
+    writer.add_many(np.arange(100, dtype=np.uint64))
+    dump(r, "seen", tmp_path / "seen.blf")
+    restore(tmp_path / "seen.blf", r, "seen", replace=True, backend=backend)
+    with pytest.raises(MissingKeyError, match="dropped and made again"):
+        writer.add_many(np.arange(100, 200, dtype=np.uint64))
+    again = RedisBloomFilter(r, "seen", backend=backend)  # attaching again works
+    assert again.contains_many(np.arange(100, dtype=np.uint64)).all()
+    assert again.add_many(np.arange(100, 200, dtype=np.uint64)).all()
