@@ -15,7 +15,7 @@ from .. import _core
 from .._core import BloomFilter, CapacityWarning
 from ..scalable import _in_place
 from ._backend import NEW, FilterKeys, Prepared, gone, run_adds, run_lookups, settle_adds, settle_lookups
-from ._errors import MissingKeyError, UnknownOutcome
+from ._errors import facts, with_facts
 from ._meta import DEFAULT_SHARD_BITS, data_keys, eviction_policy, keys_of, open_filter, plan
 from ._registry import choose_backend
 from ._names import batch_ids, client_of
@@ -125,16 +125,17 @@ class RedisBloomFilter:
         """Add a batch (one command per shard and chunk, one round trip per
         node); True where the key was new. Among processes adding the same
         key at once exactly one sees it new, re-sends included; a fault that
-        cannot be survived raises (UnknownOutcome, MissingKeyError: their
-        ``new`` and ``unknown`` say what is known). nulls='skip' leaves nulls
-        out (False), as BloomFilter.add_many."""
+        cannot be survived raises, whatever the error (UnknownOutcome,
+        MissingKeyError, or the server's own: OOM, READONLY...), with ``new``
+        and ``unknown`` saying what is known (bloomline.redis._errors).
+        nulls='skip' leaves nulls out (False), as BloomFilter.add_many."""
         self._refuse_stage("add to")
         batch = self._prepare(keys, nulls)
         parts = self._backend.add_parts(self._keys, batch, batch_ids.next(), self._sender.answer_ttl_ms)
         try:
             codes, counts, _ = run_adds(self._sender, parts, batch.n, self._what, self._policy)
-        except (UnknownOutcome, MissingKeyError) as e:
-            e._facts(*(None if a is None else _in_place(batch.valid, a) for a in (e.new, e.unknown)))
+        except Exception as e:  # (every error of an add carries its facts: in the caller's shape, nulls included)
+            with_facts(e, *(None if a is None else _in_place(batch.valid, a) for a in facts(e)))
             raise
         self._note(counts)
         return _in_place(batch.valid, codes == NEW)

@@ -1,0 +1,178 @@
+"""Errors that carry their facts, and smaller mends of the Redis filters
+(docs/DECISIONS.md, "Redis: errors that carry their facts, and smaller
+mends"): every error an add raises says which keys were new and which have
+no answer, whatever its cause; LOADING is "not run"; a Sentinel client that
+decodes; a chain read in one step; an import that deletes its set only if
+nothing came in since its check, and resumes wherever it stopped; a dump
+whose counts never lag its bits; the retry window from the client's real
+timeout. Real redis-servers on loopback; the hooks below only choose when a
+real event (memory filling, a chain growing, a crawler's SADD) happens."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+redis = pytest.importorskip("redis")
+
+from bloomline import ScalableBloomFilter  # noqa: E402
+from bloomline.redis import RedisBloomFilter, RedisStages  # noqa: E402
+from bloomline.redis import _backend  # noqa: E402
+from conftest import RedisServer, free_port, module_args, need, start_cluster  # noqa: E402
+
+FILL = 96 << 20  # a value that takes the server past maxmemory once written
+HEADROOM = 64 << 20  # maxmemory above what the server uses: every command of the batch fits
+
+
+def _cap_memory(client: Any) -> None:
+    """noeviction, and maxmemory HEADROOM above what the server uses now."""
+    used = int(client.info("memory")["used_memory"])
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", used + HEADROOM)
+
+
+def _fill_after(sender: Any, client: Any, calls: int = 1) -> None:
+    """After the sender's `calls`-th round of commands, another client
+    fills the server's memory (as another writer would): the commands sent
+    after it are refused with OOM."""
+    real = sender.run
+    done = [0]
+
+    def run(jobs: Any) -> Any:
+        replies = real(jobs)
+        done[0] += 1
+        if done[0] == calls:
+            client.setrange("filler", FILL - 1, b"\0")
+        return replies
+
+    sender.run = run
+
+
+def _one_part_a_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each command of a batch sent on its own round: the fill lands between two.
+    monkeypatch.setattr(_backend, "WINDOW_BYTES", 1)
+
+
+# ---- every error an add raises carries its facts ----------------------------------------
+
+
+def test_a_batch_refused_part_way_by_oom_says_which_keys_were_new(backend_server: tuple[RedisServer, str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch whose first command is applied and whose next ones are refused
+    with OOM: the error (the server's own, OutOfMemoryError) says which keys
+    were new and which have no answer; once the memory is back, the keys
+    without an answer are new, and the new ones seen."""
+    server, backend = backend_server
+    client = redis.Redis(host="127.0.0.1", port=server.port)
+    f = RedisBloomFilter(client, "oom", 200_000, 1e-7, backend=backend)
+    _cap_memory(client)
+    _one_part_a_window(monkeypatch)
+    _fill_after(f._sender, client)
+    keys = np.arange(120_000, dtype=np.uint64)
+    with pytest.raises(redis.exceptions.OutOfMemoryError) as caught:
+        f.add_many(keys)
+    new, unknown = caught.value.new, caught.value.unknown  # type: ignore[attr-defined]
+    assert new is not None and unknown is not None and new.shape == unknown.shape == keys.shape
+    assert 0 < int(new.sum()) < len(keys) and not (new & unknown).any()
+    assert (new | unknown).all()  # nothing was answered "seen": every key was fresh
+    client.delete("filler")
+    again = f.add_many(keys)
+    assert again[unknown].all(), f"{int((~again[unknown]).sum())} refused keys read as seen"
+    assert not again[new].any()
+
+
+def test_facts_keep_the_callers_shape_with_nulls_skipped(redis_server: RedisServer,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    client = redis.Redis(host="127.0.0.1", port=redis_server.port)
+    f = RedisBloomFilter(client, "oomn", 100_000, 1e-7, backend="plain")
+    _cap_memory(client)
+    _one_part_a_window(monkeypatch)
+    _fill_after(f._sender, client)
+    keys: list[Any] = [None] + [f"k{i}" for i in range(30_000)]
+    with pytest.raises(redis.exceptions.OutOfMemoryError) as caught:
+        f.add_many(keys, nulls="skip")
+    new, unknown = caught.value.new, caught.value.unknown  # type: ignore[attr-defined]
+    assert len(new) == len(unknown) == len(keys) and not new[0] and not unknown[0]
+    assert new[1:].any() and unknown[1:].any() and (new | unknown)[1:].all()
+
+
+@pytest.mark.parametrize("backend", ["module", "plain"])
+def test_a_chains_add_refused_by_oom_carries_the_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       backend: str) -> None:
+    """The same through a chain (ScalableBloomFilter over RedisStages)."""
+    server = RedisServer(tmp_path, *module_args("module"))
+    try:
+        client = redis.Redis(host="127.0.0.1", port=server.port)
+        chain = ScalableBloomFilter(200_000, 1e-7, store=RedisStages(client, "ooc", backend=backend))
+        _cap_memory(client)
+        _one_part_a_window(monkeypatch)
+        _fill_after(chain._store._sender, client)  # type: ignore[attr-defined]
+        keys = np.arange(120_000, dtype=np.uint64)
+        with pytest.raises(redis.exceptions.OutOfMemoryError) as caught:
+            chain.add_many(keys)
+        new, unknown = caught.value.new, caught.value.unknown  # type: ignore[attr-defined]
+        assert new is not None and unknown is not None and len(new) == len(keys)
+        assert 0 < int(new.sum()) < len(keys) and not (new & unknown).any() and (new | unknown).all()
+        client.delete("filler")
+        again = chain.add_many(keys)
+        assert again[unknown].all() and not again[new].any()
+    finally:
+        server.stop()
+
+
+def test_a_chain_that_cannot_grow_says_which_keys_have_no_answer(redis_server: RedisServer) -> None:
+    """A batch fills the first stage part-way and the next stage cannot be
+    made (memory filled just after the stage add: the growth is refused
+    with OOM): the keys the full stage took are new, the rest unknown."""
+    client = redis.Redis(host="127.0.0.1", port=redis_server.port)
+    chain = ScalableBloomFilter(1000, 1e-4, store=RedisStages(client, "full", backend="plain"))
+    chain.add_many(np.arange(990, dtype=np.uint64))
+    _cap_memory(client)
+    _fill_after(chain._store._sender, client)  # type: ignore[attr-defined]
+    with pytest.raises(redis.exceptions.OutOfMemoryError) as caught:
+        chain.add_many(np.arange(990, 1100, dtype=np.uint64))
+    new, unknown = caught.value.new, caught.value.unknown  # type: ignore[attr-defined]
+    assert new is not None and unknown is not None and len(new) == 110
+    assert int(new.sum()) == 10 and new[:10].all() and unknown[10:].all() and not unknown[:10].any()
+    assert chain.num_stages == 1
+
+
+@pytest.mark.slow
+def test_a_cluster_batch_with_one_master_out_of_memory_says_which_keys_were_new(tmp_path: Path) -> None:
+    """One master of three under maxmemory, noeviction: its parts of a batch
+    are refused, the others' applied; the error says which is which, and
+    once that master has room its keys are new."""
+    servers = start_cluster(tmp_path, module_args("module"))
+    try:
+        client = redis.cluster.RedisCluster(host="127.0.0.1", port=servers[0].port)
+        for backend in ("module", "plain"):
+            f = RedisBloomFilter(client, f"oom-{backend}", 300_000, 1e-7, shards=12, backend=backend)
+            low = redis.Redis(host="127.0.0.1", port=servers[1].port)
+            low.config_set("maxmemory-policy", "noeviction")
+            low.config_set("maxmemory", 1)
+            keys = np.arange(300_000, dtype=np.uint64)
+            with pytest.raises(redis.exceptions.OutOfMemoryError) as caught:
+                f.add_many(keys)
+            new, unknown = caught.value.new, caught.value.unknown  # type: ignore[attr-defined]
+            assert new is not None and unknown is not None and len(new) == len(keys)
+            assert 0 < int(new.sum()) < len(keys) and not (new & unknown).any() and (new | unknown).all()
+            low.config_set("maxmemory", 0)
+            again = f.add_many(keys)
+            assert again[unknown].all() and not again[new].any()
+            f.delete()
+        # The retry window comes from the timeout the nodes' connections have
+        # (redis-py's default where none was given).
+        assert RedisBloomFilter(client, "oom-plain-w", 1000, 0.01).retry_window_s == pytest.approx(
+            _window(_default_timeout()))
+        client.close()
+    finally:
+        for s in servers:
+            s.stop()
