@@ -176,3 +176,98 @@ def test_a_cluster_batch_with_one_master_out_of_memory_says_which_keys_were_new(
     finally:
         for s in servers:
             s.stop()
+
+
+# ---- LOADING is "not run": sent again after a pause -------------------------------------
+
+
+def _loading_server(tmp: Path, backend: str) -> RedisServer:
+    """A server whose DEBUG RELOAD takes about half a second of loading (a delay a
+    key, and clients answered while it loads), with 10,000 keys to load."""
+    server = RedisServer(tmp, *module_args(backend), "--enable-debug-command", "local", "--key-load-delay", "50",
+                         "--loading-process-events-interval-bytes", "1024")
+    redis.Redis(host="127.0.0.1", port=server.port).execute_command("DEBUG", "POPULATE", "10000")
+    return server
+
+
+def _while_loading(server: RedisServer, action: Callable[[], Any]) -> Any:
+    """action()'s result, called once the server is loading (DEBUG RELOAD
+    from another client); the load is over when this returns."""
+    reloading = threading.Thread(target=lambda: redis.Redis(host="127.0.0.1", port=server.port).execute_command(
+        "DEBUG", "RELOAD"))
+    reloading.start()
+    try:
+        watcher = redis.Redis(host="127.0.0.1", port=server.port)
+        deadline = time.monotonic() + 10
+        while int(watcher.info("persistence")["loading"]) != 1:
+            assert time.monotonic() < deadline, "the server never started loading"
+            time.sleep(0.005)
+        return action()
+    finally:
+        reloading.join(timeout=60)
+
+
+@pytest.mark.parametrize("backend", ["module", "plain", "bf"])
+def test_a_batch_sent_while_the_server_loads_waits_and_answers(tmp_path: Path, backend: str) -> None:
+    """LOADING means "not run": the batch is sent again once the server has
+    loaded, and answers as any other (keys added before the reload seen, the
+    others new), never UnknownOutcome for keys that were never sent twice."""
+    server = _loading_server(tmp_path, backend)
+    try:
+        f = RedisBloomFilter(server.url, "ld", 100_000, 1e-6, backend=backend)
+        before = [f"https://before.example/{i}" for i in range(2000)]
+        assert f.add_many(before).all()
+        fresh = [f"https://fresh.example/{i}" for i in range(2000)]
+        answer = _while_loading(server, lambda: f.add_many(before + fresh))
+        assert not answer[:2000].any() and answer[2000:].all()
+        assert f._sender.stats["LOADING"] >= 1 and f._sender.stats["lost"] == 0
+        # A single key too (its own path), and a lookup.
+        assert _while_loading(server, lambda: f.add("https://one.example/")) is True
+        assert _while_loading(server, lambda: "https://one.example/" in f) is True
+    finally:
+        server.stop()
+
+
+def test_a_chain_sent_while_the_server_loads_waits_and_answers(tmp_path: Path) -> None:
+    server = _loading_server(tmp_path, "module")
+    try:
+        chain = ScalableBloomFilter(10_000, 1e-6, store=RedisStages(server.url, "ldc", retries=0))
+        assert chain.add_many(np.arange(3000, dtype=np.uint64)).all()
+        answer = _while_loading(server, lambda: chain.add_many(np.arange(6000, dtype=np.uint64)))
+        assert not answer[:3000].any() and answer[3000:].all()
+    finally:
+        server.stop()
+
+
+# ---- the retry window, from the timeout the client really has ---------------------------
+
+
+def _default_timeout() -> Any:
+    """The socket timeout redis-py's connections have when given none."""
+    return redis.Connection().socket_timeout
+
+
+def _window(timeout: float, retries: int = 8) -> float:
+    pauses = sum(min(0.05 * 2**i, 2.0) for i in range(retries))
+    return (retries + 1) * timeout + pauses
+
+
+def test_the_retry_window_comes_from_the_clients_real_timeout(redis_server: RedisServer) -> None:
+    """A URL, a client from a URL and one made plainly all get redis-py's
+    default timeout (5 s in redis-py 8, not none): the window and the
+    answers' life follow from it; a timeout given, or none, is used as given."""
+    default = _default_timeout()
+    made = [redis_server.url, redis.Redis.from_url(redis_server.url), redis.Redis(port=redis_server.port)]
+    for i, client in enumerate(made):
+        f = RedisBloomFilter(client, f"w{i}", 1000, 0.01, backend="plain")
+        if default is None:
+            assert f.retry_window_s is None and f.answer_ttl_ms == 120_000
+        else:
+            assert f.retry_window_s == pytest.approx(_window(default))
+            assert f.answer_ttl_ms == max(10_000, int(np.ceil(2000 * _window(default))) + 1000)
+        assert RedisStages(client, f"c{i}", backend="plain").retry_window_s == f.retry_window_s
+    two = RedisBloomFilter(redis.Redis(port=redis_server.port, socket_timeout=2), "w2s", 1000, 0.01, retries=3)
+    assert two.retry_window_s == pytest.approx(_window(2, 3))
+    none = RedisBloomFilter(redis.Redis(port=redis_server.port, socket_timeout=None), "wn", 1000, 0.01)
+    assert none.retry_window_s is None and none.answer_ttl_ms == 120_000
+    assert "2 minutes without a socket timeout" not in (RedisBloomFilter.__doc__ or "")

@@ -47,8 +47,13 @@ class RedisBloomFilter:
     URL. Attaching with a ``layout``, ``seed``, capacity or error rate that
     differs from the stored one raises ``ValueError`` naming the field.
     ``retries`` re-sends of a batch after a lost reply, each kept answer
-    ``answer_ttl_ms`` (None: twice the retry window the client's socket
-    timeout allows, at least 10 s; 2 minutes without a timeout).
+    ``answer_ttl_ms`` (None: twice the retry window, at least 10 s). The
+    retry window (``retry_window_s``) is every try's socket timeout plus the
+    pauses between them, with the timeout the client's connections really
+    have: the one it was given, else redis-py's default (5 s in redis-py 8:
+    with the default 8 retries a window of 52 s, answers kept 105 s). Only a
+    client made with ``socket_timeout=None`` has no bound on a try: then
+    answers are kept 2 minutes.
     """
 
     __hash__ = None  # type: ignore[assignment]
@@ -380,6 +385,13 @@ class RedisBloomFilter:
     @property
     def error_rate(self) -> float:
         return self._error_rate
+
+    @property
+    def retry_window_s(self) -> Optional[float]:
+        """The longest a batch's tries may take, in seconds: (retries + 1)
+        times the client's socket timeout, plus the pauses between tries;
+        None for a client without a socket timeout."""
+        return self._sender.window_s
 
     @property
     def answer_ttl_ms(self) -> int:

@@ -119,6 +119,11 @@ class RedisStages:
         self._stages: list[RedisBloomFilter] = []  # attached so far (a chain only grows)
         self._chain: dict[str, Any] = {}  # its parameters (attach_chain)
 
+    @property
+    def retry_window_s(self) -> Optional[float]:
+        """The longest a batch's tries may take (RedisBloomFilter.retry_window_s)."""
+        return self._sender.window_s
+
     def _stage_key(self, i: int) -> str:
         return f"{self._base}:s{i}"
 
