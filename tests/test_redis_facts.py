@@ -271,3 +271,44 @@ def test_the_retry_window_comes_from_the_clients_real_timeout(redis_server: Redi
     none = RedisBloomFilter(redis.Redis(port=redis_server.port, socket_timeout=None), "wn", 1000, 0.01)
     assert none.retry_window_s is None and none.answer_ttl_ms == 120_000
     assert "2 minutes without a socket timeout" not in (RedisBloomFilter.__doc__ or "")
+
+
+# ---- a Sentinel's client that decodes -----------------------------------------------------
+
+
+@pytest.fixture
+def sentinel(redis_server: RedisServer, tmp_path: Path) -> Iterator[int]:
+    """A Sentinel on loopback monitoring redis_server as 'primary'; its port."""
+    port = free_port()
+    conf = tmp_path / "sentinel.conf"
+    conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {tmp_path}\n"
+                    f"sentinel monitor primary 127.0.0.1 {redis_server.port} 1\n")
+    proc = subprocess.Popen([need("redis-server"), str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if redis.Redis(port=port).execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "primary"):
+                    break
+            except redis.ConnectionError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("redis-server --sentinel did not start")
+            time.sleep(0.05)
+        yield port
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_a_sentinel_client_that_decodes_works_as_a_plain_one_does(sentinel: int) -> None:
+    from redis.sentinel import Sentinel
+
+    client = Sentinel([("127.0.0.1", sentinel)]).master_for("primary", decode_responses=True, socket_timeout=2)
+    f = RedisBloomFilter(client, "sent", 10_000, 0.001, backend="plain")
+    assert f.add_many(["a", "b"]).all() and not f.add("a") and "b" in f
+    assert f.retry_window_s == pytest.approx(_window(2))
+    chain = ScalableBloomFilter(100, 0.01, store=RedisStages(client, "sentc", backend="plain"))
+    assert chain.add_many(np.arange(300, dtype=np.uint64)).all()
+    assert client.get("sentc-none") is None and client.set("s", "x") and client.get("s") == "x"  # still decodes
