@@ -312,3 +312,31 @@ def test_a_sentinel_client_that_decodes_works_as_a_plain_one_does(sentinel: int)
     chain = ScalableBloomFilter(100, 0.01, store=RedisStages(client, "sentc", backend="plain"))
     assert chain.add_many(np.arange(300, dtype=np.uint64)).all()
     assert client.get("sentc-none") is None and client.set("s", "x") and client.get("s") == "x"  # still decodes
+
+
+# ---- a chain's stage count and first stage, read in one step ------------------------------
+
+
+def test_attaching_while_another_process_makes_the_chain_is_not_a_lost_key(redis_server: RedisServer) -> None:
+    """A process attaches to a chain that does not exist yet; another makes
+    it right after the first reads the stage count (the hook): the first
+    must find a new chain, not "{key}:stages is gone while its stages
+    remain"."""
+    client = redis.Redis(port=redis_server.port)
+    store = RedisStages(client, "race", backend="plain")
+    real = store._sender.run
+    fired = []
+
+    def run(jobs: Any) -> Any:
+        replies = real(jobs)
+        if not fired and any(job.route == store.stages_key.encode() for job in jobs):
+            fired.append(True)  # another process makes the chain, and adds to it
+            ScalableBloomFilter(100, 0.01, store=RedisStages(redis_server.url, "race", backend="plain")).add_many(
+                np.arange(50, dtype=np.uint64))
+        return replies
+
+    store._sender.run = run  # type: ignore[method-assign]
+    chain = ScalableBloomFilter(100, 0.01, store=store)
+    assert fired and chain.num_stages == 1
+    assert not chain.add_many(np.arange(50, dtype=np.uint64)).any()  # the other's keys: seen
+    assert chain.add_many(np.arange(50, 60, dtype=np.uint64)).all()

@@ -79,6 +79,14 @@ return out
 """)
 
 
+# KEYS: stages, stage 0's meta. The chain's stage count and whether its
+# first stage exists, read together: read apart, a chain made between the
+# two reads looked like a count gone while its stages remain.
+_COUNT = Script("""
+return {redis.call('GET', KEYS[1]) or '', redis.call('EXISTS', KEYS[2])}
+""")
+
+
 def delete_matching(client: Any, patterns: Sequence[str]) -> int:
     """Delete every key matching one of the patterns (SCAN; every primary of
     a cluster). How many were deleted."""
@@ -197,9 +205,11 @@ class RedisStages:
 
     def stages(self) -> list[tuple[Any, int]]:
         """The stages, oldest first, with their counts of new keys."""
-        n = self.stage_count()
-        if n == 0 and self._sender.call(f"{self._stage_key(0)}:meta", b"EXISTS", f"{self._stage_key(0)}:meta"):
-            raise gone(self.stages_key, self._what, self._policy or "", "is gone while its stages remain")
+        have, first = self._sender.script(_COUNT, [self.stages_key, f"{self._stage_key(0)}:meta"])
+        n = int(have or 0)
+        if not have and (first or self._stages):
+            raise gone(self.stages_key, self._what, self._policy or "", "is gone while its stages remain"
+                       if first else "is gone")
         self._attach(n)
         counts = self._sender.each([Job(self.count_key(i).encode(), b"GET", (self.count_key(i),))
                                          for i in range(n)])
