@@ -340,3 +340,74 @@ def test_attaching_while_another_process_makes_the_chain_is_not_a_lost_key(redis
     assert fired and chain.num_stages == 1
     assert not chain.add_many(np.arange(50, dtype=np.uint64)).any()  # the other's keys: seen
     assert chain.add_many(np.arange(50, 60, dtype=np.uint64)).all()
+
+
+# ---- a dump whose counts never lag its bits --------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["module", "plain"])
+def test_a_dump_taken_while_a_writer_adds_never_counts_fewer_keys_than_its_bits(
+        redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    """A writer adds 3,000 fresh keys after every round trip of the dump (the
+    hook: as a busy crawl would, at the worst moments). Each stage's count in
+    the file is at least what its bits hold, so the restored chain's stages
+    never take keys past their capacity."""
+    from bloomline.redis import dump, restore
+    from bloomline.redis._wire import Sender
+
+    server = RedisServer(tmp_path, *module_args(backend))
+    try:
+        writer = ScalableBloomFilter(50_000, 1e-4, store=RedisStages(server.url, "live", backend=backend))
+        writer.add_many(np.arange(70_000, dtype=np.uint64))  # two stages, the second part-full
+        real, lo, busy = Sender.run, [10**9], [False]
+
+        def run(self: Any, jobs: Any) -> Any:
+            replies = real(self, jobs)
+            if not busy[0]:
+                busy[0] = True
+                writer.add_many(np.arange(lo[0], lo[0] + 3000, dtype=np.uint64))
+                lo[0] += 3000
+                busy[0] = False
+            return replies
+
+        monkeypatch.setattr(Sender, "run", run)
+        local = dump(server.url, "live", tmp_path / "live.bloom")
+        monkeypatch.setattr(Sender, "run", real)
+        assert lo[0] > 10**9 + 3000  # the writer added between the dump's reads
+        for i, (stage, count) in enumerate(zip(local.stages, local._stage_counts)):
+            assert stage.approx_count <= count + 0.03 * stage.capacity, (
+                f"stage {i}: its bits hold about {stage.approx_count:,.0f} keys, its count says {count:,}")
+        restored = restore(tmp_path / "live.bloom", server.url, "copy", backend=backend)
+        restored.add_many(np.arange(2 * 10**9, 2 * 10**9 + 100_000, dtype=np.uint64))
+        store = RedisStages(server.url, "copy", backend=backend)
+        for i, (stage, count) in enumerate(store.stages()):
+            assert stage.approx_count <= 1.03 * stage.capacity, f"stage {i} passed its capacity"
+    finally:
+        server.stop()
+
+
+def test_restore_never_counts_fewer_keys_than_a_stages_bits(redis_server: RedisServer) -> None:
+    """A file whose last stage's count lags its bits (as dumps taken while
+    writers added were): restored, the stage counts what its bits hold (at
+    most its capacity) and takes no keys past it; bits past the capacity
+    warn."""
+    from bloomline import _core
+    from bloomline.redis import restore
+
+    chain = ScalableBloomFilter(1000, 0.01)
+    chain.add_many(np.arange(1000, dtype=np.uint64))
+    lagging = _core.encode_chain(chain.rule, chain.layout, chain.seed, chain.stages, [500])
+    restored = restore(lagging, redis_server.url, "lag", backend="plain")
+    store = RedisStages(redis_server.url, "lag", backend="plain")
+    assert store.stages()[0][1] >= 970
+    restored.add_many(np.arange(10**6, 10**6 + 100, dtype=np.uint64))
+    assert restored.num_stages == 2  # the stage was full: the keys went to the next
+    over = ScalableBloomFilter(1000, 0.01)
+    over.add_many(np.arange(1000, dtype=np.uint64))
+    stage = over.stages[0]
+    with pytest.warns(UserWarning, match="past its capacity"):
+        stage.add_many(np.arange(5000, 5500, dtype=np.uint64))  # its bits now hold 1,500 keys
+    data = _core.encode_chain(over.rule, over.layout, over.seed, [stage], [900])
+    with pytest.warns(UserWarning, match=r"stage 0 of the chain restored at 'over' holds about 1,[45]\d\d keys"):
+        restore(data, redis_server.url, "over", backend="plain")
+    assert RedisStages(redis_server.url, "over", backend="plain").stages()[0][1] == 1000

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
@@ -264,17 +265,31 @@ class RedisBloomFilter:
 
     # ---- facts ----------------------------------------------------------------------
 
-    def _shard_values(self, command: bytes) -> list[Any]:
+    def _shard_values(self, command: bytes, then: Sequence[Job] = ()) -> list[Any]:
         """command on each shard, then its STRLEN (a shard that is gone
         raises MissingKeyError instead of reading as zeros; nothing makes a
-        vanished shard anew, so one present after the read was during it)."""
+        vanished shard anew, so one present after the read was during it);
+        then the replies of `then`, sent behind them on the same connection
+        (each node's in order)."""
         k = self._keys
-        replies = self._sender.each([j for s in k.shards for j in (Job(s.encode(), command, (s,)),
-                                                                          Job(s.encode(), b"STRLEN", (s,)))])
-        for shard, size, length in zip(k.shards, k.nbytes, replies[1::2]):
+        reads = [j for s in k.shards for j in (Job(s.encode(), command, (s,)), Job(s.encode(), b"STRLEN", (s,)))]
+        replies = self._sender.each([*reads, *then])
+        for shard, size, length in zip(k.shards, k.nbytes, replies[1 : len(reads) : 2]):
             if int(length) != size:
                 raise gone(shard, self._what, self._policy, "is gone" if not int(length) else "has the wrong size")
-        return replies[::2]
+        return replies[: len(reads) : 2] + replies[len(reads) :]
+
+    def _bits_then(self, counts: Sequence[str]) -> tuple[bytes, list[int]]:
+        """The shards' bytes, and the counts read after them in the same
+        round: an add sets its bits and its count in one step, so a count
+        read after the bits is never lower than what they hold (read before,
+        the keys added in between were in the bits and not in the count)."""
+        values = self._shard_values(b"GET", [Job(c.encode(), b"GET", (c,)) for c in counts])
+        n = len(self._keys.shards)
+        for name, c in zip(counts, values[n:]):
+            if c is None:
+                raise gone(name, self._what, self._policy)
+        return b"".join(values[:n]), [int(c) for c in values[n:]]
 
     def _need_bits(self, what: str) -> None:
         if self._kind == "bf":
@@ -338,10 +353,12 @@ class RedisBloomFilter:
         """Download into a local BloomFilter with identical answers."""
         if self._kind == "bf":
             raise ValueError("backend 'bf' keeps RedisBloom's own data: it has no bloomline bits to download")
-        count = self.insert_count
-        return BloomFilter.from_buffer(b"".join(self._shard_values(b"GET")), self.num_bits, self.num_hashes,
-                                       layout=self.layout, seed=self.seed, capacity=self._capacity,
-                                       error_rate=self._error_rate, insert_count=max(count, 0))
+        bits, counts = self._bits_then(self._keys.counts)
+        return self._local(bits, sum(counts))
+
+    def _local(self, bits: bytes, count: int) -> BloomFilter:
+        return BloomFilter.from_buffer(bits, self.num_bits, self.num_hashes, layout=self.layout, seed=self.seed,
+                                       capacity=self._capacity, error_rate=self._error_rate, insert_count=count)
 
     # ---- what it is ---------------------------------------------------------------------
 

@@ -218,6 +218,15 @@ class RedisStages:
                 raise gone(self.count_key(i), self._what, self._policy or "")
         return [(s, int(c)) for s, c in zip(self._stages[:n], counts)]
 
+    def snapshot(self, index: int) -> tuple[Any, int]:
+        """Stage `index` as a local BloomFilter, and its count read after its
+        bits in the same round (never lower than what they hold: a dump
+        taken while writers add gives a count that may run ahead of the
+        bits, never behind them)."""
+        stage = self._stages[index]
+        bits, (count,) = stage._bits_then([self.count_key(index)])
+        return stage._local(bits, count), count
+
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> Any:
         """Make stage `index` unless it is made (idempotent), and attach it."""
         name = self._stage_key(index)
