@@ -411,3 +411,68 @@ def test_restore_never_counts_fewer_keys_than_a_stages_bits(redis_server: RedisS
     with pytest.warns(UserWarning, match=r"stage 0 of the chain restored at 'over' holds about 1,[45]\d\d keys"):
         restore(data, redis_server.url, "over", backend="plain")
     assert RedisStages(redis_server.url, "over", backend="plain").stages()[0][1] == 1000
+
+
+# ---- import-set: deleted only as checked, resumable wherever it stopped ----------------------
+
+
+def _fps(lo: int, hi: int) -> list[str]:
+    return [hashlib.sha1(str(i).encode()).hexdigest() for i in range(lo, hi)]
+
+
+def test_a_fingerprint_added_after_the_check_is_not_lost_with_the_set(redis_server: RedisServer,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crawler still on scrapy-redis SADDs a fingerprint right after the
+    final check (the hook): --delete-set must not delete it unimported; it
+    ends in the filter, and the set goes only once checked with it."""
+    pytest.importorskip("scrapy")
+    from bloomline.scrapy.migrate import import_set
+
+    client = redis.Redis(port=redis_server.port)
+    client.sadd("crawl:dupefilter", *_fps(0, 1000))
+    real, late = ScalableBloomFilter.contains_many, _fps(5000, 5001)[0]
+
+    def contains_many(self: Any, keys: Any, **kwargs: Any) -> Any:
+        answer = real(self, keys, **kwargs)
+        client.sadd("crawl:dupefilter", late)  # the crawler, once the check has read the set
+        return answer
+
+    monkeypatch.setattr(ScalableBloomFilter, "contains_many", contains_many)
+    report = import_set(client, "crawl:dupefilter", chunk=10_000, delete_set=True)
+    monkeypatch.setattr(ScalableBloomFilter, "contains_many", real)
+    info = RedisStages(client, "crawl:dupefilter").info()
+    assert info is not None
+    chain = ScalableBloomFilter(int(info["initial_capacity"]), float(info["error_rate"]),
+                                tightening=float(info["tightening"]), store=RedisStages(client, "crawl:dupefilter"))
+    held = bool(chain.contains_many([bytes.fromhex(late)])[0])
+    kept = bool(client.sismember("crawl:dupefilter", late))
+    assert held or kept, "a fingerprint added after the check is in neither the filter nor the set"
+    assert report.missing == 0 and report.rounds >= 2 and held
+
+
+def test_an_import_stopped_before_recording_its_rule_resumes(redis_server: RedisServer,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("scrapy")
+    from bloomline.scrapy.migrate import import_set
+
+    client = redis.Redis(port=redis_server.port)
+    client.sadd("stop:dupefilter", *_fps(0, 2000))
+
+    def stopped(self: Any, **fields: Any) -> None:
+        raise KeyboardInterrupt  # between making the chain and recording its rule
+
+    real = RedisStages.set_info
+    monkeypatch.setattr(RedisStages, "set_info", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        import_set(client, "stop:dupefilter")
+    monkeypatch.setattr(RedisStages, "set_info", real)
+    assert client.exists("{stop:dupefilter}:stages")  # the chain was made
+    report = import_set(client, "stop:dupefilter", delete_set=True)
+    assert report.missing == 0 and report.deleted and report.imported == 2000
+    info = RedisStages(client, "stop:dupefilter").info()
+    assert info is not None and info["fingerprints"] == "scrapy-redis"
+    # A chain a crawl made (no rule, no import of this set begun) is still refused.
+    ScalableBloomFilter(1000, 0.01, store=RedisStages(client, "other:dupefilter"))
+    client.sadd("other:dupefilter:set", *_fps(0, 10))
+    with pytest.raises(ValueError, match="by Scrapy's fingerprinter"):
+        import_set(client, "other:dupefilter:set", "other:dupefilter")
