@@ -140,13 +140,12 @@ def socket_timeout_of(client: Any) -> Optional[float]:
         kwargs = client.connection_pool.connection_kwargs
         cls = client.connection_pool.connection_class
     if "socket_timeout" in kwargs:
-        timeout = kwargs["socket_timeout"]
-        return None if timeout is None else float(timeout)
+        return kwargs["socket_timeout"]  # type: ignore[no-any-return]
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         param = inspect.signature(init).parameters.get("socket_timeout") if init is not None else None
         if param is not None and param.default is not inspect.Parameter.empty:
-            return None if param.default is None else float(param.default)
+            return param.default  # type: ignore[no-any-return]
     return None
 
 
