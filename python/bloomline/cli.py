@@ -1097,6 +1097,10 @@ def _redis_import(args: argparse.Namespace) -> int:
     if r.missing:
         raise CliError(f"the check failed: {count(r.missing, 'fingerprint')} of the set {'is' if r.missing == 1 else 'are'} "
                        "not in the filter; the set was left as it is")
+    if args.delete_set and not r.deleted:
+        raise CliError(f"the set grew during each of {r.rounds} checks (a crawl still adding to it?): every "
+                       "fingerprint it had is in the filter, and the set was left as it is; stop the crawl and "
+                       "run the same command again")
     print("check: every fingerprint of the set is in the filter; " +
           ("the set was deleted" if r.deleted else "the set was left as it is (--delete-set deletes it)"))
     return 0

@@ -364,8 +364,10 @@ class ScalableBloomFilter:
         try:
             return _in_place(valid, self._add_hashed(hashed))
         except Exception as e:
-            if getattr(e, "new", None) is not None:  # (a shared store's error: what is known, in the batch's shape)
-                e._facts(*(None if a is None else _in_place(valid, a) for a in (e.new, e.unknown)))  # type: ignore[attr-defined]
+            new, unknown = getattr(e, "new", None), getattr(e, "unknown", None)
+            if new is not None:  # (a shared store's error: what is known, in the batch's shape)
+                e.new = _in_place(valid, new)  # type: ignore[attr-defined]
+                e.unknown = None if unknown is None else _in_place(valid, unknown)  # type: ignore[attr-defined]
             raise
 
     def _add_hashed(self, hashed: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
@@ -421,39 +423,47 @@ class ScalableBloomFilter:
         out = np.zeros(len(hashed), dtype=bool)
         seen = np.zeros(len(hashed), dtype=bool)
         pending = np.arange(len(hashed))
-        checked = 0  # stages below this were looked up for the pending keys
-        while pending.size:
-            last = len(self._stages) - 1
-            if checked < last:  # (a shared store's stages share a node: one round trip for all)
-                seen[pending] |= self._store.contains_any(self._stages[checked:last], hashed[pending])  # type: ignore[attr-defined]
-            checked = last
-            fresh = pending[~seen[pending]]
-            if not fresh.size:
-                break
-            try:
-                new, taken, count = self._store.add_to_last(last, self._stages[last], hashed[fresh])
-            except StaleChain:  # another process grew the chain: add there
-                self._reload()
-                continue
-            except Exception as e:
-                # A store's error that says what it knows of its keys (new,
-                # unknown): in the terms of this batch, with the keys this
-                # call already found new.
-                if getattr(e, "new", None) is not None:
-                    known, unknown = out.copy(), np.zeros(len(hashed), dtype=bool)
-                    known[fresh] |= e.new  # type: ignore[attr-defined]
-                    if getattr(e, "unknown", None) is not None:
-                        unknown[fresh] = e.unknown  # type: ignore[attr-defined]
-                    e._facts(known, unknown)  # type: ignore[attr-defined]
-                raise
-            assert taken is not None and count is not None
-            out[fresh[taken]] = new[taken]
-            self._counts[last] = count
-            pending = fresh[~taken]
-            if pending.size:  # the stage is full, or the chain grew meanwhile
-                if len(self._stages) == self._rule.max_stages:
-                    raise self._full_error(int(pending.size))
-                self._new_stage()
+        adding: npt.NDArray[Any] | None = None  # the keys of the stage add under way
+        try:
+            checked = 0  # stages below this were looked up for the pending keys
+            while pending.size:
+                last = len(self._stages) - 1
+                if checked < last:  # (a shared store's stages share a node: one round trip for all)
+                    seen[pending] |= self._store.contains_any(self._stages[checked:last], hashed[pending])  # type: ignore[attr-defined]
+                checked = last
+                fresh = pending[~seen[pending]]
+                if not fresh.size:
+                    break
+                try:
+                    adding = fresh
+                    new, taken, count = self._store.add_to_last(last, self._stages[last], hashed[fresh])
+                    adding = None
+                except StaleChain:  # another process grew the chain: add there
+                    adding = None
+                    self._reload()
+                    continue
+                assert taken is not None and count is not None
+                out[fresh[taken]] = new[taken]
+                self._counts[last] = count
+                pending = fresh[~taken]
+                if pending.size:  # the stage is full, or the chain grew meanwhile
+                    if len(self._stages) == self._rule.max_stages:
+                        raise self._full_error(int(pending.size))
+                    self._new_stage()
+        except Exception as e:
+            # Whatever failed (the stage add, a lookup in the older stages,
+            # growing, reading the chain again), the error carries what is
+            # known in the terms of this batch (a shared store's promise):
+            # the keys found new, and those with no answer yet; the store's
+            # own facts for the keys of the add it raised from.
+            known, unknown = out.copy(), np.zeros(len(hashed), dtype=bool)
+            unknown[pending] = ~seen[pending]
+            their_new, their_unknown = getattr(e, "new", None), getattr(e, "unknown", None)
+            if adding is not None and their_new is not None and len(their_new) == len(adding):
+                known[adding] |= their_new
+                unknown[adding] = their_unknown if their_unknown is not None else ~their_new
+            e.new, e.unknown = known, unknown  # type: ignore[attr-defined]
+            raise
         return out
 
     def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:

@@ -33,6 +33,9 @@ silent fresh start:
 - a re-send whose kept answer is gone cannot be told from a first send:
   keys it finds present are answered "unknown", and the call raises
   ``UnknownOutcome`` (its ``unknown`` array says which keys to treat as new);
+- every error an add raises, whatever its cause (OOM, READONLY, a lost
+  connection...), carries ``new`` and ``unknown`` for the caller's batch,
+  its class unchanged;
 - a key that should exist and does not (evicted, expired, deleted) raises
   ``MissingKeyError``, on every backend; attaching warns
   (``EvictionWarning``) when the server's ``maxmemory-policy`` may evict;

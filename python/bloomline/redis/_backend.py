@@ -20,7 +20,7 @@ import numpy.typing as npt
 import redis as _redis
 
 from .. import _core
-from ._errors import MissingKeyError, NotDurable, UnknownOutcome
+from ._errors import MissingKeyError, NotDurable, UnknownOutcome, with_facts
 from ._wire import Job, Sender, _error_code
 
 if TYPE_CHECKING:
@@ -180,10 +180,13 @@ def run_adds(sender: Sender, parts: Iterable[Part], n: int, what: str, policy: s
     when any other part failed or any answer is unknown, with what is known
     (the windows after a failed one are not sent)."""
     settled = _Settled(n, tolerate)
-    for window in windows(parts):
-        settled.take(window, sender.run([p.jobs[0] for p in window]))
-        if settled.failed:
-            break
+    try:
+        for window in windows(parts):
+            settled.take(window, sender.run([p.jobs[0] for p in window]))
+            if settled.failed:
+                break
+    except Exception as e:  # raised while sending (a cluster's slot map unreadable...): it carries the facts too
+        settled.failed.append((None, e))
     return settled.result(what, policy)
 
 
@@ -201,7 +204,7 @@ class _Settled:
     def __init__(self, n: int, tolerate: Sequence[str]) -> None:
         self.codes = np.zeros(n, dtype=np.uint8)
         self.counts: dict[str, int] = {}
-        self.failed: list[tuple[Part, Exception]] = []
+        self.failed: list[tuple[Optional[Part], Exception]] = []
         self.skipped: list[Exception] = []
         self.tolerate = tolerate
 
@@ -230,10 +233,10 @@ class _Settled:
         error = self.failed[0][1] if self.failed else UnknownOutcome(
             f"{int(unsure.sum())} keys of a batch to {what} were re-sent after a lost reply whose kept answer was "
             "gone, and found present: the lost send may have added them")
-        error = missing_error(error, what, policy)
-        if isinstance(error, (UnknownOutcome, MissingKeyError)):
-            error._facts(self.codes == NEW, unknown)
-        raise error
+        # Whatever the error (OOM, READONLY, NOPERM, a script's...), it
+        # carries the facts: raised bare, a caller took the batch as lost or
+        # as seen, and the keys it had added read "seen" on a retry.
+        raise with_facts(missing_error(error, what, policy), self.codes == NEW, unknown)
 
 
 def run_lookups(sender: Sender, parts: Iterable[Part], n: int, what: str, policy: str = "") -> npt.NDArray[np.bool_]:

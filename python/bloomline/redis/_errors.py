@@ -1,12 +1,23 @@
-"""What a Redis filter raises when a fault cannot be survived.
+"""What a Redis filter raises when a fault cannot be survived, and the facts
+every error of an add carries.
 
-Both errors carry what is known of the batch: ``new`` is True where a key
-was reported new to this call (its add was answered), ``unknown`` True where
-the call has no answer for it (its command may or may not have run, or was
-refused, or never reached it). A key neither new nor unknown was answered
-"seen". A caller that must not lose a key treats every ``unknown`` key as
-new (fetch the page): at least once, never lost. When ``new`` is None
-nothing is known of the batch: treat every key as unknown.
+Every exception an add raises once its batch is under way (whatever its
+cause: a lost connection, OOM, READONLY, NOPERM, a script's error, a key of
+the wrong type, LOADING for too long) carries what is known of the batch,
+set on the exception itself, whose class is left as it is (code that catches
+``redis.exceptions.OutOfMemoryError`` still does): ``new`` is True where a
+key was reported new to this call (its add was answered), ``unknown`` True
+where the call has no answer for it (its command may or may not have run,
+or was refused, or never reached it), both in the caller's batch shape. A
+key neither new nor unknown was answered "seen". A caller that must not
+lose a key treats every ``unknown`` key as new (fetch the page): at least
+once, never lost. When ``new`` is None nothing is known of the batch: treat
+every key as unknown. ``facts(e)`` reads them from any exception (None,
+None where it has none: an argument refused before anything was sent).
+
+``UnknownOutcome`` and ``MissingKeyError`` are bloomline's own two causes
+(a re-send that could not be told from a first send; a key of the filter
+that vanished) and declare the two fields.
 """
 
 from __future__ import annotations
@@ -17,7 +28,22 @@ import numpy as np
 import numpy.typing as npt
 import redis as _redis
 
-__all__ = ["EvictionWarning", "MissingKeyError", "NotDurable", "UnknownOutcome"]
+__all__ = ["EvictionWarning", "MissingKeyError", "NotDurable", "UnknownOutcome", "facts"]
+
+Facts = tuple[Optional[npt.NDArray[np.bool_]], Optional[npt.NDArray[np.bool_]]]
+
+
+def with_facts(e: BaseException, new: Any, unknown: Any) -> BaseException:
+    """e, carrying the facts of its batch (set on it: any exception class)."""
+    e.new = new  # type: ignore[attr-defined]
+    e.unknown = unknown  # type: ignore[attr-defined]
+    return e
+
+
+def facts(e: BaseException) -> Facts:
+    """(new, unknown) of an error an add raised; (None, None) when it
+    carries none (nothing is known: treat every key as unknown)."""
+    return getattr(e, "new", None), getattr(e, "unknown", None)
 
 
 class _BatchFacts:
@@ -25,8 +51,7 @@ class _BatchFacts:
     unknown: Optional[npt.NDArray[np.bool_]]
 
     def _facts(self, new: Any, unknown: Any) -> None:
-        self.new = new
-        self.unknown = unknown
+        with_facts(self, new, unknown)  # type: ignore[arg-type]
 
 
 class UnknownOutcome(_redis.ConnectionError, _BatchFacts):

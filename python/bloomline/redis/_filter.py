@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
@@ -16,7 +17,7 @@ from .._core import BloomFilter, CapacityWarning
 from ..scalable import _in_place
 from ._backend import (NEW, FilterKeys, Prepared, gone, replicated, run_adds, run_lookups, settle_adds,
                        settle_lookups)
-from ._errors import MissingKeyError, UnknownOutcome
+from ._errors import facts, with_facts
 from ._meta import DEFAULT_SHARD_BITS, data_keys, eviction_policy, keys_of, open_filter, plan
 from ._registry import choose_backend, new_backend
 from ._names import batch_ids, client_of
@@ -48,8 +49,13 @@ class RedisBloomFilter:
     URL. Attaching with a ``layout``, ``seed``, capacity or error rate that
     differs from the stored one raises ``ValueError`` naming the field.
     ``retries`` re-sends of a batch after a lost reply, each kept answer
-    ``answer_ttl_ms`` (None: twice the retry window the client's socket
-    timeout allows, at least 10 s; 2 minutes without a timeout).
+    ``answer_ttl_ms`` (None: twice the retry window, at least 10 s). The
+    retry window (``retry_window_s``) is every try's socket timeout plus the
+    pauses between them, with the timeout the client's connections really
+    have: the one it was given, else redis-py's default (5 s in redis-py 8:
+    with the default 8 retries a window of 52 s, answers kept 105 s). Only a
+    client made with ``socket_timeout=None`` has no bound on a try: then
+    answers are kept 2 minutes.
 
     ``backend`` is recorded in the filter's meta when it is made ('auto':
     the module where the server and the replicas it can reach have it,
@@ -143,16 +149,17 @@ class RedisBloomFilter:
         """Add a batch (one command per shard and chunk, one round trip per
         node); True where the key was new. Among processes adding the same
         key at once exactly one sees it new, re-sends included; a fault that
-        cannot be survived raises (UnknownOutcome, MissingKeyError: their
-        ``new`` and ``unknown`` say what is known). nulls='skip' leaves nulls
-        out (False), as BloomFilter.add_many."""
+        cannot be survived raises, whatever the error (UnknownOutcome,
+        MissingKeyError, or the server's own: OOM, READONLY...), with ``new``
+        and ``unknown`` saying what is known (bloomline.redis._errors).
+        nulls='skip' leaves nulls out (False), as BloomFilter.add_many."""
         self._refuse_stage("add to")
         batch = self._prepare(keys, nulls)
         parts = self._backend.add_parts(self._keys, batch, batch_ids.next(), self._sender.answer_ttl_ms)
         try:
             codes, counts, _ = run_adds(self._sender, parts, batch.n, self._what, self._policy)
-        except (UnknownOutcome, MissingKeyError) as e:
-            e._facts(*(None if a is None else _in_place(batch.valid, a) for a in (e.new, e.unknown)))
+        except Exception as e:  # (every error of an add carries its facts: in the caller's shape, nulls included)
+            with_facts(e, *(None if a is None else _in_place(batch.valid, a) for a in facts(e)))
             raise
         self._note(counts)
         self._replicated(codes == NEW, batch.valid)
@@ -290,17 +297,31 @@ class RedisBloomFilter:
 
     # ---- facts ----------------------------------------------------------------------
 
-    def _shard_values(self, command: bytes) -> list[Any]:
+    def _shard_values(self, command: bytes, then: Sequence[Job] = ()) -> list[Any]:
         """command on each shard, then its STRLEN (a shard that is gone
         raises MissingKeyError instead of reading as zeros; nothing makes a
-        vanished shard anew, so one present after the read was during it)."""
+        vanished shard anew, so one present after the read was during it);
+        then the replies of `then`, sent behind them on the same connection
+        (each node's in order)."""
         k = self._keys
-        replies = self._sender.each([j for s in k.shards for j in (Job(s.encode(), command, (s,)),
-                                                                          Job(s.encode(), b"STRLEN", (s,)))])
-        for shard, size, length in zip(k.shards, k.nbytes, replies[1::2]):
+        reads = [j for s in k.shards for j in (Job(s.encode(), command, (s,)), Job(s.encode(), b"STRLEN", (s,)))]
+        replies = self._sender.each([*reads, *then])
+        for shard, size, length in zip(k.shards, k.nbytes, replies[1 : len(reads) : 2]):
             if int(length) != size:
                 raise gone(shard, self._what, self._policy, "is gone" if not int(length) else "has the wrong size")
-        return replies[::2]
+        return replies[: len(reads) : 2] + replies[len(reads) :]
+
+    def _bits_then(self, counts: Sequence[str]) -> tuple[bytes, list[int]]:
+        """The shards' bytes, and the counts read after them in the same
+        round: an add sets its bits and its count in one step, so a count
+        read after the bits is never lower than what they hold (read before,
+        the keys added in between were in the bits and not in the count)."""
+        values = self._shard_values(b"GET", [Job(c.encode(), b"GET", (c,)) for c in counts])
+        n = len(self._keys.shards)
+        for name, c in zip(counts, values[n:]):
+            if c is None:
+                raise gone(name, self._what, self._policy)
+        return b"".join(values[:n]), [int(c) for c in values[n:]]
 
     def _need_bits(self, what: str) -> None:
         if self._kind == "bf":
@@ -364,10 +385,12 @@ class RedisBloomFilter:
         """Download into a local BloomFilter with identical answers."""
         if self._kind == "bf":
             raise ValueError("backend 'bf' keeps RedisBloom's own data: it has no bloomline bits to download")
-        count = self.insert_count
-        return BloomFilter.from_buffer(b"".join(self._shard_values(b"GET")), self.num_bits, self.num_hashes,
-                                       layout=self.layout, seed=self.seed, capacity=self._capacity,
-                                       error_rate=self._error_rate, insert_count=max(count, 0))
+        bits, counts = self._bits_then(self._keys.counts)
+        return self._local(bits, sum(counts))
+
+    def _local(self, bits: bytes, count: int) -> BloomFilter:
+        return BloomFilter.from_buffer(bits, self.num_bits, self.num_hashes, layout=self.layout, seed=self.seed,
+                                       capacity=self._capacity, error_rate=self._error_rate, insert_count=count)
 
     # ---- what it is ---------------------------------------------------------------------
 
@@ -416,6 +439,13 @@ class RedisBloomFilter:
     def wait_replicas(self) -> int:
         """Replicas each add waits for (WAIT; 0: none)."""
         return self._sender.wait_replicas
+
+    @property
+    def retry_window_s(self) -> Optional[float]:
+        """The longest a batch's tries may take, in seconds: (retries + 1)
+        times the client's socket timeout, plus the pauses between tries;
+        None for a client without a socket timeout."""
+        return self._sender.window_s
 
     @property
     def answer_ttl_ms(self) -> int:

@@ -58,6 +58,6 @@ class ModuleBackend(BitsBackend):
         def decode(replies: list[Any]) -> npt.NDArray[np.bool_]:
             if identity:
                 check_size(f.counts[shard], 1, replies[1])
-            return np.frombuffer(replies[0], dtype=np.uint8) == NEW
+            return np.asarray(np.frombuffer(replies[0], dtype=np.uint8) == NEW)
 
         return [job, *identity], decode

@@ -16,7 +16,8 @@ import redis as _redis
 def client_of(redis: Any) -> Any:
     """A redis-py client, or one made from a URL. Replies are read as bytes
     (bits, answers, counts): a client made with decode_responses=True is
-    given a sibling on the same server that does not decode."""
+    given a sibling on the same server that does not decode (a Sentinel's
+    client too: its sibling asks the same Sentinels for the same service)."""
     if isinstance(redis, str):
         return _redis.Redis.from_url(redis)
     if not redis.get_encoder().decode_responses:
@@ -24,8 +25,15 @@ def client_of(redis: Any) -> Any:
     pool = getattr(redis, "connection_pool", None)
     if pool is None:  # a cluster client: its nodes' settings are its own
         raise ValueError("redis: pass a client made with decode_responses=False (bloomline reads bytes), or a URL")
-    kwargs = dict(pool.connection_kwargs, decode_responses=False)
-    return _redis.Redis(connection_pool=type(pool)(connection_class=pool.connection_class, **kwargs))
+    # (a Sentinel pool names its own pool among its connections' settings: the sibling makes its own)
+    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "connection_pool"}
+    kwargs.update(decode_responses=False, connection_class=pool.connection_class)
+    if hasattr(pool, "service_name") and hasattr(pool, "sentinel_manager"):  # master_for / slave_for
+        sibling = type(pool)(pool.service_name, pool.sentinel_manager, is_master=pool.is_master,
+                             check_connection=pool.check_connection, **kwargs)
+    else:
+        sibling = type(pool)(**kwargs)
+    return _redis.Redis(connection_pool=sibling)
 
 
 # ---- key names ------------------------------------------------------------------

@@ -80,6 +80,14 @@ return out
 """)
 
 
+# KEYS: stages, stage 0's meta. The chain's stage count and whether its
+# first stage exists, read together: read apart, a chain made between the
+# two reads looked like a count gone while its stages remain.
+_COUNT = Script("""
+return {redis.call('GET', KEYS[1]) or '', redis.call('EXISTS', KEYS[2])}
+""")
+
+
 def delete_matching(client: Any, patterns: Sequence[str]) -> int:
     """Delete every key matching one of the patterns (SCAN; every primary of
     a cluster). How many were deleted."""
@@ -127,6 +135,11 @@ class RedisStages:
         self._policy: Optional[str] = None
         self._stages: list[RedisBloomFilter] = []  # attached so far (a chain only grows)
         self._chain: dict[str, Any] = {}  # its parameters (attach_chain)
+
+    @property
+    def retry_window_s(self) -> Optional[float]:
+        """The longest a batch's tries may take (RedisBloomFilter.retry_window_s)."""
+        return self._sender.window_s
 
     def _stage_key(self, i: int) -> str:
         return f"{self._base}:s{i}"
@@ -201,9 +214,11 @@ class RedisStages:
 
     def stages(self) -> list[tuple[Any, int]]:
         """The stages, oldest first, with their counts of new keys."""
-        n = self.stage_count()
-        if n == 0 and self._sender.call(f"{self._stage_key(0)}:meta", b"EXISTS", f"{self._stage_key(0)}:meta"):
-            raise gone(self.stages_key, self._what, self._policy or "", "is gone while its stages remain")
+        have, first = self._sender.script(_COUNT, [self.stages_key, f"{self._stage_key(0)}:meta"])
+        n = int(have or 0)
+        if not have and (first or self._stages):
+            raise gone(self.stages_key, self._what, self._policy or "", "is gone while its stages remain"
+                       if first else "is gone")
         self._attach(n)
         counts = self._sender.each([Job(self.count_key(i).encode(), b"GET", (self.count_key(i),))
                                          for i in range(n)])
@@ -211,6 +226,15 @@ class RedisStages:
             if c is None:
                 raise gone(self.count_key(i), self._what, self._policy or "")
         return [(s, int(c)) for s, c in zip(self._stages[:n], counts)]
+
+    def snapshot(self, index: int) -> tuple[Any, int]:
+        """Stage `index` as a local BloomFilter, and its count read after its
+        bits in the same round (never lower than what they hold: a dump
+        taken while writers add gives a count that may run ahead of the
+        bits, never behind them)."""
+        stage = self._stages[index]
+        bits, (count,) = stage._bits_then([self.count_key(index)])
+        return stage._local(bits, count), count
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> Any:
         """Make stage `index` unless it is made (idempotent), and attach it."""

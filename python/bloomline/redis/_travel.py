@@ -9,13 +9,15 @@ bits, and does not travel this way (RedisBloom has BF.SCANDUMP for it)."""
 
 from __future__ import annotations
 
+import math
 import os
+import warnings
 from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
 
 import numpy as np
 
 from .. import _core, from_bytes
-from .._core import BloomFilter
+from .._core import BloomFilter, CapacityWarning
 from ..scalable import ScalableBloomFilter
 from ._backend import FilterKeys
 from ._names import client_of
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from ._filter import RedisBloomFilter
 
 _PIECE = 64 * 2**20  # SETRANGE in 64 MB pieces: no single huge request
+_NOISE = 0.03  # the bits' estimate of a stage's keys: within 3% of its capacity (tests/test_redis_faults.py)
 
 
 def _copy_bits(sender: Sender, keys: FilterKeys, bf: BloomFilter) -> list[int]:
@@ -64,6 +67,25 @@ def upload(cls: type[RedisBloomFilter], bf: BloomFilter, client: Any, key: str, 
     rf._sender.each([Job(c.encode(), b"SET", (c,), (round(bf.insert_count * n / total),))
                      for c, n in zip(rf._keys.counts, ones)])
     return rf
+
+
+def _honest_count(stage: BloomFilter, count: int, index: int, key: str) -> int:
+    """A stage's count as restored: never below what its bits hold. A file
+    whose count lags its bits (a dump taken while writers added, by an
+    earlier bloomline) would let the stage take keys past its capacity; the
+    bits' estimate, past the count by more than its noise, becomes the count,
+    at most the capacity (the stage is then full and the chain grows). Bits
+    that hold more than the capacity warn: that stage's false-positive rate
+    is above its share."""
+    capacity = stage.capacity or 0
+    estimate = stage.approx_count
+    if estimate <= count + _NOISE * capacity:
+        return count
+    if estimate > (1 + _NOISE) * capacity:
+        warnings.warn(f"stage {index} of the chain restored at {key!r} holds about {estimate:,.0f} keys by its bits, "
+                      f"past its capacity of {capacity:,} (the file's count said {count:,}): its false-positive rate "
+                      "is above its share of the chain's; it takes no more keys", CapacityWarning, stacklevel=3)
+    return max(count, min(capacity, math.ceil(estimate)))
 
 
 def _what_is_at(client: Any, key: str) -> Optional[str]:
@@ -112,8 +134,8 @@ def dump(redis: Any, key: str, file: Union[StrPath, BinaryIO]) -> Union[BloomFil
             raise ValueError(f"the chain at key {key!r} has no parameters in Redis ({store.chain_key!r}): it was "
                              "made by an earlier bloomline; copy its stages one by one (RedisBloomFilter.to_filter)")
         chain = attached_chain(store, info)
-        stages = [s.to_filter() for s in store._stages]
-        data = _core.encode_chain(chain.rule, chain.layout, chain.seed, stages, chain._stage_counts)
+        taken = [store.snapshot(i) for i in range(chain.num_stages)]
+        data = _core.encode_chain(chain.rule, chain.layout, chain.seed, [s for s, _ in taken], [c for _, c in taken])
         local = ScalableBloomFilter.from_bytes(data)
     if isinstance(file, (str, bytes, os.PathLike)):
         with _core.AtomicWriter(os.fspath(file)) as out:
@@ -162,6 +184,6 @@ def restore(file: Union[StrPath, BinaryIO, bytes], redis: Any, key: str, *, repl
             store.new_stage(i, stage.capacity, stage.error_rate, stage.layout, stage.seed)
         remote = store._stages[i]
         _copy_bits(store._sender, remote._keys, stage)
-        store._sender.call(store.count_key(i), b"SET", store.count_key(i), count)
+        store._sender.call(store.count_key(i), b"SET", store.count_key(i), _honest_count(stage, count, i, key))
     chain._reload()
     return chain

@@ -10,6 +10,10 @@ the one place that knows what may be sent again. Its rules (docs/DECISIONS.md,
   is the same command: after a dropped connection or a timeout, after
   NOSCRIPT (sent again as EVAL), after MOVED (the slot map refreshed) or ASK
   (ASKING first), after TRYAGAIN, CLUSTERDOWN or LOADING (after a pause).
+  LOADING is a reply, not a fault: the command did not run. redis-py raises
+  it (BusyLoadingError, a ConnectionError) and would close the connection;
+  the Sender reads it as the error reply it is, keeps the connection, and
+  reads the replies after it.
 - A write whose reply was lost may have run. Its re-send carries the mode
   ``R``; the server then returns the answer it kept under the batch id, or,
   if that answer is gone, answers ``?`` for any key it finds present (the
@@ -19,7 +23,9 @@ the one place that knows what may be sent again. Its rules (docs/DECISIONS.md,
   window (every try's socket timeout, plus the pauses between them) must fit
   in ``answer_ttl_ms``, checked when the Sender is made; and a re-send that
   would come later than the answer is trusted to live raises UnknownOutcome
-  instead (a client without a socket timeout has no bound on a try).
+  instead (a client without a socket timeout has no bound on a try). The
+  timeout is the one the client's connections have: the one it was given,
+  else its connection class's default (5 s in redis-py 8).
 - Commands that change nothing, or change it idempotently (reads, creating
   a filter's keys when missing), are simply sent again.
 """
@@ -27,6 +33,7 @@ the one place that knows what may be sent again. Its rules (docs/DECISIONS.md,
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 import time
 from collections import Counter
@@ -48,6 +55,8 @@ _MAX_REDIRECTS = 64  # MOVED, ASK, TRYAGAIN... rounds for one batch
 _FIRST_PAUSE_S, _MAX_PAUSE_S = 0.05, 2.0
 _PENDING: Any = object()
 _REDIRECTED = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "NOSCRIPT")  # not run: send again
+# Error replies: redis-py raises LOADING's as a ConnectionError (BusyLoadingError).
+_REPLY_ERRORS = (_redis.ResponseError, _redis.exceptions.BusyLoadingError)
 
 
 # ---- commands -----------------------------------------------------------------------
@@ -122,6 +131,48 @@ def pack(job: Job, *, resend: bool = False, by_text: bool = False) -> bytes:
 # ---- sending --------------------------------------------------------------------------
 
 
+def socket_timeout_of(client: Any) -> Optional[float]:
+    """The socket timeout of a client's connections: the one it was given,
+    else its connection class's default (a URL or a cluster client may not
+    name one; redis-py 8's connections then wait 5 s, older ones forever)."""
+    if hasattr(client, "get_node_from_key"):
+        kwargs = client.nodes_manager.connection_kwargs
+        cls = kwargs.get("connection_class", _redis.Connection)
+    else:
+        kwargs = client.connection_pool.connection_kwargs
+        cls = client.connection_pool.connection_class
+    if "socket_timeout" in kwargs:
+        return kwargs["socket_timeout"]  # type: ignore[no-any-return]
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        param = inspect.signature(init).parameters.get("socket_timeout") if init is not None else None
+        if param is not None and param.default is not inspect.Parameter.empty:
+            return param.default  # type: ignore[no-any-return]
+    return None
+
+
+_KEEPS: dict[type, bool] = {}
+
+
+def _read(conn: Any) -> Any:
+    """One reply, an error reply as its exception. LOADING is one (the
+    command did not run), though redis-py raises it as a ConnectionError and
+    closes the connection: kept open where redis-py lets us (4.6 and later),
+    so that the replies after it are read, not lost."""
+    keeps = _KEEPS.get(type(conn))
+    if keeps is None:
+        keeps = _KEEPS[type(conn)] = "disconnect_on_error" in inspect.signature(conn.read_response).parameters
+    try:
+        return conn.read_response(disconnect_on_error=False) if keeps else conn.read_response()
+    except _REPLY_ERRORS as e:
+        if not keeps and isinstance(e, _redis.ConnectionError):
+            raise  # (redis-py closed the connection: what followed is lost)
+        return e
+    except BaseException:
+        conn.disconnect()  # (a fault, or an interrupt mid-read: never reused half read)
+        raise
+
+
 def _error_code(e: Exception) -> str:
     """The error code of a reply (redis-py strips it from the ones it maps)."""
     for name, code in (("MovedError", "MOVED"), ("AskError", "ASK"), ("TryAgainError", "TRYAGAIN"),
@@ -142,13 +193,14 @@ def _address(e: Exception) -> tuple[str, int]:
 
 
 class _State:
-    __slots__ = ("ask", "by_text", "first_sent", "maybe_ran")
+    __slots__ = ("ask", "by_text", "first_sent", "maybe_ran", "waited")
 
     def __init__(self) -> None:
         self.maybe_ran = False  # a send of it got no reply: it may have run
         self.by_text = False  # the node lost the script: EVAL
         self.ask: Optional[tuple[str, int]] = None  # ASK: the node to ask next
         self.first_sent: Optional[float] = None
+        self.waited: Optional[Exception] = None  # its last TRYAGAIN, CLUSTERDOWN or LOADING reply
 
 
 class Sender:
@@ -163,8 +215,7 @@ class Sender:
         self.client = client
         self.cluster = hasattr(client, "get_node_from_key")
         self.retries = retries
-        kwargs = client.nodes_manager.connection_kwargs if self.cluster else client.connection_pool.connection_kwargs
-        timeout = kwargs.get("socket_timeout")
+        timeout = socket_timeout_of(client)
         pauses = sum(min(_FIRST_PAUSE_S * 2**i, _MAX_PAUSE_S) for i in range(retries))
         # The longest a batch's tries may take: every try's read timing out.
         self.window_s: Optional[float] = None if timeout is None else (retries + 1) * float(timeout) + pauses
@@ -237,10 +288,7 @@ class Sender:
                 for _, ask in payloads:
                     if ask:
                         conn.read_response()  # +OK
-                    try:
-                        replies.append(conn.read_response())
-                    except _redis.ResponseError as e:
-                        replies.append(e)
+                    replies.append(_read(conn))
                 return replies, None, True
             except (_redis.ConnectionError, _redis.TimeoutError, OSError) as e:
                 conn.disconnect()
@@ -271,10 +319,7 @@ class Sender:
         try:
             conn.send_packed_command([b"".join(pack(job) for job in jobs)])
             for _ in jobs:
-                try:
-                    replies.append(conn.read_response())
-                except _redis.ResponseError as e:
-                    replies.append(e)
+                replies.append(_read(conn))
         except (_redis.ConnectionError, _redis.TimeoutError, OSError):
             conn.disconnect()
             pool.release(conn)
@@ -285,7 +330,7 @@ class Sender:
             time.sleep(_FIRST_PAUSE_S)
             return self._run(jobs, states, faults=1)
         pool.release(conn)
-        codes = [_error_code(r) if isinstance(r, _redis.ResponseError) else "" for r in replies]
+        codes = [_error_code(r) if isinstance(r, _REPLY_ERRORS) else "" for r in replies]
         if not any(code in _REDIRECTED for code in codes):
             return replies
         states = [_State() for _ in jobs]
@@ -332,7 +377,7 @@ class Sender:
                 for i, reply in zip(sendable, replies):
                     st = states[i]
                     st.ask = None
-                    code = _error_code(reply) if isinstance(reply, _redis.ResponseError) else ""
+                    code = _error_code(reply) if isinstance(reply, _REPLY_ERRORS) else ""
                     if code in _REDIRECTED:
                         self.stats[code] += 1
                     if code == "MOVED":
@@ -341,6 +386,7 @@ class Sender:
                         st.ask = _address(reply)
                     elif code in ("TRYAGAIN", "CLUSTERDOWN", "LOADING"):
                         wait = True
+                        st.waited = reply
                     elif code == "NOSCRIPT":
                         st.by_text = True
                     else:
@@ -363,7 +409,9 @@ class Sender:
                 for i in pending:
                     results[i] = (UnknownOutcome(f"a batch's reply was lost and {self.retries} re-sends failed "
                                                  f"({why}): whether it was added is unknown")
-                                  if states[i].maybe_ran else why)
+                                  if states[i].maybe_ran else
+                                  # (a server loading for all those pauses: its own reply, the command not run)
+                                  states[i].waited if lost is None and states[i].waited is not None else why)
                 break
             if refresh:
                 self.client.nodes_manager.initialize()

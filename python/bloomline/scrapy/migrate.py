@@ -14,9 +14,13 @@ by (scrapy-redis's own by default: bloomline.scrapy.fingerprints), and the
 dupefilter fingerprints requests by it from then on.
 
 The SSCAN cursor is kept in Redis (``{key}:import``) after each chunk: an
-interrupted import resumes where it stopped. At the end every member is
-looked up in the filter; only after that check passes is the set deleted,
-and only when asked.
+interrupted import resumes where it stopped. The import's state, naming the
+set and the rule, is written before the chain is made, so an import stopped
+between making the chain and recording its rule resumes too. At the end
+every member is looked up in the filter; only after that check passes is
+the set deleted, and only when asked, by a script that deletes it only if
+it still has the size the check began with (a dupefilter's set only grows:
+a crawler's SADD after the check is imported and checked, never lost).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any, Callable, Optional
 from .. import ScalableBloomFilter
 from ..redis import RedisStages
 from ..redis._names import client_of
+from ..redis._wire import Script, Sender
 from ..redis._travel import attached_chain
 from .dupefilter import DEFAULT_ERROR_RATE, FRONT_SHARE, GROWTH, TIGHTENING
 from .fingerprints import DEFAULT_RULE, rule as fingerprint_rule
@@ -38,6 +43,17 @@ __all__ = ["ImportReport", "import_set"]
 
 HEADROOM = 1.25  # the first stage holds the set's size and a quarter more
 MIN_CAPACITY = 1000
+ROUNDS = 3  # imports and checks of a set that keeps growing before it is left alone
+
+# KEYS: the set    ARGV: its size when the check began. Deleted only if it
+# has not grown since: a member added after the check is in neither the
+# filter nor the set once the set is gone.
+_DELETE_IF_CHECKED = Script("""
+local size = redis.call('SCARD', KEYS[1])
+if size ~= tonumber(ARGV[1]) then return size end
+redis.call('UNLINK', KEYS[1])
+return -1
+""")
 
 
 @dataclass
@@ -52,6 +68,7 @@ class ImportReport:
     invalid_examples: list[str] = field(default_factory=list)
     missing: int = -1  # after the check: members the filter does not hold (-1: not checked)
     resumed: bool = False
+    rounds: int = 1  # passes over the set: more when it grew during the check (a crawl still adding)
     set_bytes: int = 0
     filter_bytes: int = 0
     seconds: float = 0.0
@@ -129,14 +146,22 @@ def import_set(
     state_key = store.import_key
     info = store.info()
     state = {k.decode(): v.decode() for k, v in client.hgetall(state_key).items()}
+    # A chain with no rule recorded that this very import began (its state,
+    # written before the chain, names the set and the rule): stopped between
+    # making the chain and recording the rule. It is the same import.
+    ours = info is not None and "fingerprints" not in info and state.get("set") == set_key and (
+        state.get("rule") == rule and state.get("done") == "0")
     if info is None:
+        state = {"set": set_key, "rule": rule, "cursor": "0", "imported": "0", "invalid": "0", "done": "0"}
+        client.hset(state_key, mapping=state)
         capacity = max(MIN_CAPACITY, math.ceil(report.members * HEADROOM))
         chain = ScalableBloomFilter(capacity, error_rate * (1 - FRONT_SHARE), growth=GROWTH, tightening=TIGHTENING,
                                     store=store)
         store.set_info(fingerprints=rule, imported_from=set_key)
-        state = {"set": set_key, "cursor": "0", "imported": "0", "invalid": "0", "done": "0"}
-        client.hset(state_key, mapping=state)
     else:
+        if ours:
+            store.set_info(fingerprints=rule, imported_from=set_key)
+            info = dict(info, fingerprints=rule, imported_from=set_key)
         if info.get("fingerprints") != rule:
             made = f"by the rule {info['fingerprints']!r}" if info.get("fingerprints") else "by Scrapy's fingerprinter"
             raise ValueError(f"the filter at {into!r} holds fingerprints made {made}, not by {rule!r}: importing "
@@ -146,14 +171,43 @@ def import_set(
             report.resumed = True
             report.imported, report.invalid = int(state["imported"]), int(state["invalid"])
         else:
-            state = {"set": set_key, "cursor": "0", "imported": "0", "invalid": "0", "done": "0"}
+            state = {"set": set_key, "rule": rule, "cursor": "0", "imported": "0", "invalid": "0", "done": "0"}
             client.hset(state_key, mapping=state)
+    sender = Sender(client)
     cursor = int(state.get("cursor", "0"))
+    while True:
+        # (a later round reads the set again: its members that are not fingerprints were counted)
+        tally = report if report.rounds == 1 else ImportReport(set_key, into)
+        _import_pass(client, chain, set_key, state_key, cursor, chunk, report, tally, started, progress)
+        # The check: every member that is a fingerprint is in the filter.
+        size = int(client.scard(set_key))
+        report.missing = _check(client, chain, set_key, into, chunk)
+        if not delete_set or report.missing:
+            break
+        grown = int(sender.script(_DELETE_IF_CHECKED, [set_key], [size]))
+        report.deleted = grown < 0
+        if report.deleted or report.rounds == ROUNDS:
+            break  # (still growing: a crawl writes to it; left, and said so)
+        report.rounds += 1
+        report.members, cursor = grown, 0  # what came in since: imported (re-adds are not new), checked again
+    client.hset(state_key, mapping={"done": "1"})
+    report.set_bytes = _memory(client, [set_key])
+    report.filter_bytes = _memory(client, store.keys())
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _import_pass(client: Any, chain: ScalableBloomFilter, set_key: str, state_key: str, cursor: int, chunk: int,
+                 report: ImportReport, tally: ImportReport, started: float,
+                 progress: Optional[Callable[[ImportReport], None]]) -> None:
+    """SSCAN the set from `cursor` to its end, adding each chunk's
+    fingerprints, the cursor kept after each; members that are not
+    fingerprints counted in `tally`."""
     first = True
     while first or cursor != 0:
         first = False
         cursor, members = client.sscan(set_key, cursor, count=chunk)
-        fps = _fingerprints(members, report)
+        fps = _fingerprints(members, tally)
         if fps:
             chain.add_many(fps)
         report.imported += len(fps)
@@ -161,20 +215,15 @@ def import_set(
         report.seconds = time.monotonic() - started
         if progress is not None:
             progress(report)
-    # The check: every member that is a fingerprint is in the filter.
-    report.missing = 0
-    cursor, first = 0, True
+
+
+def _check(client: Any, chain: ScalableBloomFilter, set_key: str, into: str, chunk: int) -> int:
+    """How many of the set's fingerprints the filter does not hold."""
+    missing, cursor, first = 0, 0, True
     while first or cursor != 0:
         first = False
         cursor, members = client.sscan(set_key, cursor, count=chunk)
         fps = _fingerprints(members, ImportReport(set_key, into))
         if fps:
-            report.missing += int((~chain.contains_many(fps)).sum())
-    client.hset(state_key, mapping={"done": "1"})
-    report.set_bytes = _memory(client, [set_key])
-    report.filter_bytes = _memory(client, store.keys())
-    if delete_set and report.missing == 0:
-        client.unlink(set_key)
-        report.deleted = True
-    report.seconds = time.monotonic() - started
-    return report
+            missing += int((~chain.contains_many(fps)).sum())
+    return missing
