@@ -238,3 +238,26 @@ def test_counting_insert_count_is_zero_once_every_key_is_removed() -> None:
     c.add_many(keys)
     c.remove_many(keys)
     assert c.nonzero_counters == 0 and c.insert_count == 0
+
+
+def test_a_first_writer_recounts_a_wrong_fill_under_a_sound_checksum(tmp_path: Path) -> None:
+    # A clean file whose header's fill is wrong but whose payload matches its
+    # checksum opens "r+" (the fill recounted); verify=True still refuses it.
+    from bloomline import murmur3_128
+    path = tmp_path / "f.blf"
+    f = BloomFilter(10_000, 0.01)
+    f.add_many(np.arange(1000, dtype=np.uint64))
+    data = bytearray(f.to_bytes())
+    data[80:88] = (12345).to_bytes(8, "little")
+    data[120:128] = (murmur3_128(bytes(data[:120]), 0) & ((1 << 64) - 1)).to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="fill 12345 does not match"):
+        BloomFilter.open(path, "r+", verify=True)
+    with BloomFilter.open(path, "r+") as g:
+        assert g.contains_many(np.arange(1000, dtype=np.uint64)).all()
+    assert BloomFilter.load(path).contains_many(np.arange(1000, dtype=np.uint64)).all()
+
+
+def test_a_writer_answering_true_is_not_taken_for_one_byte() -> None:
+    with pytest.raises(TypeError, match=r"must return the number of bytes it took, got bool"):
+        BloomFilter(1000, 0.01).save(_Writer(lambda n: True))

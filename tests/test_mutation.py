@@ -135,3 +135,21 @@ def test_list_mutated_by_another_thread_never_crashes() -> None:
     """)
     assert r.returncode == 0, f"the interpreter died ({r.returncode}): {r.stderr[-2000:]}"
     assert "[" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 2, 2), ()])
+def test_object_arrays_of_any_shape_hash_every_element(shape: tuple[int, ...]) -> None:
+    # The answers have the array's shape, and each element is its own key.
+    import numpy as np
+
+    from bloomline import BloomFilter, hash_many
+
+    n = int(np.prod(shape)) if shape else 1
+    flat = np.array([f"key-{i}" for i in range(n)], dtype=object)
+    arr = flat.reshape(shape)
+    f = BloomFilter(1000, 0.01)
+    assert f.add_many(arr).shape == shape
+    assert f.contains_many(flat).all()
+    assert f.contains_many(arr).all() and f.contains_many(arr).shape == shape
+    assert (hash_many(arr).reshape(-1) == hash_many(flat)).all()
+    assert not BloomFilter(1000, 0.01).contains_many(arr).any()

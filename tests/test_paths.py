@@ -166,3 +166,32 @@ def test_a_long_name_saves(tmp_path: Path) -> None:
     f.save(tmp_path / name)
     assert "x" in BloomFilter.load(tmp_path / name)
     assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a link owned by another user needs root")
+def test_a_link_planted_by_another_user_in_a_sticky_directory_is_not_followed(tmp_path: Path) -> None:
+    # /tmp's rule (the kernel's protected_symlinks), kept by the save that
+    # follows links itself: a link another user owns in a sticky,
+    # world-writable directory does not aim a save at a file of ours.
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    victim = tmp_path / "important"
+    victim.write_bytes(b"not a filter")
+    for name, target in (("planted.blf", victim), ("dangling.blf", tmp_path / "made-by-the-link")):
+        link = shared / name
+        link.symlink_to(target)
+        os.lchown(link, 12345, 12345)
+        with pytest.raises(PermissionError, match="another user owns in a sticky, world-writable directory"):
+            BloomFilter(1000, 0.01).save(link)
+    assert victim.read_bytes() == b"not a filter" and not (tmp_path / "made-by-the-link").exists()
+    mine = shared / "mine.blf"  # a link of the caller's own is followed as anywhere else
+    mine.symlink_to(tmp_path / "mine-target.blf")
+    BloomFilter(1000, 0.01).save(mine)
+    assert (tmp_path / "mine-target.blf").is_file()
+
+
+def test_a_long_multibyte_name_saves(tmp_path: Path) -> None:
+    name = "é" * 120 + ".blf"  # 244 bytes of UTF-8: its temporary name is cut between characters
+    BloomFilter(1000, 0.01).save(tmp_path / name)
+    assert [p.name for p in tmp_path.iterdir()] == [name]

@@ -94,7 +94,7 @@ void write_stream(py::handle file, py::handle data) {
         const std::size_t offered = view.size() - done;
         py::object n = write(all[py::slice(static_cast<py::ssize_t>(done), static_cast<py::ssize_t>(view.size()), 1)]);
         if (n.is_none()) throw std::invalid_argument("the file took no bytes (a non-blocking file is not supported)");
-        if (!PyLong_Check(n.ptr()))
+        if (!PyLong_Check(n.ptr()) || PyBool_Check(n.ptr()))
             throw py::type_error("file.write() must return the number of bytes it took, got " +
                                  py::type::handle_of(n).attr("__name__").cast<std::string>());
         const long long took = PyLong_AsLongLong(n.ptr());

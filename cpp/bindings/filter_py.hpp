@@ -362,6 +362,16 @@ Handle<T> load(py::handle path, bool mmap, py::handle verify) {
 template <class T>
 void flush_or_close(Handle<T>& h, bool final) {
     T& f = *h;
+    if (h.file && h.file->inherited()) {
+        // A forked child: its copy of the writer mutex may be held by a
+        // thread that does not exist here, so it is not taken. Nothing of
+        // the parent's is released (flush_mapped); the filter is closed.
+        if (final) {
+            h.file->release();
+            return f.close_locked();  // (access is atomic)
+        }
+        flush_mapped(*h.file, f.insert_count(), [] { return std::uint64_t{0}; }, false);  // raises: not the owner
+    }
     f.locked([&] {
         if (f.access() == Access::closed) {
             if (!final) throw std::invalid_argument("I/O operation on a closed filter");

@@ -301,16 +301,20 @@ bool nan_is_null_in(py::handle keys) {
 // element, and a list whose length changed is an error, never a stale
 // pointer. The key objects of a large list lie scattered over the heap, and
 // reading each is a cache miss: object i + 8 is asked for while i is read.
+// How many elements a list, a tuple or an array has (an array's of every
+// dimension: a 0-d array has one).
+Py_ssize_t element_count(PyObject* seq, bool array) {
+    if (!array) return PySequence_Fast_GET_SIZE(seq);
+    const auto* a = py::detail::array_proxy(seq);
+    Py_ssize_t size = 1;
+    for (int d = 0; d < a->nd; ++d) size *= a->dimensions[d];
+    return size;
+}
+
 template <class Fn>
 void for_each_element(PyObject* seq, const char* param, Fn&& fn) {
     const bool array = is_ndarray(seq);
-    auto length = [&]() -> Py_ssize_t {
-        if (!array) return PySequence_Fast_GET_SIZE(seq);
-        const auto* a = py::detail::array_proxy(seq);
-        Py_ssize_t size = 1;
-        for (int d = 0; d < a->nd; ++d) size *= a->dimensions[d];
-        return size;
-    };
+    auto length = [&]() { return element_count(seq, array); };
     const Py_ssize_t n = length();
     constexpr Py_ssize_t kAhead = 8;
     for (Py_ssize_t i = 0;; ++i) {
@@ -349,7 +353,7 @@ std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const ch
     const bool listed = is_ndarray(keys) || PyList_Check(obj) || PyTuple_Check(obj);  // object arrays: C-contiguous
     if (!is_ndarray(keys)) refuse_single_key(obj, param);
     if (listed) {
-        hashes.resize(static_cast<std::size_t>(PyObject_Length(obj)));
+        hashes.resize(static_cast<std::size_t>(element_count(obj, is_ndarray(keys))));
         if (valid != nullptr) valid->assign(hashes.size(), 1);
         for_each_element(obj, param, hash_at);
         return hashes;

@@ -97,7 +97,7 @@ struct Event {
 };
 using EventFunc = void (*)(Ctx*, Event, std::uint64_t, void*);
 using InfoFunc = void (*)(InfoCtx*, int);
-constexpr Event kFlushDb{2, 1}, kLoading{3, 1}, kCronLoop{8, 1};
+constexpr Event kFlushDb{2, 1}, kLoading{3, 1}, kCronLoop{8, 1}, kSwapDb{11, 1};
 constexpr std::uint64_t kLoadingEnded = 3, kFlushStart = 0;
 constexpr int kCtxReplicated = 1 << 12, kCtxLoading = 1 << 13;
 
@@ -134,6 +134,7 @@ struct CommandArgV1 {  // only its size is read (no args are declared)
     int flags;
     const char* deprecated_since;
     void* subargs;
+    const char* display_text;
 };
 struct InfoVersion {
     int version;
@@ -320,7 +321,8 @@ void keep_answer(Ctx* ctx, const std::string& name, const std::string& answer, l
     kept_expiry.emplace(now + ttl_ms, std::move(key));
 }
 
-// Forget every answer when the dataset they describe is replaced.
+// Forget every answer when the dataset they describe is replaced (a
+// SWAPDB too: the keys they describe are elsewhere now).
 void on_dataset_event(Ctx*, Event e, std::uint64_t sub, void*) {
     if (e.id == kLoading.id && sub == kLoadingEnded) return;  // forgotten at the start already
     if (e.id == kFlushDb.id && sub != kFlushStart) return;
@@ -570,7 +572,7 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
     if (CreateCommand(ctx, "bloomline.cadd", cmd_chain_add, "write deny-oom", 1, -6, 1) != kOk) return kErr;
     if (CreateCommand(ctx, "bloomline.has", cmd_has, "readonly fast", 1, 1, 1) != kOk) return kErr;
     if (!describe_commands(ctx)) return kErr;
-    for (const Event& e : {kFlushDb, kLoading})
+    for (const Event& e : {kFlushDb, kLoading, kSwapDb})
         if (SubscribeToServerEvent(ctx, e, on_dataset_event) != kOk) return kErr;
     if (SubscribeToServerEvent(ctx, kCronLoop, on_cron) != kOk) return kErr;
     if (api("RedisModule_RegisterInfoFunc", &RegisterInfoFunc) && api("RedisModule_InfoAddSection", &InfoAddSection) &&

@@ -73,15 +73,33 @@ const char* kind_of_file(mode_t mode) {
 // the file they lead to (a link is followed, never replaced; a dangling
 // link leads to the new file it names). Relative link targets are taken
 // from the link's directory. At most 40 links, as the kernel allows.
+//
+// Following by hand, the kernel's protected_symlinks rule is ours to keep:
+// a link in a sticky, world-writable directory (/tmp) that belongs neither
+// to the caller nor to the directory's owner is not followed, so a link
+// planted there by another user cannot aim a save at any file.
 std::string resolve_links(const std::string& path) {
     std::string at = path;
     for (int hops = 0; hops <= 40; ++hops) {
         struct stat st {};
         if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
-        std::string target(static_cast<std::size_t>(st.st_size > 0 ? st.st_size : 4096) + 1, '\0');
-        const ssize_t n = ::readlink(at.c_str(), &target[0], target.size());
-        if (n < 0) os_error("cannot read the symbolic link", at);
-        target.resize(static_cast<std::size_t>(n));
+        struct stat dir {};
+        if (::stat(dir_of(at).c_str(), &dir) == 0 && (dir.st_mode & S_ISVTX) && (dir.st_mode & S_IWOTH) &&
+            st.st_uid != ::geteuid() && st.st_uid != dir.st_uid) {
+            errno = EACCES;
+            os_error("will not follow a symbolic link that another user owns in a sticky, world-writable directory",
+                     at);
+        }
+        std::string target;
+        for (std::size_t room = static_cast<std::size_t>(st.st_size > 0 ? st.st_size : 256) + 1;; room *= 2) {
+            target.assign(room, '\0');
+            const ssize_t n = ::readlink(at.c_str(), &target[0], target.size());
+            if (n < 0) os_error("cannot read the symbolic link", at);
+            if (static_cast<std::size_t>(n) < room) {  // (== room: the link grew meanwhile; read it again)
+                target.resize(static_cast<std::size_t>(n));
+                break;
+            }
+        }
         at = !target.empty() && target[0] == '/' ? target : dir_of(at) + "/" + target;
     }
     errno = ELOOP;
@@ -103,6 +121,7 @@ int open_regular(const std::string& path, int flags, const char* doing) {
         errno = e;
         os_error("cannot stat", path);
     }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // only for the open: FUSE would pass it on
     return fd;
 }
 
@@ -145,7 +164,11 @@ std::string temporary_name(const std::string& target) {
     const std::string dir = slash == std::string::npos ? "" : target.substr(0, slash + 1);
     std::string base = slash == std::string::npos ? target : target.substr(slash + 1);
     constexpr std::size_t kNameMax = 255;  // NAME_MAX of Linux and macOS file systems
-    if (base.size() + suffix.size() > kNameMax) base.resize(kNameMax - suffix.size());
+    if (base.size() + suffix.size() > kNameMax) {
+        std::size_t cut = kNameMax - suffix.size();
+        while (cut > 0 && (static_cast<unsigned char>(base[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+        base.resize(cut);
+    }
     return dir + base + suffix;
 }
 
@@ -507,8 +530,28 @@ MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), wr
     // written, and on a full file system that write kills the process with
     // SIGBUS. Reserve every block now (a no-op where they exist), and refuse
     // with ENOSPC up front. A file system without fallocate is mapped as is.
-    if (writable && size_ >= kHeaderSize + kTrailerSize) {
-        const int r = ::fallocate(fd_, 0, 0, static_cast<off_t>(size_));
+    // Only a file with holes (fewer blocks than bytes), whose header says
+    // it is this long: a fully written file needs nothing (and ZFS or an
+    // old btrfs would ask for free space it does not need), and a file that
+    // is no filter is refused below without its holes filled. Copy-on-write
+    // file systems (btrfs, ZFS) need new blocks at every write anyway: no
+    // reservation can promise them (docs/DECISIONS.md).
+    unsigned char head[kHeaderSize];
+    bool holes = writable && size_ >= kHeaderSize + kTrailerSize &&
+                 static_cast<std::uint64_t>(st.st_blocks) * 512 < static_cast<std::uint64_t>(size_) &&
+                 ::pread(fd_, head, kHeaderSize, 0) == static_cast<ssize_t>(kHeaderSize);
+    if (holes) {
+        try {
+            holes = encoded_length(head) == size_;
+        } catch (const std::invalid_argument&) {
+            holes = false;
+        }
+    }
+    if (holes) {
+        int r;
+        do {
+            r = ::fallocate(fd_, 0, 0, static_cast<off_t>(size_));
+        } while (r != 0 && errno == EINTR);
         if (r != 0 && errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL) {
             const int e = errno;
             ::close(fd_);
@@ -608,7 +651,10 @@ MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) 
     if (verify || (writable && !was_dirty)) {
         checked_payload(base, file->size(), h);  // the checksum, if the file is clean
         const std::uint64_t fill = checked_fill(h, base + kHeaderSize);
-        if (!was_dirty && fill != h.fill)
+        // Asked to verify: a wrong fill is an error. Checked as the first
+        // writer only: the checksum vouches for the payload, so a fill an
+        // older export got wrong is recounted (the header is rewritten).
+        if (!was_dirty && fill != h.fill && verify)
             throw std::invalid_argument("invalid bloomline data: fill " + fmt(h.fill) + " does not match the payload (" +
                                         fmt(fill) + ")");
         h.fill = fill;

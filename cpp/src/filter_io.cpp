@@ -111,7 +111,14 @@ Snapshot snapshot_payload(const T& f, const std::function<unsigned char*(std::si
         unsigned char* to = place(off, n);
         f.read_locked([&] {
             f.check_open();  // closed meanwhile: its memory may be gone
-            std::memcpy(to, payload_of(f) + off, n);
+            if (!f.shared_memory()) return (void)std::memcpy(to, payload_of(f) + off, n);
+            // Other processes write this memory with 64-bit atomics: read it
+            // so, or a 16-bit counter could be copied half old, half new.
+            const auto* from = reinterpret_cast<const std::uint64_t*>(payload_of(f) + off);
+            for (std::size_t w = 0; w < n / 8; ++w) {
+                const std::uint64_t v = __atomic_load_n(from + w, __ATOMIC_RELAXED);
+                std::memcpy(to + 8 * w, &v, 8);
+            }
         });
         fill.add(to, off, n);
         checksum.update(to, n);
