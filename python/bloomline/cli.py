@@ -93,7 +93,7 @@ class _Parser(argparse.ArgumentParser):
         # One line, exit status 2, as Unix tools do (argparse prints usage too).
         self.exit(2, f"{PROG}: error: {message}\n")
 
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override, unused-ignore]
         # Options may come between positionals (build out.blf --capacity 10 in.txt): plain argparse gives
         # FILE... the empty list at OUT and then refuses in.txt. A command's parser (no subcommands of its
         # own, which intermixed parsing does not take) reads them intermixed; the flag stops the recursion
@@ -694,7 +694,8 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
         args.capacity_from = (f"the filter in {args.state}", "A new state file with a larger --capacity holds "
                               "more.")
         return f
-    return _new_filter(BloomFilter, capacity, error_rate, "blocked", args.capacity_from[0])
+    made: Filter = _new_filter(BloomFilter, capacity, error_rate, "blocked", args.capacity_from[0])
+    return made
 
 
 def _new_filter(kind: Any, capacity: int, error_rate: float, layout: str, origin: str) -> Any:
