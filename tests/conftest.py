@@ -349,3 +349,22 @@ def small_fs(tmp_path: Path) -> Iterator[Any]:
     yield make
     for where in reversed(mounted):
         subprocess.run(["umount", "-l", str(where)], capture_output=True, timeout=30)
+
+
+def wait_until(check: Any, seconds: float = 20.0) -> None:
+    """Poll check() every 50 ms until it is true; AssertionError after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {seconds} s")
+
+
+@pytest.fixture
+def module_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server with bloomline's module loaded (the plain backend is
+    asked for by name where it is tested)."""
+    server = RedisServer(tmp_path, *module_args("module"))
+    yield server
+    server.stop()

@@ -14,19 +14,11 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
-from conftest import RedisServer, module_args  # noqa: E402
+from conftest import RedisServer, module_args, wait_until  # noqa: E402
 
 from bloomline import ScalableBloomFilter  # noqa: E402
 from bloomline.redis import NotDurable, RedisBloomFilter, RedisStages  # noqa: E402
 
-
-def wait_until(check: Any, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def start_pair(tmp: Path, primary_args: list[str], replica_args: list[str]) -> tuple[RedisServer, RedisServer]:

@@ -28,15 +28,6 @@ pytestmark = pytest.mark.slow  # clusters, proxies and processes: left out of th
 BITS_BACKENDS = ["module", "plain"]
 
 
-@pytest.fixture
-def module_server(tmp_path: Path) -> Any:
-    """A redis-server with bloomline's module loaded (the plain backend is
-    asked for by name where it is tested)."""
-    server = RedisServer(tmp_path, *module_args("module"))
-    yield server
-    server.stop()
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
     servers = start_cluster(tmp_path_factory.mktemp("faults-cluster"), module_args("module"))

@@ -2,11 +2,10 @@
 
 Each making of a filter in Redis has an identity (its meta's `ident`),
 and the names of its shards' counts carry it: every add reads its shard's
-count first, and every lookup checks that it exists, on the module and
-plain backends. A handle attached before the filter was dropped and made
-again (or restored over with --replace) names counts that are gone, and
-raises MissingKeyError instead of adding with the old geometry or seed
-(which made keys new twice) or answering from bits it does not know.
+count first, on the module and plain backends. A handle attached before
+the filter was dropped and made again (or restored over with --replace)
+names counts that are gone, and its adds raise MissingKeyError instead of
+adding with the old geometry or seed (which made keys new twice).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import RedisServer, module_args
+from conftest import RedisServer
 
 redis = pytest.importorskip("redis")
 from bloomline.redis import MissingKeyError, RedisBloomFilter  # noqa: E402
@@ -26,12 +25,6 @@ from bloomline.redis import dump, restore  # noqa: E402
 BACKENDS = ["module", "plain"]
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Any:
-    s = RedisServer(tmp_path, *module_args("module"))
-    yield s
-    s.stop()
-
 
 def client(server: RedisServer) -> Any:
     return redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=30)
@@ -39,9 +32,9 @@ def client(server: RedisServer) -> Any:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("remake", ["same size, another seed", "another size"])
-def test_a_filter_made_again_under_an_attached_writer_is_refused(server: RedisServer, backend: str,
+def test_a_filter_made_again_under_an_attached_writer_is_refused(module_server: RedisServer, backend: str,
                                                                   remake: str) -> None:
-    r = client(server)
+    r = client(module_server)
     writer = RedisBloomFilter(r, "seen", 10_000, 0.01, backend=backend)
     keys = np.arange(1000, dtype=np.uint64)
     assert writer.add_many(keys).all()
@@ -53,10 +46,6 @@ def test_a_filter_made_again_under_an_attached_writer_is_refused(server: RedisSe
         writer.add_many(np.arange(1000, 2000, dtype=np.uint64))
     with pytest.raises(MissingKeyError):
         writer.add(5)
-    with pytest.raises(MissingKeyError):
-        writer.contains_many(keys)
-    with pytest.raises(MissingKeyError):
-        _ = 5 in writer
     # The new filter is untouched by the old handle: its keys are each new once.
     fresh = RedisBloomFilter(r, "seen", backend=backend)
     assert not fresh.add_many(keys).any()
@@ -64,9 +53,9 @@ def test_a_filter_made_again_under_an_attached_writer_is_refused(server: RedisSe
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_restore_with_replace_under_an_attached_writer_is_refused(server: RedisServer, backend: str,
+def test_a_restore_with_replace_under_an_attached_writer_is_refused(module_server: RedisServer, backend: str,
                                                                     tmp_path: Path) -> None:
-    r = client(server)
+    r = client(module_server)
     writer = RedisBloomFilter(r, "seen", 10_000, 0.01, backend=backend)
     writer.add_many(np.arange(100, dtype=np.uint64))
     dump(r, "seen", tmp_path / "seen.blf")

@@ -19,7 +19,7 @@ import pytest
 
 from bloomline import _core
 
-from conftest import RedisServer, module_args
+from conftest import RedisServer, module_args, wait_until
 
 redis = pytest.importorskip("redis")
 
@@ -53,20 +53,6 @@ def kept(r: Any) -> dict[str, int]:
     return {k.removeprefix("bloomline_"): int(v) for k, v in info.items()}
 
 
-def wait_until(what: Any, seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if what():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Any:
-    s = RedisServer(tmp_path, *module_args("module"))
-    yield s
-    s.stop()
 
 
 def test_an_old_primary_rejoining_by_full_sync_applies_the_resend_instead_of_its_stale_answer(tmp_path: Path) -> None:
@@ -98,8 +84,8 @@ def test_an_old_primary_rejoining_by_full_sync_applies_the_resend_instead_of_its
         b.stop()
 
 
-def test_flushall_forgets_kept_answers(server: RedisServer) -> None:
-    r = client(server)
+def test_flushall_forgets_kept_answers(module_server: RedisServer) -> None:
+    r = client(module_server)
     make_filter(r)
     blob = positions(np.arange(500, dtype=np.uint64))
     assert add(r, blob, "b")[0] == b"1" * 500
@@ -127,8 +113,8 @@ def test_an_aof_reload_does_not_bring_answers_back(tmp_path: Path) -> None:
         s.stop()
 
 
-def test_info_shows_the_kept_answers(server: RedisServer) -> None:
-    r = client(server)
+def test_info_shows_the_kept_answers(module_server: RedisServer) -> None:
+    r = client(module_server)
     make_filter(r)
     blob = positions(np.arange(10, dtype=np.uint64))
     for i in range(3):
@@ -139,8 +125,8 @@ def test_info_shows_the_kept_answers(server: RedisServer) -> None:
     assert kept(r) == {"answers": 0, "bytes": kept(r)["bytes"]} and kept(r)["bytes"] < info["bytes"]
 
 
-def test_kept_answers_count_in_used_memory_and_maxmemory_refuses_adds(server: RedisServer) -> None:
-    r = client(server)
+def test_kept_answers_count_in_used_memory_and_maxmemory_refuses_adds(module_server: RedisServer) -> None:
+    r = client(module_server)
     make_filter(r)
     base = r.info("memory")["used_memory"]
     r.config_set("maxmemory", base + 4_000_000)
@@ -159,8 +145,8 @@ def test_kept_answers_count_in_used_memory_and_maxmemory_refuses_adds(server: Re
     assert r.info("memory")["used_memory"] - base >= info["bytes"]
 
 
-def test_expired_answers_are_freed_whatever_order_they_were_kept_in(server: RedisServer) -> None:
-    r = client(server)
+def test_expired_answers_are_freed_whatever_order_they_were_kept_in(module_server: RedisServer) -> None:
+    r = client(module_server)
     make_filter(r)
     blob = positions(np.arange(1, dtype=np.uint64))
     add(r, blob, "long", ttl_ms=86_400_000)  # one long-lived answer first ...
@@ -173,28 +159,28 @@ def test_expired_answers_are_freed_whatever_order_they_were_kept_in(server: Redi
     wait_until(lambda: kept(r)["answers"] == 1, seconds=15)
 
 
-def test_acl_key_permissions_see_a_lookup_as_a_read_and_an_add_as_a_write(server: RedisServer) -> None:
-    r = client(server)
+def test_acl_key_permissions_see_a_lookup_as_a_read_and_an_add_as_a_write(module_server: RedisServer) -> None:
+    r = client(module_server)
     make_filter(r)
     blob = positions(np.arange(5, dtype=np.uint64))
     r.execute_command("ACL", "SETUSER", "reader", "on", "nopass", "%R~*", "+@all")
-    reader = redis.Redis(host="127.0.0.1", port=server.port, username="reader", password="unused")
+    reader = redis.Redis(host="127.0.0.1", port=module_server.port, username="reader", password="unused")
     assert reader.execute_command("BLOOMLINE.HAS", "s", blob) == b"00000"  # a user that may only read keys looks up
     with pytest.raises(redis.exceptions.NoPermissionError):
         reader.execute_command("BLOOMLINE.ADD", "s", "c", "a", 1000, "F", blob)
     assert r.bitcount("s") == 0
 
 
-def test_acl_write_denial_covers_the_adds(server: RedisServer) -> None:
+def test_acl_write_denial_covers_the_adds(module_server: RedisServer) -> None:
     # Redis 7.2 and later take the module's ACL categories, so "-@write"
     # denies the adds; on 7.0 the adds are denied by name (README, Redis).
-    r = client(server)
+    r = client(module_server)
     make_filter(r)
     blob = positions(np.arange(5, dtype=np.uint64))
     version = tuple(int(x) for x in r.info("server")["redis_version"].split(".")[:2])
     rule = ["-@write"] if version >= (7, 2) else ["-bloomline.add", "-bloomline.cadd"]
     r.execute_command("ACL", "SETUSER", "nowrite", "on", "nopass", "~*", "+@all", *rule)
-    user = redis.Redis(host="127.0.0.1", port=server.port, username="nowrite", password="unused")
+    user = redis.Redis(host="127.0.0.1", port=module_server.port, username="nowrite", password="unused")
     with pytest.raises(redis.exceptions.NoPermissionError):
         user.execute_command("BLOOMLINE.ADD", "s", "c", "a", 1000, "F", blob)
     assert user.execute_command("BLOOMLINE.HAS", "s", blob) == b"00000"

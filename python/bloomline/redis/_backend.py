@@ -278,11 +278,6 @@ def check_size(key: str, nbytes: int, reply: Any) -> None:
         raise _redis.ResponseError(f"{'MISSING' if int(reply) == 0 else 'WRONGSIZE'} {key}")
 
 
-def identity_jobs(f: FilterKeys, shard: int) -> list[Job]:
-    """Beside a lookup of a fixed filter's shard: EXISTS of its count, the
-    key named by the filter's ident (check with check_size(..., 1, reply))."""
-    return [Job(f.counts[shard].encode(), b"EXISTS", (f.counts[shard],))] if f.counts else []
-
 
 class BitsBackend(Backend):
     """The backends that keep bloomline's bits in Redis strings (module,

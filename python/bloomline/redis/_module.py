@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import NEW, ONE, BitsBackend, FilterKeys, Part, StageGuard, check_size, identity_jobs
+from ._backend import NEW, ONE, BitsBackend, FilterKeys, Part, StageGuard
 from ._wire import MODE, Job
 
 
@@ -53,11 +53,4 @@ class ModuleBackend(BitsBackend):
         name = f.shards[shard]
         job = (Job(name.encode(), b"BLOOMLINE.HAS", (name,), (body,)) if count < 0
                else Job(name.encode(), b"BLOOMLINE.HAS", (name,), (), body, count))
-        identity = identity_jobs(f, shard)
-
-        def decode(replies: list[Any]) -> npt.NDArray[np.bool_]:
-            if identity:
-                check_size(f.counts[shard], 1, replies[1])
-            return np.asarray(np.frombuffer(replies[0], dtype=np.uint8) == NEW)
-
-        return [job, *identity], decode
+        return [job], lambda replies: np.asarray(np.frombuffer(replies[0], dtype=np.uint8) == NEW)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import BitsBackend, FilterKeys, StageGuard, check_size, identity_jobs
+from ._backend import BitsBackend, FilterKeys, StageGuard, check_size
 from ._wire import MODE, Job, Script
 
 # Shared by both adds. A missing key is an error, never made anew (BITFIELD
@@ -132,13 +132,9 @@ class PlainBackend(BitsBackend):
                  count: int) -> tuple[list[Job], Callable[[list[Any]], npt.NDArray[np.bool_]]]:
         name, k = f.shards[shard], f.num_hashes
 
-        identity = identity_jobs(f, shard)
-
         def decode(replies: list[Any]) -> npt.NDArray[np.bool_]:
             check_size(name, f.nbytes[shard], replies[1])
-            if identity:
-                check_size(f.counts[shard], 1, replies[2])
             return np.asarray(np.asarray(replies[0], dtype=np.uint8).reshape(-1, k).all(axis=1))
 
-        return [Job(name.encode(), b"BITFIELD_RO", (name,), (), body, count), Job(name.encode(), b"STRLEN", (name,)),
-                *identity], decode
+        return [Job(name.encode(), b"BITFIELD_RO", (name,), (), body, count), Job(name.encode(), b"STRLEN", (name,))], \
+            decode
