@@ -31,7 +31,8 @@ def start_pair(tmp: Path, primary_args: list[str], replica_args: list[str]) -> t
     # Loaded too: a replica still loading its sync answers LOADING to MODULE LIST (then "not known").
     wait_until(lambda: r.info("persistence").get("loading") == 0 and r.ping())
     p = redis.Redis(port=primary.port)
-    wait_until(lambda: p.info("replication").get("connected_slaves") == 1)
+    # Online, not only connected: ROLE (which the replica check reads) lists a replica once its sync is done.
+    wait_until(lambda: p.info("replication").get("slave0", {}).get("state") == "online")
     return primary, replica
 
 
