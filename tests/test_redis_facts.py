@@ -61,6 +61,22 @@ def _one_part_a_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_backend, "WINDOW_BYTES", 1)
 
 
+def _partition(caught: Any, n: int) -> tuple[Any, Any]:
+    """The facts of an add refused part-way over n fresh keys: some new, the
+    rest unknown, none both, and none answered "seen"."""
+    new, unknown = caught.value.new, caught.value.unknown
+    assert new is not None and unknown is not None and len(new) == len(unknown) == n
+    assert 0 < int(new.sum()) < n and not (new & unknown).any()
+    assert (new | unknown).all()  # nothing was answered "seen": every key was fresh
+    return new, unknown
+
+
+def _readded(again: Any, new: Any, unknown: Any) -> None:
+    """The same keys added once the memory is back: the unknown ones new, the new ones seen."""
+    assert again[unknown].all(), f"{int((~again[unknown]).sum())} refused keys read as seen"
+    assert not again[new].any()
+
+
 # ---- every error an add raises carries its facts ----------------------------------------
 
 
@@ -79,14 +95,10 @@ def test_a_batch_refused_part_way_by_oom_says_which_keys_were_new(backend_server
     keys = np.arange(120_000, dtype=np.uint64)
     with pytest.raises(redis.exceptions.OutOfMemoryError) as caught:
         f.add_many(keys)
-    new, unknown = caught.value.new, caught.value.unknown  # type: ignore[attr-defined]
-    assert new is not None and unknown is not None and new.shape == unknown.shape == keys.shape
-    assert 0 < int(new.sum()) < len(keys) and not (new & unknown).any()
-    assert (new | unknown).all()  # nothing was answered "seen": every key was fresh
+    new, unknown = _partition(caught, len(keys))
+    assert new.shape == unknown.shape == keys.shape
     client.delete("filler")
-    again = f.add_many(keys)
-    assert again[unknown].all(), f"{int((~again[unknown]).sum())} refused keys read as seen"
-    assert not again[new].any()
+    _readded(f.add_many(keys), new, unknown)
 
 
 def test_facts_keep_the_callers_shape_with_nulls_skipped(redis_server: RedisServer,
@@ -118,12 +130,9 @@ def test_a_chains_add_refused_by_oom_carries_the_facts(tmp_path: Path, monkeypat
         keys = np.arange(120_000, dtype=np.uint64)
         with pytest.raises(redis.exceptions.OutOfMemoryError) as caught:
             chain.add_many(keys)
-        new, unknown = caught.value.new, caught.value.unknown  # type: ignore[attr-defined]
-        assert new is not None and unknown is not None and len(new) == len(keys)
-        assert 0 < int(new.sum()) < len(keys) and not (new & unknown).any() and (new | unknown).all()
+        new, unknown = _partition(caught, len(keys))
         client.delete("filler")
-        again = chain.add_many(keys)
-        assert again[unknown].all() and not again[new].any()
+        _readded(chain.add_many(keys), new, unknown)
     finally:
         server.stop()
 
@@ -161,12 +170,9 @@ def test_a_cluster_batch_with_one_master_out_of_memory_says_which_keys_were_new(
             keys = np.arange(300_000, dtype=np.uint64)
             with pytest.raises(redis.exceptions.OutOfMemoryError) as caught:
                 f.add_many(keys)
-            new, unknown = caught.value.new, caught.value.unknown  # type: ignore[attr-defined]
-            assert new is not None and unknown is not None and len(new) == len(keys)
-            assert 0 < int(new.sum()) < len(keys) and not (new & unknown).any() and (new | unknown).all()
+            new, unknown = _partition(caught, len(keys))
             low.config_set("maxmemory", 0)
-            again = f.add_many(keys)
-            assert again[unknown].all() and not again[new].any()
+            _readded(f.add_many(keys), new, unknown)
             f.delete()
         # The retry window comes from the timeout the nodes' connections have
         # (redis-py's default where none was given).
