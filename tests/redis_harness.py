@@ -124,7 +124,7 @@ def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
 
     try:
         f = _make(spec, _client(spec), create=False)
-        sender = f._sender if spec.kind == "fixed" else f._store._sender
+        sender = f._h.sender if spec.kind == "fixed" else f._store._sender
         # A fault that takes its time (a slot moving, scripts flushed on a
         # timer, a key expiring 50 ms on) meets the adds while they run: they
         # go at a set pace (else a small run's adds may all be done by then).

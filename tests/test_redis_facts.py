@@ -91,7 +91,7 @@ def test_a_batch_refused_part_way_by_oom_says_which_keys_were_new(backend_server
     f = RedisBloomFilter(client, "oom", 200_000, 1e-7, backend=backend)
     _cap_memory(client)
     _one_part_a_window(monkeypatch)
-    _fill_after(f._sender, client)
+    _fill_after(f._h.sender, client)
     keys = np.arange(120_000, dtype=np.uint64)
     with pytest.raises(redis.exceptions.OutOfMemoryError) as caught:
         f.add_many(keys)
@@ -107,7 +107,7 @@ def test_facts_keep_the_callers_shape_with_nulls_skipped(redis_server: RedisServ
     f = RedisBloomFilter(client, "oomn", 100_000, 1e-7, backend="plain")
     _cap_memory(client)
     _one_part_a_window(monkeypatch)
-    _fill_after(f._sender, client)
+    _fill_after(f._h.sender, client)
     keys: list[Any] = [None] + [f"k{i}" for i in range(30_000)]
     with pytest.raises(redis.exceptions.OutOfMemoryError) as caught:
         f.add_many(keys, nulls="skip")
@@ -226,7 +226,7 @@ def test_a_batch_sent_while_the_server_loads_waits_and_answers(tmp_path: Path, b
         fresh = [f"https://fresh.example/{i}" for i in range(2000)]
         answer = _while_loading(server, lambda: f.add_many(before + fresh))
         assert not answer[:2000].any() and answer[2000:].all()
-        assert f._sender.stats["LOADING"] >= 1 and f._sender.stats["lost"] == 0
+        assert f._h.sender.stats["LOADING"] >= 1 and f._h.sender.stats["lost"] == 0
         # A single key too (its own path), and a lookup.
         assert _while_loading(server, lambda: f.add("https://one.example/")) is True
         assert _while_loading(server, lambda: "https://one.example/" in f) is True

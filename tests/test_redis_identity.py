@@ -1,8 +1,9 @@
 """A filter replaced under an attached handle is refused, not written.
 
 Each making of a filter in Redis has an identity (its meta's `ident`),
-and the names of its shards' counts carry it: every add reads its shard's
-count first, on the module and plain backends. A handle attached before
+and the names of its keys carry it: every add reads its shard's count
+first, on the module and plain backends (a chain's stage its stage's
+count), and backend 'bf' names the server's Bloom key by it. A handle attached before
 the filter was dropped and made again (or restored over with --replace)
 names counts that are gone, and its adds raise MissingKeyError instead of
 adding with the old geometry or seed (which made keys new twice).
@@ -16,14 +17,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import RedisServer
+from conftest import RedisServer, module_args
 
 redis = pytest.importorskip("redis")
-from bloomline.redis import MissingKeyError, RedisBloomFilter  # noqa: E402
+from bloomline import ScalableBloomFilter  # noqa: E402
+from bloomline.redis import MissingKeyError, RedisBloomFilter, RedisStages  # noqa: E402
 from bloomline.redis import dump, restore  # noqa: E402
 
 BACKENDS = ["module", "plain"]
-
 
 
 def client(server: RedisServer) -> Any:
@@ -65,3 +66,47 @@ def test_a_restore_with_replace_under_an_attached_writer_is_refused(module_serve
     again = RedisBloomFilter(r, "seen", backend=backend)  # attaching again works
     assert again.contains_many(np.arange(100, dtype=np.uint64)).all()
     assert again.add_many(np.arange(100, 200, dtype=np.uint64)).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_chain_reset_and_made_again_under_an_attached_writer_is_refused(module_server: RedisServer,
+                                                                          backend: str) -> None:
+    """A chain's stage counts carry their stage's ident too: a writer attached
+    to a chain since reset and made again with the same parameters (so the
+    stage count and the stages' names match) is refused, not adding to the
+    new chain's first stage as if it were its own."""
+    r = client(module_server)
+    writer = ScalableBloomFilter(1_000, 0.01, store=RedisStages(r, "c", backend=backend))
+    keys = np.arange(500, dtype=np.uint64)
+    assert writer.add_many(keys).all()
+    RedisStages(r, "c").reset()
+    other = ScalableBloomFilter(1_000, 0.01, store=RedisStages(r, "c", backend=backend))
+    assert other.add_many(keys[:100]).all()
+    with pytest.raises(MissingKeyError, match="dropped and made again") as e:
+        writer.add_many(np.arange(500, 600, dtype=np.uint64))
+    assert e.value.unknown is not None and e.value.unknown.all()  # nothing of it was answered
+    # The new chain holds what its own writers added, and nothing of the old one's.
+    assert other.contains_many(keys[:100]).all()
+    assert other.add_many(np.arange(100, 500, dtype=np.uint64)).all()
+
+
+def test_a_server_bloom_filter_made_again_under_an_attached_writer_is_refused(tmp_path: Path) -> None:
+    """Backend 'bf': the server's Bloom key is named by the filter's ident."""
+    server = RedisServer(tmp_path, *module_args("bf"))
+    try:
+        r = client(server)
+        writer = RedisBloomFilter(r, "seen", 10_000, 0.01, backend="bf")
+        keys = [f"k{i}" for i in range(1000)]
+        assert writer.add_many(keys).all()
+        RedisBloomFilter.drop(r, "seen")
+        other = RedisBloomFilter(r, "seen", 10_000, 0.01, backend="bf")  # the very same parameters
+        assert other.add_many(keys[:10]).all()
+        with pytest.raises(MissingKeyError):
+            writer.add_many([f"k{i}" for i in range(1000, 1100)])
+        with pytest.raises(MissingKeyError):
+            writer.add("x")
+        with pytest.raises(MissingKeyError):
+            "k1" in writer  # noqa: B015 - a lookup in a filter that is gone refuses too
+        assert other.add_many(keys[10:]).all()  # untouched by the old handle
+    finally:
+        server.stop()

@@ -22,31 +22,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, SupportsIndex, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, SupportsIndex, Union, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _core
 from ._core import BloomFilter, ChainRule
+from ._facts import in_place, with_facts
 from .display import filter_html
 
 if TYPE_CHECKING:
     from ._core import BinaryReader, BinaryWriter, Keys, Layout, Nulls, StrPath
 
-__all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "ScalableBloomFilter", "StageStore", "StaleChain"]
+__all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "ScalableBloomFilter", "SharedStageStore", "StageAdd",
+           "StageStore"]
 
-
-
-def _in_place(valid: npt.NDArray[np.bool_], answers: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """Answers for the keys that are not null (from _core.hash_valid), as an
-    array of the batch's shape: False (0) where the key was null."""
-    if answers.size == valid.size:
-        return answers.reshape(valid.shape)
-    out = np.zeros(valid.shape, dtype=answers.dtype)
-    out[valid] = answers
-    return out
 
 
 class ChainMismatch(ValueError):
@@ -61,13 +54,22 @@ class ChainMismatch(ValueError):
         self.chain = chain
 
 
-class StaleChain(Exception):
-    """A shared store refused an add to what the chain thought was its last
-    stage: another process has grown the chain (to `stages` stages)."""
+@dataclass
+class StageAdd:
+    """What a store's add to the chain's last stage did, as a value: `new`
+    per key given. A shared store also says which keys the stage `taken`
+    (False for the rest: it is full, or the chain grew) and the stage's
+    `count`; `stale` (the chain's stage count) when another process grew
+    the chain and nothing was taken; `error` when the add failed part-way,
+    with `unknown` True for the keys it has no answer for. The chain
+    raises, once, with the facts of the whole batch."""
 
-    def __init__(self, stages: int) -> None:
-        super().__init__(f"the chain has {stages} stages now")
-        self.stages = stages
+    new: npt.NDArray[np.bool_]
+    taken: Optional[npt.NDArray[np.bool_]] = None
+    count: Optional[int] = None
+    stale: Optional[int] = None
+    error: Optional[BaseException] = None
+    unknown: Optional[npt.NDArray[np.bool_]] = None
 
 
 class StageStore(Protocol):
@@ -101,13 +103,10 @@ class StageStore(Protocol):
         once, however many processes ask."""
         ...
 
-    def add_to_last(self, index: int, stage: BloomFilter, keys: Any
-                    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None, int | None]:
-        """Add hashed keys to stage `index`, the last one: (new, taken,
-        count). A local store takes every key (taken None) and the chain
-        counts; a shared store takes keys while the stage has room (taken
-        False for the rest) and reports the stage's count, and raises
-        StaleChain when another process has grown the chain."""
+    def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> StageAdd:
+        """Add hashed keys to stage `index`, the last one. A local store
+        takes every key and the chain counts; a shared store takes keys
+        while the stage has room and reports the stage's count (StageAdd)."""
         ...
 
     def reset(self) -> None:
@@ -116,6 +115,15 @@ class StageStore(Protocol):
 
     def close(self) -> None:
         """Release what the stages hold (files); the chain is unusable after."""
+        ...
+
+
+class SharedStageStore(StageStore, Protocol):
+    """A store shared by several processes (``shared`` True)."""
+
+    def contains_any(self, first: int, last: int, keys: Any) -> npt.NDArray[np.bool_]:
+        """Hashed keys looked up in stages first..last-1 at once; True where
+        any may hold the key."""
         ...
 
 
@@ -128,9 +136,8 @@ class _LocalStages:
     def attach_chain(self, rule: ChainRule, layout: Layout, seed: int) -> None:
         pass  # the stages' own parameters say it (checked by the chain)
 
-    def add_to_last(self, index: int, stage: BloomFilter, keys: Any
-                    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None, int | None]:
-        return stage.add_many(keys), None, None
+    def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> StageAdd:
+        return StageAdd(stage.add_many(keys))
 
     def stage_count(self) -> int:
         return self._made
@@ -253,6 +260,8 @@ class ScalableBloomFilter:
         _core.hash_many((), seed)  # checks seed: an int in [0, 2**64)
         self._seed = int(seed)
         self._store: StageStore = store if store is not None else MemoryStages()
+        # One process or many: the paths that differ are chosen once, here.
+        self._shared: Optional[SharedStageStore] = cast(SharedStageStore, self._store) if self._store.shared else None
         self._on_grow = on_grow
         self._stages: list[BloomFilter] = []
         self._counts: list[int] = []  # new keys taken by each stage
@@ -276,7 +285,7 @@ class ScalableBloomFilter:
         """The next stage: made in the store (a shared store makes it once,
         whoever asks first), then read as the store has it."""
         i = len(self._stages)
-        if self._store.shared and i < self._store.stage_count():
+        if self._shared is not None and i < self._store.stage_count():
             self._reload()  # another process grew the chain first
             return self._stages[-1]
         if i >= self._rule.max_stages:
@@ -287,7 +296,7 @@ class ScalableBloomFilter:
             )
         capacity, rate = self._stage_params(i)
         stage = self._store.new_stage(i, capacity, rate, self._layout, self._seed)
-        if self._store.shared:
+        if self._shared is not None:
             self._reload()  # the stage as the store has it
             return self._stages[-1]
         self._stages.append(stage)
@@ -299,7 +308,7 @@ class ScalableBloomFilter:
     def _sync(self) -> None:
         """A shared store's chain may have grown in another process: read its
         stages again when their number changed (one small read)."""
-        if self._store.shared and self._store.stage_count() != len(self._stages):
+        if self._shared is not None and self._store.stage_count() != len(self._stages):
             self._reload()
 
     def _reload(self) -> None:
@@ -333,7 +342,7 @@ class ScalableBloomFilter:
 
     def add(self, key: Any) -> bool:
         """Add a key; True if it was new across the whole chain."""
-        if self._store.shared:
+        if self._shared is not None:
             return bool(self.add_many([key])[0])
         for stage in self._stages[:-1]:
             if key in stage:
@@ -349,7 +358,7 @@ class ScalableBloomFilter:
 
     def __contains__(self, key: object) -> bool:
         self._sync()
-        if self._store.shared:
+        if self._shared is not None:
             return bool(self.contains_many([key])[0])  # type: ignore[list-item]
         return any(key in stage for stage in reversed(self._stages))
 
@@ -361,17 +370,9 @@ class ScalableBloomFilter:
         stage is refused before any key is added. nulls='skip' leaves nulls
         out (False), as BloomFilter.add_many."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
-        try:
-            return _in_place(valid, self._add_hashed(hashed))
-        except Exception as e:
-            new, unknown = getattr(e, "new", None), getattr(e, "unknown", None)
-            if new is not None:  # (a shared store's error: what is known, in the batch's shape)
-                e.new = _in_place(valid, new)  # type: ignore[attr-defined]
-                e.unknown = None if unknown is None else _in_place(valid, unknown)  # type: ignore[attr-defined]
-            raise
-
-    def _add_hashed(self, hashed: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
-        return self._add_shared(hashed) if self._store.shared else self._add_local(hashed)
+        if self._shared is not None:
+            return self._add_shared(self._shared, hashed, valid)
+        return in_place(valid, self._add_local(hashed))
 
     def _full_error(self, left: int) -> ValueError:
         return ValueError(f"the chain is full: its {len(self._stages)} stages hold {self._rule.max_capacity:,} keys; "
@@ -407,76 +408,82 @@ class ScalableBloomFilter:
             stop = min(len(hashed), start + self._room())
             fresh = ~seen[start:stop]
             if fresh.any():
-                new, _, _ = self._store.add_to_last(len(self._stages) - 1, self._stages[-1], hashed[start:stop][fresh])
+                new = self._store.add_to_last(len(self._stages) - 1, self._stages[-1], hashed[start:stop][fresh]).new
                 out[start:stop][fresh] = new
                 self._counts[-1] += int(np.count_nonzero(new))
             start = stop
         return out
 
-    def _add_shared(self, hashed: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    def _add_shared(self, store: SharedStageStore, hashed: npt.NDArray[Any],
+                    valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         """Many processes: the store's server decides in each add what the
         last stage takes (up to its capacity) and refuses a stage that is no
         longer the last; the rest of the batch goes to the next stage. A key
         is looked up in every stage older than the one it is added to, read
         after that stage stopped taking keys, so an add by another process
-        that raced the growth is seen."""
+        that raced the growth is seen. Whatever fails (a stage add, a lookup
+        in the older stages, growing, reading the chain again), the error is
+        raised once, here, with what is known in the caller's shape (a
+        shared store's promise): the keys found new, and those with no
+        answer yet."""
         out = np.zeros(len(hashed), dtype=bool)
         seen = np.zeros(len(hashed), dtype=bool)
         pending = np.arange(len(hashed))
-        adding: npt.NDArray[Any] | None = None  # the keys of the stage add under way
+
+        def unknown() -> npt.NDArray[np.bool_]:
+            u = np.zeros(len(hashed), dtype=bool)
+            u[pending] = ~seen[pending]
+            return u
+
+        failed: Optional[StageAdd] = None  # the stage add that failed, and its keys
+        fresh = pending
         try:
             checked = 0  # stages below this were looked up for the pending keys
             while pending.size:
                 last = len(self._stages) - 1
                 if checked < last:  # (a shared store's stages share a node: one round trip for all)
-                    seen[pending] |= self._store.contains_any(self._stages[checked:last], hashed[pending])  # type: ignore[attr-defined]
+                    seen[pending] |= store.contains_any(checked, last, hashed[pending])
                 checked = last
                 fresh = pending[~seen[pending]]
                 if not fresh.size:
                     break
-                try:
-                    adding = fresh
-                    new, taken, count = self._store.add_to_last(last, self._stages[last], hashed[fresh])
-                    adding = None
-                except StaleChain:  # another process grew the chain: add there
-                    adding = None
+                done = store.add_to_last(last, self._stages[last], hashed[fresh])
+                if done.stale is not None:  # another process grew the chain: add there
                     self._reload()
                     continue
-                assert taken is not None and count is not None
-                out[fresh[taken]] = new[taken]
-                self._counts[last] = count
-                pending = fresh[~taken]
+                if done.error is not None:
+                    failed = done
+                    break
+                assert done.taken is not None and done.count is not None
+                out[fresh[done.taken]] = done.new[done.taken]
+                self._counts[last] = done.count
+                pending = fresh[~done.taken]
                 if pending.size:  # the stage is full, or the chain grew meanwhile
                     if len(self._stages) == self._rule.max_stages:
                         raise self._full_error(int(pending.size))
                     self._new_stage()
-        except Exception as e:
-            # Whatever failed (the stage add, a lookup in the older stages,
-            # growing, reading the chain again), the error carries what is
-            # known in the terms of this batch (a shared store's promise):
-            # the keys found new, and those with no answer yet; the store's
-            # own facts for the keys of the add it raised from.
-            known, unknown = out.copy(), np.zeros(len(hashed), dtype=bool)
-            unknown[pending] = ~seen[pending]
-            their_new, their_unknown = getattr(e, "new", None), getattr(e, "unknown", None)
-            if adding is not None and their_new is not None and len(their_new) == len(adding):
-                known[adding] |= their_new
-                unknown[adding] = their_unknown if their_unknown is not None else ~their_new
-            e.new, e.unknown = known, unknown  # type: ignore[attr-defined]
+        except Exception as e:  # (nothing of the step that raised was added)
+            with_facts(e, out, unknown(), valid)
             raise
-        return out
+        if failed is not None:
+            assert failed.error is not None
+            out[fresh] |= failed.new
+            facts = unknown()
+            facts[fresh] = failed.unknown if failed.unknown is not None else ~failed.new
+            raise with_facts(failed.error, out, facts, valid)
+        return in_place(valid, out)
 
     def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """True where the key may be present (in any stage); False for nulls
         with nulls='skip'."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         self._sync()
-        if self._store.shared:
-            return _in_place(valid, self._store.contains_any(self._stages, hashed))  # type: ignore[attr-defined]
+        if self._shared is not None:
+            return in_place(valid, self._shared.contains_any(0, len(self._stages), hashed))
         hit = np.zeros(len(hashed), dtype=bool)
         for stage in self._stages:
             hit |= stage.contains_many(hashed)
-        return _in_place(valid, hit)
+        return in_place(valid, hit)
 
     def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
         """Add each line of a block of text, as BloomFilter.add_lines reads it;
@@ -517,7 +524,7 @@ class ScalableBloomFilter:
         its bits say (insert_count after |=), so the next add starts a new
         stage when a united last stage is full."""
         self._check_same_rule(other)
-        if self._store.shared:
+        if self._shared is not None:
             raise ValueError("a chain whose store is shared by several processes (RedisStages) is not united in "
                              "place; unite a local copy instead: chain.copy() | other")
         other._sync()

@@ -46,9 +46,12 @@ silent fresh start:
 - a fixed filter past its capacity warns once (``bloomline.CapacityWarning``).
 
 docs/DECISIONS.md ("Redis that loses nothing") has the protocol; each
-module here is one part of it: ``_wire`` (framing, routing, re-sends),
-``_backend`` and one module per backend, ``_meta`` (parameters, creation),
-``_filter`` (RedisBloomFilter), ``_stages`` (RedisStages).
+module here is one part of it, each importing only those before it:
+``_wire`` (framing, routing, re-sends), ``_backend`` (the interface, the
+outcome of an add) and one module per backend, ``_registry`` (which
+backend), ``_meta`` (parameters, creation), ``_handle`` (a filter's keys,
+backend and sender, as both users hold them), ``_filter``
+(RedisBloomFilter), ``_stages`` (RedisStages), ``_travel`` (dump, restore).
 
 **Cluster.** Shards are whole runs of 512-bit blocks under Redis's 512 MB
 string limit, so filters of more than ``2**32`` bits work; shard names hash
@@ -61,7 +64,6 @@ bits).
 from __future__ import annotations
 
 from .._redis_module import module_path
-from ..scalable import StaleChain
 from ._errors import EvictionWarning, MissingKeyError, NotDurable, UnknownOutcome
 from ._filter import RedisBloomFilter
 from ._meta import DEFAULT_SHARD_BITS
@@ -69,4 +71,4 @@ from ._stages import RedisStages
 from ._travel import dump, restore
 
 __all__ = ["DEFAULT_SHARD_BITS", "EvictionWarning", "MissingKeyError", "NotDurable", "RedisBloomFilter",
-           "RedisStages", "StaleChain", "UnknownOutcome", "dump", "module_path", "restore"]
+           "RedisStages", "UnknownOutcome", "dump", "module_path", "restore"]

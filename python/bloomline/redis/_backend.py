@@ -11,6 +11,7 @@ present) and the count of new keys where the command keeps one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional
@@ -21,10 +22,12 @@ import redis as _redis
 
 from .. import _core
 from ._errors import MissingKeyError, NotDurable, UnknownOutcome, with_facts
-from ._wire import Job, Sender, _error_code
+from ._names import routable, sibling
+from ._wire import Job, Script, Sender, _error_code
 
 if TYPE_CHECKING:
-    from .._core import Layout, Nulls
+    from .._core import BloomFilter, Layout, Nulls
+    from ._handle import Handle
 
 NEW, PRESENT, UNSURE, NOT_TAKEN = ord("1"), ord("0"), ord("?"), 0
 ONE = np.zeros(1, dtype=np.int64)  # the batch index of a single key
@@ -34,8 +37,10 @@ WINDOW_BYTES = 8 << 20  # commands sent in one go: a large batch flows, not one 
 @dataclass(frozen=True)
 class FilterKeys:
     """A filter in Redis: its geometry and the names of its keys. shards[i]
-    holds nbytes[i] bytes; counts[i] its count of new keys (a fixed filter
-    keeps one per shard, so that each add updates its own in one step)."""
+    is a key of the filter's data (a bits backend's shard of nbytes[i]
+    bytes; the server's own Bloom key for "bf"); counts[i] its count of new
+    keys (a fixed filter keeps one per shard, so that each add updates its
+    own in one step; a chain's stage one for the stage; "bf" none)."""
 
     name: str
     layout: Layout
@@ -47,7 +52,15 @@ class FilterKeys:
     nbytes: tuple[int, ...] = ()
     counts: tuple[str, ...] = ()
     answers: tuple[str, ...] = ()  # each shard's answer-name prefix (a batch's id follows)
-    bf: Optional[str] = None
+
+    @property
+    def meta(self) -> str:
+        return f"{self.name}:meta"
+
+    @property
+    def data(self) -> list[str]:
+        """Every key of the filter but its meta (and its kept answers)."""
+        return [*self.shards, *self.counts]
 
 
 @dataclass(frozen=True)
@@ -87,15 +100,79 @@ class Prepared:
     counts: list[int] = field(default_factory=list)
 
 
+@dataclass
+class AddOutcome:
+    """What an add's replies say, as a value: each key's answer byte (NEW,
+    PRESENT, UNSURE; NOT_TAKEN where a stage add stopped before it or no
+    reply came), the counts the replies reported, the error replies a stage
+    add tolerates (STALE: those parts took nothing), and `error`, the cause
+    when the add cannot be trusted whole (a part failed, whatever its error,
+    or a key is unsure). The outermost call raises it, once, with the facts
+    in its caller's shape."""
+
+    codes: npt.NDArray[np.uint8]
+    counts: dict[str, int] = field(default_factory=dict)
+    skipped: list[Exception] = field(default_factory=list)
+    error: Optional[Exception] = None
+
+    @property
+    def new(self) -> npt.NDArray[np.bool_]:
+        return np.asarray(self.codes == NEW)
+
+    @property
+    def unknown(self) -> npt.NDArray[np.bool_]:
+        """Every key without an answer: a failed part's keys, whatever its
+        error, the unsure ones, and those a full stage did not take. Left
+        out, those read as "seen" to a caller that trusts the facts."""
+        return np.asarray((self.codes != NEW) & (self.codes != PRESENT))
+
+    def raise_error(self, valid: Optional[npt.NDArray[np.bool_]] = None) -> None:
+        """Raise the add's error (if any) with its facts, in the caller's shape."""
+        if self.error is not None:
+            raise with_facts(self.error, self.new, self.unknown, valid)
+
+
 class Backend:
-    """One way of keeping a filter in Redis. The fixed filter and every stage
-    of a chain use these alike; the three subclasses are the only places
-    that know their server's commands."""
+    """One way of keeping a filter in Redis: the whole storage strategy.
+    It makes a filter's keys, turns batches into commands, and answers for
+    the rest of the filter's life (clear, stats, the bits that travel). The
+    fixed filter and every stage of a chain use these alike, through a
+    Handle (_handle.py); the subclasses are the only places that know their
+    server's commands. `kinds`: the meta kinds a backend keeps ("bits" and a
+    chain's "stage" for bloomline's bits; one backend per other kind)."""
 
     name: ClassVar[str]
+    kinds: ClassVar[tuple[str, ...]]
     max_keys: ClassVar[int]  # keys per command: one command holds the server for a bounded time
+    no_stages: ClassVar[str] = ""  # why it keeps no chain's stages, where it keeps none
+
+    # -- making a filter -------------------------------------------------------------------
+
+    def geometry(self, num_bits: int, layout: Layout, shards: Optional[int], shard_bits: int) -> dict[str, int]:
+        """A new filter's shards and shard_bits (ValueError naming the
+        parameter when they cannot hold num_bits)."""
+        raise NotImplementedError
+
+    def keys_of(self, name: str, meta: dict[str, Any]) -> FilterKeys:
+        """The names of a filter's keys, from its meta."""
+        raise NotImplementedError
+
+    def key_patterns(self, name: str, star: str) -> list[str]:
+        """Names (`star` where a pattern's * goes) of every key a filter at
+        `name` kept by this backend may have, but its meta."""
+        raise NotImplementedError
+
+    def finish(self, sender: Sender, meta: dict[str, str], keys: FilterKeys) -> None:
+        """Make the filter's data keys where they are missing (idempotent)."""
+        raise NotImplementedError
+
+    # -- batches ---------------------------------------------------------------------------
 
     def prepare(self, keys: Any, nulls: Nulls, seed: int) -> Prepared:
+        raise NotImplementedError
+
+    def lines(self, data: Any, seed: int) -> Any:
+        """The lines of a block of text, as keys prepare() takes."""
         raise NotImplementedError
 
     def add_parts(self, f: FilterKeys, batch: Prepared, batch_id: str, ttl_ms: int) -> Iterable[Part]:
@@ -103,7 +180,7 @@ class Backend:
 
     def stage_parts(self, f: FilterKeys, guard: StageGuard, batch: Prepared, batch_id: str,
                     ttl_ms: int) -> Iterable[Part]:
-        raise ValueError(f"backend {self.name!r} cannot keep a scalable chain's stages")
+        raise ValueError(f"backend {self.name!r} cannot keep a scalable chain's stages: {self.no_stages}")
 
     def has_parts(self, f: FilterKeys, batch: Prepared) -> Iterable[Part]:
         raise NotImplementedError
@@ -114,6 +191,37 @@ class Backend:
 
     def has_one(self, f: FilterKeys, key: Any) -> Part:
         raise NotImplementedError
+
+    # -- the rest of a filter's life -------------------------------------------------------
+
+    def clear(self, h: Handle) -> None:
+        """Forget every key, each key's TTL kept."""
+        raise NotImplementedError
+
+    def approx_count(self, h: Handle) -> float:
+        raise NotImplementedError
+
+    def fill_ratio(self, h: Handle) -> float:
+        raise NotImplementedError
+
+    def nbytes(self, h: Handle) -> int:
+        raise NotImplementedError
+
+    def bits_set(self, h: Handle) -> int:
+        raise NotImplementedError
+
+    def download(self, h: Handle, counts: Sequence[str]) -> tuple[bytes, list[int]]:
+        """The filter's bits, and the counts read after them in one round."""
+        raise NotImplementedError
+
+    def upload(self, sender: Sender, keys: FilterKeys, bf: BloomFilter) -> list[int]:
+        """bf's bits written into the filter's (new, empty) keys; each
+        shard's count of set bits."""
+        raise NotImplementedError
+
+    def check_travel(self) -> None:
+        """Raise where the filter's data is not bloomline's bits (it does
+        not travel to or from a local filter)."""
 
 
 def gone(key: str, what: str, policy: str = "", state: str = "is gone") -> MissingKeyError:
@@ -132,20 +240,19 @@ def gone(key: str, what: str, policy: str = "", state: str = "is gone") -> Missi
         "restore it", key=key)
 
 
-def replicated(sender: Sender, routes: Sequence[bytes], what: str, new: npt.NDArray[np.bool_],
-               unknown: npt.NDArray[np.bool_]) -> None:
+def replicated(sender: Sender, routes: Sequence[bytes], what: str, new: int) -> Optional[NotDurable]:
     """With the sender's wait_replicas: WAIT on the nodes of routes after an
-    add; NotDurable (the primary's answers as its facts) when fewer replicas
-    acknowledged."""
+    add; the NotDurable to raise (the caller gives it the primary's answers
+    as its facts: `new` keys) when fewer replicas acknowledged."""
     if not sender.wait_replicas:
-        return
+        return None
     acked, why = sender.replicated(routes)
-    if why:
-        raise NotDurable(
-            f"an add to {what} is not yet on wait_replicas={sender.wait_replicas} replicas: {why}. Its "
-            f"{int(new.sum())} new keys are new (act on them: an add sent again would answer 'seen') but not safe: "
-            "if the primary fails before a replica has them, they are reported new again",
-            acked=acked, wanted=sender.wait_replicas, new=new, unknown=unknown)
+    if not why:
+        return None
+    return NotDurable(
+        f"an add to {what} is not yet on wait_replicas={sender.wait_replicas} replicas: {why}. Its {new} new keys "
+        "are new (act on them: an add sent again would answer 'seen') but not safe: if the primary fails before a "
+        "replica has them, they are reported new again", acked=acked, wanted=sender.wait_replicas)
 
 
 def missing_error(e: Exception, what: str, policy: str = "") -> Exception:
@@ -173,12 +280,9 @@ def windows(parts: Iterable[Part]) -> Iterator[list[Part]]:
 
 
 def run_adds(sender: Sender, parts: Iterable[Part], n: int, what: str, policy: str = "",
-             tolerate: Sequence[str] = ()) -> tuple[npt.NDArray[np.uint8], dict[str, int], list[Exception]]:
-    """Send an add's parts: each key's answer byte (NOT_TAKEN where a stage
-    add stopped before it), the counts the replies reported, and the error
-    replies whose code is in `tolerate` (their parts took nothing). Raises
-    when any other part failed or any answer is unknown, with what is known
-    (the windows after a failed one are not sent)."""
+             tolerate: Sequence[str] = ()) -> AddOutcome:
+    """Send an add's parts (the windows after a failed one are not sent):
+    its outcome, error replies whose code is in `tolerate` skipped."""
     settled = _Settled(n, tolerate)
     try:
         for window in windows(parts):
@@ -186,57 +290,50 @@ def run_adds(sender: Sender, parts: Iterable[Part], n: int, what: str, policy: s
             if settled.failed:
                 break
     except Exception as e:  # raised while sending (a cluster's slot map unreadable...): it carries the facts too
-        settled.failed.append((None, e))
-    return settled.result(what, policy)
+        settled.failed.append(e)
+    return settled.outcome(what, policy)
 
 
-def settle_adds(parts: Sequence[Part], replies: Sequence[Any], n: int, what: str,
-                policy: str = "") -> tuple[npt.NDArray[np.uint8], dict[str, int], list[Exception]]:
-    """run_adds's result for replies already received (a single key's)."""
+def settle_adds(parts: Sequence[Part], replies: Sequence[Any], n: int, what: str, policy: str = "") -> AddOutcome:
+    """run_adds's outcome for replies already received (a single key's)."""
     settled = _Settled(n, ())
     settled.take(parts, replies)
-    return settled.result(what, policy)
+    return settled.outcome(what, policy)
 
 
 class _Settled:
-    """An add's replies, as answers and counts, and the error it raises."""
+    """An add's replies, gathered into its outcome."""
 
     def __init__(self, n: int, tolerate: Sequence[str]) -> None:
-        self.codes = np.zeros(n, dtype=np.uint8)
-        self.counts: dict[str, int] = {}
-        self.failed: list[tuple[Optional[Part], Exception]] = []
-        self.skipped: list[Exception] = []
+        self.out = AddOutcome(np.zeros(n, dtype=np.uint8))
+        self.failed: list[Exception] = []
         self.tolerate = tolerate
 
     def take(self, parts: Sequence[Part], replies: Sequence[Any]) -> None:
         for part, reply in zip(parts, replies):
             if isinstance(reply, Exception):
                 if isinstance(reply, _redis.ResponseError) and _error_code(reply) in self.tolerate:
-                    self.skipped.append(reply)
+                    self.out.skipped.append(reply)
                 else:
-                    self.failed.append((part, reply))
+                    self.failed.append(reply)
                 continue
             answer, count = reply
-            self.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
+            self.out.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
             if part.count_key is not None and int(count) >= 0:
-                self.counts[part.count_key] = int(count)
+                self.out.counts[part.count_key] = int(count)
 
-    def result(self, what: str, policy: str) -> tuple[npt.NDArray[np.uint8], dict[str, int], list[Exception]]:
-        unsure = self.codes == UNSURE
-        if not self.failed and not unsure.any():
-            return self.codes, self.counts, self.skipped
-        # Raising: every key without an answer is unknown (to be treated as
-        # new), not only the '?' ones: a failed part's keys, whatever its
-        # error, and the keys a full stage did not take. Left out, those read
-        # as "seen" to a caller that trusts the facts.
-        unknown = (self.codes != NEW) & (self.codes != PRESENT)
-        error = self.failed[0][1] if self.failed else UnknownOutcome(
-            f"{int(unsure.sum())} keys of a batch to {what} were re-sent after a lost reply whose kept answer was "
-            "gone, and found present: the lost send may have added them")
-        # Whatever the error (OOM, READONLY, NOPERM, a script's...), it
-        # carries the facts: raised bare, a caller took the batch as lost or
-        # as seen, and the keys it had added read "seen" on a retry.
-        raise with_facts(missing_error(error, what, policy), self.codes == NEW, unknown)
+    def outcome(self, what: str, policy: str) -> AddOutcome:
+        unsure = int(np.count_nonzero(self.out.codes == UNSURE))
+        if self.failed:
+            # Whatever the error (OOM, READONLY, NOPERM, a script's...), it
+            # is the add's: raised bare, a caller took the batch as lost or
+            # as seen, and the keys it had added read "seen" on a retry.
+            self.out.error = missing_error(self.failed[0], what, policy)
+        elif unsure:
+            self.out.error = UnknownOutcome(
+                f"{unsure} keys of a batch to {what} were re-sent after a lost reply whose kept answer was gone, "
+                "and found present: the lost send may have added them")
+        return self.out
 
 
 def run_lookups(sender: Sender, parts: Iterable[Part], n: int, what: str, policy: str = "") -> npt.NDArray[np.bool_]:
@@ -279,14 +376,39 @@ def check_size(key: str, nbytes: int, reply: Any) -> None:
 
 
 
+# KEYS: shard, count    ARGV: bytes. Make a shard (and its count) where missing.
+_MAKE_SHARD = Script("""
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SETRANGE', KEYS[1], ARGV[1] - 1, '\\0') end
+if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('SET', KEYS[2], '0') end
+return redis.call('STRLEN', KEYS[1])
+""")
+
+# KEYS: shard, count    ARGV: bytes. Zero a shard, keeping its TTL.
+_CLEAR_SHARD = Script("""
+local len = redis.call('STRLEN', KEYS[1])
+if len ~= tonumber(ARGV[1]) then return redis.error_reply((len == 0 and 'MISSING ' or 'WRONGSIZE ') .. KEYS[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('SETRANGE', KEYS[1], ARGV[1] - 1, '\\0')
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+redis.call('SET', KEYS[2], '0', 'KEEPTTL')
+return 1
+""")
+
+_REDIS_MAX_BITS = 2**32  # a Redis string holds at most 512 MB
+_PIECE = 64 * 2**20  # uploads SETRANGE in 64 MB pieces: no single huge request
+
+
 class BitsBackend(Backend):
     """The backends that keep bloomline's bits in Redis strings (module,
     plain): a batch is hashed once, cut into chunks of max_keys, and each
     chunk grouped by shard by the core (its operands in the subclass's form).
     A fixed filter sends a command per shard part, each with its own answer
     key in its shard's slot; a stage sends one per chunk, over all its
-    shards (they share a slot)."""
+    shards (they share a slot). Both keep the same keys, byte for byte a
+    local filter's payload, so either reads what the other wrote."""
 
+    kinds = ("bits", "stage")
     form_add: ClassVar[Literal["positions", "set"]]
     form_has: ClassVar[Literal["positions", "get"]]
 
@@ -352,3 +474,109 @@ class BitsBackend(Backend):
     def has_jobs(self, f: FilterKeys, shard: int, body: bytes,
                  count: int) -> tuple[list[Job], Callable[[list[Any]], npt.NDArray[np.bool_]]]:
         raise NotImplementedError
+
+    # -- making a filter (the same keys for both bits backends) ---------------------------
+
+    def geometry(self, num_bits: int, layout: Layout, shards: Optional[int], shard_bits: int) -> dict[str, int]:
+        if layout == "standard":  # a key's bits spread over the whole array: one string
+            if math.ceil(num_bits / 512) * 512 > _REDIS_MAX_BITS:
+                raise ValueError(f"layout 'standard' keeps every bit in one Redis string, at most 2**32 bits; this "
+                                 f"filter needs {num_bits} (use layout 'blocked', which shards)")
+            if shards not in (None, 1):
+                raise ValueError(f"layout 'standard' uses one shard, got shards={shards}")
+            return dict(shards=1, shard_bits=math.ceil(num_bits / 512) * 512)
+        blocks = num_bits // 512
+        if shards is None:
+            shards = max(1, math.ceil(num_bits / shard_bits))
+        if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= blocks:
+            raise ValueError(f"shards must be an int in [1, {blocks}], got {shards!r}")
+        per_shard_blocks = math.ceil(blocks / shards)
+        if per_shard_blocks * 512 > _REDIS_MAX_BITS:
+            raise ValueError(f"shards={shards} puts {per_shard_blocks * 512} bits in a shard, over Redis's 2**32")
+        return dict(shards=shards, shard_bits=per_shard_blocks * 512)
+
+    def keys_of(self, name: str, meta: dict[str, Any]) -> FilterKeys:
+        # Every add reads its count first: a count named by the filter's ident
+        # is its identity check (filters made before idents: ":count"). A
+        # stage of a chain keeps one count for the stage, its guard's.
+        total, per = math.ceil(int(meta["num_bits"]) / 512) * 64, int(meta["shard_bits"]) // 8
+        shards = tuple(routable(f"{name}:bits:{i}") for i in range(int(meta["shards"])))
+        suffix = f":count:{meta['ident']}" if meta.get("ident") else ":count"
+        counts = ((f"{name}{suffix}",) if meta["kind"] == "stage" else tuple(sibling(s, suffix) for s in shards))
+        return FilterKeys(name, str(meta["layout"]), int(meta["num_bits"]), int(meta["num_hashes"]),  # type: ignore[arg-type]
+                          int(meta["seed"]), int(meta["shard_bits"]), shards,
+                          tuple(min(per, total - i * per) for i in range(len(shards))), counts,
+                          tuple(sibling(s, ":ans:") for s in shards))
+
+    def key_patterns(self, name: str, star: str) -> list[str]:
+        shards = routable(f"{name}:bits:{star}")
+        return [shards, sibling(shards, ":count"), sibling(shards, f":count:{star}"), sibling(shards, f":ans:{star}")]
+
+    def finish(self, sender: Sender, meta: dict[str, str], keys: FilterKeys) -> None:
+        jobs = [Job(s.encode(), _MAKE_SHARD, (s, c), (n,)) for s, c, n in zip(keys.shards, keys.counts, keys.nbytes)]
+        for shard, size, reply in zip(keys.shards, keys.nbytes, sender.run(jobs)):
+            if isinstance(reply, Exception):
+                raise reply
+            if int(reply) != size:
+                raise ValueError(f"{shard!r} holds {int(reply)} bytes where the filter at {keys.name!r} needs {size}: "
+                                 "a key of another filter? Drop it to start over")
+
+    def lines(self, data: Any, seed: int) -> Any:
+        return _core.hash_lines(data, seed)
+
+    # -- the rest of a filter's life ------------------------------------------------------
+
+    def clear(self, h: Handle) -> None:
+        k = h.keys
+        h.sender.each([Job(s.encode(), _CLEAR_SHARD, (s, c), (n,)) for s, c, n in zip(k.shards, k.counts, k.nbytes)])
+
+    def shard_values(self, h: Handle, command: bytes, then: Sequence[Job] = ()) -> list[Any]:
+        """command on each shard, then its STRLEN (a shard that is gone
+        raises MissingKeyError instead of reading as zeros; nothing makes a
+        vanished shard anew, so one present after the read was during it);
+        then the replies of `then`, sent behind them on the same connection
+        (each node's in order)."""
+        k = h.keys
+        reads = [j for s in k.shards for j in (Job(s.encode(), command, (s,)), Job(s.encode(), b"STRLEN", (s,)))]
+        replies = h.sender.each([*reads, *then])
+        for shard, size, length in zip(k.shards, k.nbytes, replies[1 : len(reads) : 2]):
+            if int(length) != size:
+                raise gone(shard, h.what, h.policy, "is gone" if not int(length) else "has the wrong size")
+        return replies[: len(reads) : 2] + replies[len(reads) :]
+
+    def bits_set(self, h: Handle) -> int:
+        return int(sum(self.shard_values(h, b"BITCOUNT")))
+
+    def approx_count(self, h: Handle) -> float:
+        return _core.estimate_count(self.bits_set(h), h.keys.num_bits, h.keys.num_hashes, h.keys.layout)
+
+    def fill_ratio(self, h: Handle) -> float:
+        return self.bits_set(h) / h.keys.num_bits
+
+    def nbytes(self, h: Handle) -> int:
+        return sum(h.keys.nbytes)
+
+    def download(self, h: Handle, counts: Sequence[str]) -> tuple[bytes, list[int]]:
+        # An add sets its bits and its count in one step, so a count read
+        # after the bits is never lower than what they hold (read before,
+        # the keys added in between were in the bits and not in the count).
+        values = self.shard_values(h, b"GET", [Job(c.encode(), b"GET", (c,)) for c in counts])
+        n = len(h.keys.shards)
+        for name, c in zip(counts, values[n:]):
+            if c is None:
+                raise gone(name, h.what, h.policy)
+        return b"".join(values[:n]), [int(c) for c in values[n:]]
+
+    def upload(self, sender: Sender, keys: FilterKeys, bf: BloomFilter) -> list[int]:
+        data = memoryview(bf).cast("B")
+        per = keys.shard_bits // 8
+        jobs, ones = [], []
+        for i, shard in enumerate(keys.shards):
+            part = data[i * per : i * per + keys.nbytes[i]]
+            for start in range(0, len(part), _PIECE):
+                piece = bytes(part[start : start + _PIECE])
+                if piece.strip(b"\x00"):
+                    jobs.append(Job(shard.encode(), b"SETRANGE", (shard,), (start, piece)))
+            ones.append(int(np.unpackbits(np.frombuffer(part, dtype=np.uint8)).sum()))
+        sender.each(jobs)
+        return ones

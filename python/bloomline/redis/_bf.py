@@ -6,16 +6,20 @@ no stages of ours."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import numpy as np
 
 from .. import _core
 from ._backend import Backend, FilterKeys, Part, Prepared, check_size
-from ._wire import MODE, Job, Script
+from ._names import routable, sibling
+from ._wire import MODE, Job, Script, Sender
 
 if TYPE_CHECKING:
-    from .._core import Nulls
+    from .._core import BloomFilter, Layout, Nulls
+    from ._handle import Handle
 
 # KEYS: the BF key, answer    ARGV: ttl_ms, mode, then the keys
 # BF.MADD would make a missing filter anew (with the server's defaults).
@@ -37,7 +41,7 @@ return {answer, -1}
 """)
 
 # KEYS: the BF key    ARGV: error rate, capacity (made only where missing)
-CREATE = Script("""
+_CREATE = Script("""
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('BF.RESERVE', KEYS[1], ARGV[1], ARGV[2], 'EXPANSION', 2)
 end
@@ -47,11 +51,38 @@ return 1
 
 class BfBackend(Backend):
     name = "bf"
+    kinds = ("bf",)
     max_keys = 20_000  # about 25 ms of the server's time for an add
+    no_stages = "it grows by itself (BF.RESERVE ... EXPANSION): use a RedisBloomFilter, not a chain's stages"
+
+    # -- making a filter -------------------------------------------------------------------
+
+    def geometry(self, num_bits: int, layout: Layout, shards: Optional[int], shard_bits: int) -> dict[str, int]:
+        return dict(shards=1, shard_bits=0)  # the server sizes its own filter
+
+    def keys_of(self, name: str, meta: dict[str, Any]) -> FilterKeys:
+        # The key is named by the filter's ident (made before idents: ":bf"):
+        # a handle attached to a filter since dropped and made again names a
+        # key that no longer exists, and its adds are refused (MISSING).
+        bf = routable(f"{name}:bf:{meta['ident']}" if meta.get("ident") else f"{name}:bf")
+        return FilterKeys(name, str(meta["layout"]), int(meta["num_bits"]), int(meta["num_hashes"]),  # type: ignore[arg-type]
+                          int(meta["seed"]), 0, shards=(bf,), answers=(sibling(bf, ":ans:"),))
+
+    def key_patterns(self, name: str, star: str) -> list[str]:
+        return [routable(f"{name}:bf"), routable(f"{name}:bf:{star}"), sibling(routable(f"{name}:bf"), f":ans:{star}"),
+                sibling(routable(f"{name}:bf:{star}"), f":ans:{star}")]
+
+    def finish(self, sender: Sender, meta: dict[str, str], keys: FilterKeys) -> None:
+        sender.script(_CREATE, [keys.shards[0]], [meta["error_rate"], meta["capacity"]])
+
+    # -- batches ---------------------------------------------------------------------------
 
     def prepare(self, keys: Any, nulls: Nulls, seed: int) -> Prepared:
         bodies, counts, valid = _core.redis_items(keys, nulls=nulls, chunk=self.max_keys)
         return Prepared(sum(counts), valid, bodies=bodies, counts=counts)
+
+    def lines(self, data: Any, seed: int) -> Any:
+        return [bytes(line) for line in bytes(data).splitlines()]  # the server needs the lines themselves
 
     def _parts(self, batch: Prepared, job: Any) -> list[Part]:
         parts, lo = [], 0
@@ -61,8 +92,7 @@ class BfBackend(Backend):
         return parts
 
     def add_parts(self, f: FilterKeys, batch: Prepared, batch_id: str, ttl_ms: int) -> list[Part]:
-        assert f.bf is not None
-        bf, answers = f.bf, f.answers[0]
+        bf, answers = f.shards[0], f.answers[0]
         return self._parts(batch, lambda c, body, count, idx: Part(
             [Job(bf.encode(), _ADD, (bf, f"{answers}{batch_id}.{c}"), (ttl_ms, MODE), body, count, writes=True)],
             idx))
@@ -79,8 +109,7 @@ class BfBackend(Backend):
         return self.has_parts(f, self._one(key))[0]
 
     def has_parts(self, f: FilterKeys, batch: Prepared) -> list[Part]:
-        assert f.bf is not None
-        bf = f.bf
+        bf = f.shards[0]
 
         def decode(replies: list[Any]) -> Any:
             check_size(bf, 1, replies[1])  # EXISTS after the read: a filter gone reads as absent
@@ -89,3 +118,36 @@ class BfBackend(Backend):
         return self._parts(batch, lambda c, body, count, idx: Part(
             [Job(bf.encode(), b"BF.MEXISTS", (bf,), (), body, count), Job(bf.encode(), b"EXISTS", (bf,))], idx,
             decode=decode))
+
+    # -- the rest of a filter's life: RedisBloom's own data ----------------------------------
+
+    def clear(self, h: Handle) -> None:
+        bf = h.keys.shards[0]
+        h.sender.each([Job(bf.encode(), b"DEL", (bf,))])
+        self.finish(h.sender, h.meta, h.keys)
+
+    def approx_count(self, h: Handle) -> float:
+        return float(h.sender.call(h.keys.shards[0], b"BF.CARD", h.keys.shards[0]))
+
+    def fill_ratio(self, h: Handle) -> float:  # from BF.CARD: the server shows no bits
+        return 1.0 - math.exp(-self.approx_count(h) * h.keys.num_hashes / h.keys.num_bits)
+
+    def nbytes(self, h: Handle) -> int:
+        return int(h.sender.call(h.keys.shards[0], b"MEMORY", b"USAGE", h.keys.shards[0]) or 0)
+
+    def _no_bits(self, what: str) -> NoReturn:
+        raise ValueError(f"backend 'bf' keeps RedisBloom's own data, not bloomline's bits: {what} (RedisBloom has "
+                         "BF.SCANDUMP and BF.LOADCHUNK to move it)")
+
+    def bits_set(self, h: Handle) -> int:
+        self._no_bits("bits_set is not known")
+
+    def download(self, h: Handle, counts: Sequence[str]) -> tuple[bytes, list[int]]:
+        self._no_bits(f"the filter at {h.name!r} has no bits to download")
+
+    def upload(self, sender: Sender, keys: FilterKeys, bf: BloomFilter) -> list[int]:
+        self.check_travel()
+        return []
+
+    def check_travel(self) -> None:
+        self._no_bits("it does not travel to or from a local filter")

@@ -28,30 +28,16 @@ import numpy as np
 import numpy.typing as npt
 import redis as _redis
 
-__all__ = ["EvictionWarning", "MissingKeyError", "NotDurable", "UnknownOutcome", "facts"]
+from .._facts import facts, with_facts
 
-Facts = tuple[Optional[npt.NDArray[np.bool_]], Optional[npt.NDArray[np.bool_]]]
-
-
-def with_facts(e: BaseException, new: Any, unknown: Any) -> BaseException:
-    """e, carrying the facts of its batch (set on it: any exception class)."""
-    e.new = new  # type: ignore[attr-defined]
-    e.unknown = unknown  # type: ignore[attr-defined]
-    return e
-
-
-def facts(e: BaseException) -> Facts:
-    """(new, unknown) of an error an add raised; (None, None) when it
-    carries none (nothing is known: treat every key as unknown)."""
-    return getattr(e, "new", None), getattr(e, "unknown", None)
-
+__all__ = ["EvictionWarning", "MissingKeyError", "NotDurable", "UnknownOutcome", "facts", "with_facts"]
 
 class _BatchFacts:
     new: Optional[npt.NDArray[np.bool_]]
     unknown: Optional[npt.NDArray[np.bool_]]
 
     def _facts(self, new: Any, unknown: Any) -> None:
-        with_facts(self, new, unknown)  # type: ignore[arg-type]
+        with_facts(self, new, unknown)  # type: ignore[arg-type]  # (a mixin of exceptions)
 
 
 class UnknownOutcome(_redis.ConnectionError, _BatchFacts):

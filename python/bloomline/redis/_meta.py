@@ -17,7 +17,6 @@ would be lost under a new filter): never a silent fresh start.
 
 from __future__ import annotations
 
-import math
 import secrets
 import warnings
 import weakref
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .. import optimal_params
 from ._backend import FilterKeys, gone
 from ._errors import EvictionWarning, MissingKeyError
-from ._names import routable, sibling
+from ._registry import BACKENDS, storage_for
 from ._wire import Job, Script, Sender
 
 if TYPE_CHECKING:
@@ -35,20 +34,12 @@ if TYPE_CHECKING:
 
 META_VERSION = 2
 DEFAULT_SHARD_BITS = 2**31  # 256 MB: far under Redis's 512 MB string limit
-_REDIS_MAX_BITS = 2**32
 FIELDS = ("kind", "layout", "capacity", "error_rate", "seed", "shards", "num_bits", "num_hashes", "shard_bits")
 
 # KEYS: meta    ARGV: field, value, ...
 _CLAIM = Script("""
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
 return redis.call('HGETALL', KEYS[1])
-""")
-
-# KEYS: shard, count    ARGV: bytes
-_MAKE_SHARD = Script("""
-if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SETRANGE', KEYS[1], ARGV[1] - 1, '\\0') end
-if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('SET', KEYS[2], '0') end
-return redis.call('STRLEN', KEYS[1])
 """)
 
 # KEYS: meta
@@ -60,75 +51,48 @@ return 1
 
 def plan(capacity: int, error_rate: float, layout: Layout, seed: int, shards: Optional[int], shard_bits: int,
          kind: str) -> dict[str, Any]:
-    """A new filter's parameters (checked, each error naming its parameter)."""
+    """A new filter's parameters (checked, each error naming its parameter),
+    its shards as the backend that keeps its kind lays them out."""
     params = optimal_params(capacity, error_rate, layout)  # checks capacity, error_rate, layout
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
         raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
     if isinstance(shard_bits, bool) or not isinstance(shard_bits, int) or shard_bits % 512 or not (
-            512 <= shard_bits <= _REDIS_MAX_BITS):
+            512 <= shard_bits <= 2**32):
         raise ValueError(f"shard_bits must be a multiple of 512 in [512, 2**32], got {shard_bits!r}")
-    num_bits = params.num_bits
-    # ident: this making of the filter. Its keys' names carry it (counts_of),
-    # so a handle attached to a filter since dropped and made again (or
-    # restored over) names keys that no longer exist and is refused.
-    base = dict(kind=kind, layout=layout, num_bits=num_bits, num_hashes=params.num_hashes, seed=seed,
-                capacity=capacity, error_rate=error_rate, ident=secrets.token_hex(8))
-    if kind == "bf":
-        return dict(base, shards=1, shard_bits=0)
-    if layout == "standard":
-        if math.ceil(num_bits / 512) * 512 > _REDIS_MAX_BITS:
-            raise ValueError(f"layout 'standard' keeps every bit in one Redis string, at most 2**32 bits; this "
-                             f"filter needs {num_bits} (use layout 'blocked', which shards)")
-        if shards not in (None, 1):
-            raise ValueError(f"layout 'standard' uses one shard, got shards={shards}")
-        return dict(base, shards=1, shard_bits=math.ceil(num_bits / 512) * 512)
-    blocks = num_bits // 512
-    if shards is None:
-        shards = max(1, math.ceil(num_bits / shard_bits))
-    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= blocks:
-        raise ValueError(f"shards must be an int in [1, {blocks}], got {shards!r}")
-    per_shard_blocks = math.ceil(blocks / shards)
-    if per_shard_blocks * 512 > _REDIS_MAX_BITS:
-        raise ValueError(f"shards={shards} puts {per_shard_blocks * 512} bits in a shard, over Redis's 2**32")
-    return dict(base, shards=shards, shard_bits=per_shard_blocks * 512)
+    # ident: this making of the filter. Its keys' names carry it (each
+    # backend's keys_of), so a handle attached to a filter since dropped and
+    # made again (or restored over) names keys that no longer exist and is
+    # refused.
+    return dict(kind=kind, layout=layout, num_bits=params.num_bits, num_hashes=params.num_hashes, seed=seed,
+                capacity=capacity, error_rate=error_rate, ident=secrets.token_hex(8),
+                **storage_for(kind).geometry(params.num_bits, layout, shards, shard_bits))
 
 
 def keys_of(name: str, meta: dict[str, Any]) -> FilterKeys:
-    """The names of a filter's keys, from its meta. A stage of a chain keeps
-    one count for the stage (its guard's), not one per shard."""
-    kind, num_bits = str(meta["kind"]), int(meta["num_bits"])
-    geometry = dict(name=name, layout=str(meta["layout"]), num_bits=num_bits, num_hashes=int(meta["num_hashes"]),
-                    seed=int(meta["seed"]), shard_bits=int(meta["shard_bits"]))
-    if kind == "bf":
-        bf = routable(f"{name}:bf")
-        return FilterKeys(**geometry, bf=bf, answers=(sibling(bf, ":ans:"),))  # type: ignore[arg-type]
-    total, per = math.ceil(num_bits / 512) * 64, int(meta["shard_bits"]) // 8
-    shards = tuple(routable(f"{name}:bits:{i}") for i in range(int(meta["shards"])))
-    # Every add reads its shard's count first: a count named by the filter's
-    # ident is its identity check (filters made before idents: ":count").
-    count = f":count:{meta['ident']}" if meta.get("ident") else ":count"
-    counts = () if kind == "stage" else tuple(sibling(s, count) for s in shards)
-    nbytes = tuple(min(per, total - i * per) for i in range(len(shards)))
-    answers = tuple(sibling(s, ":ans:") for s in shards)
-    return FilterKeys(**geometry, shards=shards, nbytes=nbytes, counts=counts, answers=answers)  # type: ignore[arg-type]
+    """The names of a filter's keys, from its meta."""
+    return storage_for(str(meta["kind"]), name).keys_of(name, meta)
 
 
 def key_patterns(name: str) -> list[str]:
-    """SCAN patterns matching every key a filter at `name` may have: its
-    meta, shards, counts, kept answers, BF key (RedisBloomFilter.drop)."""
+    """SCAN patterns matching every key a filter at `name` may have, whatever
+    its backend: its meta, data, counts, kept answers (RedisBloomFilter.drop)."""
     star = "\0"  # where a pattern's * goes, once the rest is escaped
 
     def pattern(text: str) -> str:
         return "".join("\\" + c if c in "*?[]\\" else c for c in text).replace(star, "*")
 
-    shards, bf = routable(f"{name}:bits:{star}"), routable(f"{name}:bf")
-    return [pattern(n) for n in (f"{name}:meta", shards, sibling(shards, ":count"), sibling(shards, f":count:{star}"),
-                                 sibling(shards, f":ans:{star}"), bf, sibling(bf, f":ans:{star}"))]
+    names = [f"{name}:meta", *(n for b in BACKENDS.values() for n in b.key_patterns(name, star))]
+    return list(dict.fromkeys(pattern(n) for n in names))
 
 
-def data_keys(keys: FilterKeys) -> list[str]:
-    """Every key of a filter but its meta (and its kept answers)."""
-    return [*keys.shards, *keys.counts, *([keys.bf] if keys.bf else [])]
+def delete_matching(client: Any, patterns: Sequence[str]) -> int:
+    """Delete every key matching one of the patterns (SCAN; every primary of
+    a cluster). How many were deleted."""
+    deleted = 0
+    for pattern in patterns:
+        for key in list(client.scan_iter(match=pattern, count=1000)):
+            deleted += int(client.delete(key))
+    return deleted
 
 
 def as_dict(reply: Any) -> dict[str, str]:
@@ -182,7 +146,7 @@ def open_filter(sender: Sender, name: str, new: Optional[dict[str, Any]], wanted
         raise ValueError(f"no filter at key {name!r}: pass capacity (and error_rate) to create one")
     if meta is None:
         assert new is not None
-        planned = data_keys(keys_of(name, new))
+        planned = keys_of(name, new).data
         left = [k for k, there in zip(planned, _exist(sender, planned)) if there]
         meta = read(sender, meta_key)  # (a creator may have claimed it meanwhile: its keys, then)
         if left and meta is None:
@@ -199,25 +163,14 @@ def open_filter(sender: Sender, name: str, new: Optional[dict[str, Any]], wanted
         _finish(sender, name, meta, keys)
         meta["state"] = "ready"
     else:
-        lost = [k for k, there in zip(data_keys(keys), _exist(sender, data_keys(keys))) if not there]
+        lost = [k for k, there in zip(keys.data, _exist(sender, keys.data)) if not there]
         if lost:
             raise gone(lost[0], f"the filter at {name!r}")
     return meta
 
 
 def _finish(sender: Sender, name: str, meta: dict[str, str], keys: FilterKeys) -> None:
-    if keys.bf is not None:
-        from ._bf import CREATE
-
-        sender.script(CREATE, [keys.bf], [meta["error_rate"], meta["capacity"]])
-    else:
-        jobs = [Job(s.encode(), _MAKE_SHARD, (s, c), (n,)) for s, c, n in zip(keys.shards, keys.counts, keys.nbytes)]
-        for shard, size, reply in zip(keys.shards, keys.nbytes, sender.run(jobs)):
-            if isinstance(reply, Exception):
-                raise reply
-            if int(reply) != size:
-                raise ValueError(f"{shard!r} holds {int(reply)} bytes where the filter at {name!r} needs {size}: "
-                                 "a key of another filter? Drop it to start over")
+    storage_for(meta["kind"], name).finish(sender, meta, keys)
     sender.script(_MARK_READY, [f"{name}:meta"])
 
 

@@ -83,22 +83,39 @@ def _lacking_error(key: str, lacking: list[str], made: bool) -> ValueError:
         f"(redis-server --loadmodule {module_path()})")
 
 
-def new_backend(backend: str, client: Any) -> str:
-    """The bits backend a new filter (or chain) is made with, recorded in
-    its meta: 'auto' is the module where the server and every replica it
-    can reach have it, else plain."""
-    if backend == "plain":
-        return "plain"
+def storage_for(kind: str, key: str = "") -> Backend:
+    """The backend that keeps a filter of this meta kind (the first one, for
+    bloomline's bits: the module and plain keep the same keys)."""
+    for b in BACKENDS.values():
+        if kind in b.kinds:
+            return b
+    raise ValueError(f"the filter at key {key!r} is of kind {kind!r}, which this bloomline does not know (made by a "
+                     "newer one?)")
+
+
+def check_name(backend: str) -> None:
+    if backend != "auto" and backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, ('auto', *BACKENDS)))}, got {backend!r}")
+
+
+def new_backend(backend: str, client: Any) -> Backend:
+    """The backend a new filter (or chain) is made with, recorded in its
+    meta: 'auto' is the module where the server and every replica it can
+    reach have it, else plain; a backend named is checked against the
+    server where it needs more than plain Redis (the module)."""
+    check_name(backend)
+    if backend not in ("auto", "module"):
+        return BACKENDS[backend]
     has_module = server_has_module(client)
     if backend == "module" and not has_module:
         raise ValueError(f"backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
                          f"{module_path()}")
     if not has_module:
-        return "plain"
+        return BACKENDS["plain"]
     lacking = replicas_without_module(client)
     if lacking and backend == "module":
         raise _lacking_error("", lacking, made=False)
-    return "plain" if lacking else "module"
+    return BACKENDS["plain" if lacking else "module"]
 
 
 def choose_backend(kind: str, backend: str, client: Any, key: str, recorded: Optional[str] = None) -> Backend:
@@ -107,17 +124,19 @@ def choose_backend(kind: str, backend: str, client: Any, key: str, recorded: Opt
     backends were recorded, the module if the server has it, else plain).
     A recorded backend binds: another one asked for, or the module missing
     on this server or a replica it can reach, raises (never a switch)."""
-    if kind == "bf":
-        if backend not in ("auto", "bf"):
-            raise ValueError(f"the filter at key {key!r} is a server Bloom filter (BF.*): backend must be 'bf' or "
-                             f"'auto', got {backend!r}")
-        return BACKENDS["bf"]
-    if backend == "bf":
-        raise ValueError(f"the filter at key {key!r} keeps bloomline's bits: backend 'bf' cannot read it (use "
-                         "'module', 'plain' or 'auto')")
-    if recorded not in (None, "module", "plain"):
+    check_name(backend)
+    keepers = [b for b in BACKENDS.values() if kind in b.kinds]
+    if not keepers:
+        storage_for(kind, key)  # raises, naming the kind
+    if backend != "auto" and BACKENDS[backend] not in keepers:
+        raise ValueError(f"the filter at key {key!r} is of kind {kind!r}, kept by backend "
+                         f"{' or '.join(repr(b.name) for b in keepers)}: backend {backend!r} cannot read it (pass "
+                         f"{keepers[0].name!r} or 'auto')")
+    if recorded is not None and recorded not in (b.name for b in keepers):
         raise ValueError(f"the filter at key {key!r} records backend {recorded!r}, which this bloomline does not "
-                         "know (made by a newer one?)")
+                         "know for its kind (made by a newer one?)")
+    if len(keepers) == 1:
+        return keepers[0]
     if recorded is not None and backend not in ("auto", recorded):
         raise ValueError(f"the filter at key {key!r} was made with backend {recorded!r}, and a filter keeps its "
                          f"backend: backend {backend!r} is refused (its replicas and AOF must run the commands it was "

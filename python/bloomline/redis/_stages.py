@@ -24,12 +24,13 @@ import numpy as np
 import numpy.typing as npt
 import redis as _redis
 
-from ..scalable import StaleChain
-from ._backend import NEW, NOT_TAKEN, Prepared, StageGuard, gone, replicated, run_adds, run_lookups
+from ..scalable import ChainMismatch, StageAdd
+from ._backend import NOT_TAKEN, Prepared, StageGuard, gone, replicated, run_adds, run_lookups
 from ._filter import RedisBloomFilter
-from ._meta import META_VERSION, keys_of, plan
+from ._handle import Expiring, Handle
+from ._meta import META_VERSION, as_dict, delete_matching, eviction_policy, keys_of, plan
 from ._names import batch_ids, client_of, tag_of_chain
-from ._registry import new_backend
+from ._registry import BACKENDS, check_name, new_backend
 from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Script, Sender, _error_code
 
 if TYPE_CHECKING:
@@ -88,17 +89,7 @@ return {redis.call('GET', KEYS[1]) or '', redis.call('EXISTS', KEYS[2])}
 """)
 
 
-def delete_matching(client: Any, patterns: Sequence[str]) -> int:
-    """Delete every key matching one of the patterns (SCAN; every primary of
-    a cluster). How many were deleted."""
-    deleted = 0
-    for pattern in patterns:
-        for key in list(client.scan_iter(match=pattern, count=1000)):
-            deleted += int(client.delete(key))
-    return deleted
-
-
-class RedisStages:
+class RedisStages(Expiring):
     """A scalable chain's stages in Redis, for
     ``ScalableBloomFilter(..., store=RedisStages(redis, key))``: the same
     stage maths and compound error bound as a local chain, shared by every
@@ -106,7 +97,9 @@ class RedisStages:
 
     Keys (one hash tag): ``{key}:stages`` (how many), stage i a filter at
     ``{key}:s{i}`` (its meta and shards), its count of new keys at
-    ``{key}:s{i}:count``. Backend 'bf' grows by itself and keeps no stages.
+    ``{key}:s{i}:count:<ident>`` (named by the stage's making, as a fixed
+    filter's counts are: a writer attached to a chain since reset and made
+    again is refused). Backend 'bf' grows by itself and keeps no stages.
     The chain's backend is recorded with its first stage and binds every
     later one (as a RedisBloomFilter's). ``wait_replicas`` and
     ``wait_timeout_ms``: WAIT after each stage add, as RedisBloomFilter's
@@ -120,11 +113,9 @@ class RedisStages:
                  wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS) -> None:
         if not isinstance(key, str) or not key:
             raise ValueError(f"key must be a non-empty str, got {key!r}")
-        if backend not in ("auto", "module", "plain", "bf"):
-            raise ValueError(f"backend must be one of 'auto', 'module', 'plain', got {backend!r}")
-        if backend == "bf":
-            raise ValueError("backend 'bf' grows by itself (BF.RESERVE ... EXPANSION): use a RedisBloomFilter, not "
-                             "a chain's stages")
+        check_name(backend)
+        if backend != "auto" and "stage" not in BACKENDS[backend].kinds:
+            raise ValueError(f"backend {backend!r} cannot keep a scalable chain's stages: {BACKENDS[backend].no_stages}")
         self._r = client_of(redis)
         self._key = key
         self._what = f"the chain at {key!r}"
@@ -133,7 +124,8 @@ class RedisStages:
         self._sender = Sender(self._r, retries=retries, answer_ttl_ms=answer_ttl_ms, wait_replicas=wait_replicas,
                               wait_timeout_ms=wait_timeout_ms)
         self._policy: Optional[str] = None
-        self._stages: list[RedisBloomFilter] = []  # attached so far (a chain only grows)
+        self._handles: list[Handle] = []  # the stages attached so far (a chain only grows)
+        self._stages: list[RedisBloomFilter] = []  # the same, as the chain's stages
         self._chain: dict[str, Any] = {}  # its parameters (attach_chain)
 
     @property
@@ -149,7 +141,8 @@ class RedisStages:
         return f"{self._base}:stages"
 
     def count_key(self, i: int) -> str:
-        return f"{self._base}:s{i}:count"
+        """Stage i's count of new keys (the stage attached)."""
+        return self._handles[i].keys.counts[0]
 
     @property
     def chain_key(self) -> str:
@@ -165,8 +158,6 @@ class RedisStages:
         """The chain's parameters as Redis holds them (initial_capacity,
         error_rate, growth, tightening, layout, seed; for an imported chain
         the fingerprint rule), or None if there is no chain."""
-        from ._meta import as_dict
-
         return as_dict(self._sender.call(self.chain_key, b"HGETALL", self.chain_key)) or None
 
     def set_info(self, **fields: Any) -> None:
@@ -177,8 +168,6 @@ class RedisStages:
         """Keep the chain's parameters (written with its first stage) and
         check them against those Redis holds: ChainMismatch names a field
         that differs (a stage's own parameters are checked by the chain)."""
-        from ..scalable import ChainMismatch
-
         self._chain = {"initial_capacity": rule.initial_capacity, "error_rate": repr(rule.error_rate),
                        "growth": rule.growth, "tightening": repr(rule.tightening), "layout": layout, "seed": seed}
         stored = self.info()
@@ -198,8 +187,6 @@ class RedisStages:
 
     def _attach(self, n: int) -> None:
         if self._policy is None:
-            from ._meta import eviction_policy
-
             self._policy = eviction_policy(self._r)
         # A stage the count says exists must have its meta: one that vanished
         # is a lost key of the chain, not a filter still to be made.
@@ -208,9 +195,10 @@ class RedisStages:
         def lost(meta_key: str) -> Exception:
             return gone(meta_key, self._what, policy)
 
-        for i in range(len(self._stages), n):
-            self._stages.append(RedisBloomFilter._attach_stage(self._sender, self._stage_key(i), self._backend,
-                                                               policy, lost))
+        for i in range(len(self._handles), n):
+            h = Handle.open(self._sender, self._stage_key(i), None, {}, self._backend, policy, self._what, lost)
+            self._handles.append(h)
+            self._stages.append(RedisBloomFilter._of(h))
 
     def stages(self) -> list[tuple[Any, int]]:
         """The stages, oldest first, with their counts of new keys."""
@@ -220,8 +208,7 @@ class RedisStages:
             raise gone(self.stages_key, self._what, self._policy or "", "is gone while its stages remain"
                        if first else "is gone")
         self._attach(n)
-        counts = self._sender.each([Job(self.count_key(i).encode(), b"GET", (self.count_key(i),))
-                                         for i in range(n)])
+        counts = self._sender.each([Job(self.count_key(i).encode(), b"GET", (self.count_key(i),)) for i in range(n)])
         for i, c in enumerate(counts):
             if c is None:
                 raise gone(self.count_key(i), self._what, self._policy or "")
@@ -232,23 +219,29 @@ class RedisStages:
         bits in the same round (never lower than what they hold: a dump
         taken while writers add gives a count that may run ahead of the
         bits, never behind them)."""
-        stage = self._stages[index]
-        bits, (count,) = stage._bits_then([self.count_key(index)])
-        return stage._local(bits, count), count
+        h = self._handles[index]
+        bits, (count,) = h.download(h.keys.counts)
+        return h.local(bits, count), count
+
+    def upload(self, index: int, stage: Any, count: int) -> None:
+        """A local stage's bits and count written into stage `index` (made,
+        empty): restore()."""
+        h = self._handles[index]
+        h.backend.upload(h.sender, h.keys, stage)
+        h.sender.call(h.keys.counts[0], b"SET", h.keys.counts[0], count)
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> Any:
         """Make stage `index` unless it is made (idempotent), and attach it."""
         name = self._stage_key(index)
         meta = plan(capacity, error_rate, layout, seed, 1 if capacity * 64 < 2**31 else None, 2**31, "stage")
         # A new stage takes the chain's backend (its first stage's): a chain never switches.
-        meta["backend"] = self._stages[0].backend if self._stages else new_backend(self._backend, self._r)
+        meta["backend"] = self._handles[0].backend.name if self._handles else new_backend(self._backend, self._r).name
         keys = keys_of(name, meta)
         fields = [x for kv in dict(meta, version=META_VERSION, state="ready").items() for x in kv]
         chain = [x for kv in dict(self._chain, version=1, backend=meta["backend"]).items() for x in kv]
         try:
-            self._sender.script(_GROW, [self.stages_key, self.chain_key, f"{name}:meta", self.count_key(index),
-                                        *keys.shards], [index, len(keys.shards), *keys.nbytes, len(fields), *fields,
-                                                        *chain])
+            self._sender.script(_GROW, [self.stages_key, self.chain_key, keys.meta, keys.counts[0], *keys.shards],
+                                [index, len(keys.shards), *keys.nbytes, len(fields), *fields, *chain])
         except _redis.ResponseError as e:
             code = _error_code(e)
             if code == "STALE":
@@ -263,33 +256,30 @@ class RedisStages:
         self._attach(index + 1)
         return self._stages[index]
 
-    def contains_any(self, stages: Sequence[Any], keys: Any) -> npt.NDArray[np.bool_]:
-        """Hashed keys looked up in several stages at once (one round trip:
-        they share a node); True where any may hold the key."""
-        if not stages:
-            return np.zeros(len(keys), dtype=bool)
+    def contains_any(self, first: int, last: int, keys: Any) -> npt.NDArray[np.bool_]:
+        """Hashed keys looked up in stages first..last-1 at once (one round
+        trip: they share a node); True where any may hold the key."""
         batch = Prepared(len(keys), np.ones(len(keys), dtype=bool), hashes=keys)
-        parts = (p for stage in stages for p in stage._backend.has_parts(stage._keys, batch))
+        parts = (p for h in self._handles[first:last] for p in h.has_parts(batch))
         return run_lookups(self._sender, parts, batch.n, self._what, self._policy or "")
 
-    def add_to_last(self, index: int, stage: Any, keys: Any
-                    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], Optional[int]]:
-        """Add hashed keys to stage `index`, the last: (new, taken, count).
-        The server takes keys while the stage has room; taken is False for
-        the others (the stage is full, or the chain grew: StaleChain when
-        nothing was taken because of that)."""
-        guard = StageGuard(self.stages_key, index + 1, stage.capacity, self.count_key(index),
-                           f"{self._stage_key(index)}:ans:")
+    def add_to_last(self, index: int, stage: Any, keys: Any) -> StageAdd:
+        """Add hashed keys to stage `index`, the last. The server takes keys
+        while the stage has room (taken False for the others: the stage is
+        full, or the chain grew: `stale` when nothing was taken because of
+        that). A failure is the outcome's error, with its facts."""
+        h = self._handles[index]
+        guard = StageGuard(self.stages_key, index + 1, h.capacity, h.keys.counts[0], f"{h.name}:ans:")
         batch = Prepared(len(keys), np.ones(len(keys), dtype=bool), hashes=keys)
-        parts = stage._backend.stage_parts(stage._keys, guard, batch, batch_ids.next(), self._sender.answer_ttl_ms)
-        codes, counts, skipped = run_adds(self._sender, parts, batch.n, self._what, self._policy or "",
-                                          tolerate=("STALE",))
-        taken = codes != NOT_TAKEN
-        if taken.any():
-            replicated(self._sender, [self.stages_key.encode()], self._what, codes == NEW, ~taken)
-        if skipped and not taken.any():
-            raise StaleChain(int(str(skipped[0]).split()[1]))
-        return codes == NEW, taken, counts.get(guard.count)
+        parts = h.backend.stage_parts(h.keys, guard, batch, batch_ids.next(), self._sender.answer_ttl_ms)
+        out = run_adds(self._sender, parts, batch.n, self._what, self._policy or "", tolerate=("STALE",))
+        taken = out.codes != NOT_TAKEN
+        error = out.error
+        if error is None and taken.any():
+            error = replicated(self._sender, [self.stages_key.encode()], self._what, int(np.count_nonzero(out.new)))
+        stale = int(str(out.skipped[0]).split()[1]) if out.skipped and not taken.any() and error is None else None
+        return StageAdd(out.new, taken, out.counts.get(guard.count), stale=stale, error=error,
+                        unknown=out.unknown if error is not None else None)
 
     def keys(self) -> list[str]:
         """Every Redis key the chain has now (its stages', counts and meta)."""
@@ -297,43 +287,25 @@ class RedisStages:
         return self._all_keys()
 
     def _all_keys(self) -> list[str]:
-        keys = [self.stages_key, self.chain_key]
-        for i, stage in enumerate(self._stages):
-            keys += [f"{stage.key}:meta", self.count_key(i), *stage.shard_keys()]
-        return keys
+        return [self.stages_key, self.chain_key, *(k for h in self._handles for k in h.all_keys())]
 
-    def _each(self, command: str, arg: Any = "") -> list[Any]:
-        """command on every key of the chain, in one atomic step."""
+    def _each(self, command: bytes, *args: Any) -> list[Any]:
+        """command on every key of the chain, in one atomic step (Expiring)."""
         while True:
             self._attach(self.stage_count())
             keys = self._all_keys()
             try:
-                return list(self._sender.script(_EACH, keys, [command, arg, len(self._stages)]))
+                return list(self._sender.script(_EACH, keys, [command, args[0] if args else "", len(self._handles)]))
             except _redis.ResponseError as e:
                 if _error_code(e) != "STALE":
                     raise
                 # the chain grew meanwhile: its new stage's keys too
 
-    def expire(self, seconds: float) -> None:
-        """Give every key of the chain the same time to live (stages added
-        later take the time left)."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < 2**40:
-            raise ValueError(f"seconds must be a positive number, got {seconds!r}")
-        self._each("PEXPIRE", max(1, round(seconds * 1000)))
-
-    def persist(self) -> None:
-        self._each("PERSIST")
-
-    def ttl(self) -> Optional[float]:
-        """Seconds until the first key of the chain expires, or None."""
-        timed = [int(t) for t in self._each("PTTL") if int(t) >= 0]
-        return min(timed) / 1000 if timed else None
-
     def reset(self) -> None:
         """Delete the chain: every key under its hash tag."""
         pattern = "".join("\\" + c if c in "*?[]\\" else c for c in self._base) + ":*"
         delete_matching(self._r, [pattern])
-        self._stages = []
+        self._handles, self._stages = [], []
 
     def close(self) -> None:
         pass

@@ -14,59 +14,18 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
 
-import numpy as np
 
 from .. import _core, from_bytes
 from .._core import BloomFilter, CapacityWarning
 from ..scalable import ScalableBloomFilter
-from ._backend import FilterKeys
+from ._filter import RedisBloomFilter
 from ._names import client_of
-from ._wire import Job, Sender
+from ._stages import RedisStages
 
 if TYPE_CHECKING:
     from .._core import StrPath
-    from ._filter import RedisBloomFilter
 
-_PIECE = 64 * 2**20  # SETRANGE in 64 MB pieces: no single huge request
 _NOISE = 0.03  # the bits' estimate of a stage's keys: within 3% of its capacity (tests/test_redis_faults.py)
-
-
-def _copy_bits(sender: Sender, keys: FilterKeys, bf: BloomFilter) -> list[int]:
-    """bf's bits written into the shards of keys (made at full size, empty);
-    each shard's count of set bits."""
-    data = memoryview(bf).cast("B")
-    per = keys.shard_bits // 8
-    jobs, ones = [], []
-    for i, shard in enumerate(keys.shards):
-        part = data[i * per : i * per + keys.nbytes[i]]
-        for start in range(0, len(part), _PIECE):
-            piece = bytes(part[start : start + _PIECE])
-            if piece.strip(b"\x00"):
-                jobs.append(Job(shard.encode(), b"SETRANGE", (shard,), (start, piece)))
-        ones.append(int(np.unpackbits(np.frombuffer(part, dtype=np.uint8)).sum()))
-    sender.each(jobs)
-    return ones
-
-
-def upload(cls: type[RedisBloomFilter], bf: BloomFilter, client: Any, key: str, *, shard_bits: int, backend: str,
-           retries: int, answer_ttl_ms: Optional[int]) -> RedisBloomFilter:
-    """A new Redis filter at key holding bf's bits (RedisBloomFilter.from_filter)."""
-    if bf.capacity is None or bf.error_rate is None:
-        raise ValueError("from_filter needs a filter built with a capacity and error_rate (not from_params)")
-    if backend == "bf":
-        raise ValueError("from_filter copies bits: backend 'bf' keeps RedisBloom's own data")
-    if client.exists(f"{key}:meta"):
-        raise ValueError(f"a filter already exists at key {key!r}; delete() it first")
-    rf = cls(client, key, bf.capacity, bf.error_rate, layout=bf.layout, seed=bf.seed, shard_bits=shard_bits,
-             backend=backend, retries=retries, answer_ttl_ms=answer_ttl_ms)
-    if (rf.num_bits, rf.num_hashes) != (bf.num_bits, bf.num_hashes):  # pragma: no cover - same sizing math
-        raise ValueError("the Redis filter's geometry differs from the local one")
-    ones = _copy_bits(rf._sender, rf._keys, bf)
-    # Each shard's count: its share of the filter's count, by its bits.
-    total = sum(ones) or 1
-    rf._sender.each([Job(c.encode(), b"SET", (c,), (round(bf.insert_count * n / total),))
-                     for c, n in zip(rf._keys.counts, ones)])
-    return rf
 
 
 def _honest_count(stage: BloomFilter, count: int, index: int, key: str) -> int:
@@ -90,8 +49,6 @@ def _honest_count(stage: BloomFilter, count: int, index: int, key: str) -> int:
 
 def _what_is_at(client: Any, key: str) -> Optional[str]:
     """'filter', 'chain' or None: what a name holds in Redis."""
-    from ._stages import RedisStages
-
     store = RedisStages(client, key)
     if client.exists(f"{key}:meta"):
         return "filter"
@@ -112,20 +69,13 @@ def dump(redis: Any, key: str, file: Union[StrPath, BinaryIO]) -> Union[BloomFil
     """Write the Redis filter or chain at `key` to a bloomline file (a path,
     written atomically, or a binary file object); returns the local copy
     that was written."""
-    from ._filter import RedisBloomFilter
-    from ._stages import RedisStages
-
     client = client_of(redis)
     found = _what_is_at(client, key)
     if found is None:
         raise ValueError(f"no filter or chain at key {key!r}")
     local: Union[BloomFilter, ScalableBloomFilter]
     if found == "filter":
-        remote = RedisBloomFilter(client, key)
-        if remote.backend == "bf":
-            raise ValueError(f"the filter at key {key!r} is the server's own Bloom filter (BF.*): its data is "
-                             "RedisBloom's, not bloomline's bits; use BF.SCANDUMP and BF.LOADCHUNK to move it")
-        local = remote.to_filter()
+        local = RedisBloomFilter(client, key).to_filter()  # (a backend without bloomline's bits refuses)
         data = local.to_bytes()
     else:
         store = RedisStages(client, key)
@@ -152,9 +102,6 @@ def restore(file: Union[StrPath, BinaryIO, bytes], redis: Any, key: str, *, repl
     dump writes) into Redis at `key`, as a filter or a chain answering
     exactly as the file does. A key that holds a filter or chain is refused
     unless replace=True (it is then dropped first)."""
-    from ._filter import RedisBloomFilter
-    from ._stages import RedisStages
-
     client = client_of(redis)
     if isinstance(file, (bytes, bytearray, memoryview)):
         data = bytes(file)
@@ -182,8 +129,6 @@ def restore(file: Union[StrPath, BinaryIO, bytes], redis: Any, key: str, *, repl
         if i:
             assert stage.capacity is not None and stage.error_rate is not None  # (a chain's stages have both)
             store.new_stage(i, stage.capacity, stage.error_rate, stage.layout, stage.seed)
-        remote = store._stages[i]
-        _copy_bits(store._sender, remote._keys, stage)
-        store._sender.call(store.count_key(i), b"SET", store.count_key(i), _honest_count(stage, count, i, key))
+        store.upload(i, stage, _honest_count(stage, count, i, key))
     chain._reload()
     return chain
