@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "bloomline/resp.hpp"
+
 namespace bloomline::py_keys {
 
 NumpyTypes& numpy_types() {
@@ -542,13 +544,8 @@ std::unique_ptr<ArrowInput> read_arrow(py::handle keys, const char* param) {
 
 namespace {
 void append_bulk(KeyItems* items, const void* p, std::size_t n) {
-    std::string& out = items->body;
-    out += '$';
-    out += std::to_string(n);
-    out += "\r\n";
-    out.append(static_cast<const char*>(p), n);
-    out += "\r\n";
-    items->ends.push_back(out.size());
+    resp::append_bulk(&items->body, p, n);
+    items->ends.push_back(items->body.size());
 }
 void append_int_bulk(KeyItems* items, std::uint64_t v) {
     unsigned char le[8];

@@ -8,6 +8,7 @@
 
 #include "args_py.hpp"
 #include "bloomline/positions.hpp"
+#include "bloomline/resp.hpp"
 #include "filter_py.hpp"
 #include "keys_py.hpp"
 #include "register.hpp"
@@ -22,14 +23,6 @@ py::array_t<std::int64_t> int64_array(const std::vector<std::uint64_t>& v) {
     py::array_t<std::int64_t> a(static_cast<py::ssize_t>(v.size()));
     std::copy(v.begin(), v.end(), a.mutable_data());
     return a;
-}
-
-void append_bulk(std::string* out, const std::string& arg) {
-    *out += '$';
-    *out += std::to_string(arg.size());
-    *out += "\r\n";
-    *out += arg;
-    *out += "\r\n";
 }
 
 enum class Form { positions, set, get };
@@ -80,7 +73,7 @@ void register_redis(py::module_& m) {
                     }
                     const std::string blob = encode_positions(g, sb, hashes.data(), groups, p);
                     if (!joined) {
-                        append_bulk(&bodies.back(), blob);
+                        resp::append_bulk(&bodies.back(), blob);
                         counts.back() = 1;
                         continue;
                     }
@@ -89,7 +82,7 @@ void register_redis(py::module_& m) {
                     joined_blobs += blob;
                 }
                 if (joined && f == Form::positions && !bodies.empty()) {
-                    append_bulk(&bodies.back(), joined_blobs);
+                    resp::append_bulk(&bodies.back(), joined_blobs);
                     counts.back() = 1;
                 }
             }
@@ -120,12 +113,11 @@ void register_redis(py::module_& m) {
             one.shards = {shard_of(g, sb, h)};
             one.starts = {0, 1};
             one.keys = {0};
-            // positions: the blob itself (one argument, framed with the
-            // command's own); set/get: the operands in RESP and their count.
+            // The operands in RESP and their count, as a batch's part.
             std::string body;
-            std::uint64_t count = 0;
+            std::uint64_t count = 1;
             if (f == Form::positions)
-                body = encode_positions(g, sb, &h, one, 0);
+                resp::append_bulk(&body, encode_positions(g, sb, &h, one, 0));
             else
                 count = append_bitfield_operands(g, sb, &h, one, 0, f == Form::set, &body);
             return py::make_tuple(one.shards[0], py::bytes(body), count);
@@ -133,8 +125,8 @@ void register_redis(py::module_& m) {
         // (positional: a single add pays for parsing keywords on every call)
         py::arg("key"), py::arg("num_bits"), py::arg("num_hashes"), py::arg("layout") = "blocked",
         py::arg("seed") = 0, py::arg("shard_bits") = std::uint64_t{1} << 31, py::arg("form") = "positions",
-        "(shard, body, count): redis_batch's part for one key: its shard, and for form 'positions' its positions "
-        "blob (count 0: an argument to frame), else its operands in RESP and how many they are.");
+        "(shard, body, count): redis_batch's part for one key: its shard, its operands in RESP and how many they "
+        "are.");
 
     m.def(
         "redis_items",

@@ -8,8 +8,9 @@
 // Two encodings of a shard's part of a batch, both documented in
 // docs/FORMAT.md ("Positions"): a positions blob (one bytes argument, for
 // the module) and BITFIELD operands in RESP (for plain Redis, whose own
-// command parses them). The command around them is framed by the client
-// (bloomline/redis/_wire.py); this header only encodes and applies operands.
+// command parses them), each framed by resp.hpp. The command around them is
+// framed by the client (bloomline/redis/_wire.py); this header only encodes
+// and applies operands.
 //
 // The blob (little-endian):
 //   byte 0  'B' (blocked layout) or 'S' (standard layout)
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "bloomline/index.hpp"
+#include "bloomline/resp.hpp"
 
 namespace bloomline {
 
@@ -114,26 +116,25 @@ inline std::string encode_positions(const Geometry& g, std::uint64_t shard_bits,
 inline std::uint64_t append_bitfield_operands(const Geometry& g, std::uint64_t shard_bits, const Hash128* hashes,
                                               const ShardGroups& groups, std::size_t p, bool set, std::string* out) {
     const std::uint64_t first = groups.starts[p], last = groups.starts[p + 1];
-    // Written by hand: a batch of 10,000 keys is 60,000 operations.
-    const char* head = set ? "$3\r\nSET\r\n$2\r\nu1\r\n$" : "$3\r\nGET\r\n$2\r\nu1\r\n$";
-    const std::size_t head_len = std::strlen(head);
-    const char* tail = set ? "\r\n$1\r\n1\r\n" : "\r\n";
-    const std::size_t tail_len = std::strlen(tail);
+    // Into one reserved buffer: a batch of 10,000 keys is 60,000 operations.
+    // The constant operands are framed once; each offset as it comes.
+    static const std::string set_head = resp::bulk("SET") + resp::bulk("u1");
+    static const std::string get_head = resp::bulk("GET") + resp::bulk("u1");
+    static const std::string set_tail = resp::bulk("1");
+    const std::string& head = set ? set_head : get_head;
+    const std::size_t tail_len = set ? set_tail.size() : 0;
     const std::size_t at = out->size();
-    out->resize(at + (last - first) * g.num_hashes * (head_len + tail_len + 24));
+    out->resize(at + (last - first) * g.num_hashes * (head.size() + tail_len + resp::max_bulk_size(20)));
     char* w = &(*out)[at];
     const std::uint64_t base_bit = groups.shards[p] * shard_bits;
     auto emit = [&](std::uint64_t bit) {
         const std::uint64_t redis_bit = bit - bit % 8 + 7 - bit % 8;
         char digits[24];
         const auto len = static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, redis_bit).ptr - digits);
-        std::memcpy(w, head, head_len);
-        w = std::to_chars(w + head_len, w + head_len + 4, len).ptr;
-        *w++ = '\r';
-        *w++ = '\n';
-        std::memcpy(w, digits, len);
-        std::memcpy(w + len, tail, tail_len);
-        w += len + tail_len;
+        std::memcpy(w, head.data(), head.size());
+        w = resp::put_bulk(w + head.size(), digits, len);
+        std::memcpy(w, set_tail.data(), tail_len);
+        w += tail_len;
     };
     for (std::uint64_t j = first; j < last; ++j) {
         const Hash128& h = hashes[groups.keys[j]];

@@ -12,6 +12,7 @@ present) and the count of new keys where the command keeps one.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 NEW, PRESENT, UNSURE, NOT_TAKEN = ord("1"), ord("0"), ord("?"), 0
 ONE = np.zeros(1, dtype=np.int64)  # the batch index of a single key
 WINDOW_BYTES = 8 << 20  # commands sent in one go: a large batch flows, not one huge write
+_IDENT_NAMED = re.compile(r":[0-9a-f]{16}(\}|$)")  # a key name that ends in a filter's ident (_meta.plan)
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,7 @@ def gone(key: str, what: str, policy: str = "", state: str = "is gone") -> Missi
     how = (f" (this server's maxmemory-policy is {policy!r}: it evicts keys under memory pressure)"
            if policy and policy != "noeviction" else "")
     fix = "RedisStages(redis, key).reset()" if what.startswith("the chain") else "RedisBloomFilter.drop(redis, key)"
-    if ":count:" in key:  # named by the filter's ident (_meta.keys_of)
+    if _IDENT_NAMED.search(key):  # named by the filter's ident (each backend's keys_of)
         return MissingKeyError(
             f"{key!r}, a key of {what}, {state}: the filter was dropped, or dropped and made again (a restore "
             "--replace), since this handle attached, or the key was evicted, expired or deleted. Refused rather "

@@ -2,7 +2,8 @@
 valkey-bloom). The keys themselves are sent (their bytes by bloomline's key
 rules, from the core), and the server's filter grows by itself
 (``BF.RESERVE ... EXPANSION 2``), so it has no capacity to pass and keeps
-no stages of ours."""
+no stages of ours. Beside it, in its slot, bloomline keeps its count of new
+keys, named by the filter's ident, as the other backends do."""
 
 from __future__ import annotations
 
@@ -21,30 +22,43 @@ if TYPE_CHECKING:
     from .._core import BloomFilter, Layout, Nulls
     from ._handle import Handle
 
-# KEYS: the BF key, answer    ARGV: ttl_ms, mode, then the keys
+# KEYS: the BF key, answer, its count (where the filter has one)
+# ARGV: ttl_ms, mode, then the keys
+# The count is named by the filter's ident and read first: a handle of an
+# earlier making of the filter names a count that is gone (MISSING).
 # BF.MADD would make a missing filter anew (with the server's defaults).
 _ADD = Script("""
+local count = -1
+if KEYS[3] then
+  count = redis.call('GET', KEYS[3])
+  if not count then return redis.error_reply('MISSING ' .. KEYS[3]) end
+  count = tonumber(count)
+end
 local kept = redis.call('GET', KEYS[2])
-if kept then return {kept, -1} end
+if kept then return {kept, count} end
 if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('MISSING ' .. KEYS[1]) end
 local unsure = ARGV[2] == 'R'
-local out = {}
+local out, news = {}, 0
 for first = 3, #ARGV, 5000 do
   local added = redis.call('BF.MADD', KEYS[1], unpack(ARGV, first, math.min(first + 4999, #ARGV)))
   for i = 1, #added do
-    if added[i] == 1 then out[#out + 1] = '1' elseif unsure then out[#out + 1] = '?' else out[#out + 1] = '0' end
+    if added[i] == 1 then out[#out + 1] = '1'; news = news + 1
+    elseif unsure then out[#out + 1] = '?' else out[#out + 1] = '0' end
   end
 end
 local answer = table.concat(out)
+if KEYS[3] then count = redis.call('INCRBY', KEYS[3], news) end
 redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
-return {answer, -1}
+return {answer, count}
 """)
 
-# KEYS: the BF key    ARGV: error rate, capacity (made only where missing)
+# KEYS: the BF key, its count (where the filter has one)    ARGV: error rate, capacity
+# Each made only where missing.
 _CREATE = Script("""
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('BF.RESERVE', KEYS[1], ARGV[1], ARGV[2], 'EXPANSION', 2)
 end
+if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 0 then redis.call('SET', KEYS[2], '0') end
 return 1
 """)
 
@@ -61,19 +75,21 @@ class BfBackend(Backend):
         return dict(shards=1, shard_bits=0)  # the server sizes its own filter
 
     def keys_of(self, name: str, meta: dict[str, Any]) -> FilterKeys:
-        # The key is named by the filter's ident (made before idents: ":bf"):
-        # a handle attached to a filter since dropped and made again names a
-        # key that no longer exists, and its adds are refused (MISSING).
-        bf = routable(f"{name}:bf:{meta['ident']}" if meta.get("ident") else f"{name}:bf")
+        # Its count of new keys is named by the filter's ident, as a bits
+        # filter's are, and read first by every add: a handle attached to a
+        # filter since dropped and made again is refused (filters made
+        # before idents keep no count).
+        bf = routable(f"{name}:bf")
+        counts = (sibling(bf, f":count:{meta['ident']}"),) if meta.get("ident") else ()
         return FilterKeys(name, str(meta["layout"]), int(meta["num_bits"]), int(meta["num_hashes"]),  # type: ignore[arg-type]
-                          int(meta["seed"]), 0, shards=(bf,), answers=(sibling(bf, ":ans:"),))
+                          int(meta["seed"]), 0, shards=(bf,), counts=counts, answers=(sibling(bf, ":ans:"),))
 
     def key_patterns(self, name: str, star: str) -> list[str]:
-        return [routable(f"{name}:bf"), routable(f"{name}:bf:{star}"), sibling(routable(f"{name}:bf"), f":ans:{star}"),
-                sibling(routable(f"{name}:bf:{star}"), f":ans:{star}")]
+        bf = routable(f"{name}:bf")
+        return [bf, sibling(bf, f":count:{star}"), sibling(bf, f":ans:{star}")]
 
     def finish(self, sender: Sender, meta: dict[str, str], keys: FilterKeys) -> None:
-        sender.script(_CREATE, [keys.shards[0]], [meta["error_rate"], meta["capacity"]])
+        sender.script(_CREATE, [*keys.shards, *keys.counts], [meta["error_rate"], meta["capacity"]])
 
     # -- batches ---------------------------------------------------------------------------
 
@@ -93,9 +109,10 @@ class BfBackend(Backend):
 
     def add_parts(self, f: FilterKeys, batch: Prepared, batch_id: str, ttl_ms: int) -> list[Part]:
         bf, answers = f.shards[0], f.answers[0]
+        count_key = f.counts[0] if f.counts else None
         return self._parts(batch, lambda c, body, count, idx: Part(
-            [Job(bf.encode(), _ADD, (bf, f"{answers}{batch_id}.{c}"), (ttl_ms, MODE), body, count, writes=True)],
-            idx))
+            [Job(bf.encode(), _ADD, (bf, f"{answers}{batch_id}.{c}", *f.counts), (ttl_ms, MODE), body, count,
+                 writes=True)], idx, count_key=count_key))
 
     def _one(self, key: Any) -> Prepared:
         if key is None:  # (one key, not a batch: nulls=skip does not apply)
@@ -122,8 +139,7 @@ class BfBackend(Backend):
     # -- the rest of a filter's life: RedisBloom's own data ----------------------------------
 
     def clear(self, h: Handle) -> None:
-        bf = h.keys.shards[0]
-        h.sender.each([Job(bf.encode(), b"DEL", (bf,))])
+        h.sender.each([Job(k.encode(), b"DEL", (k,)) for k in h.keys.data])
         self.finish(h.sender, h.meta, h.keys)
 
     def approx_count(self, h: Handle) -> float:

@@ -240,7 +240,8 @@ class RedisBloomFilter(Expiring):
     @property
     def insert_count(self) -> int:
         """Adds that found their key new, over every process (the counts
-        Redis keeps; not kept for backend 'bf': -1)."""
+        Redis keeps; -1 for a filter of backend 'bf' made before idents,
+        which keeps none)."""
         counts = self._h.keys.counts
         if not counts:
             return -1
@@ -342,6 +343,8 @@ class RedisBloomFilter(Expiring):
         return self._h.sender.answer_ttl_ms
 
     def shard_keys(self) -> list[str]:
+        """The keys that hold the filter's data: its shards (for backend
+        'bf', the server's own Bloom key)."""
         return list(self._h.keys.shards)
 
     def _repr_html_(self) -> str:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import NEW, ONE, BitsBackend, FilterKeys, Part, StageGuard
+from ._backend import NEW, BitsBackend, FilterKeys, StageGuard
 from ._wire import MODE, Job
 
 
@@ -19,24 +19,9 @@ class ModuleBackend(BitsBackend):
     max_keys = 100_000  # about 12 ms of the server's time for an add
     form_add = form_has = "positions"
 
-    # A single key's positions blob (redis_key) is the command's last
-    # argument as it is, framed with the others in one go.
-    def add_one(self, f: FilterKeys, key: Any, batch_id: str, ttl_ms: int) -> Part:
-        s, blob, _ = self._key(f, key, "positions")
-        return Part([self.add_job(f, s, f"{f.answers[s]}{batch_id}.0", ttl_ms, blob, -1)], ONE, count_key=f.counts[s])
-
-    def has_one(self, f: FilterKeys, key: Any) -> Part:
-        s, blob, _ = self._key(f, key, "positions")
-        jobs, decode = self.has_jobs(f, s, blob, -1)
-        return Part(jobs, ONE, decode=decode)
-
     def add_job(self, f: FilterKeys, shard: int, answer: str, ttl_ms: int, body: bytes, count: int) -> Job:
         # BLOOMLINE.ADD shard count answer ttl_ms mode positions
-        # (count -1: body is the positions blob itself, the last argument)
         name = f.shards[shard]
-        if count < 0:
-            return Job(name.encode(), b"BLOOMLINE.ADD", (name, f.counts[shard], answer), (ttl_ms, MODE, body),
-                       writes=True)
         return Job(name.encode(), b"BLOOMLINE.ADD", (name, f.counts[shard], answer), (ttl_ms, MODE), body, count,
                    writes=True)
 
@@ -49,8 +34,7 @@ class ModuleBackend(BitsBackend):
 
     def has_jobs(self, f: FilterKeys, shard: int, body: bytes,
                  count: int) -> tuple[list[Job], Callable[[list[Any]], npt.NDArray[np.bool_]]]:
-        # BLOOMLINE.HAS shard positions (count -1: body is the blob itself)
+        # BLOOMLINE.HAS shard positions
         name = f.shards[shard]
-        job = (Job(name.encode(), b"BLOOMLINE.HAS", (name,), (body,)) if count < 0
-               else Job(name.encode(), b"BLOOMLINE.HAS", (name,), (), body, count))
+        job = Job(name.encode(), b"BLOOMLINE.HAS", (name,), (), body, count)
         return [job], lambda replies: np.asarray(np.frombuffer(replies[0], dtype=np.uint8) == NEW)

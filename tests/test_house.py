@@ -1,0 +1,64 @@
+"""The house rules of bloomline.redis, read from its source (docs/ARCHITECTURE.md):
+its modules import in one direction, never inside a function, and no
+module but a backend's own and the registry knows a backend by name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REDIS = Path(__file__).resolve().parent.parent / "python" / "bloomline" / "redis"
+# Lowest first: each module imports only those before it.
+ORDER = ["_errors", "_names", "_wire", "_backend", "_plain", "_module", "_bf", "_registry", "_meta", "_handle",
+         "_filter", "_stages", "_travel", "__init__"]
+KNOWS_BACKENDS = {"_bf", "_registry"}  # the bf backend itself, and the map of names to backends
+
+
+def tree(name: str) -> ast.Module:
+    return ast.parse((REDIS / f"{name}.py").read_text(), filename=f"{name}.py")
+
+
+def runtime_imports(module: ast.Module) -> list[ast.ImportFrom]:
+    """The package-relative imports a module makes when it runs (not those
+    under `if TYPE_CHECKING:`, which only the type checker reads)."""
+    out = []
+    for node in module.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            continue
+        out += [n for n in ast.walk(node) if isinstance(n, ast.ImportFrom) and n.level == 1]
+    return out
+
+
+def test_every_module_of_the_package_is_in_the_order() -> None:
+    assert sorted(p.stem for p in REDIS.glob("*.py")) == sorted(ORDER)
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_modules_import_only_those_below_them(name: str) -> None:
+    below = set(ORDER[: ORDER.index(name)])
+    for node in runtime_imports(tree(name)):
+        if node.module is not None:
+            assert node.module in below, f"{name} imports .{node.module} at line {node.lineno}"
+        else:  # from . import x
+            assert all(a.name in below for a in node.names), f"{name} imports from . at line {node.lineno}"
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_no_import_inside_a_function(name: str) -> None:
+    for func in ast.walk(tree(name)):
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner = [n for n in ast.walk(func) if isinstance(n, (ast.Import, ast.ImportFrom))]
+            assert not inner, f"{name}.{func.name} imports at line {inner[0].lineno}"
+
+
+@pytest.mark.parametrize("name", sorted(set(ORDER) - KNOWS_BACKENDS))
+def test_no_module_but_the_backends_compares_with_a_backend_name(name: str) -> None:
+    """No `x == "bf"` (or "module", "plain") outside a backend's own module
+    and the registry: what differs between backends is a method of theirs."""
+    for node in ast.walk(tree(name)):
+        if isinstance(node, ast.Compare):
+            names = [c.value for c in [node.left, *node.comparators]
+                     if isinstance(c, ast.Constant) and c.value in ("bf", "module", "plain")]
+            assert not names, f"{name} compares with backend name {names[0]!r} at line {node.lineno}"
