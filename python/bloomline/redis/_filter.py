@@ -142,7 +142,7 @@ class RedisBloomFilter(Expiring):
         """Keep the shards' counts the replies reported; warn once when
         their sum passes the capacity."""
         self._counts.update(counts)
-        if not self._warned and counts and sum(self._counts.values()) > self.capacity:
+        if not self._warned and counts and sum(self._counts.values()) > self._h.capacity:
             self._warned = True
             warnings.warn(
                 f"the Redis filter at {self.key!r} has taken {sum(self._counts.values()):,} new keys, past its "

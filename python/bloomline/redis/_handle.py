@@ -37,6 +37,11 @@ class Handle:
     backend: Backend
     policy: str
     what: str
+    capacity: int = 0  # (from the meta: read on every add that finds a key new)
+    error_rate: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.capacity, self.error_rate = int(self.meta["capacity"]), float(self.meta["error_rate"])
 
     @classmethod
     def open(cls, sender: Sender, name: str, new: Optional[dict[str, Any]], wanted: dict[str, Any], backend: str,
@@ -46,14 +51,6 @@ class Handle:
         meta = open_filter(sender, name, new, wanted, missing)
         return cls(sender, name, meta, keys_of(name, meta), choose_backend(meta["kind"], backend, sender.client, name,
                                                                           meta.get("backend")), policy, what)
-
-    @property
-    def capacity(self) -> int:
-        return int(self.meta["capacity"])
-
-    @property
-    def error_rate(self) -> float:
-        return float(self.meta["error_rate"])
 
     # ---- batches --------------------------------------------------------------------
 

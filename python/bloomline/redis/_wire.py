@@ -119,10 +119,11 @@ def pack(job: Job, *, resend: bool = False, by_text: bool = False) -> bytes:
         head.append(len(job.keys))
     else:
         head = [job.command]
-    args = (*head, *job.keys, *((b"R" if resend else b"F") if a is MODE else a for a in job.args))
+    mode = b"R" if resend else b"F"
+    args = (*head, *job.keys, *[mode if a is MODE else a for a in job.args])
     count = len(args) + job.body_count
     if _hiredis_pack is not None:
-        packed = bytes(_hiredis_pack(args))
+        packed: bytes = _hiredis_pack(args)
         return packed if not job.body_count else b"*%d" % count + packed[packed.index(b"\r\n"):] + job.body
     items = [_arg(a) for a in args]
     return b"*%d\r\n" % count + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in items) + job.body
