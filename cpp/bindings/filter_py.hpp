@@ -436,10 +436,6 @@ inline unsigned parse_threads(py::handle threads) {
     return cpus == 0 ? 1 : cpus;
 }
 
-// What a pickle of a filter holds (persistence_py.cpp): the one place that
-// names bloomline._pickling.restore.
-py::tuple reduction(py::bytes data, int protocol);
-
 // Everything both kinds bind the same way, then the scalar fast paths
 // (which must come last: install_fast_paths). Each kind calls it once,
 // after its own defs.
@@ -655,14 +651,10 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             "True when the filter lives in a memory-mapped file.")
         .def_property_readonly(
             "read_only", [](const H& h) { return h->access() == Access::read_only; },
-            "True when mapped read-only (load(mmap=True), open(path, 'r')).")
-        .def("__reduce_ex__", [](const H& h, int protocol) { return reduction(to_bytes(*h), protocol); })
-        .def("__reduce__", [](const H& h) { return reduction(to_bytes(*h), 4); })
-        // Jupyter's table with a fill bar: bloomline.display, which reads any
-        // filter through the Filter protocol, looked up when a notebook asks
-        // (as a pickle's restore is), so nothing patches these classes.
-        .def("_repr_html_",
-             [](py::object self) { return py::module_::import("bloomline.display").attr("filter_html")(self); });
+            "True when mapped read-only (load(mmap=True), open(path, 'r')).");
+    // Pickling (bloomline._pickling) and Jupyter's display (bloomline.display)
+    // are given to these classes from Python, which sits above them: the
+    // bindings import nothing of the package.
     def_set_operator(cls, "__or__", "__ior__", [](T& r, const T& o) { r.union_with(o); });
     def_set_operator(cls, "__and__", "__iand__", [](T& r, const T& o) { r.intersect_with(o); });
     cls.attr("__hash__") = py::none();

@@ -1,6 +1,6 @@
 // Python face of persistence (format.hpp, filter_io.hpp): either C++ kind
-// from its bytes (bloomline.from_bytes adds scalable chains), a header as
-// a dict, and what a pickle of any filter holds (reduction).
+// from its bytes (bloomline.from_bytes adds scalable chains), and a header
+// as a dict. What a pickle holds is Python's (bloomline._pickling).
 #include <pybind11/pybind11.h>
 
 #include "args_py.hpp"
@@ -12,29 +12,6 @@
 namespace bloomline {
 
 namespace py = pybind11;
-
-namespace py_filter {
-
-// Pickle stores only our checked bytes, restored by a module-level Python
-// function (bloomline._pickling.restore): a pybind11 function such as
-// _core.from_bytes pickles as a call to builtins.eval. This is the one place
-// that names it, looked up when a pickle is made, never at import, so the
-// compiled module never depends on the package above it at import time.
-// Protocols 0-2 have no bytes type (pickle would write bytes as a call to
-// _codecs.encode, a name outside bloomline), so they carry the bytes as
-// latin-1 text, one character per byte; restore() turns them back.
-py::tuple reduction(py::bytes data, int protocol) {
-    py::object restore = py::module_::import("bloomline._pickling").attr("restore");
-    if (protocol >= 3) return py::make_tuple(restore, py::make_tuple(std::move(data)));
-    char* p = nullptr;
-    py::ssize_t n = 0;
-    PyBytes_AsStringAndSize(data.ptr(), &p, &n);
-    py::object text = py::reinterpret_steal<py::object>(PyUnicode_DecodeLatin1(p, n, nullptr));
-    if (!text) throw py::error_already_set();
-    return py::make_tuple(restore, py::make_tuple(text));
-}
-
-}  // namespace py_filter
 
 void register_persistence(py::module_& m) {
     m.def(
@@ -80,10 +57,6 @@ void register_persistence(py::module_& m) {
         },
         py::arg("data"),
         "The header of bloomline bytes as a dict, after every check a reader makes (checksums included).");
-
-    m.def("reduction", &py_filter::reduction, py::arg("data"), py::arg("protocol"),
-          "__reduce_ex__'s answer for a filter whose to_bytes() is data: (bloomline._pickling.restore, (data,)), "
-          "the bytes as latin-1 text for protocols 0-2.");
 }
 
 }  // namespace bloomline

@@ -8,7 +8,7 @@ void register_bloom(pybind11::module_& m);
 void register_counting(pybind11::module_& m);
 void register_sizing(pybind11::module_& m);
 void register_chain(pybind11::module_& m);
-void register_persistence(pybind11::module_& m);  // from_bytes, read_header, reduction
+void register_persistence(pybind11::module_& m);  // from_bytes, read_header
 void register_files(pybind11::module_& m);        // AtomicWriter, read_file, save_bytes, load_bytes
 void register_hashing(pybind11::module_& m);      // hash_many, hash_valid, key_positions, offers_arrow
 void register_lines(pybind11::module_& m);        // hash_lines, select_lines

@@ -313,9 +313,6 @@ def save_bytes(target: StrPath | BinaryWriter, data: Buffer) -> None:
 def load_bytes(source: StrPath | BinaryReader) -> bytes:
     """A saved filter's bytes: a whole file under its header lock, or one filter from a binary file object."""
 
-def reduction(data: bytes, protocol: int) -> tuple[Any, tuple[bytes | str]]:
-    """__reduce_ex__'s answer for a filter whose to_bytes() is data (names bloomline._pickling.restore)."""
-
 class AtomicWriter:
     def __init__(self, path: StrPath) -> None: ...
     @staticmethod

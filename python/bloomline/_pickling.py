@@ -3,17 +3,16 @@ the header), and what a pickle of any filter names: ``restore``, a
 module-level function of this package, and nothing else (issue 26;
 docs/DECISIONS.md).
 
-Every kind's ``__reduce_ex__`` answers ``_core.reduction(data, protocol)``
-(cpp/bindings/persistence_py.cpp), the one place that names ``restore``: it
-is looked up there when a pickle is made, never at import, so the compiled
-module and scalable.py import nothing above them, and this module sits
-above every kind it reads. A restricted unpickler that resolves only
-``bloomline.*`` names reads every kind at every protocol.
+Every kind's ``__reduce_ex__`` is ``_reduce_ex``, given to the classes
+here, the one place that names ``restore``: the compiled module and
+scalable.py import nothing above them, and this module sits above every
+kind it reads. A restricted unpickler that resolves only ``bloomline.*``
+names reads every kind at every protocol.
 """
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, SupportsIndex, Union
 
 from . import _core
 from ._core import BloomFilter, CountingBloomFilter
@@ -34,7 +33,26 @@ def from_bytes(data: Any) -> Union[BloomFilter, CountingBloomFilter, ScalableBlo
 def restore(data: Union[bytes, str]) -> Any:
     """The filter a pickle holds: its to_bytes() output, read by from_bytes
     (every kind, every check). Protocols 0-2 carry the bytes as latin-1 text
-    (_core.reduction says why)."""
+    (_reduce_ex says why)."""
     if isinstance(data, str):
         data = data.encode("latin-1")
     return from_bytes(data)
+
+
+def _reduce_ex(self: Any, protocol: SupportsIndex) -> tuple[Any, tuple[Union[bytes, str]]]:
+    """What a pickle of a filter holds: restore and the filter's checked
+    bytes (a pybind11 function such as _core.from_bytes would pickle as a
+    call to builtins.eval). Protocols 0-2 have no bytes type (pickle would
+    write bytes as a call to _codecs.encode, a name outside bloomline), so
+    they carry the bytes as latin-1 text, one character per byte."""
+    data: bytes = self.to_bytes()
+    return restore, ((data if int(protocol) >= 3 else data.decode("latin-1")),)
+
+
+def _reduce(self: Any) -> tuple[Any, tuple[Union[bytes, str]]]:
+    return _reduce_ex(self, 4)
+
+
+for _kind in (BloomFilter, CountingBloomFilter, ScalableBloomFilter):
+    setattr(_kind, "__reduce_ex__", _reduce_ex)
+    setattr(_kind, "__reduce__", _reduce)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import math
 
+from ._core import BloomFilter, CountingBloomFilter
 from ._protocol import Filter
 from ._units import format_bytes
 
@@ -41,3 +42,9 @@ def filter_html(f: Filter) -> str:
         f"<div style='width:240px;height:10px;border:1px solid #999;margin-top:4px' title='fill {bar:.1%}'>"
         f"<div style='width:{bar * 100:.1f}%;height:100%;background:{colour}'></div></div></div>"
     )
+
+
+# The C++ kinds get their _repr_html_ here, from above them (the bindings
+# import nothing of the package); the Python kinds define it as a method.
+for _kind in (BloomFilter, CountingBloomFilter):
+    setattr(_kind, "_repr_html_", filter_html)

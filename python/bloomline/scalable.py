@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, SupportsIndex, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -710,8 +710,5 @@ class ScalableBloomFilter:
         binary file object: one filter is read at its position, nothing past it."""
         return cls.from_bytes(_core.load_bytes(path))
 
-    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, tuple[Union[bytes, str]]]:
-        return _core.reduction(self.to_bytes(), int(protocol))
-
-    def __reduce__(self) -> tuple[Any, tuple[Union[bytes, str]]]:
-        return _core.reduction(self.to_bytes(), 4)
+    # Pickling: bloomline._pickling gives this class its __reduce_ex__ (the
+    # one place that names what a pickle restores with), as it does the C++ kinds'.
