@@ -163,5 +163,6 @@ def test_errors_and_repr() -> None:
     f = CountingBloomFilter(100)
     r = repr(f)
     assert r.startswith("<CountingBloomFilter capacity=100") and "counter_bits=4" in r
+    assert f" num_counters={f.num_counters} " in r and "num_bits" not in r  # (its slots are counters)
     with pytest.raises(TypeError):
         hash(f)

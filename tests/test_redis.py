@@ -234,6 +234,10 @@ def test_every_backend_answers_alike(backend_server: tuple[RedisServer, str]) ->
         f.add_many("abc")
     again = RedisBloomFilter(client, "alike")
     assert again.backend == backend and "x" in again
+    # Every backend counts its new keys, and nbytes is the filter's own size
+    # (its bits; the server's filter for 'bf', which sizes it by its own rule).
+    assert f.insert_count == 1 + 2 + 12 + 2
+    assert 0.5 * f.num_bits / 8 <= f.nbytes <= 2 * f.num_bits / 8
     client.close()
 
 

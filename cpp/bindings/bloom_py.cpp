@@ -86,7 +86,7 @@ whole array (k cache lines, ~3% less memory at 1%).
             "The fraction of bits that are 1.")
         .def_property_readonly(
             "nbytes", [](const H& h) { return h->bits().nbytes(); }, "Bytes of bit storage (whole 64-byte blocks).")
-        .def("__repr__", [](const H& h) { return repr(*h, "BloomFilter", ""); })
+        .def("__repr__", [](const H& h) { return repr(*h, "BloomFilter", "num_bits", ""); })
         .def_buffer([](const H& h) {
             const BloomFilter& f = *h;
             // Read-only bytes of the bits, no copy; the exporter (the filter)

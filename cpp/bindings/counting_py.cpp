@@ -124,7 +124,7 @@ the BloomFilter of the same keys.
             "nbytes", [](const H& h) { return h->counters().nbytes(); }, "Bytes of counter storage (whole 64-byte blocks).")
         .def("__repr__",
              [](const H& h) {
-                 return repr(*h, "CountingBloomFilter", " counter_bits=" + std::to_string(h->counter_bits()));
+                 return repr(*h, "CountingBloomFilter", "num_counters", " counter_bits=" + std::to_string(h->counter_bits()));
              })
         .def_buffer([](const H& h) {
             const CountingBloomFilter& f = *h;

@@ -409,13 +409,15 @@ void save(Handle<T>& h, py::handle path) {
 
 // ---- repr --------------------------------------------------------------------
 
+// slots: what the kind's slots are called ("num_bits", "num_counters"), as
+// its property is.
 template <class T>
-std::string repr(const T& f, const char* kind, const std::string& extra) {
+std::string repr(const T& f, const char* kind, const char* slots, const std::string& extra) {
     const Geometry& g = f.geometry();
     std::ostringstream s;
     s << "<" << kind;
     if (f.capacity() != 0) s << " capacity=" << f.capacity() << " error_rate=" << fmt(f.error_rate());
-    s << " layout='" << layout_name(g.layout) << "' num_bits=" << g.num_slots << " num_hashes=" << g.num_hashes
+    s << " layout='" << layout_name(g.layout) << "' " << slots << "=" << g.num_slots << " num_hashes=" << g.num_hashes
       << extra << " seed=" << g.seed << " approx_count=";
     const double n = f.approx_count();
     if (std::isfinite(n))

@@ -34,7 +34,7 @@
 // only has to outlive a re-send, and one that is lost (a restart, a
 // failover to a replica that missed it, a slot moved) is safe already (the
 // re-send answers '?'). A key with a TTL per answer cost the server more
-// than the add itself (9.2 us against HAS's 2.7 us a command). Replicas
+// than the add itself (benchmarks/NOTES.md, "Redis"). Replicas
 // run each add too (ReplicateVerbatim) and keep their own answers. Their
 // invariants:
 //  - an answer never outlives the dataset it describes: a FLUSHALL and a

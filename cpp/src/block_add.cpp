@@ -19,7 +19,7 @@ inline void or_word_bit(std::uint64_t* w, unsigned bit_index, unsigned& clear_co
     // bts sets the bit (its register index taken modulo 64) and leaves the
     // old value in the carry flag; sbb of -1 adds 1 - carry. GCC 12 writes
     // a shift, a not, an and and an add besides the or for the lines below
-    // (benchmarks/NOTES.md, "Fifth round"). The sanitizer build in CI
+    // (benchmarks/NOTES.md, "Adds"). The sanitizer build in CI
     // defines BLOOMLINE_NO_INLINE_ASM, so the portable lines are tested too.
     asm("btsq %[b], %[v]\n\tsbbl $-1, %[c]"
         : [v] "+r"(v), [c] "+r"(clear_count)

@@ -69,7 +69,7 @@ BLOOMLINE_AVX2 void hash_avx2(const std::uint64_t* values, std::size_t n, std::u
     // Clear the upper halves of the vector registers before leaving for
     // baseline code. GCC 12 emitted no vzeroupper here (the call below was
     // made a tail jump), and the SSE code of the caller then ran with dirty
-    // upper halves, much slower (benchmarks/NOTES.md, "Fifth round").
+    // upper halves, much slower (benchmarks/NOTES.md, "Adds").
     _mm256_zeroupper();
     if (i < n) hash_portable(values + i, n - i, seed, out + i);
 }

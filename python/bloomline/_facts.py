@@ -19,7 +19,7 @@ import numpy.typing as npt
 Facts = tuple[Optional[npt.NDArray[np.bool_]], Optional[npt.NDArray[np.bool_]]]
 
 
-def in_place(valid: Optional[npt.NDArray[np.bool_]], answers: npt.NDArray[Any]) -> npt.NDArray[Any]:
+def batch_shaped(valid: Optional[npt.NDArray[np.bool_]], answers: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Answers for the keys that are not null (from _core.hash_valid), as an
     array of the batch's shape: False (0) where the key was null. valid
     None: the answers are the batch's already."""
@@ -36,8 +36,8 @@ def with_facts(e: BaseException, new: Optional[npt.NDArray[np.bool_]], unknown: 
                valid: Optional[npt.NDArray[np.bool_]] = None) -> BaseException:
     """e, carrying the facts of its batch (set on it: any exception class),
     put in the caller's shape by `valid`."""
-    e.new = None if new is None else in_place(valid, new)  # type: ignore[attr-defined]
-    e.unknown = None if unknown is None else in_place(valid, unknown)  # type: ignore[attr-defined]
+    e.new = None if new is None else batch_shaped(valid, new)  # type: ignore[attr-defined]
+    e.unknown = None if unknown is None else batch_shaped(valid, unknown)  # type: ignore[attr-defined]
     return e
 
 

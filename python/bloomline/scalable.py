@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from . import _core
 from ._core import BloomFilter, ChainRule
-from ._facts import in_place, with_facts
+from ._facts import batch_shaped, with_facts
 from .display import filter_html
 
 if TYPE_CHECKING:
@@ -372,7 +372,7 @@ class ScalableBloomFilter:
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         if self._shared is not None:
             return self._add_shared(self._shared, hashed, valid)
-        return in_place(valid, self._add_local(hashed))
+        return batch_shaped(valid, self._add_local(hashed))
 
     def _full_error(self, left: int) -> ValueError:
         return ValueError(f"the chain is full: its {len(self._stages)} stages hold {self._rule.max_capacity:,} keys; "
@@ -471,7 +471,7 @@ class ScalableBloomFilter:
             facts = unknown()
             facts[fresh] = failed.unknown if failed.unknown is not None else ~failed.new
             raise with_facts(failed.error, out, facts, valid)
-        return in_place(valid, out)
+        return batch_shaped(valid, out)
 
     def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """True where the key may be present (in any stage); False for nulls
@@ -479,11 +479,11 @@ class ScalableBloomFilter:
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         self._sync()
         if self._shared is not None:
-            return in_place(valid, self._shared.contains_any(0, len(self._stages), hashed))
+            return batch_shaped(valid, self._shared.contains_any(0, len(self._stages), hashed))
         hit = np.zeros(len(hashed), dtype=bool)
         for stage in self._stages:
             hit |= stage.contains_many(hashed)
-        return in_place(valid, hit)
+        return batch_shaped(valid, hit)
 
     def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
         """Add each line of a block of text, as BloomFilter.add_lines reads it;

@@ -12,7 +12,7 @@
 //    lane permute, and one compare tells which bits are clear.
 //  - portable: one multiply, shift and load per bit.
 // Why: at 10 bits/key (k = 6) the bit tests, not the line read, were most of
-// a lookup on the development VM (benchmarks/NOTES.md, "Fourth round").
+// a lookup (benchmarks/NOTES.md, "Lookups").
 //
 // Threads: a lookup may race a writer (lookups never lock). The portable
 // loop reads words with relaxed atomic loads; the AVX2 loop reads the block

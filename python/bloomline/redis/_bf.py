@@ -66,7 +66,7 @@ return 1
 class BfBackend(Backend):
     name = "bf"
     kinds = ("bf",)
-    max_keys = 20_000  # about 25 ms of the server's time for an add
+    max_keys = 20_000  # one command holds the server briefly (benchmarks/NOTES.md, "Redis")
     no_stages = "it grows by itself (BF.RESERVE ... EXPANSION): use a RedisBloomFilter, not a chain's stages"
 
     # -- making a filter -------------------------------------------------------------------
@@ -148,8 +148,11 @@ class BfBackend(Backend):
     def fill_ratio(self, h: Handle) -> float:  # from BF.CARD: the server shows no bits
         return 1.0 - math.exp(-self.approx_count(h) * h.keys.num_hashes / h.keys.num_bits)
 
-    def nbytes(self, h: Handle) -> int:
-        return int(h.sender.call(h.keys.shards[0], b"MEMORY", b"USAGE", h.keys.shards[0]) or 0)
+    def nbytes(self, h: Handle) -> int:  # the filter's own bytes, as a bits filter's are its bits
+        size = h.sender.call(h.keys.shards[0], b"BF.INFO", h.keys.shards[0], b"SIZE")
+        if isinstance(size, dict):  # ({b'Size': n}, as redis-py's parser gives it; a list, or n, elsewhere)
+            size = next(iter(size.values()))
+        return int(size[-1] if isinstance(size, list) else size)
 
     def _no_bits(self, what: str) -> NoReturn:
         raise ValueError(f"backend 'bf' keeps RedisBloom's own data, not bloomline's bits: {what} (RedisBloom has "

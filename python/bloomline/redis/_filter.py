@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from .. import _core
 from .._core import BloomFilter, CapacityWarning
-from .._facts import in_place, with_facts
+from .._facts import batch_shaped, with_facts
 from ..display import filter_html
 from ._backend import NEW, settle_adds, settle_lookups
 from ._handle import Expiring, Handle
@@ -130,13 +130,13 @@ class RedisBloomFilter(Expiring):
         not_durable = self._h.replicated(int(np.count_nonzero(out.new)))
         if not_durable is not None:
             raise with_facts(not_durable, out.new, out.unknown, batch.valid)
-        return in_place(batch.valid, out.new)
+        return batch_shaped(batch.valid, out.new)
 
     def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """True where the key may be present (one read per shard, one round
         trip per node); False for nulls with nulls='skip'."""
         batch = self._h.prepare(keys, nulls)
-        return in_place(batch.valid, self._h.lookup(batch))
+        return batch_shaped(batch.valid, self._h.lookup(batch))
 
     def _note(self, counts: dict[str, int]) -> None:
         """Keep the shards' counts the replies reported; warn once when
@@ -229,7 +229,9 @@ class RedisBloomFilter(Expiring):
 
     @property
     def nbytes(self) -> int:
-        """Bytes the filter's data takes in Redis (for backend 'bf', MEMORY USAGE)."""
+        """Bytes of the filter's own structure in Redis: its bits (for
+        backend 'bf', the server's filter's size, BF.INFO SIZE); not the
+        key's overhead, nor its kept answers or counts."""
         return self._h.backend.nbytes(self._h)
 
     @property

@@ -16,7 +16,7 @@ from ._wire import MODE, Job
 
 class ModuleBackend(BitsBackend):
     name = "module"
-    max_keys = 100_000  # about 12 ms of the server's time for an add
+    max_keys = 100_000  # one command holds the server briefly (benchmarks/NOTES.md, "Redis")
     form_add = form_has = "positions"
 
     def add_job(self, f: FilterKeys, shard: int, answer: str, ttl_ms: int, body: bytes, count: int) -> Job:

@@ -109,7 +109,7 @@ return {answer, count}
 class PlainBackend(BitsBackend):
     name = "plain"
     max_keys = 10_000
-    max_bits = 60_000  # bits per command: about 70 ms of the server's time for an add
+    max_bits = 60_000  # bits per command: one command holds the server briefly (benchmarks/NOTES.md, "Redis")
     form_add, form_has = "set", "get"
 
     def chunk_keys(self, f: FilterKeys) -> int:
