@@ -20,11 +20,8 @@ written and read by the core.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +29,7 @@ import numpy.typing as npt
 from . import _core
 from ._core import BloomFilter, ChainRule
 from ._facts import batch_shaped, with_facts
+from ._stores import ChainMismatch, DirectoryStages, MemoryStages, SharedStageStore, StageAdd, StageStore
 from .display import filter_html
 
 if TYPE_CHECKING:
@@ -41,190 +39,112 @@ __all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "ScalableBloomFil
            "StageStore"]
 
 
+class _ChainFacts:
+    """What a chain is, read from its rule and stages: its parameters, its
+    stages and counts, and the estimates over them (the chain's behaviour,
+    adding and growing, is ScalableBloomFilter's)."""
 
-class ChainMismatch(ValueError):
-    """A stored stage differs from what the chain's parameters make (or the
-    chain's own parameters, as a shared store keeps them: `chain`)."""
+    _rule: ChainRule
+    _layout: Layout
+    _seed: int
+    _stages: list[BloomFilter]
+    _counts: list[int]
 
-    def __init__(self, index: int, field: str, stored: Any, wanted: Any, stage: Any,
-                 chain: Optional[dict[str, str]] = None) -> None:
-        super().__init__(f"stage {index} differs in {field} (stored {stored!r} != {wanted!r} from these "
-                         "parameters); resume with the parameters it was made with")
-        self.index, self.field, self.stored, self.wanted, self.stage = index, field, stored, wanted, stage
-        self.chain = chain
+    def _sync(self) -> None:
+        """Read the stages again where another process may have grown them."""
 
+    @property
+    def rule(self) -> ChainRule:
+        """Stage sizes and limits (the core's ChainRule)."""
+        return self._rule
 
-@dataclass
-class StageAdd:
-    """What a store's add to the chain's last stage did, as a value: `new`
-    per key given. A shared store also says which keys the stage `taken`
-    (False for the rest: it is full, or the chain grew) and the stage's
-    `count`; `stale` (the chain's stage count) when another process grew
-    the chain and nothing was taken; `error` when the add failed part-way,
-    with `unknown` True for the keys it has no answer for. The chain
-    raises, once, with the facts of the whole batch."""
+    @property
+    def initial_capacity(self) -> int:
+        return self._rule.initial_capacity
 
-    new: npt.NDArray[np.bool_]
-    taken: Optional[npt.NDArray[np.bool_]] = None
-    count: Optional[int] = None
-    stale: Optional[int] = None
-    error: Optional[BaseException] = None
-    unknown: Optional[npt.NDArray[np.bool_]] = None
+    @property
+    def error_rate(self) -> float:
+        """The compound false-positive rate the chain stays under."""
+        return self._rule.error_rate
 
+    @property
+    def growth(self) -> int:
+        return self._rule.growth
 
-class StageStore(Protocol):
-    """Where a chain's stages live. A store hands the chain its existing
-    stages (oldest first, each with its count of new keys) and makes new
-    ones; the chain decides when and with what parameters. A shared store
-    (``shared`` True: several processes add to the same chain, as
-    ``redis.RedisStages``) decides when its last stage is full, in the same
-    step as the add, looks a batch up in several stages at once
-    (``contains_any``), and the chain reads its stages again whenever their
-    number changes."""
+    @property
+    def tightening(self) -> float:
+        return self._rule.tightening
 
-    shared: bool
+    @property
+    def layout(self) -> Layout:
+        return self._layout
 
-    def attach_chain(self, rule: ChainRule, layout: Layout, seed: int) -> None:
-        """The chain's parameters, before its stages are read: a store that
-        keeps them (RedisStages, with its first stage) checks them against
-        what it holds (ChainMismatch)."""
-        ...
+    @property
+    def seed(self) -> int:
+        return self._seed
 
-    def stages(self) -> list[tuple[BloomFilter, int]]:
-        """The stages in the store, oldest first, with their counts."""
-        ...
+    @property
+    def num_stages(self) -> int:
+        return len(self._stages)
 
-    def stage_count(self) -> int:
-        """How many stages the store holds now."""
-        ...
+    @property
+    def max_capacity(self) -> int:
+        """Keys the chain can take with every stage it may have (see ChainRule)."""
+        return self._rule.max_capacity
 
-    def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
-        """Make stage ``index`` (empty) and keep it; a shared store makes it
-        once, however many processes ask."""
-        ...
+    @property
+    def stages(self) -> tuple[BloomFilter, ...]:
+        """The stages, oldest first (shared, not copies)."""
+        return tuple(self._stages)
 
-    def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> StageAdd:
-        """Add hashed keys to stage `index`, the last one. A local store
-        takes every key and the chain counts; a shared store takes keys
-        while the stage has room and reports the stage's count (StageAdd)."""
-        ...
+    @property
+    def _stage_counts(self) -> list[int]:
+        return list(self._counts)
 
-    def reset(self) -> None:
-        """Drop every stage."""
-        ...
+    @property
+    def capacity(self) -> int:
+        """Keys the current stages can hold before the next one starts."""
+        return sum(s.capacity or 0 for s in self._stages)
 
-    def close(self) -> None:
-        """Release what the stages hold (files); the chain is unusable after."""
-        ...
+    @property
+    def insert_count(self) -> int:
+        """Adds that found their key new, over all stages."""
+        return sum(self._counts)
 
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self._stages)
 
-class SharedStageStore(StageStore, Protocol):
-    """A store shared by several processes (``shared`` True)."""
+    @property
+    def fill_ratio(self) -> float:
+        """The fraction of all stages' bits that are 1."""
+        return sum(s.bits_set for s in self._stages) / sum(s.num_bits for s in self._stages)
 
-    def contains_any(self, first: int, last: int, keys: Any) -> npt.NDArray[np.bool_]:
-        """Hashed keys looked up in stages first..last-1 at once; True where
-        any may hold the key."""
-        ...
+    @property
+    def approx_count(self) -> float:
+        """Estimated distinct keys: the sum of the stages' estimates."""
+        return float(sum(s.approx_count for s in self._stages))
 
+    @property
+    def expected_fp_rate(self) -> float:
+        """The compound rate at the current fill: 1 - prod(1 - stage rate)."""
+        miss = 1.0
+        for s in self._stages:
+            miss *= 1.0 - s.expected_fp_rate
+        return 1.0 - miss
 
-class _LocalStages:
-    """What the stores of one process share: adds go to the stage as they are."""
+    def __iter__(self) -> Iterator[BloomFilter]:
+        return iter(self._stages)
 
-    shared = False
-    _made = 0
-
-    def attach_chain(self, rule: ChainRule, layout: Layout, seed: int) -> None:
-        pass  # the stages' own parameters say it (checked by the chain)
-
-    def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> StageAdd:
-        return StageAdd(stage.add_many(keys))
-
-    def stage_count(self) -> int:
-        return self._made
-
-
-class MemoryStages(_LocalStages):
-    """Stages in memory (the default store)."""
-
-    def __init__(self, stages: list[tuple[BloomFilter, int]] | None = None) -> None:
-        self._initial = list(stages or [])
-
-    def stages(self) -> list[tuple[BloomFilter, int]]:
-        initial, self._initial = self._initial, []
-        self._made = len(initial)
-        return initial
-
-    def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
-        self._made = index + 1
-        return BloomFilter(capacity, error_rate, layout=layout, seed=seed)
-
-    def reset(self) -> None:
-        self._initial = []
-        self._made = 0
-
-    def close(self) -> None:
-        pass
+    def __repr__(self) -> str:
+        return (
+            f"<ScalableBloomFilter initial_capacity={self.initial_capacity} error_rate={self.error_rate} "
+            f"growth={self.growth} tightening={self.tightening} layout='{self._layout}' seed={self._seed} "
+            f"stages={len(self._stages)} approx_count={round(self.approx_count)}>"
+        )
 
 
-class DirectoryStages(_LocalStages):
-    """Stages as files ``bloomline-seen.{i}.blf`` in a directory, each mapped
-    for writing (``BloomFilter.open(path, "r+")``): adds go straight to the
-    files, so a process killed with SIGKILL loses none of them, and a chain
-    made on the same directory later resumes from them. A stage's count of
-    new keys is its header's insert count. With ``verify``, each file's
-    payload checksum is checked when it is opened (O(size), once)."""
-
-    def __init__(self, directory: StrPath, *, verify: bool = False) -> None:
-        self.directory = Path(os.fsdecode(directory))
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.verify = verify
-        self._open: list[BloomFilter] = []
-
-    def path(self, index: int) -> Path:
-        return self.directory / f"bloomline-seen.{index}.blf"
-
-    def stages(self) -> list[tuple[BloomFilter, int]]:
-        found = []
-        i = 0
-        while self.path(i).exists():
-            try:
-                stage = BloomFilter.open(self.path(i), "r+", verify=self.verify)
-            except ValueError as e:
-                self.close()
-                raise ValueError(f"{self.path(i)}: {e}") from e
-            except BaseException:
-                self.close()
-                raise
-            self._open.append(stage)
-            # (A file whose writer was killed is repaired by the open, its
-            # insert count made at least the estimate from its bits.)
-            found.append((stage, stage.insert_count))
-            i += 1
-        self._made = i
-        return found
-
-    def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
-        BloomFilter(capacity, error_rate, layout=layout, seed=seed).save(self.path(index))
-        stage = BloomFilter.open(self.path(index), "r+")
-        self._open.append(stage)
-        self._made = index + 1
-        return stage
-
-    def reset(self) -> None:
-        self.close()
-        i = 0
-        while self.path(i).exists():
-            self.path(i).unlink()
-            i += 1
-        self._made = 0
-
-    def close(self) -> None:
-        for stage in self._open:
-            stage.close()
-        self._open = []
-
-
-class ScalableBloomFilter:
+class ScalableBloomFilter(_ChainFacts):
     """A Bloom filter that grows: ``add`` never degrades past ``error_rate``.
 
     ``store`` says where the stages live (default: in memory). A store that
@@ -556,89 +476,6 @@ class ScalableBloomFilter:
 
     # ---- facts ---------------------------------------------------------------------
 
-    @property
-    def rule(self) -> ChainRule:
-        """Stage sizes and limits (the core's ChainRule)."""
-        return self._rule
-
-    @property
-    def initial_capacity(self) -> int:
-        return self._rule.initial_capacity
-
-    @property
-    def error_rate(self) -> float:
-        """The compound false-positive rate the chain stays under."""
-        return self._rule.error_rate
-
-    @property
-    def growth(self) -> int:
-        return self._rule.growth
-
-    @property
-    def tightening(self) -> float:
-        return self._rule.tightening
-
-    @property
-    def layout(self) -> Layout:
-        return self._layout
-
-    @property
-    def seed(self) -> int:
-        return self._seed
-
-    @property
-    def num_stages(self) -> int:
-        return len(self._stages)
-
-    @property
-    def max_capacity(self) -> int:
-        """Keys the chain can take with every stage it may have (see ChainRule)."""
-        return self._rule.max_capacity
-
-    @property
-    def stages(self) -> tuple[BloomFilter, ...]:
-        """The stages, oldest first (shared, not copies)."""
-        return tuple(self._stages)
-
-    @property
-    def _stage_counts(self) -> list[int]:
-        return list(self._counts)
-
-    @property
-    def capacity(self) -> int:
-        """Keys the current stages can hold before the next one starts."""
-        return sum(s.capacity or 0 for s in self._stages)
-
-    @property
-    def insert_count(self) -> int:
-        """Adds that found their key new, over all stages."""
-        return sum(self._counts)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(s.nbytes for s in self._stages)
-
-    @property
-    def fill_ratio(self) -> float:
-        """The fraction of all stages' bits that are 1."""
-        return sum(s.bits_set for s in self._stages) / sum(s.num_bits for s in self._stages)
-
-    @property
-    def approx_count(self) -> float:
-        """Estimated distinct keys: the sum of the stages' estimates."""
-        return float(sum(s.approx_count for s in self._stages))
-
-    @property
-    def expected_fp_rate(self) -> float:
-        """The compound rate at the current fill: 1 - prod(1 - stage rate)."""
-        miss = 1.0
-        for s in self._stages:
-            miss *= 1.0 - s.expected_fp_rate
-        return 1.0 - miss
-
-    def __iter__(self) -> Iterator[BloomFilter]:
-        return iter(self._stages)
-
     def copy(self) -> ScalableBloomFilter:
         """An independent copy, in memory."""
         return ScalableBloomFilter.from_bytes(self.to_bytes())
@@ -665,20 +502,13 @@ class ScalableBloomFilter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _repr_html_(self) -> str:
+        return filter_html(self)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ScalableBloomFilter):
             return NotImplemented
         return self.to_bytes() == other.to_bytes()
-
-    def _repr_html_(self) -> str:
-        return filter_html(self)
-
-    def __repr__(self) -> str:
-        return (
-            f"<ScalableBloomFilter initial_capacity={self.initial_capacity} error_rate={self.error_rate} "
-            f"growth={self.growth} tightening={self.tightening} layout='{self._layout}' seed={self._seed} "
-            f"stages={len(self._stages)} approx_count={round(self.approx_count)}>"
-        )
 
     # ---- bytes and pickle ---------------------------------------------------------------
 

@@ -1,0 +1,207 @@
+"""Where a scalable chain's stages live: the ``StageStore`` protocol (and
+``SharedStageStore``, for a store several processes add through), what a
+store's add returns (``StageAdd``), and the stores of one process: in
+memory (``MemoryStages``, the default) and as mapped files in a directory
+(``DirectoryStages``, the Scrapy dupefilter's JOBDIR). The chain
+(scalable.ScalableBloomFilter) decides when a stage starts and with what
+parameters; a store keeps them. bloomline.redis.RedisStages is the shared one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ._core import BloomFilter, ChainRule
+
+if TYPE_CHECKING:
+    from ._core import Layout, StrPath
+
+__all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "SharedStageStore", "StageAdd", "StageStore"]
+
+
+class ChainMismatch(ValueError):
+    """A stored stage differs from what the chain's parameters make (or the
+    chain's own parameters, as a shared store keeps them: `chain`)."""
+
+    def __init__(self, index: int, field: str, stored: Any, wanted: Any, stage: Any,
+                 chain: Optional[dict[str, str]] = None) -> None:
+        super().__init__(f"stage {index} differs in {field} (stored {stored!r} != {wanted!r} from these "
+                         "parameters); resume with the parameters it was made with")
+        self.index, self.field, self.stored, self.wanted, self.stage = index, field, stored, wanted, stage
+        self.chain = chain
+
+
+@dataclass
+class StageAdd:
+    """What a store's add to the chain's last stage did, as a value: `new`
+    per key given. A shared store also says which keys the stage `taken`
+    (False for the rest: it is full, or the chain grew) and the stage's
+    `count`; `stale` (the chain's stage count) when another process grew
+    the chain and nothing was taken; `error` when the add failed part-way,
+    with `unknown` True for the keys it has no answer for. The chain
+    raises, once, with the facts of the whole batch."""
+
+    new: npt.NDArray[np.bool_]
+    taken: Optional[npt.NDArray[np.bool_]] = None
+    count: Optional[int] = None
+    stale: Optional[int] = None
+    error: Optional[BaseException] = None
+    unknown: Optional[npt.NDArray[np.bool_]] = None
+
+
+class StageStore(Protocol):
+    """Where a chain's stages live. A store hands the chain its existing
+    stages (oldest first, each with its count of new keys) and makes new
+    ones; the chain decides when and with what parameters. A shared store
+    (``shared`` True: several processes add to the same chain, as
+    ``redis.RedisStages``) decides when its last stage is full, in the same
+    step as the add, looks a batch up in several stages at once
+    (``contains_any``), and the chain reads its stages again whenever their
+    number changes."""
+
+    shared: bool
+
+    def attach_chain(self, rule: ChainRule, layout: Layout, seed: int) -> None:
+        """The chain's parameters, before its stages are read: a store that
+        keeps them (RedisStages, with its first stage) checks them against
+        what it holds (ChainMismatch)."""
+        ...
+
+    def stages(self) -> list[tuple[BloomFilter, int]]:
+        """The stages in the store, oldest first, with their counts."""
+        ...
+
+    def stage_count(self) -> int:
+        """How many stages the store holds now."""
+        ...
+
+    def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
+        """Make stage ``index`` (empty) and keep it; a shared store makes it
+        once, however many processes ask."""
+        ...
+
+    def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> StageAdd:
+        """Add hashed keys to stage `index`, the last one. A local store
+        takes every key and the chain counts; a shared store takes keys
+        while the stage has room and reports the stage's count (StageAdd)."""
+        ...
+
+    def reset(self) -> None:
+        """Drop every stage."""
+        ...
+
+    def close(self) -> None:
+        """Release what the stages hold (files); the chain is unusable after."""
+        ...
+
+
+class SharedStageStore(StageStore, Protocol):
+    """A store shared by several processes (``shared`` True)."""
+
+    def contains_any(self, first: int, last: int, keys: Any) -> npt.NDArray[np.bool_]:
+        """Hashed keys looked up in stages first..last-1 at once; True where
+        any may hold the key."""
+        ...
+
+
+class _LocalStages:
+    """What the stores of one process share: adds go to the stage as they are."""
+
+    shared = False
+    _made = 0
+
+    def attach_chain(self, rule: ChainRule, layout: Layout, seed: int) -> None:
+        pass  # the stages' own parameters say it (checked by the chain)
+
+    def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> StageAdd:
+        return StageAdd(stage.add_many(keys))
+
+    def stage_count(self) -> int:
+        return self._made
+
+
+class MemoryStages(_LocalStages):
+    """Stages in memory (the default store)."""
+
+    def __init__(self, stages: list[tuple[BloomFilter, int]] | None = None) -> None:
+        self._initial = list(stages or [])
+
+    def stages(self) -> list[tuple[BloomFilter, int]]:
+        initial, self._initial = self._initial, []
+        self._made = len(initial)
+        return initial
+
+    def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
+        self._made = index + 1
+        return BloomFilter(capacity, error_rate, layout=layout, seed=seed)
+
+    def reset(self) -> None:
+        self._initial = []
+        self._made = 0
+
+    def close(self) -> None:
+        pass
+
+
+class DirectoryStages(_LocalStages):
+    """Stages as files ``bloomline-seen.{i}.blf`` in a directory, each mapped
+    for writing (``BloomFilter.open(path, "r+")``): adds go straight to the
+    files, so a process killed with SIGKILL loses none of them, and a chain
+    made on the same directory later resumes from them. A stage's count of
+    new keys is its header's insert count. With ``verify``, each file's
+    payload checksum is checked when it is opened (O(size), once)."""
+
+    def __init__(self, directory: StrPath, *, verify: bool = False) -> None:
+        self.directory = Path(os.fsdecode(directory))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.verify = verify
+        self._open: list[BloomFilter] = []
+
+    def path(self, index: int) -> Path:
+        return self.directory / f"bloomline-seen.{index}.blf"
+
+    def stages(self) -> list[tuple[BloomFilter, int]]:
+        found = []
+        i = 0
+        while self.path(i).exists():
+            try:
+                stage = BloomFilter.open(self.path(i), "r+", verify=self.verify)
+            except ValueError as e:
+                self.close()
+                raise ValueError(f"{self.path(i)}: {e}") from e
+            except BaseException:
+                self.close()
+                raise
+            self._open.append(stage)
+            # (A file whose writer was killed is repaired by the open, its
+            # insert count made at least the estimate from its bits.)
+            found.append((stage, stage.insert_count))
+            i += 1
+        self._made = i
+        return found
+
+    def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
+        BloomFilter(capacity, error_rate, layout=layout, seed=seed).save(self.path(index))
+        stage = BloomFilter.open(self.path(index), "r+")
+        self._open.append(stage)
+        self._made = index + 1
+        return stage
+
+    def reset(self) -> None:
+        self.close()
+        i = 0
+        while self.path(i).exists():
+            self.path(i).unlink()
+            i += 1
+        self._made = 0
+
+    def close(self) -> None:
+        for stage in self._open:
+            stage.close()
+        self._open = []
