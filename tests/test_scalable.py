@@ -189,3 +189,10 @@ def test_growth_is_reported() -> None:
     s = ScalableBloomFilter(10, on_grow=lambda chain: grown.append(chain.num_stages))
     s.update(range(100))
     assert grown == list(range(2, s.num_stages + 1))
+
+
+def test_an_empty_chain_is_false() -> None:
+    chain = ScalableBloomFilter(1000, 0.01)
+    assert not chain
+    chain.add("a")
+    assert chain

@@ -97,6 +97,10 @@ namespace pybind11::detail {
 template <class T>
 struct type_caster<bloomline::py_filter::Handle<T>> : type_caster_base<bloomline::py_filter::Handle<T>> {
     bool load(handle src, bool convert) {
+        // None is not a filter: the argument does not match (an operator
+        // answers NotImplemented, so bf == None is False), rather than
+        // pybind11's null holder, which would read as uninitialised.
+        if (src.is_none()) return false;
         if (!type_caster_base<bloomline::py_filter::Handle<T>>::load(src, convert)) return false;
         // Constructed by __init__ (or returned from C++) means a holder exists.
         auto* inst = reinterpret_cast<instance*>(src.ptr());
@@ -109,8 +113,8 @@ struct type_caster<bloomline::py_filter::Handle<T>> : type_caster_base<bloomline
 
 namespace bloomline::py_filter {
 
-// |, &, ==: the same layout, size, k and seed, or a ValueError naming the
-// first field that differs.
+// |, &: the same layout, size, k and seed, or a ValueError naming the
+// first field that differs (== answers False: comparable()).
 inline void check_same_geometry(const Geometry& x, const Geometry& y, const char* size_name = "num_bits") {
     if (x.layout != y.layout) differ("layout", layout_name(x.layout), layout_name(y.layout));
     if (x.num_slots != y.num_slots) differ(size_name, fmt(x.num_slots), fmt(y.num_slots));
@@ -127,6 +131,18 @@ inline void check_compatible(const CountingBloomFilter& a, const CountingBloomFi
     check_same_geometry(a.geometry(), b.geometry(), "num_counters");
     if (a.counter_bits() != b.counter_bits())
         differ("counter_bits", std::to_string(a.counter_bits()), std::to_string(b.counter_bits()));
+}
+
+// Whether two filters of a kind can be compared bit for bit (==): the
+// checks of check_compatible, answered instead of raised.
+template <class T>
+bool comparable(const T& a, const T& b) {
+    try {
+        check_compatible(a, b);
+        return true;
+    } catch (const std::invalid_argument&) {
+        return false;
+    }
 }
 
 inline const char* kind_of(const BloomFilter&) { return "BloomFilter"; }
@@ -554,20 +570,17 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             "Approximate Jaccard index of the two filters' keys, |A and B| / |A or B|, from the estimates "
             "approx_intersection_count / approx_union_count (each from the fill; not exact). 1.0 for two empty "
             "filters; nan when the union is full (every slot set).")
+        // ==: filters of another geometry (or counter width) are unequal, as
+        // Python's convention and sets have it; | and & refuse them.
         .def(
-            "__eq__",
-            [](const H& a, const H& b) {
-                check_compatible(*a, *b);
-                return a->same_content(*b);
-            },
+            "__eq__", [](const H& a, const H& b) { return comparable(*a, *b) && a->same_content(*b); },
             py::is_operator())
         .def(
-            "__ne__",
-            [](const H& a, const H& b) {
-                check_compatible(*a, *b);
-                return !a->same_content(*b);
-            },
+            "__ne__", [](const H& a, const H& b) { return !(comparable(*a, *b) && a->same_content(*b)); },
             py::is_operator())
+        .def(
+            "__bool__", [](const H& h) { return h->approx_count() > 0; },
+            "False while no key was added (no bit, or counter, is set), as an empty set is.")
         .def(
             "copy", [](const H& h) { return H(h->copy()); }, "An independent copy.")
         .def("__copy__", [](const H& h) { return H(h->copy()); })

@@ -510,6 +510,10 @@ class ScalableBloomFilter(_ChainFacts):
             return NotImplemented
         return self.to_bytes() == other.to_bytes()
 
+    def __bool__(self) -> bool:
+        """False while no key was added, as an empty set is."""
+        return any(stage for stage in self.stages)
+
     # ---- bytes and pickle ---------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
