@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -940,3 +941,61 @@ def test_state_or_out_through_a_symlink_to_a_file_mapped_for_writing_is_refused(
     loaded = BloomFilter.load(target)
     assert "mine" in loaded and "still mine" in loaded and "a" not in loaded
     assert link.is_symlink()
+
+
+# ---- the package's house rules, read from its source ---------------------------------------
+# (its docstring and docs/ARCHITECTURE.md): its modules import in one direction; inside a
+# function only the optional dependencies are imported (redis-py, Scrapy, and the parts of
+# bloomline built on them), so that every other command runs without them; the package
+# docstring names every command.
+
+CLI_PACKAGE = Path(__file__).resolve().parent.parent / "python" / "bloomline" / "cli"
+# Lowest first: each module imports only those before it.
+CLI_ORDER = ["_errors", "_parser", "_input", "_output", "_demo", "_local", "_redis", "__init__"]
+# What a function may import: (level, module) of `from ..x import y`, or (0, name) of `import x`.
+OPTIONAL_IMPORTS = {(0, "redis"), (2, "redis"), (2, "scrapy.migrate")}
+
+
+def _cli_module(name: str) -> ast.Module:
+    return ast.parse((CLI_PACKAGE / f"{name}.py").read_text(), filename=f"{name}.py")
+
+
+def test_every_module_of_the_cli_package_is_in_the_order() -> None:
+    assert sorted(p.stem for p in CLI_PACKAGE.glob("*.py")) == sorted(CLI_ORDER)
+
+
+@pytest.mark.parametrize("name", CLI_ORDER)
+def test_cli_modules_import_only_those_below_them(name: str) -> None:
+    below = set(CLI_ORDER[: CLI_ORDER.index(name)])
+    for node in ast.walk(_cli_module(name)):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            assert node.module in below, f"{name} imports .{node.module} at line {node.lineno}"
+
+
+@pytest.mark.parametrize("name", CLI_ORDER)
+def test_a_cli_function_imports_only_optional_dependencies(name: str) -> None:
+    for func in ast.walk(_cli_module(name)):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(func):
+            if isinstance(node, ast.ImportFrom):
+                assert (node.level, node.module) in OPTIONAL_IMPORTS, \
+                    f"{name}.{func.name} imports at line {node.lineno}"
+            elif isinstance(node, ast.Import):
+                assert all((0, a.name) in OPTIONAL_IMPORTS for a in node.names), \
+                    f"{name}.{func.name} imports at line {node.lineno}"
+
+
+def test_the_cli_docstring_names_every_command() -> None:
+    init = _cli_module("__init__")
+    doc = ast.get_docstring(init) or ""
+    table = next(n.value for n in init.body if isinstance(n, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in n.targets))
+    assert isinstance(table, ast.Dict)
+    commands = [k.value for k in table.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    assert "dedup" in commands and "redis" in commands
+    for command in commands:
+        if command != "redis":
+            assert f"\n  {command} " in doc, command
+    for action in ("dump", "restore", "import-set"):
+        assert f"\n  redis {action} " in doc, action

@@ -1,0 +1,316 @@
+"""The commands on local files and streams: dedup, build, query, info,
+params and bench; and what dedup and build share (the filter they make,
+their summary, the warning past capacity)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import stat
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from .. import BloomFilter, CountingBloomFilter, __version__, optimal_params, read_header, select_lines
+from .._protocol import Filter
+from .._units import count, format_bytes
+from ._errors import PROG, CliError, UsageError
+from ._input import (Interrupt, LineBlocks, Progress, count_lines, filter_bytes, input_name, input_stat, open_filter,
+                     what_it_is)
+from ._output import OutputError, check_output, note, refuse_same_file, write_all, write_filter
+
+
+DEDUP_CAPACITY = 10_000_000
+DEDUP_ERROR_RATE = 1e-6
+
+
+def _dedup_filter(args: argparse.Namespace) -> Filter:
+    """The filter dedup works with, and args.capacity_from: where its
+    capacity came from, for the warning past it."""
+    capacity = args.capacity or DEDUP_CAPACITY
+    error_rate = args.error_rate or DEDUP_ERROR_RATE
+    args.capacity_from = (("--capacity", "Raise --capacity.") if args.capacity else
+                          ("the default, as no --capacity was given", "Give a larger --capacity."))
+    if args.redis or args.key:
+        if not (args.redis and args.key):
+            raise UsageError("--redis and --key go together")
+        if args.state:
+            raise UsageError("--state and --redis are exclusive")
+        try:
+            # redis-py is optional (bloomline[redis]): imported only when --redis asks for it.
+            from ..redis import RedisBloomFilter
+
+            args.capacity_from = (f"the filter at Redis key {args.key!r}", "A new key with a larger --capacity "
+                                  "holds more.")
+            return RedisBloomFilter(args.redis, args.key, capacity, error_rate)
+        except ImportError as exc:
+            raise CliError(str(exc)) from None
+        except Exception as exc:  # redis-py errors: one line
+            raise CliError(f"redis: {exc}") from None
+    if args.state and os.path.exists(args.state):
+        f: Filter = open_filter(args.state)
+        # The filter in the state file wins: say so when the options ask otherwise.
+        for option, given, kept in (("--capacity", args.capacity, f.capacity),
+                                    ("--error-rate", args.error_rate, f.error_rate)):
+            if given is not None and given != kept:
+                note(f"{option} {given:g} is ignored: {args.state} holds a filter made for {option[2:]} {kept:g} "
+                     "(delete it to start over)")
+        args.capacity_from = (f"the filter in {args.state}", "A new state file with a larger --capacity holds "
+                              "more.")
+        return f
+    made: Filter = _new_filter(BloomFilter, capacity, error_rate, "blocked", args.capacity_from[0])
+    return made
+
+
+def _new_filter(kind: Any, capacity: int, error_rate: float, layout: str, origin: str) -> Any:
+    """A new local filter; one it has no memory for is one line saying how
+    much it needs. origin: where the capacity came from."""
+    try:
+        return kind(capacity, error_rate, layout=layout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except MemoryError:
+        bits = optimal_params(capacity, error_rate, layout).num_bits * (4 if kind is CountingBloomFilter else 1)
+        raise CliError(f"capacity {capacity:,} (from {origin}) at error rate {error_rate:g} needs {format_bytes(bits / 8)} of memory for the "
+                       f"{kind.__name__} (held in memory whole), more than this machine could give") from None
+
+
+def _redis_errors(exc: Exception) -> CliError | None:
+    return CliError(f"redis: {exc}") if type(exc).__module__.startswith("redis") else None
+
+
+def cmd_dedup(args: argparse.Namespace) -> int:
+    refuse_same_file("dedup", [("--state", args.state)] * bool(args.state) + [("stdout", "-")],
+                     args.files or ["-"])
+    if args.state:
+        check_output(args.state)
+    f = _dedup_filter(args)
+    read = written = 0
+    expected_fp = 0.0
+    blocks = LineBlocks(args.files)
+    progress = Progress(blocks.total_bytes, args.quiet)
+    with Interrupt() as interrupt:
+        kept = 0
+        try:
+            for block in interrupt.blocks(blocks):
+                rate = f.expected_fp_rate
+                try:
+                    new = f.add_lines(block)
+                except Exception as exc:
+                    raise (_redis_errors(exc) or exc) from None
+                kept = int(new.sum())
+                out = select_lines(block, new)
+                try:
+                    # Whole before the next block is read: --state is saved only after every line in it was
+                    # written (a failure leaves the old state as it was).
+                    write_all(out)
+                except OutputError as exc:
+                    raise CliError(str(exc) + _not_written(args, out[exc.written:].count(b"\n"))) from None
+                read += len(new)
+                written += kept
+                expected_fp += rate * kept
+                progress.update(blocks.bytes_read, read)
+        except KeyboardInterrupt:
+            progress.done()
+            sys.stderr.write(f"{PROG}: interrupted again: the block being written was given up"
+                             + _not_written(args, kept, maybe=True) + "\n")
+            return 130
+        progress.done()
+        if args.state:
+            write_filter(f, args.state)
+    if not args.quiet:
+        sys.stderr.write(
+            f"{PROG} dedup: {count(read, 'line')} read, {written:,} written, {read - written:,} dropped as seen "
+            + (f"(of which about {expected_fp:,.1f} may be false positives)\n" if expected_fp >= 0.05
+               else "(no false positive expected at this fill)\n")
+        )
+        _report_filter("dedup", f, "line")
+    _warn_capacity("dedup", f, "distinct line", args.capacity_from)
+    if interrupt.hit:
+        sys.stderr.write(f"{PROG}: interrupted" + (f"; {args.state} holds every line written\n" if args.state
+                                                   else "\n"))
+        return 130
+    return 0
+
+
+def _not_written(args: argparse.Namespace, lines: int, maybe: bool = False) -> str:
+    """What a dedup that stopped inside a block means for its filter: --state
+    is not saved; a Redis filter already holds the block's new lines."""
+    if args.state:
+        return f"; {args.state} was not saved, so the next run writes this run's lines again"
+    if args.redis and lines:
+        verb = "may not have been written" if maybe else ("was" if lines == 1 else "were") + " not written"
+        return (f"; {count(lines, 'new line')} of the block {verb} but {'is' if lines == 1 else 'are'} recorded as "
+                f"seen in Redis at {args.key!r}")
+    return ""
+
+
+def _report_filter(command: str, f: Filter, what: str) -> None:
+    """The last lines of a streaming command: peak memory and the filter's
+    expected false-positive rate."""
+    sys.stderr.write(f"{PROG} {command}: peak memory {_peak_rss()}; the filter's expected false-positive rate "
+                     f"is now {f.expected_fp_rate:.3g}\n")
+
+
+def _peak_rss() -> str:
+    """This process's peak resident memory (VmHWM: ru_maxrss would keep the
+    peak of the process that forked us across exec)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return format_bytes(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    return format_bytes(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # KiB on Linux
+
+
+def _warn_capacity(command: str, f: Filter, what: str, source: tuple[str, str]) -> None:
+    """A warning (even with -q) once the filter holds more keys than its
+    capacity, naming where that capacity came from and what to do (source).
+    The count is the filter's own count of new keys (exactly at capacity is
+    within it); the bits' estimate only where it keeps none."""
+    capacity = f.capacity
+    held = getattr(f, "insert_count", -1)
+    estimated = held < 0
+    held = round(f.approx_count) if estimated else held
+    if capacity and held > capacity:
+        sys.stderr.write(
+            f"{PROG} {command}: warning: the filter holds {'about ' if estimated else ''}{count(held, what)}, more "
+            f"than its capacity of {capacity:,} (from {source[0]}); its false-positive rate is now "
+            f"{f.expected_fp_rate:.2g}. {source[1]}\n"
+        )
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    capacity = args.capacity
+    files = args.files or ["-"]
+    refuse_same_file("build", [("OUT", args.output)], files)
+    if capacity is None:
+        # Counting the lines first reads each input twice: regular files only.
+        for name in files:
+            st = input_stat(name)
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise UsageError(f"build needs --capacity when it reads {input_name(name)} ({what_it_is(st)}, which "
+                                 "can be read only once: the filter is sized before its keys are read)")
+    check_output(args.output)
+    if capacity is None:
+        capacity = max(1, count_lines(files))
+        source = ("the input's line count, as no --capacity was given", "")
+    else:
+        source = ("--capacity", "Raise --capacity.")
+    kind = CountingBloomFilter if args.counting else BloomFilter
+    f = _new_filter(kind, capacity, args.error_rate, args.layout, source[0])
+    keys = 0
+    blocks = LineBlocks(files)
+    progress = Progress(blocks.total_bytes, args.quiet)
+    for block in blocks:
+        keys += len(f.add_lines(block))
+        progress.update(blocks.bytes_read, keys)
+    progress.done()
+    write_filter(f, args.output)
+    if not args.quiet:
+        shown = "stdout" if args.output == "-" else args.output
+        sys.stderr.write(
+            f"{PROG} build: {count(keys, 'key')} into {shown} ({f.nbytes:,} bytes, {type(f).__name__}, "
+            f"capacity {capacity:,}, error rate {args.error_rate:g}, layout {args.layout})\n"
+        )
+        _report_filter("build", f, "key")
+    _warn_capacity("build", f, "distinct key", source)
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    if args.filter == "-" and (not args.files or "-" in args.files):
+        raise UsageError("query reads its filter from stdin ('-'): name the files of keys")
+    refuse_same_file("query", [("stdout", "-")], [args.filter, *(args.files or ["-"])])
+    f = open_filter(args.filter)
+    lines = 0
+    blocks = LineBlocks(args.files)
+    progress = Progress(blocks.total_bytes, args.quiet)
+    for block in blocks:
+        hit = f.contains_lines(block)
+        write_all(select_lines(block, hit != args.absent))
+        lines += len(hit)
+        progress.update(blocks.bytes_read, lines)
+    progress.done()
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    data = filter_bytes(args.filter)
+    f = open_filter(args.filter, data)  # every check a reader makes, as one line naming the file
+    header = read_header(data)
+    # "fill" is the fraction of bits (counters) set; the header's count of
+    # them is shown under its own name.
+    header.pop("fill", None)
+    if isinstance(f, CountingBloomFilter):
+        header["counters_set"] = f.nonzero_counters
+    else:
+        header["bits_set"] = f.bits_set if isinstance(f, BloomFilter) else sum(s.bits_set for s in f.stages)
+    header.update(fill=f.fill_ratio, approx_count=f.approx_count, expected_fp_rate=f.expected_fp_rate,
+                  nbytes=f.nbytes, file_bytes=len(data))
+    if args.json:
+        sys.stdout.write(json.dumps(header, indent=1) + "\n")
+        return 0
+    width = max(len(k) for k in header)
+    for k, v in header.items():
+        text = f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else (f"{v:.6g}" if isinstance(v, float) else v)
+        sys.stdout.write(f"{k:<{width}}  {text}\n")
+    return 0
+
+
+def cmd_params(args: argparse.Namespace) -> int:
+    rows = []
+    for layout in ("blocked", "standard"):  # every row known before anything is printed
+        try:
+            rows.append((layout, optimal_params(args.capacity, args.error_rate, layout)))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    sys.stdout.write(f"capacity {args.capacity:,}, error rate {args.error_rate:g}\n")
+    sys.stdout.write(f"{'layout':10} {'num_bits':>16} {'memory':>11} {'bits/key':>9} {'k':>3} {'expected FP':>12}\n")
+    for layout, p in rows:
+        sys.stdout.write(
+            f"{layout:10} {p.num_bits:>16,} {format_bytes(p.num_bits / 8):>11} {p.bits_per_key:>9.2f} "
+            f"{p.num_hashes:>3} {p.expected_fp_rate:>12.4g}\n"
+        )
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    n = args.keys
+    urls = [f"https://www.site{i % 5000:04d}.example/a/{i:012x}" for i in range(n)]
+    ints = np.random.default_rng(1).integers(0, 2**63, size=n, dtype=np.uint64)
+    rows: list[tuple[str, float]] = []
+
+    def timed(label: str, fn: Any) -> None:
+        start = time.perf_counter()
+        fn()
+        rows.append((label, (time.perf_counter() - start) / n * 1e9))
+
+    for layout in ("blocked", "standard"):
+        bf = BloomFilter(n, 0.01, layout=layout)
+        add = bf.add
+        timed(f"{layout}: add, one call per str", lambda: [add(u) for u in urls])
+        timed(f"{layout}: in, one call per str", lambda: [u in bf for u in urls])
+        bf2 = BloomFilter(n, 0.01, layout=layout)
+        timed(f"{layout}: add_many(list of str)", lambda: bf2.add_many(urls))
+        bf3 = BloomFilter(n, 0.01, layout=layout)
+        timed(f"{layout}: add_many(uint64 array)", lambda: bf3.add_many(ints))
+        timed(f"{layout}: contains_many(uint64 array)", lambda: bf3.contains_many(ints))
+    seen: set[str] = set()
+
+    def set_add() -> None:
+        add_to_set = seen.add
+        for u in urls:
+            add_to_set(u)
+
+    timed("Python set: add, one call per str", set_add)
+    sys.stdout.write(f"{PROG} {__version__} bench, {n:,} keys per row (full benchmark: benchmarks/run.py)\n")
+    for label, ns in rows:
+        sys.stdout.write(f"  {label:42} {ns:8.1f} ns/key\n")
+    return 0

@@ -1,0 +1,117 @@
+"""The Redis commands: ``redis-module`` (the module's path, for
+redis-server --loadmodule) and ``redis dump``, ``redis restore`` and
+``redis import-set`` (filters that travel into, out of and between
+servers).
+
+redis-py and Scrapy are optional dependencies (bloomline[redis],
+bloomline[scrapy]): they, and the parts of bloomline built on them, are
+imported inside the commands that need them, so that every other command
+runs without them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from .. import ScalableBloomFilter
+from .._redis_module import module_path
+from .._units import count, format_bytes
+from ._errors import PROG, CliError
+from ._output import check_output, note
+
+
+def cmd_redis_module(args: argparse.Namespace) -> int:
+    try:
+        path = module_path()
+    except OSError as e:
+        raise CliError(str(e)) from None
+    sys.stdout.write(path + "\n")
+    return 0
+
+
+def cmd_redis(args: argparse.Namespace) -> int:
+    try:
+        import redis  # optional: see the module docstring
+    except ImportError:
+        raise CliError("the redis commands need redis-py: pip install 'bloomline[redis]'") from None
+    try:
+        return {"dump": _redis_dump, "restore": _redis_restore, "import-set": _redis_import}[args.redis_command](args)
+    except redis.RedisError as e:
+        raise CliError(f"redis: {e}") from None
+
+
+def _redis_dump(args: argparse.Namespace) -> int:
+    from ..redis import dump  # needs redis-py (optional)
+
+    if args.output == "-":
+        local = dump(args.url, args.key, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+    else:
+        check_output(args.output)
+        local = dump(args.url, args.key, args.output)
+    what = (f"the chain at {args.key!r} ({count(local.num_stages, 'stage')})" if isinstance(local, ScalableBloomFilter)
+            else f"the filter at {args.key!r}")
+    note(f"wrote {what}, about {count(round(local.approx_count), 'key')}, to {args.output}")
+    return 0
+
+
+def _redis_restore(args: argparse.Namespace) -> int:
+    from ..redis import restore  # needs redis-py (optional)
+
+    source: Any = sys.stdin.buffer if args.input == "-" else args.input
+    restored = restore(source, args.url, args.key, replace=args.replace, backend=args.backend)
+    note(f"restored {args.input} into Redis at {args.key!r}: about {count(round(restored.approx_count), 'key')}")
+    return 0
+
+
+def _redis_import(args: argparse.Namespace) -> int:
+    try:
+        from ..scrapy.migrate import import_set  # needs Scrapy (optional)
+    except ImportError as e:
+        raise CliError(f"import-set needs Scrapy (for the fingerprint rules): pip install scrapy ({e})") from None
+    shown = [0.0]
+    tty = sys.stderr.isatty()
+
+    def progress(report: Any) -> None:
+        # On a terminal one line redrawn twice a second; into a log a line
+        # every 10 seconds.
+        now = time.monotonic()
+        if args.quiet or now - shown[0] < (0.5 if tty else 10.0):
+            return
+        shown[0] = now
+        rate = report.imported / max(report.seconds, 1e-9)
+        left = max(report.members - report.imported, 0) / rate if rate else 0
+        line = (f"{PROG}: {report.imported:,} of {count(report.members, 'fingerprint')} "
+                f"({100 * report.imported / max(report.members, 1):.0f}%), {rate:,.0f}/s, ETA {left:.0f} s")
+        sys.stderr.write(f"\r{line}\x1b[K" if tty else line + "\n")
+        sys.stderr.flush()
+
+    try:
+        r = import_set(args.url, args.set_key, args.into, rule=args.rule, error_rate=args.error_rate,
+                       backend=args.backend, delete_set=args.delete_set, progress=progress)
+    except KeyboardInterrupt:
+        raise CliError("interrupted: run the same command again to resume where it stopped") from None
+    finally:
+        if shown[0] and tty:
+            sys.stderr.write("\r\x1b[K")
+    into = args.into or args.set_key
+    print(f"imported {count(r.imported, 'fingerprint')} from the set {args.set_key!r} into the filter at {into!r} "
+          f"in {r.seconds:.1f} s ({args.rule}'s rule{'; resumed' if r.resumed else ''})")
+    if r.invalid:
+        print(f"{count(r.invalid, 'member')} of the set {'is' if r.invalid == 1 else 'are'} not a 40-character hex "
+              f"fingerprint and {'was' if r.invalid == 1 else 'were'} not imported: "
+              + ", ".join(repr(e) for e in r.invalid_examples) + (", ..." if r.invalid > len(r.invalid_examples) else ""))
+    print(f"memory: the set {format_bytes(r.set_bytes)}, the filter {format_bytes(r.filter_bytes)}"
+          + (f" ({r.set_bytes / r.filter_bytes:.0f}x less)" if r.filter_bytes else ""))
+    if r.missing:
+        raise CliError(f"the check failed: {count(r.missing, 'fingerprint')} of the set {'is' if r.missing == 1 else 'are'} "
+                       "not in the filter; the set was left as it is")
+    if args.delete_set and not r.deleted:
+        raise CliError(f"the set grew during each of {r.rounds} checks (a crawl still adding to it?): every "
+                       "fingerprint it had is in the filter, and the set was left as it is; stop the crawl and "
+                       "run the same command again")
+    print("check: every fingerprint of the set is in the filter; " +
+          ("the set was deleted" if r.deleted else "the set was left as it is (--delete-set deletes it)"))
+    return 0
