@@ -244,8 +244,9 @@ def test_a_closed_pipe_ends_the_process_by_sigpipe_silently(tmp_path: Path) -> N
     assert err == b""
 
 
-def test_params_prints_nothing_until_it_knows_the_answer() -> None:
-    r = run("params", "--capacity", "1000000000000000", "--error-rate", "1e-30")
+@pytest.mark.parametrize("capacity", ["1000000000000000", "1e300"])  # (past 2**64: an OverflowError inside)
+def test_params_prints_nothing_until_it_knows_the_answer(capacity: str) -> None:
+    r = run("params", "--capacity", capacity, "--error-rate", "1e-30")
     assert r.returncode == 2 and r.stdout == b""
     assert r.stderr.startswith(b"bloomline: error: ") and r.stderr.count(b"\n") == 1
 

@@ -269,7 +269,7 @@ def cmd_params(args: argparse.Namespace) -> int:
     for layout in ("blocked", "standard"):  # every row known before anything is printed
         try:
             rows.append((layout, optimal_params(args.capacity, args.error_rate, layout)))
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:  # (a capacity past 2**64 is an OverflowError)
             raise UsageError(str(exc)) from None
     sys.stdout.write(f"capacity {args.capacity:,}, error rate {args.error_rate:g}\n")
     sys.stdout.write(f"{'layout':10} {'num_bits':>16} {'memory':>11} {'bits/key':>9} {'k':>3} {'expected FP':>12}\n")
