@@ -36,7 +36,7 @@ from ..redis import RedisStages
 from ..redis._names import client_of
 from ..redis._wire import Script, Sender
 from ..redis._travel import attached_chain
-from .dupefilter import DEFAULT_ERROR_RATE, FRONT_SHARE, GROWTH, TIGHTENING
+from ._settings import DEFAULT_ERROR_RATE, FRONT_SHARE, GROWTH, TIGHTENING
 from .fingerprints import DEFAULT_RULE, rule as fingerprint_rule
 
 __all__ = ["ImportReport", "import_set"]

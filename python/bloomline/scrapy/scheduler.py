@@ -13,7 +13,8 @@ from typing import Any, Optional
 from scrapy.core.scheduler import Scheduler
 from scrapy.http import Request, Response
 
-from .dupefilter import REASON_JOBDIR, BloomDupeFilter, _CrawlStop, _Refused
+from ._crawl import REASON_JOBDIR, _CrawlStop, _Refused
+from .dupefilter import BloomDupeFilter
 from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalError, JournalUnwritable, RequestJournal
 
 __all__ = ["REASON_JOURNAL", "JournalDoneMiddleware", "JournalScheduler", "request_done", "request_yielded"]
@@ -292,7 +293,7 @@ class _JournalFailure(_CrawlStop):
 
 
 class _JournalRefusal(_CrawlStop):
-    """Stops the crawl whose journal cannot be read (dupefilter.py, _CrawlStop)."""
+    """Stops the crawl whose journal cannot be read (_crawl.py, _CrawlStop)."""
 
     label = "JournalScheduler"
     error_log = logger

@@ -1,0 +1,105 @@
+"""Stopping a crawl that a bloomline component cannot run: why (``_Refused``:
+a finish reason and one line), and how (``_CrawlStop``: one ERROR line, the
+finish reason, and exit status 1). The dupefilters and JournalScheduler
+stop a crawl this way."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional, cast
+
+from scrapy import signals
+from scrapy.utils.defer import deferred_from_coro
+
+logger = logging.getLogger("scrapy.dupefilters")  # the dupefilters' log, as Scrapy's own
+
+REASON_REDIS = "bloomline_redis_unavailable"
+REASON_SETTINGS = "bloomline_bad_settings"
+REASON_JOBDIR = "bloomline_damaged_jobdir"
+
+
+class _Refused(Exception):
+    """Why the filter cannot run: a finish reason and one line for the log."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class _CrawlStop:
+    """How a bloomline component that cannot run stops the crawl: one ERROR
+    line, a finish reason, and exit status 1 (the dupefilters when refused
+    or failed; JournalScheduler when its journal cannot be read)."""
+
+    label = "bloomline"
+    error_log = logger  # where the one ERROR line goes
+
+    def _init_stop(self) -> None:
+        self.crawler: Any = None
+        self.refused: Optional[_Refused] = None
+        self.failed = False  # the crawl must end with a non-zero exit
+        self._closed = False
+
+    def _watch(self, crawler: Any) -> None:
+        self.crawler = crawler
+        if crawler is None:
+            return
+        # weak=False: the filter may be gone (its scheduler closed) when the engine stops.
+        crawler.signals.connect(self._spider_opened, signal=signals.spider_opened, weak=False)
+        crawler.signals.connect(self._note_closed, signal=signals.spider_closed, weak=False)
+        crawler.signals.connect(self._engine_started, signal=signals.engine_started, weak=False)
+        crawler.signals.connect(self._mark_failed_crawl, signal=signals.engine_stopped, weak=False)
+
+    def _spider_opened(self, spider: Any) -> None:
+        # A refused filter stops the crawl from here, not by raising where it
+        # is made or opened: Scrapy 2.13 to 2.19 each follow such an
+        # exception with tracebacks of their own. Paused, the engine fetches
+        # nothing meanwhile.
+        if self.refused is not None:
+            self.error_log.error("%s", self.refused)
+            self.failed = True
+            self.crawler.engine.pause()  # closed once the engine runs (_engine_started)
+            return
+        self._opened(spider)
+
+    def _opened(self, spider: Any) -> None:
+        pass
+
+    def _close_spider(self, reason: str) -> None:
+        """Close the spider with this reason, and make the crawl exit 1."""
+        self.failed = True
+        engine = getattr(self.crawler, "engine", None)
+        if engine is None:
+            return
+        engine.pause()
+        if hasattr(engine, "close_spider_async"):  # Scrapy 2.14+
+            done = deferred_from_coro(engine.close_spider_async(reason=reason))
+        else:  # pragma: no cover - Scrapy 2.13
+            done = engine.close_spider(engine.spider, reason)
+        done.addErrback(lambda f: logger.error("%s: closing the spider failed: %s", self.label, f.value))
+
+    def _note_closed(self, spider: Any = None, reason: str = "") -> None:
+        self._closed = True
+        if self.failed:
+            # (engine_stopped does not follow every close: Scrapy 2.19 sends
+            # none when the spider closed as the engine started)
+            from twisted.internet import reactor  # here: importing it installs a reactor, Scrapy's to choose
+
+            cast(Any, reactor).callLater(0, self._mark_failed_crawl)
+
+    def _engine_started(self) -> None:
+        # A spider closed before the engine starts gets no engine_stopped
+        # (Scrapy 2.19): a refused filter closes it only now.
+        if self.refused is not None:
+            from twisted.internet import reactor  # here: importing it installs a reactor, Scrapy's to choose
+
+            cast(Any, reactor).callLater(0, self._close_spider, self.refused.reason)
+
+    def _mark_failed_crawl(self) -> None:
+        # Scrapy's crawl command exits 1 when a crawler has no spider after
+        # its crawl (crawler_process.bootstrap_failed); that is the one way a
+        # component can set the exit status (Scrapy 2.13 to 2.19). Done once
+        # the spider has closed and the engine is done with its signals (it
+        # keeps its own reference to the spider to finish closing).
+        if self.failed and self._closed and self.crawler is not None:
+            self.crawler.spider = None

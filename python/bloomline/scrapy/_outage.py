@@ -1,0 +1,269 @@
+"""The Redis dupefilter's outages, one state machine: a check or a health
+PING that finds Redis unreachable begins an outage and pauses the engine;
+each request that could not be checked is spilled to a local
+RequestJournal, never dropped; Redis is PINGed with backoff until it
+answers (the engine resumes and the spilled requests are checked again and
+scheduled) or until ``BLOOMLINE_REDIS_RETRY_TIMEOUT`` has passed (the
+spider closes with reason ``bloomline_redis_unavailable``, the spill kept
+for the next crawl of the spider, which checks it first)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Optional, Protocol, cast
+
+from scrapy.http import Request
+
+from .._units import noun
+from ._crawl import REASON_REDIS, logger
+from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal
+
+HEALTH_INTERVAL = 5.0  # seconds between PINGs while Redis is well (scrapy-redis's queue may fail first)
+_UNCHECKED = "bloomline_unchecked"  # request.meta key of a spilled request whose check was sent, unanswered
+
+
+class _Filter(Protocol):
+    """What the outage machine reads and calls on its filter."""
+
+    label: str
+    where: str  # Redis, as the log names it
+    key: str
+    server: Any
+    retry_timeout: float
+    crawler: Any
+    failed: bool
+    seen: Any
+
+    def fingerprint(self, request: Request) -> bytes: ...
+
+    def _inc(self, key: str) -> None: ...
+
+    def _set(self, key: str, value: Any) -> None: ...
+
+    def _close_spider(self, reason: str) -> None: ...
+
+
+class Outages:
+    """Outage detection, the spill of unchecked requests, the health probe
+    and the recheck, for one RedisBloomDupeFilter (see the module doc)."""
+
+    def __init__(self, dupefilter: _Filter, spill_dir: Path) -> None:
+        self.dupefilter = dupefilter
+        self.spill_dir = spill_dir
+        self.began: Optional[float] = None  # monotonic time the current outage began
+        # scrapy-redis: the scheduler pushes a new request to Redis after its
+        # check; the filter notes the last one here.
+        self.last_new: Optional[Request] = None
+        self._spill: Optional[RequestJournal] = None
+        self._probe_delay = 0.0
+        self._timer: Any = None
+        self._just_spilled: Optional[Request] = None
+        self._spider: Any = None
+
+    @property
+    def active(self) -> bool:
+        """Is Redis away now (an outage begun, not yet over)?"""
+        return self.began is not None
+
+    def was_just_spilled(self, request: Request) -> bool:
+        """Was this request the last one kept to check later (so not a
+        duplicate for Scrapy's log)? Asked once."""
+        if request is self._just_spilled:
+            self._just_spilled = None
+            return True
+        return False
+
+    # -- the spill ---------------------------------------------------------------------------
+
+    def keep(self, request: Request, *, sent: bool) -> bool:
+        """Spill the request to the local journal; True (the scheduler must
+        not queue it: scrapy-redis's queue is in the unreachable Redis)."""
+        if sent:
+            request.meta[_UNCHECKED] = True
+        try:
+            self._spill_journal().push(request)
+        except (ValueError, OSError) as e:
+            request.meta.pop(_UNCHECKED, None)
+            logger.warning("%s: cannot keep %s to check later (%s); queued unchecked", self.dupefilter.label, request,
+                           e)
+            return False
+        self.dupefilter._inc("bloomline/unchecked")
+        self._just_spilled = request
+        return True
+
+    def _spill_journal(self) -> RequestJournal:
+        if self._spill is None:
+            self.spill_dir.mkdir(parents=True, exist_ok=True)
+            path = self.spill_dir / f"{_file_safe(self.dupefilter.key)}.{os.getpid()}.unchecked.journal"
+            self._spill = RequestJournal(path, self._spider, fifo=True)
+        return self._spill
+
+    # -- outages -----------------------------------------------------------------------------
+
+    def begin(self, error: Exception) -> None:
+        """Redis is unreachable: pause the engine and probe it with backoff."""
+        df = self.dupefilter
+        if self.began is not None:
+            return
+        self.began = time.monotonic()
+        if self.last_new is not None:
+            # scrapy-redis pushes a new request right after its check; the
+            # last one's push may have met the outage first. Recorded but
+            # perhaps never queued: keep it to fetch again (at least once).
+            last, self.last_new = self.last_new, None
+            self.keep(last, sent=True)
+            self._just_spilled = None
+        logger.warning("%s: Redis at %s unreachable (%s); the crawl is paused while it is retried for up to %g s",
+                       df.label, df.where, error, df.retry_timeout)
+        engine = getattr(df.crawler, "engine", None)
+        if engine is not None:
+            engine.pause()
+        self._probe_delay = 0.1
+        self._schedule(self._probe_delay)
+
+    def _schedule(self, delay: float) -> None:
+        from twisted.internet import reactor  # here: importing it installs a reactor, Scrapy's to choose
+
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = cast(Any, reactor).callLater(delay, self._probe)
+
+    def _probe(self) -> None:
+        """PING Redis: every HEALTH_INTERVAL while it is well (scrapy-redis's
+        queue may fail where no check does), with backoff in an outage."""
+        import redis  # here: redis is optional; the local filter does without it
+
+        self._timer = None
+        df = self.dupefilter
+        if df.failed or self._spider is None:
+            return
+        try:
+            df.server.ping()
+        except redis.RedisError as e:
+            if self.began is None:
+                self.begin(e)
+                return
+            waited = time.monotonic() - self.began
+            if waited >= df.retry_timeout:
+                self.fail(f"Redis at {df.where} unreachable for {waited:.1f} s ({e})")
+                return
+            self._probe_delay = min(self._probe_delay * 2, 5.0)
+            self._schedule(min(self._probe_delay, max(df.retry_timeout - waited, 0.01)))
+            return
+        if self.began is not None:
+            logger.info("%s: Redis at %s is back after %.1f s", df.label, df.where, time.monotonic() - self.began)
+            self.began = None
+            engine = getattr(df.crawler, "engine", None)
+            if engine is not None:
+                engine.unpause()
+            self._recheck_spilled()
+        self._schedule(HEALTH_INTERVAL)
+
+    def fail(self, why: str) -> None:
+        """Redis is lost to this crawl: close the spider (reason
+        bloomline_redis_unavailable), keeping the spill for the next crawl."""
+        df = self.dupefilter
+        if df.failed:
+            return
+        df._set("bloomline/failed", why)
+        kept = f"; the requests it could not check are kept in {self.spill_dir} and checked when this spider " \
+               "crawls again" if self._spill is not None else ""
+        logger.error("%s: %s: closing the spider (reason %r)%s", df.label, why, REASON_REDIS, kept)
+        df._close_spider(REASON_REDIS)
+
+    # -- the recheck -------------------------------------------------------------------------
+
+    def _recheck_spilled(self) -> None:
+        """Schedule the requests this process kept while Redis was away, and
+        those an earlier crawl of this spider left (their files claimed by
+        renaming, so one process takes each)."""
+        df = self.dupefilter
+        journals: list[tuple[RequestJournal, Optional[Path]]] = []
+        if self._spill is not None:
+            journals.append((self._spill, None))
+            self._spill = None
+        if self.spill_dir.is_dir():
+            for path in sorted(self.spill_dir.glob(f"{_file_safe(df.key)}.*.unchecked.journal")):
+                if any(path == j.path for j, _ in journals):
+                    continue
+                claimed = path.with_name(f"{path.name}.{os.getpid()}.claimed")
+                try:
+                    os.rename(path, claimed)
+                except OSError:
+                    continue  # another process took it
+                try:
+                    journals.append((RequestJournal(claimed, self._spider, fifo=True), path))
+                except (ValueError, OSError) as e:  # no journal in it at all: left for a person to look at
+                    os.rename(claimed, path)
+                    logger.error("%s: cannot read the requests kept in %s: %s", df.label, path, e)
+        for journal, original in journals:
+            count = 0
+            while self.began is None and not df.failed:
+                try:
+                    request = journal.pop()
+                except JournalUnwritable:  # (a record it cannot make a request again, and cannot set aside)
+                    break
+                if request is None:
+                    break
+                rid = request.meta.pop(JOURNAL_META_ID)
+                # A spill journal that could not be written refuses done records:
+                # the request stays in it, checked again later (at least once).
+                with contextlib.suppress(JournalUnwritable):
+                    journal.done(rid)
+                count += 1
+                self._reschedule(request)
+            journal.close()
+            if len(journal) or self.began is not None or df.failed:
+                # Redis went away again: what is left stays for later.
+                os.rename(journal.path, original or journal.path)
+                continue
+            os.unlink(journal.path)
+            if count:
+                logger.info("%s: %d %s kept while Redis was away checked again (%s)", df.label, count,
+                            noun(count, "request"),
+                            (original or journal.path).name)
+
+    def _reschedule(self, request: Request) -> None:
+        import redis  # here: redis is optional; the local filter does without it
+
+        df = self.dupefilter
+        engine = df.crawler.engine
+        if request.meta.pop(_UNCHECKED, False):
+            # Its check reached Redis unanswered: it may be recorded. Fetch it
+            # regardless (at least once), and record it in case it was not.
+            try:
+                df.seen.add(df.fingerprint(request))
+            except redis.RedisError:
+                pass
+            request = request.replace(dont_filter=True)
+        engine.crawl(request)
+
+    # -- the crawl's life --------------------------------------------------------------------
+
+    def open(self, spider: Any) -> None:
+        """The spider opened: check what an earlier crawl spilled, then
+        start the health probe."""
+        self._spider = spider
+        if self._spill is not None:
+            self._spill.spider = spider
+        self._recheck_spilled()
+        self._schedule(HEALTH_INTERVAL)
+
+    def stop(self) -> None:
+        """The crawl is closing: no more probes; the spill is closed, kept
+        for the next crawl."""
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+        self._spider = None
+        if self._spill is not None:
+            self._spill.close()  # kept for the next crawl
+            self._spill = None
+
+
+def _file_safe(key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:100]

@@ -1,0 +1,314 @@
+"""The Redis dupefilter: one growing filter in Redis shared by every crawl
+process (a chain on ``RedisStages``), a drop-in for scrapy-redis's, with a
+local front filter for the fingerprints this process has already asked
+about. What happens when Redis fails is the outage machine's
+(``_outage.Outages``); the settings and the behaviour are documented in
+``dupefilter.py``, where users name this class."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
+
+from scrapy import signals
+from scrapy.http import Request
+from scrapy.utils.job import job_dir
+from scrapy.utils.project import data_path
+
+from .._units import noun
+from ..scalable import ChainMismatch, ScalableBloomFilter
+from ._base import _DupeFilter
+from ._crawl import REASON_REDIS, REASON_SETTINGS, _Refused, logger
+from ._outage import Outages
+from ._settings import (
+    DEFAULT_CAPACITY,
+    DEFAULT_ERROR_RATE,
+    DEFAULT_RETRY_TIMEOUT,
+    FRONT_SHARE,
+    GROWTH,
+    MAX_WAIT_TIMEOUT,
+    REDIS_DEFAULTS,
+    TIGHTENING,
+    _bool_setting,
+    _Config,
+    _float_setting,
+    _int_setting,
+    _mismatch,
+    _redis_client,
+    _redis_key,
+    _safe_url,
+)
+from .fingerprints import rule as fingerprint_rule
+
+if TYPE_CHECKING:
+    from .._core import Layout
+
+__all__ = ["RedisBloomDupeFilter"]
+
+FRONT_SEED = 0x9E3779B97F4A7C15  # not the Redis chain's seed: their false positives are independent
+
+
+class RedisBloomDupeFilter(_DupeFilter):
+    """Scrapy's (and scrapy-redis's) duplicate filter on a growing filter in
+    Redis shared by many crawl processes (see the module doc)."""
+
+    label = "RedisBloomDupeFilter"
+
+    def __init__(
+        self,
+        server: Any,
+        key: str,
+        debug: bool = False,
+        *,
+        fingerprinter: Any = None,
+        capacity: int = DEFAULT_CAPACITY,
+        error_rate: float = DEFAULT_ERROR_RATE,
+        layout: Layout = "blocked",
+        stats: Any = None,
+        persist: bool = False,
+        retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
+        backend: str = "auto",
+        spill_dir: Optional[str] = None,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
+    ) -> None:
+        """server: a redis-py client or URL; key: the chain's name in Redis;
+        persist: keep the filter when the crawl closes (else deleted);
+        retry_timeout: seconds of retrying an unreachable Redis before the
+        crawl stops; spill_dir: where requests that could not be checked
+        are kept (default: Scrapy's .scrapy/bloomline); wait_replicas,
+        wait_timeout: WAIT for that many replicas, that many seconds, after
+        each check that records a fingerprint."""
+        from ..redis import RedisStages  # here: redis is optional; the local filter does without it
+
+        self._init_common(fingerprinter, debug, stats)
+        if isinstance(server, str):
+            import redis  # here: redis is optional; the local filter does without it
+
+            self.where = _safe_url(server)
+            server = redis.Redis.from_url(server, **REDIS_DEFAULTS)
+        else:
+            kw = getattr(getattr(server, "connection_pool", None), "connection_kwargs", {})
+            self.where = (f"{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}" if "host" in kw
+                          else kw.get("path") or type(server).__name__)
+        self.server = server
+        self.key = key
+        self.persist = persist
+        self.retry_timeout = float(retry_timeout)
+        self.delete_on_close = not persist
+        self._target = error_rate
+        self._outages = Outages(self, Path(spill_dir) if spill_dir else Path(data_path("bloomline")))
+        self._queue_in_redis = False  # scrapy-redis: the scheduler pushes a new request to Redis after the check
+        self.redis_checks = 0  # checks the front filter could not answer: they went to Redis
+        # Two re-sends of a check whose reply was lost, then it is spilled;
+        # each answer is kept for twice the time those tries may take (the
+        # socket timeout's), so a re-send always finds it (answer_ttl_ms
+        # derived: 31 s with the 5 s default timeout).
+        self._stages = RedisStages(server, key, backend=backend, retries=2, wait_replicas=wait_replicas,
+                                   wait_timeout_ms=max(1, round(wait_timeout * 1000)))
+        self.not_durable = 0  # checks whose fingerprint too few replicas acknowledged in time
+        self._durable_warned = -math.inf  # monotonic time of the last such WARNING
+        # A filter imported from scrapy-redis's fingerprint set (bloomline
+        # redis import-set) keeps the rule its fingerprints were made by,
+        # and its first stage was sized for the set.
+        info = self._retrying(self._stages.info) or {}
+        imported = info.get("fingerprints")
+        if imported:
+            self._by_rule = fingerprint_rule(imported)
+            capacity = int(info["initial_capacity"])
+        # The chain and the front filter split the error budget, so that
+        # together they stay under error_rate.
+        self.seen = self._retrying(lambda: ScalableBloomFilter(
+            capacity, error_rate * (1 - FRONT_SHARE), growth=GROWTH, tightening=TIGHTENING, layout=layout,
+            store=self._stages, on_grow=self._grew))
+        self.front = ScalableBloomFilter(capacity, error_rate * FRONT_SHARE, growth=GROWTH, tightening=TIGHTENING,
+                                         layout=layout, seed=FRONT_SEED)
+        if self.seen.insert_count:
+            count, stages = self.seen.approx_count, self.seen.num_stages
+            source = (f" (imported from the set {info.get('imported_from', '?')!r}: requests are fingerprinted by "
+                      f"{imported}'s rule, as its fingerprints were)" if imported else "")
+            logger.info("%s: attached to the filter at Redis key %r%s: about %d %s seen, in %d %s", self.label, key,
+                        source, count, noun(round(count), "request"), stages, noun(stages, "stage"))
+
+    def _retrying(self, make: Callable[[], Any]) -> Any:
+        """make() retried with backoff for retry_timeout seconds while Redis
+        is unreachable (at open, before the crawl runs)."""
+        import redis  # here: redis is optional; the local filter does without it
+
+        deadline = time.monotonic() + self.retry_timeout
+        delay = 0.1
+        while True:
+            try:
+                return make()
+            except (redis.ConnectionError, redis.TimeoutError) as e:
+                if time.monotonic() + delay > deadline:
+                    raise _Refused(REASON_REDIS, f"{self.label}: Redis at {self.where} unreachable for "
+                                                 f"{self.retry_timeout:g} s: {e}") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    # -- building -------------------------------------------------------------------------
+
+    @classmethod
+    def _build(cls, settings: Any, spider_name: str, *, scrapy_redis: bool, crawler: Any = None,
+               key: Optional[str] = None) -> RedisBloomDupeFilter:
+        s = settings
+        jobdir = job_dir(s)
+        try:
+            config = _Config(s)
+            key = key or _redis_key(s, spider_name)
+            persist = _bool_setting(s, "SCHEDULER_PERSIST", False)
+            retry = _float_setting(s, "BLOOMLINE_REDIS_RETRY_TIMEOUT", DEFAULT_RETRY_TIMEOUT, 0.0, 86400.0, closed=True)
+            backend = s.get("BLOOMLINE_REDIS_BACKEND", "auto")
+            if backend not in ("auto", "module", "plain"):
+                raise _Refused(REASON_SETTINGS, f"BLOOMLINE_REDIS_BACKEND must be 'auto', 'module' or 'plain', "
+                                                f"got {backend!r}")
+            replicas = _int_setting(s, "BLOOMLINE_REDIS_REPLICAS", 0, 0)
+            # (under the 5 s socket timeout, less a second: WAIT holds the connection)
+            wait = _float_setting(s, "BLOOMLINE_REDIS_REPLICAS_TIMEOUT", 1.0, 0.0, MAX_WAIT_TIMEOUT, closed=False) \
+                if replicas else 1.0
+            server = _redis_client(s)
+            try:
+                self = cls(server, key, config.debug, fingerprinter=getattr(crawler, "request_fingerprinter", None),
+                           capacity=config.capacity, error_rate=config.error_rate, layout=config.layout,
+                           stats=getattr(crawler, "stats", None), persist=persist, retry_timeout=retry,
+                           backend=backend, spill_dir=jobdir, wait_replicas=replicas, wait_timeout=wait)
+            except ChainMismatch as e:
+                raise _mismatch(f"the filter at Redis key {key!r}", e, s, 1 - FRONT_SHARE) from None
+            except Exception as e:  # refused by the server (a key of another type, no memory, a bad backend)
+                import redis  # here: redis is optional; the local filter does without it
+
+                if not isinstance(e, (redis.RedisError, ValueError)):
+                    raise
+                raise _Refused(REASON_REDIS, f"RedisBloomDupeFilter cannot open the filter at Redis key {key!r}: "
+                                             f"{e}") from None
+        except _Refused as e:
+            if crawler is None:  # no crawl to stop: the caller hears it
+                raise ValueError(str(e)) from None
+            return cast("RedisBloomDupeFilter", cls._refused_filter(crawler, e))
+        # With Scrapy's scheduler and a JOBDIR the crawl is meant to resume: keep the filter.
+        self.delete_on_close = not persist and (scrapy_redis or not jobdir)
+        self._queue_in_redis = scrapy_redis
+        self._watch(crawler)
+        if crawler is not None:
+            crawler.signals.connect(self._spider_closed, signal=signals.spider_closed, weak=False)
+        return self
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> RedisBloomDupeFilter:
+        """Scrapy's scheduler (``DUPEFILTER_CLASS``)."""
+        spider = getattr(crawler, "spider", None)
+        return cls._build(crawler.settings, spider.name if spider is not None else "scrapy", scrapy_redis=False,
+                          crawler=crawler)
+
+    @classmethod
+    def from_spider(cls, spider: Any) -> RedisBloomDupeFilter:
+        """scrapy-redis's scheduler."""
+        return cls._build(spider.crawler.settings, spider.name, scrapy_redis=True, crawler=spider.crawler)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> RedisBloomDupeFilter:
+        """scrapy-redis's older entry point: a filter from settings alone, at
+        ``BLOOMLINE_REDIS_KEY`` (its %(spider)s is "scrapy"), else, as
+        scrapy-redis does, a key of its own, ``dupefilter:<timestamp>``.
+        Without a crawler there are no stats and no crawl to pause: a bad
+        setting raises ValueError, and a Redis outage raises from
+        request_seen."""
+        key = None if settings.get("BLOOMLINE_REDIS_KEY") else f"dupefilter:{int(time.time())}"
+        return cls._build(settings, "scrapy", scrapy_redis=False, key=key)
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def request_seen(self, request: Request) -> bool:
+        """True to drop the request. Answered by the front filter for
+        fingerprints this process has asked Redis about, else by one add to
+        the chain in Redis; while Redis is unreachable the request is
+        spilled (kept to check later), never dropped."""
+        import redis  # here: redis is optional; the local filter does without it
+
+        from ..redis import MissingKeyError, NotDurable
+
+        if self.refused is not None:
+            return False  # queued, never fetched: the crawl is closing
+        if self._outages.active or self.failed:
+            return self._outages.keep(request, sent=False)
+        fp = self.fingerprint(request)
+        if fp in self.front:
+            return True
+        try:
+            self.redis_checks += 1
+            new = self.seen.add(fp)
+        except NotDurable as e:
+            # Answered by the primary, not yet on enough replicas: a new page
+            # is fetched all the same (checking again would answer "seen").
+            new = e.new is None or bool(e.new[0]) or bool(e.unknown is not None and e.unknown[0])
+            self._not_durable(e)
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            self._outages.begin(e)
+            return self._outages.keep(request, sent=True)
+        except redis.RedisError as e:  # refused by the server (out of memory, a key of another type)
+            hint = ("; when several crawl processes share a key, set SCHEDULER_PERSIST = True, or the first to "
+                    "finish deletes the filter the others use") if isinstance(e, MissingKeyError) else ""
+            self._outages.fail(f"Redis at {self.where} refused a check: {e}{hint}")
+            return self._outages.keep(request, sent=True)
+        self.front.add(fp)
+        if new and self._queue_in_redis:
+            self._outages.last_new = request
+        return not new
+
+    def log(self, request: Request, spider: Any) -> None:
+        if self._outages.was_just_spilled(request):  # kept to check later: not a duplicate
+            return
+        super().log(request, spider)
+
+    def _more_stats(self) -> list[tuple[str, Any]]:
+        return [("bloomline/redis_checks", self.redis_checks)]
+
+    def _not_durable(self, error: Exception) -> None:
+        self.not_durable += 1
+        self._inc("bloomline/not_durable")
+        if time.monotonic() - self._durable_warned >= 60:
+            self._durable_warned = time.monotonic()
+            logger.warning("%s: a check at %s is not on BLOOMLINE_REDIS_REPLICAS replicas yet (%s); the crawl goes "
+                           "on, and %d such %s so far may be fetched again after a failover", self.label, self.where,
+                           error, self.not_durable, noun(self.not_durable, "check"))
+
+    # -- the crawl's life ----------------------------------------------------------------------
+
+    def _opened(self, spider: Any) -> None:
+        self._outages.open(spider)
+
+    def _spider_closed(self, spider: Any, reason: str) -> None:
+        self._outages.stop()
+        self._summary()
+
+    def clear(self) -> None:
+        """Delete the filter from Redis (scrapy-redis calls this on close
+        unless SCHEDULER_PERSIST); not after a Redis failure, whose crawl is
+        meant to be resumed."""
+        import redis  # here: redis is optional; the local filter does without it
+
+        if self.failed or self.refused is not None:
+            return
+        self._summary()
+        try:
+            self._stages.reset()
+        except redis.RedisError as e:
+            logger.warning("%s: could not delete the filter at Redis key %r: %s", self.label, self.key, e)
+            return
+        logger.info("%s: deleted the filter at Redis key %r (SCHEDULER_PERSIST is off)", self.label, self.key)
+
+    def close(self, reason: str = "") -> None:
+        """Scrapy's scheduler: summary, and the filter deleted unless it is
+        kept (SCHEDULER_PERSIST, a JOBDIR to resume, or a failed crawl)."""
+        if self.refused is not None:
+            return
+        self._outages.stop()
+        self._summary()
+        if self.delete_on_close:
+            self.clear()
+        elif not self.failed:
+            logger.info("%s: kept the filter at Redis key %r: a new crawl of this spider skips what it saw (delete "
+                        "it with bloomline.redis.RedisStages(url, key).reset())", self.label, self.key)
