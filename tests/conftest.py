@@ -159,6 +159,9 @@ class FaultProxy:
     - "stall": the reply is held `stall_s` seconds, then sent (to a client
       that may have given up), or with `then_cut` the connection is cut
       instead.
+
+    repoint(port) moves it to another server, as a failover moves a
+    service's address: open connections are cut, new ones go there.
     """
 
     MODES = ("cut_after", "cut_before", "drop", "stall")
@@ -173,6 +176,7 @@ class FaultProxy:
         self.seen = 0  # requests that qualified
         self.faults = 0
         self.lock = threading.Lock()
+        self.open: set[socket.socket] = set()  # both ends of each connection, for repoint
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", 0))
@@ -189,11 +193,14 @@ class FaultProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            try:
-                server = socket.create_connection(("127.0.0.1", self.target))
-            except OSError:
-                client.close()
-                continue
+            # Under the lock: a connection made while repoint runs is cut by it or goes to the new server.
+            with self.lock:
+                try:
+                    server = socket.create_connection(("127.0.0.1", self.target))
+                except OSError:
+                    client.close()
+                    continue
+                self.open.update((client, server))
             state = {"request": b"", "fault": None, "counted": False}  # per connection, since the last reply
             threading.Thread(target=self._requests, args=(client, server, state), daemon=True).start()
             threading.Thread(target=self._replies, args=(server, client, state), daemon=True).start()
@@ -207,8 +214,9 @@ class FaultProxy:
             self.faults += chosen
             return chosen
 
-    @staticmethod
-    def _close(*socks: socket.socket) -> None:
+    def _close(self, *socks: socket.socket) -> None:
+        with self.lock:
+            self.open.difference_update(socks)
         for s in socks:
             try:
                 s.shutdown(socket.SHUT_RDWR)
@@ -256,6 +264,12 @@ class FaultProxy:
             pass
         self._close(src, dst)
 
+    def repoint(self, port: int) -> None:
+        with self.lock:
+            self.target = port
+            cut = list(self.open)
+        self._close(*cut)
+
     def close(self) -> None:
         self.running = False
         self.listener.close()
@@ -267,6 +281,30 @@ def redis_client(redis_server: RedisServer) -> Iterator[object]:
     client = redis.Redis(host="127.0.0.1", port=redis_server.port)
     yield client
     client.close()
+
+
+def start_pair(tmp: Path, primary_args: list[str], replica_args: list[str]) -> tuple[RedisServer, RedisServer]:
+    """A primary and its replica (REPLICAOF), the replica's sync done."""
+    import redis
+
+    servers: list[RedisServer] = []
+    try:
+        for name, args in (("p", primary_args), ("r", replica_args)):
+            (tmp / name).mkdir()
+            servers.append(RedisServer(tmp / name, *args, *(
+                ("--replicaof", "127.0.0.1", str(servers[0].port)) if servers else ())))
+        with redis.Redis(host="127.0.0.1", port=servers[1].port) as r, \
+                redis.Redis(host="127.0.0.1", port=servers[0].port) as p:
+            wait_until(lambda: r.info("replication").get("master_link_status") == "up")
+            # Loaded too: a replica still loading its sync answers LOADING to MODULE LIST (then "not known").
+            wait_until(lambda: r.info("persistence").get("loading") == 0 and r.ping())
+            # Online, not only connected: ROLE (which the replica check reads) lists a replica once its sync is done.
+            wait_until(lambda: p.info("replication").get("slave0", {}).get("state") == "online")
+        return servers[0], servers[1]
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
 
 
 def start_cluster(tmp: Path, modules: list[str]) -> list[RedisServer]:

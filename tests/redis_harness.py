@@ -8,9 +8,18 @@ answer (its `new`, and the rest "seen") are held to exactly once too.
 Faults: a loopback proxy that stalls a reply past the socket timeout, drops
 one, or cuts the connection before or after a request runs (conftest's
 FaultProxy); SCRIPT FLUSH, again and again; DEL and EXPIRE of one of the
-filter's keys; eviction under a small maxmemory (allkeys-lru); and, on a
-3-master cluster, the slot of one of the filter's keys moved to another
-node while the adds run.
+filter's keys; eviction under a small maxmemory (allkeys-lru); the filter
+dropped and made again with the same parameters under the attached writers
+("replace": they must be refused, MissingKeyError); a primary and a replica,
+the workers behind a proxy (re-pointed as a failover moves an address) and
+waiting for the replica (wait_replicas=1): a reply lost, then the replica
+promoted and the old primary made its replica ("failover"; a batch that
+raised NotDurable is exempt: not safe by the contract, docs/DECISIONS.md
+"Redis: durability"); a replica without bloomline's module joined, then
+promoted ("nomodule", module backend only: the adds must raise there); and,
+on a 3-master cluster, the slot of one of the filter's keys moved to
+another node while the adds run, or that node out of memory for half a
+second (maxmemory just above its use, noeviction: "oom").
 
 tests/test_redis_harness.py runs every case once at a small scale in CI.
 The full runs (4 processes x 200,000 keys, 5 runs of each case) are
@@ -37,21 +46,33 @@ from typing import Any, Optional
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import FaultProxy, RedisServer, module_args, need  # noqa: E402
+from conftest import FaultProxy, RedisServer, module_args, need, wait_until  # noqa: E402
 
 PROXY_FAULTS = ("stall", "drop", "cut_before", "cut_after")
-SERVER_FAULTS = ("script_flush", "del", "expire", "evict")
-CLUSTER_FAULTS = ("migrate",)
-FAULTS = PROXY_FAULTS + SERVER_FAULTS + CLUSTER_FAULTS
+SERVER_FAULTS = ("script_flush", "del", "expire", "evict", "replace")
+PAIR_FAULTS = ("failover", "nomodule")  # a primary and a second server, the workers behind a proxy
+CLUSTER_FAULTS = ("migrate", "oom")
+FAULTS = PROXY_FAULTS + SERVER_FAULTS + PAIR_FAULTS + CLUSTER_FAULTS
 BACKENDS = ("module", "plain", "bf")
 KINDS = ("fixed", "chain")
 SOCKET_TIMEOUT = 1.0  # the workers' clients; a stall is longer
+WAIT_MS = 500  # a failover's WAIT timeout (the clients' socket timeout outlasts it by a second)
 BATCH = 1_000
+# A fault that takes its time (a slot moving, scripts flushed on a timer, a
+# key expiring 50 ms on, a replica syncing, half a second out of memory)
+# meets the adds while they run: they go at a set pace (else a small run's
+# adds may all be done by then).
+PACE_S = {"migrate": 0.01, "script_flush": 0.01, "del": 0.01, "expire": 0.01, "replace": 0.01, "oom": 0.05,
+          "failover": 0.05, "nomodule": 0.05}
+# Full syncs at once: Redis 7 waits 5 s for more replicas to share a diskless one.
+NO_SYNC_DELAY = ("--repl-diskless-sync-delay", "0")
 
 
 def cases() -> list[tuple[str, str, str]]:
-    """Every (backend, kind, fault) the harness drives (bf keeps no chain)."""
-    return [(b, k, f) for f in FAULTS for b in BACKENDS for k in KINDS if not (b == "bf" and k == "chain")]
+    """Every (backend, kind, fault) the harness drives: bf keeps no chain, and
+    only the module backend's commands are unknown to a server without it."""
+    return [(b, k, f) for f in FAULTS for b in BACKENDS for k in KINDS
+            if not (b == "bf" and k == "chain") and (f != "nomodule" or b == "module")]
 
 
 @dataclass
@@ -91,44 +112,47 @@ def _client(spec: Spec) -> Any:
     import redis
     from redis.cluster import RedisCluster
 
+    # WAIT holds the connection: the socket timeout must outlast it by a second.
+    timeout = SOCKET_TIMEOUT + WAIT_MS / 1000 if spec.fault == "failover" else SOCKET_TIMEOUT
     if spec.cluster:
-        return RedisCluster(host="127.0.0.1", port=spec.port, socket_timeout=SOCKET_TIMEOUT)
-    return redis.Redis(host="127.0.0.1", port=spec.port, socket_timeout=SOCKET_TIMEOUT)
+        return RedisCluster(host="127.0.0.1", port=spec.port, socket_timeout=timeout)
+    return redis.Redis(host="127.0.0.1", port=spec.port, socket_timeout=timeout)
 
 
 def _make(spec: Spec, client: Any, create: bool) -> Any:
     """The filter every process adds to: a fixed filter far larger than the
     keys, or a chain that grows (stages of keys/8 doubling), so that false
-    positives (under 1e-6 in all) cannot pass for a lost key."""
+    positives (under 1e-6 in all) cannot pass for a lost key. A failover's
+    adds wait for the replica."""
     from bloomline import ScalableBloomFilter
     from bloomline.redis import RedisBloomFilter, RedisStages
 
+    waits: dict[str, Any] = {"wait_replicas": 1, "wait_timeout_ms": WAIT_MS} if spec.fault == "failover" else {}
     if spec.kind == "fixed":
         if create:
             return RedisBloomFilter(client, "fleet", 10 * spec.keys, 1e-7, backend=spec.backend,
-                                    shards=None if spec.backend == "bf" else 4)
-        return RedisBloomFilter(client, "fleet", backend=spec.backend)
+                                    shards=None if spec.backend == "bf" else 4, **waits)
+        return RedisBloomFilter(client, "fleet", backend=spec.backend, **waits)
     return ScalableBloomFilter(max(1000, spec.keys // 8), 1e-8,
-                               store=RedisStages(client, "fleet", backend=spec.backend))
+                               store=RedisStages(client, "fleet", backend=spec.backend, **waits))
 
 
 def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
     """Add every key, in an order of this process's own, in batches; report
-    the keys found new (an UnknownOutcome's or MissingKeyError's `new`
-    counts) and the keys that a raising call had no answer for. The workers start
-    adding together (`start`, a barrier) and count their batches in
-    `progress` (a server fault strikes mid-run)."""
+    the keys found new (a raising call's `new` counts) and the keys that a
+    raising call had no answer for (its `unknown`; the whole batch when it
+    carries no facts, or raised NotDurable). The workers start adding
+    together (`start`, a barrier) and count their batches in `progress` (a
+    server fault strikes mid-run)."""
     import redis
 
-    from bloomline.redis import MissingKeyError, UnknownOutcome
+    from bloomline.redis import MissingKeyError, NotDurable, UnknownOutcome
+    from bloomline.redis._errors import facts
 
     try:
         f = _make(spec, _client(spec), create=False)
         sender = f._h.sender if spec.kind == "fixed" else f._store._sender
-        # A fault that takes its time (a slot moving, scripts flushed on a
-        # timer, a key expiring 50 ms on) meets the adds while they run: they
-        # go at a set pace (else a small run's adds may all be done by then).
-        pace = 0.01 if spec.fault in ("migrate", "script_flush", "del", "expire") else 0.0
+        pace = PACE_S.get(spec.fault, 0.0)
         start.wait(timeout=120)
         keys = np.random.default_rng(spec.seed * 100 + index).permutation(spec.keys).astype(np.uint64)
         new = np.zeros(spec.keys, dtype=bool)
@@ -139,18 +163,22 @@ def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
             batch = keys[lo : lo + BATCH]
             try:
                 flags = f.add_many(batch)
-            except (UnknownOutcome, MissingKeyError) as e:
-                errors[type(e).__name__] += 1
-                if e.new is not None and e.unknown is not None:
+            except NotDurable:
+                # Its keys are not safe by the contract: a failover may report
+                # them new again (docs/DECISIONS.md, "Redis: durability").
+                errors["NotDurable"] += 1
+                raised[batch.astype(np.int64)] = True
+            except redis.RedisError as e:  # also out of memory, an unreachable node...: every add error has facts
+                ours = isinstance(e, (UnknownOutcome, MissingKeyError))
+                errors[type(e).__name__ if ours else f"{type(e).__name__}: {str(e)[:60]}"] += 1
+                known, unknown = facts(e)
+                if known is not None and unknown is not None:
                     # What the error says it knows is held to exactly once
                     # too: only the keys it has no answer for are exempt.
-                    new[batch[e.new].astype(np.int64)] = True
-                    raised[batch[e.unknown].astype(np.int64)] = True
+                    new[batch[known].astype(np.int64)] = True
+                    raised[batch[unknown].astype(np.int64)] = True
                 else:
                     raised[batch.astype(np.int64)] = True
-            except redis.RedisError as e:  # out of memory, an unreachable node...: the call raised
-                errors[f"{type(e).__name__}: {str(e)[:60]}"] += 1
-                raised[batch.astype(np.int64)] = True
             else:
                 new[batch[flags].astype(np.int64)] = True
             with progress.get_lock():
@@ -211,27 +239,35 @@ def move_slot(ports: list[int], slot: int, pause: float = 0.0) -> tuple[int, int
 
 
 class _Strike(threading.Thread):
-    """A server fault, struck while the workers run."""
+    """A server fault, struck while the workers run. ports: the servers (a
+    pair's primary first); proxy: the one in front of them, for a pair."""
 
-    def __init__(self, spec: Spec, ports: list[int], progress: Any, batches: int) -> None:
+    def __init__(self, spec: Spec, ports: list[int], progress: Any, batches: int,
+                 proxy: Optional[FaultProxy] = None) -> None:
         super().__init__(daemon=True)
-        self.spec, self.ports, self.progress, self.batches = spec, ports, progress, batches
+        self.spec, self.ports, self.progress, self.batches, self.proxy = spec, ports, progress, batches, proxy
         self.stop = threading.Event()
         self.count = 0
+
+    def _due(self) -> bool:
+        # Mid-run: a failover once the proxy has lost its reply, the rest once a quarter of the batches are done.
+        if self.spec.fault == "failover":
+            return self.proxy is not None and self.proxy.faults >= 1
+        return bool(self.progress.value >= self.batches // 4)
 
     def run(self) -> None:
         import redis
 
         spec, key = self.spec, _target_key(self.spec)
-        # Strike once a quarter of the batches are done: mid-run.
-        while self.progress.value < self.batches // 4 and not self.stop.wait(0.005):
+        while not self._due() and not self.stop.wait(0.005):
             pass
-        client = redis.Redis(host="127.0.0.1", port=self.ports[0])
+        clients = [redis.Redis(host="127.0.0.1", port=p) for p in self.ports]
+        client = clients[0]
         try:
             if spec.fault == "script_flush":
                 while True:
-                    for p in self.ports:
-                        redis.Redis(host="127.0.0.1", port=p).script_flush()
+                    for c in clients:
+                        c.script_flush()
                     self.count += 1
                     if self.stop.wait(0.1):
                         break
@@ -244,6 +280,46 @@ class _Strike(threading.Thread):
                 client.config_set("maxmemory-policy", "allkeys-lru")
                 client.config_set("maxmemory", used + 50_000)
                 self.count += 1
+            elif spec.fault == "replace":
+                self._replace(client)
+            elif spec.fault == "failover":
+                assert self.proxy is not None
+                # As a Sentinel would, at once: the replica promoted, the
+                # workers' address moved to it, the old primary its replica.
+                clients[1].execute_command("REPLICAOF", "NO", "ONE")
+                self.proxy.repoint(self.ports[1])
+                client.execute_command("REPLICAOF", "127.0.0.1", self.ports[1])
+                self.count += 1
+            elif spec.fault == "nomodule":
+                assert self.proxy is not None
+                bare = clients[1]
+                bare.execute_command("REPLICAOF", "127.0.0.1", self.ports[0])
+                try:
+                    wait_until(lambda: bare.info("replication").get("master_link_status") == "up"
+                               and bare.info("persistence").get("loading") == 0)
+                except AssertionError:
+                    return  # never synced, never promoted: no fault struck, and the case fails
+                self.stop.wait(0.2)  # adds replicated to it meanwhile, which it drops
+                bare.execute_command("REPLICAOF", "NO", "ONE")
+                self.proxy.repoint(self.ports[1])
+                self.count += 1
+            elif spec.fault == "oom":
+                from redis.cluster import key_slot
+
+                node = redis.Redis(host="127.0.0.1", port=slot_owner(self.ports, key_slot(key.encode())))
+                clients.append(node)
+                node.config_set("maxmemory-policy", "noeviction")
+                # Just above its use: the next adds' kept answers pass it, and it refuses writes from then on.
+                node.config_set("maxmemory", int(node.info("memory")["used_memory"]) + 1_000)
+                self.count += 1
+                # Out of memory for half a second from its first refusal: the use read may have held buffers
+                # the server has since freed, so the adds may take a moment to pass the limit.
+                deadline = time.monotonic() + 5
+                while ("errorstat_OOM" not in node.info("errorstats") and time.monotonic() < deadline
+                       and not self.stop.wait(0.01)):
+                    pass
+                self.stop.wait(0.5)
+                node.config_set("maxmemory", 0)
             elif spec.fault == "migrate":
                 from redis.cluster import key_slot
 
@@ -251,6 +327,27 @@ class _Strike(threading.Thread):
                 self.count += 1
         except redis.RedisError:
             pass
+        finally:
+            for c in clients:
+                c.close()
+
+    def _replace(self, client: Any) -> None:
+        """Drop the filter and make it again, the same parameters, under the
+        attached workers (who must be refused from then on)."""
+        import warnings
+
+        from bloomline.redis import RedisBloomFilter, RedisStages
+
+        if self.spec.kind == "fixed":
+            RedisBloomFilter.drop(client, "fleet")
+        else:
+            RedisStages(client, "fleet").reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            made = _make(self.spec, client, create=True)
+        if self.spec.kind == "chain":
+            made.add(self.spec.keys)  # a chain's stage 0 is made by its first add: a key no worker adds
+        self.count += 1
 
 
 def run(spec: Spec, tmp: Path, procs: int = 4) -> Outcome:
@@ -268,21 +365,37 @@ def run(spec: Spec, tmp: Path, procs: int = 4) -> Outcome:
 
             servers = start_cluster(tmp, mods)
             spec.cluster = True
+        elif spec.fault == "failover":
+            from conftest import start_pair
+
+            servers = list(start_pair(tmp, [*mods, *NO_SYNC_DELAY], [*mods, *NO_SYNC_DELAY]))
+        elif spec.fault == "nomodule":
+            # The replica-to-be has no module, and joins mid-run (the replica check at attaching cannot see it).
+            for name, args in (("p", [*mods, *NO_SYNC_DELAY]), ("r", [])):
+                (tmp / name).mkdir()
+                servers.append(RedisServer(tmp / name, *args))
         else:
             servers = [RedisServer(tmp, *mods)]
         ports = [s.port for s in servers]
         spec.port = ports[0]
-        with warnings.catch_warnings():
+        with _client(spec) as maker, warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _make(spec, _client(spec), create=True)
+            _make(spec, maker, create=True)
+        batches = procs * -(-spec.keys // BATCH)
         if spec.fault in PROXY_FAULTS:
             proxy = FaultProxy(ports[0], spec.fault, every=7, limit=6, min_bytes=2_000,
                                stall_s=SOCKET_TIMEOUT * 1.5)
+        elif spec.fault in PAIR_FAULTS:
+            # The workers' one address, re-pointed to the promoted replica; a
+            # failover's proxy first loses one batch's reply, a quarter in.
+            proxy = FaultProxy(ports[0], "drop", every=max(1, batches // 4), limit=int(spec.fault == "failover"),
+                               min_bytes=2_000)
+        if proxy:
             spec.port = proxy.port
         ctx = mp.get_context("spawn")
         q = ctx.Queue()
         progress = ctx.Value("i", 0)
-        strike = _Strike(spec, ports, progress, procs * -(-spec.keys // BATCH))
+        strike = _Strike(spec, ports, progress, batches, proxy)
         together = ctx.Barrier(procs)
         workers = [ctx.Process(target=worker, args=(spec, i, q, progress, together)) for i in range(procs)]
         for w in workers:
@@ -309,7 +422,7 @@ def run(spec: Spec, tmp: Path, procs: int = 4) -> Outcome:
         outcome.never_new = int(((counts == 0) & ~raised_any).sum())
         outcome.raised_keys = int(raised_any.sum())
         outcome.raised_batches = sum(outcome.errors.values())
-        outcome.faults = proxy.faults if proxy else strike.count
+        outcome.faults = (proxy.faults if proxy else 0) + strike.count
     finally:
         if proxy:
             proxy.close()
@@ -370,8 +483,11 @@ def write_results(rows: list[list[Outcome]], keys: int, total: int, minutes: flo
         "when it says nothing: those keys are exempt, the caller was told to treat them as new); the keys a "
         "raising call did answer are held to exactly once too. "
         "The faults: a reply stalled past the socket timeout, dropped, the connection cut before or after the "
-        "command ran (a loopback proxy); the scripts flushed; a key deleted, expired or evicted; a cluster slot "
-        "migrated mid-run. " + ("Every run held." if ok else "**Some runs failed** (new twice or never new).")
+        "command ran (a loopback proxy); the scripts flushed; a key deleted, expired or evicted; the filter "
+        "dropped and made again under the writers; a failover after a lost reply (wait_replicas=1; a batch that "
+        "raised NotDurable is exempt); a replica without the module joined and promoted; a cluster slot migrated "
+        "mid-run, or a master out of memory for half a second. "
+        + ("Every run held." if ok else "**Some runs failed** (new twice or never new).")
         + done,
         "",
     ]

@@ -14,26 +14,11 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
-from conftest import RedisServer, module_args, wait_until  # noqa: E402
+from conftest import RedisServer, module_args, start_pair, wait_until  # noqa: E402
 
 from bloomline import ScalableBloomFilter  # noqa: E402
 from bloomline.redis import NotDurable, RedisBloomFilter, RedisStages  # noqa: E402
 
-
-
-def start_pair(tmp: Path, primary_args: list[str], replica_args: list[str]) -> tuple[RedisServer, RedisServer]:
-    (tmp / "p").mkdir()
-    (tmp / "r").mkdir()
-    primary = RedisServer(tmp / "p", *primary_args)
-    replica = RedisServer(tmp / "r", *replica_args, "--replicaof", "127.0.0.1", str(primary.port))
-    r = redis.Redis(port=replica.port)
-    wait_until(lambda: r.info("replication").get("master_link_status") == "up")
-    # Loaded too: a replica still loading its sync answers LOADING to MODULE LIST (then "not known").
-    wait_until(lambda: r.info("persistence").get("loading") == 0 and r.ping())
-    p = redis.Redis(port=primary.port)
-    # Online, not only connected: ROLE (which the replica check reads) lists a replica once its sync is done.
-    wait_until(lambda: p.info("replication").get("slave0", {}).get("state") == "online")
-    return primary, replica
 
 
 @pytest.fixture
