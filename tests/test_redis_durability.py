@@ -14,7 +14,7 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
-from conftest import RedisServer, module_args, start_pair, wait_until  # noqa: E402
+from conftest import FaultProxy, RedisServer, module_args, start_pair, wait_until  # noqa: E402
 
 from bloomline import ScalableBloomFilter  # noqa: E402
 from bloomline.redis import NotDurable, RedisBloomFilter, RedisStages  # noqa: E402
@@ -202,3 +202,36 @@ def test_a_failover_to_a_replica_without_the_module_raises_instead_of_starting_a
     finally:
         replica.stop()
         primary.stop()
+
+
+@pytest.mark.parametrize("backend", ["module", "plain"])
+def test_a_wait_that_would_reach_another_server_after_a_failover_is_not_durable(tmp_path: Path, backend: str) -> None:
+    """The add lands on a primary with no replica; before its WAIT, its
+    address moves (a failover: the proxy now leads to another primary, whose
+    replica acknowledges everything). A WAIT on a new connection would count
+    that other server's replica: the add must raise NotDurable instead."""
+    other, other_replica = start_pair(tmp_path, module_args(backend), module_args(backend))
+    (tmp_path / "lone").mkdir()
+    lone = RedisServer(tmp_path / "lone", *module_args(backend))
+    proxy = FaultProxy(lone.port, "stall", every=10**9)  # (never stalls: only a place to re-point)
+    try:
+        for server in (lone, other):  # the same filter on both, as a failover leaves it
+            RedisBloomFilter(redis.Redis(port=server.port), "f", 20_000, 0.001, backend=backend)
+        client = redis.Redis(port=proxy.port, socket_timeout=5)
+        f = RedisBloomFilter(client, "f", backend=backend, wait_replicas=1, wait_timeout_ms=300)
+        sender = f._h.sender
+        real = sender.replicated
+
+        def moved(routes: Any) -> Any:
+            proxy.repoint(other.port)  # between the add's reply and its WAIT
+            return real(routes)
+
+        sender.replicated = moved  # type: ignore[method-assign]
+        with pytest.raises(NotDurable, match="the connection the add went out on was lost or replaced") as e:
+            f.add_many(["a", "b", "c"])
+        assert e.value.new is not None and e.value.new.all()  # answered new by the lone primary, which has them
+        assert redis.Redis(port=lone.port).exists(*f.shard_keys())
+    finally:
+        proxy.close()
+        for s in (lone, other, other_replica):
+            s.stop()

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -247,6 +248,7 @@ class Sender:
                              f"{max(0, math.floor(1000 * (float(timeout) - _SAFETY_S)))}, or a longer socket_timeout")
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
+        self._local = threading.local()  # each thread's last connection to each node (_wrote_on)
         # What the rules met: MOVED, ASK, TRYAGAIN..., NOSCRIPT, "lost"
         # (a connection fault), "resent" (a write sent again after one).
         self.stats: Counter[str] = Counter()
@@ -267,16 +269,19 @@ class Sender:
 
     # -- one round trip per node ----------------------------------------------------------
 
-    @staticmethod
-    def _exchange(pool: Any, payloads: list[tuple[bytes, bool]]) -> tuple[list[Any], Optional[Exception], bool]:
-        """Write the payloads on one connection and read their replies.
-        Returns the replies read (an error reply as its exception), the
-        connection fault that stopped it, and whether anything was sent."""
+    def _exchange(self, pool: Any, payloads: list[tuple[bytes, bool]],
+                  conn: Any = None) -> tuple[list[Any], Optional[Exception], bool]:
+        """Write the payloads on one connection (the pool's, or `conn`, held
+        by the caller) and read their replies. Returns the replies read (an
+        error reply as its exception), the connection fault that stopped it,
+        and whether anything was sent."""
         replies: list[Any] = []
-        try:
-            conn = pool.get_connection()  # (it may connect)
-        except (_redis.ConnectionError, _redis.TimeoutError) as e:
-            return replies, e, False
+        held = conn is not None
+        if not held:
+            try:
+                conn = pool.get_connection()  # (it may connect)
+            except (_redis.ConnectionError, _redis.TimeoutError) as e:
+                return replies, e, False
         try:
             try:
                 conn.connect()  # nothing has left yet: a failure here sent nothing
@@ -290,12 +295,20 @@ class Sender:
                     if ask:
                         conn.read_response()  # +OK
                     replies.append(_read(conn))
+                self._wrote_on(pool, conn)
                 return replies, None, True
             except (_redis.ConnectionError, _redis.TimeoutError, OSError) as e:
                 conn.disconnect()
                 return replies, e if isinstance(e, _redis.RedisError) else _redis.ConnectionError(str(e)), True
         finally:
-            pool.release(conn)
+            if not held:
+                pool.release(conn)
+
+    def _wrote_on(self, pool: Any, conn: Any) -> None:
+        """Keep, for this thread, the connection (and its socket) that last
+        carried an exchange to a node: a WAIT proves something only on it."""
+        if self.wait_replicas:
+            self._local.__dict__.setdefault("last", {})[id(pool)] = (conn, getattr(conn, "_sock", None))
 
     # -- the rules ------------------------------------------------------------------------
 
@@ -330,6 +343,7 @@ class Sender:
                 st.maybe_ran, st.first_sent = job.writes, first_sent
             time.sleep(_FIRST_PAUSE_S)
             return self._run(jobs, states, faults=1)
+        self._wrote_on(pool, conn)
         pool.release(conn)
         codes = [_error_code(r) if isinstance(r, _REPLY_ERRORS) else "" for r in replies]
         if not any(code in _REDIRECTED for code in codes):
@@ -428,25 +442,41 @@ class Sender:
         the writes of its own connection, and a batch may have gone out on
         others (a re-send after a fault, one that got its kept answer and
         wrote nothing): a short-lived write on the WAIT's connection first
-        covers everything the node wrote before it."""
+        covers everything the node wrote before it. So the WAIT goes out on
+        the very connection (and socket) this thread's add last used to that
+        node, and only once: after a fault, or on a connection replaced or
+        reconnected since (a failover moves an address: a new connection may
+        reach the promoted replica, which acknowledges a WAIT for writes it
+        never had), the add is not known to be on a replica."""
         fewest, why = self.wait_replicas, ""
         nodes: dict[Any, tuple[Any, bytes]] = {}
         for route in routes:
             node = self.client.get_node_from_key(route) if self.cluster else None
             nodes.setdefault(getattr(node, "name", None), (node, route))
+        last: dict[int, tuple[Any, Any]] = self._local.__dict__.get("last", {})
         for node, route in nodes.values():
             mark = pack(Job(route, b"SET", (sibling(route.decode(), ":wait"),), (b"", b"PX", 1000)))
             wait = pack(Job(route, b"WAIT", (), (self.wait_replicas, self.wait_timeout_ms)))
             acked: Any = None
-            for attempt in range(self.retries + 1):  # (sent again whole: the mark is harmless twice)
-                if attempt:
-                    time.sleep(min(_FIRST_PAUSE_S * 2**attempt, _MAX_PAUSE_S))
-                replies, fault, _sent = self._exchange(self._pool(node), [(mark, False), (wait, False)])
-                if fault is None:
-                    acked = replies[1]
-                    break
-                self.stats["lost"] += 1
-                why = f"the WAIT's connection failed ({fault})"
+            pool = self._pool(node)
+            try:
+                conn = pool.get_connection()  # (it may reconnect: caught below by its socket)
+            except (_redis.ConnectionError, _redis.TimeoutError) as e:
+                conn, why = None, f"the WAIT's connection failed ({e})"
+            if conn is not None:
+                try:
+                    if last.get(id(pool)) != (conn, getattr(conn, "_sock", None)):
+                        why = ("the connection the add went out on was lost or replaced before its WAIT (a failover "
+                               "moves an address): whether the add is on a replica is not known")
+                    else:
+                        replies, fault, _sent = self._exchange(pool, [(mark, False), (wait, False)], conn=conn)
+                        if fault is None:
+                            acked = replies[1]
+                        else:
+                            self.stats["lost"] += 1
+                            why = f"the WAIT's connection failed ({fault})"
+                finally:
+                    pool.release(conn)
             if isinstance(acked, Exception):
                 acked, why = 0, f"WAIT was refused ({acked})"
             elif acked is not None:
