@@ -17,7 +17,6 @@ node), so each step below is one atomic command:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
