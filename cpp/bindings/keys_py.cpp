@@ -131,10 +131,8 @@ Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what) {
 // ---------------------------------------------------------------------------
 // Batches
 
-namespace {
-
-// Hash one element of a batch. Errors name its place ("keys[3] must be ...");
-// the name is built only on failure, by hashing again: the same error recurs.
+// The name of element i is built only on failure, by hashing again: the
+// same error recurs.
 Hash128 hash_item(PyObject* item, std::uint64_t seed, const char* param, std::size_t index) {
     try {
         return hash_key(item, seed, "key");
@@ -144,7 +142,7 @@ Hash128 hash_item(PyObject* item, std::uint64_t seed, const char* param, std::si
     }
 }
 
-}  // namespace
+void throw_current_error() { throw_current(); }
 
 void raise_value_error(const std::string& msg) { throw_py(PyExc_ValueError, msg); }
 
@@ -296,15 +294,6 @@ bool nan_is_null_in(py::handle keys) {
     return k != "f" && k != "c";
 }
 
-// Visit each element of a list or tuple, or an object array's, as fn(item, i)
-// with a strong reference held: reading a key may run Python code (a
-// subclass's methods, __index__, __class__, a buffer export) that changes
-// the container, so the item array and the length are read afresh for each
-// element, and a list whose length changed is an error, never a stale
-// pointer. The key objects of a large list lie scattered over the heap, and
-// reading each is a cache miss: object i + 8 is asked for while i is read.
-// How many elements a list, a tuple or an array has (an array's of every
-// dimension: a 0-d array has one).
 Py_ssize_t element_count(PyObject* seq, bool array) {
     if (!array) return PySequence_Fast_GET_SIZE(seq);
     const auto* a = py::detail::array_proxy(seq);
@@ -313,66 +302,9 @@ Py_ssize_t element_count(PyObject* seq, bool array) {
     return size;
 }
 
-template <class Fn>
-void for_each_element(PyObject* seq, const char* param, Fn&& fn) {
-    const bool array = is_ndarray(seq);
-    auto length = [&]() { return element_count(seq, array); };
-    const Py_ssize_t n = length();
-    constexpr Py_ssize_t kAhead = 8;
-    for (Py_ssize_t i = 0;; ++i) {
-        const Py_ssize_t now = length();
-        if (now != n)
-            throw_py(PyExc_RuntimeError, std::string(param) + " changed size during the call (from " +
-                                             std::to_string(n) + " to " + std::to_string(now) + " keys)");
-        if (i == n) return;
-        PyObject** items = array ? reinterpret_cast<PyObject**>(py::detail::array_proxy(seq)->data)
-                                 : PySequence_Fast_ITEMS(seq);
-        if (i + kAhead < n) {
-            const char* ahead = reinterpret_cast<const char*>(items[i + kAhead]);
-            __builtin_prefetch(ahead, 0, 3);
-            __builtin_prefetch(ahead + 64, 0, 3);
-        }
-        const py::object item = py::reinterpret_borrow<py::object>(items[i]);
-        fn(item.ptr(), static_cast<std::size_t>(i));
-    }
-}
-
-std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param,
-                                   std::vector<std::uint8_t>* valid) {
-    PyObject* obj = keys.ptr();
-    std::vector<Hash128> hashes;
-    const bool nan_null = !is_ndarray(keys) && nan_is_null_in(keys);
-    // Hash item i into hashes[i]. A null is left out there (valid[i] = 0)
-    // with valid given, else refused by its index.
-    auto hash_at = [&](PyObject* item, std::size_t i) {
-        if (is_null(item, nan_null)) {
-            if (valid == nullptr) raise_value_error(null_error(param, i));
-            (*valid)[i] = 0;
-            return;
-        }
-        hashes[i] = hash_item(item, seed, param, i);
-    };
-    const bool listed = is_ndarray(keys) || PyList_Check(obj) || PyTuple_Check(obj);  // object arrays: C-contiguous
-    if (!is_ndarray(keys)) refuse_single_key(obj, param);
-    if (listed) {
-        hashes.resize(static_cast<std::size_t>(element_count(obj, is_ndarray(keys))));
-        if (valid != nullptr) valid->assign(hashes.size(), 1);
-        for_each_element(obj, param, hash_at);
-        return hashes;
-    }
-    // Any other iterable: None kept in place (a zero hash) and marked.
-    py::object iter = iterate(keys, param);
-    for (std::size_t i = 0;; ++i) {
-        PyObject* item = PyIter_Next(iter.ptr());
-        if (item == nullptr) {
-            if (PyErr_Occurred()) throw_current();
-            return hashes;
-        }
-        py::object hold = py::reinterpret_steal<py::object>(item);
-        hashes.emplace_back();
-        if (valid != nullptr) valid->push_back(1);
-        hash_at(item, i);
-    }
+void raise_changed_size(const char* param, Py_ssize_t from, Py_ssize_t to) {
+    throw_py(PyExc_RuntimeError, std::string(param) + " changed size during the call (from " + std::to_string(from) +
+                                     " to " + std::to_string(to) + " keys)");
 }
 
 void refuse_single_key(PyObject* obj, const char* param) {
@@ -394,6 +326,14 @@ py::object iterate(py::handle keys, const char* param) {
 
 bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size_t max, std::size_t* index,
                std::vector<Hash128>* out, Nulls nulls, bool nan_is_null) {
+    // read_batch's element rule; a null left out (nulls="skip") takes no place.
+    struct Chunk {
+        std::uint64_t seed;
+        const char* param;
+        std::vector<Hash128>* out;
+        void key(PyObject* item, std::size_t i) { out->push_back(hash_item(item, seed, param, i)); }
+        void null(std::size_t) {}
+    } chunk{seed, param, out};
     out->clear();
     while (out->size() < max) {
         PyObject* item = PyIter_Next(iter.ptr());
@@ -402,12 +342,7 @@ bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size
             return false;
         }
         py::object hold = py::reinterpret_steal<py::object>(item);
-        const std::size_t i = (*index)++;
-        if (is_null(item, nan_is_null)) {
-            if (nulls == Nulls::skip) continue;
-            raise_value_error(null_error(param, i));
-        }
-        out->push_back(hash_item(item, seed, param, i));
+        read_element(item, (*index)++, param, nulls, nan_is_null, chunk);
     }
     return true;
 }
@@ -554,22 +489,15 @@ void append_int_bulk(KeyItems* items, std::uint64_t v) {
 }
 }  // namespace
 
-KeyItems key_items(py::handle keys, const char* param, Nulls nulls) {
+namespace {
+
+// read_batch's visitor that collects each key's bytes by the key rules.
+struct BytesVisitor {
+    const char* param;
+    Nulls nulls;
     KeyItems items;
-    const bool nan_null = !is_ndarray(keys) && nan_is_null_in(keys);  // the null rule of hash_iterable
-    auto add_object = [&](PyObject* item, std::size_t i) {
-        if (is_null(item, nan_null)) {
-            if (nulls == Nulls::raise) raise_value_error(null_error(param, i));
-            items.valid[i] = 0;
-            return;
-        }
-        const std::string what = std::string(param) + "[" + std::to_string(i) + "]";
-        visit_key(
-            item, what.c_str(), [&](const void* p, std::size_t n) { append_bulk(&items, p, n); },
-            [&](std::uint64_t v) { append_int_bulk(&items, v); });
-    };
-    if (is_ndarray(keys)) {
-        ArrayKeys a = prepare_array(keys, 0, param);
+
+    KeyItems array(ArrayKeys& a) {
         items.shape = a.shape;
         items.valid.assign(a.n, 1);
         const unsigned char* p = a.data();
@@ -588,7 +516,7 @@ KeyItems key_items(py::handle keys, const char* param, Nulls nulls) {
                 for (std::size_t i = 0; i < a.n; ++i)
                     append_bulk(&items, p + i * a.itemsize, strip_trailing_nuls(p + i * a.itemsize, a.itemsize));
                 break;
-            case 'U': {
+            default: {  // 'U'
                 const std::size_t chars = a.itemsize / 4;
                 std::vector<unsigned char> utf8(4 * chars + 1);
                 for (std::size_t i = 0; i < a.n; ++i) {
@@ -600,28 +528,23 @@ KeyItems key_items(py::handle keys, const char* param, Nulls nulls) {
                                           "] is not encodable as UTF-8 (code point " + std::to_string(bad) + ")");
                     append_bulk(&items, utf8.data(), static_cast<std::size_t>(len));
                 }
-                break;
             }
-            default:  // object arrays: element by element
-                for_each_element(a.arr.ptr(), param, add_object);
-                return items;
         }
-        return items;
+        return std::move(items);
     }
-    if (std::unique_ptr<ArrowInput> arrow = read_arrow(keys, param)) {
-        const std::size_t n = arrow->size();
+
+    KeyItems arrow(ArrowInput& in) {
+        const std::size_t n = in.size();
         items.valid.assign(n, 1);
         items.shape = {static_cast<py::ssize_t>(n)};
-        if (nulls == Nulls::raise && arrow->first_null() < n) raise_value_error(null_error(param, arrow->first_null()));
-        for (std::size_t c = 0; c < arrow->columns.size(); ++c) {
-            const ArrowColumn& col = arrow->columns[c];
+        if (nulls == Nulls::raise && in.first_null() < n) raise_value_error(null_error(param, in.first_null()));
+        for (std::size_t c = 0; c < in.columns.size(); ++c) {
+            const ArrowColumn& col = in.columns[c];
             for (std::size_t j = 0; j < col.length; ++j) {
-                const std::size_t i = arrow->starts[c] + j;
+                const std::size_t i = in.starts[c] + j;
                 if (!col.valid(j)) {
                     items.valid[i] = 0;
-                    continue;
-                }
-                if (is_bytes(col)) {
+                } else if (is_bytes(col)) {
                     const ByteSpan b = bytes_at(col, col.offset + j);
                     append_bulk(&items, b.data, b.size);
                 } else {
@@ -629,27 +552,30 @@ KeyItems key_items(py::handle keys, const char* param, Nulls nulls) {
                 }
             }
         }
-        return items;
+        return std::move(items);
     }
-    refuse_single_key(keys.ptr(), param);
-    if (PyList_Check(keys.ptr()) || PyTuple_Check(keys.ptr())) {
-        items.valid.assign(static_cast<std::size_t>(PySequence_Fast_GET_SIZE(keys.ptr())), 1);
-        for_each_element(keys.ptr(), param, add_object);
-    } else {
-        py::object iter = iterate(keys, param);
-        for (std::size_t i = 0;; ++i) {
-            PyObject* item = PyIter_Next(iter.ptr());
-            if (item == nullptr) {
-                if (PyErr_Occurred()) throw_current();
-                break;
-            }
-            py::object hold = py::reinterpret_steal<py::object>(item);
-            items.valid.push_back(1);
-            add_object(item, i);
-        }
+
+    void reserve(std::size_t n) { items.valid.reserve(n); }
+    void key(PyObject* item, std::size_t i) {
+        const std::string what = std::string(param) + "[" + std::to_string(i) + "]";
+        visit_key(
+            item, what.c_str(), [&](const void* p, std::size_t n) { append_bulk(&items, p, n); },
+            [&](std::uint64_t v) { append_int_bulk(&items, v); });
+        items.valid.push_back(1);
     }
-    items.shape = {static_cast<py::ssize_t>(items.valid.size())};
-    return items;
+    void null(std::size_t) { items.valid.push_back(0); }
+
+    KeyItems objects(const std::vector<py::ssize_t>& shape) {
+        items.shape = shape;
+        return std::move(items);
+    }
+};
+
+}  // namespace
+
+KeyItems key_items(py::handle keys, const char* param, Nulls nulls) {
+    BytesVisitor v{param, nulls, {}};
+    return read_batch(keys, 0, param, nulls, v);
 }
 
 }  // namespace bloomline::py_keys

@@ -94,10 +94,6 @@ std::string hash_unicode(const ArrayKeys& a, std::uint64_t seed, const char* par
 // object of a dtype whose missing value is NaN (nan_is_null_in).
 bool is_null(PyObject* item, bool nan_is_null);
 bool nan_is_null_in(py::handle keys);
-// Hash lists, tuples, iterables and object arrays (GIL held). A null is
-// left out (valid[i] = 0) with valid given, else a ValueError naming it.
-std::vector<Hash128> hash_iterable(py::handle keys, std::uint64_t seed, const char* param,
-                                   std::vector<std::uint8_t>* valid = nullptr);
 // A str, bytes or int where a batch belongs: TypeError saying so.
 void refuse_single_key(PyObject* obj, const char* param);
 // An iterator over keys (TypeError if keys is not iterable, or is one key).
@@ -143,6 +139,105 @@ struct ArrowInput {
 // none (or their producer cannot export them, such as pandas without
 // pyarrow: those keys are iterated instead).
 std::unique_ptr<ArrowInput> read_arrow(py::handle keys, const char* param);
+
+// Hash one element of a batch; errors name its place ("keys[3] must be ...").
+Hash128 hash_item(PyObject* item, std::uint64_t seed, const char* param, std::size_t index);
+
+// ---- the one batch reader ---------------------------------------------------
+//
+// read_batch walks a batch of any input kind by the key rules and hands
+// each part to a visitor. The two visitors (hash the keys: with_batch_hashes;
+// collect their bytes for a server that takes keys: key_items) differ only
+// in what they do with a key; the walking, the null rule and the errors are
+// the same for both because they are written once, here. A visitor has:
+//   R array(ArrayKeys&)       a NumPy array of fixed-width keys, or of hashes ('H')
+//   R arrow(ArrowInput&)      an Arrow column (its nulls are in its validity)
+//   void reserve(n)           the element count, when it is known up front
+//   void key(PyObject*, i)    element i of a list, tuple, object array or iterable
+//   void null(i)              element i is a null and nulls="skip" (with "raise", the reader raises)
+//   R objects(shape)          after the last element
+[[noreturn]] void throw_current_error();
+
+// How many elements a list, a tuple or an array has (an array's of every
+// dimension: a 0-d array has one).
+Py_ssize_t element_count(PyObject* seq, bool array);
+[[noreturn]] void raise_changed_size(const char* param, Py_ssize_t from, Py_ssize_t to);
+
+// Visit each element of a list or tuple, or an object array's, as fn(item, i)
+// with a strong reference held: reading a key may run Python code (a
+// subclass's methods, __index__, __class__, a buffer export) that changes
+// the container, so the item array and the length are read afresh for each
+// element, and a list whose length changed is an error, never a stale
+// pointer. The key objects of a large list lie scattered over the heap, and
+// reading each is a cache miss: object i + 8 is asked for while i is read.
+template <class Fn>
+void for_each_element(PyObject* seq, bool array, const char* param, Fn&& fn) {
+    const Py_ssize_t n = element_count(seq, array);
+    constexpr Py_ssize_t kAhead = 8;
+    for (Py_ssize_t i = 0;; ++i) {
+        const Py_ssize_t now = element_count(seq, array);
+        if (now != n) raise_changed_size(param, n, now);
+        if (i == n) return;
+        PyObject** items = array ? reinterpret_cast<PyObject**>(py::detail::array_proxy(seq)->data)
+                                 : PySequence_Fast_ITEMS(seq);
+        if (i + kAhead < n) {
+            const char* ahead = reinterpret_cast<const char*>(items[i + kAhead]);
+            __builtin_prefetch(ahead, 0, 3);
+            __builtin_prefetch(ahead + 64, 0, 3);
+        }
+        const py::object item = py::reinterpret_borrow<py::object>(items[i]);
+        fn(item.ptr(), static_cast<std::size_t>(i));
+    }
+}
+
+// One element by the null rule: v.key, or v.null (nulls="skip"), or a
+// ValueError naming it.
+template <class V>
+void read_element(PyObject* item, std::size_t i, const char* param, Nulls nulls, bool nan_is_null, V& v) {
+    if (!is_null(item, nan_is_null)) return v.key(item, i);
+    if (nulls == Nulls::raise) raise_value_error(null_error(param, i));
+    v.null(i);
+}
+
+// The elements of a list, tuple, object array or other iterable, in order;
+// returns how many were read.
+template <class V>
+std::size_t read_objects(py::handle keys, const char* param, Nulls nulls, bool nan_is_null, V& v) {
+    PyObject* obj = keys.ptr();
+    const bool array = is_ndarray(keys);  // object arrays: made C-contiguous
+    if (array || PyList_Check(obj) || PyTuple_Check(obj)) {
+        const auto n = static_cast<std::size_t>(element_count(obj, array));
+        v.reserve(n);
+        for_each_element(obj, array, param,
+                         [&](PyObject* item, std::size_t i) { read_element(item, i, param, nulls, nan_is_null, v); });
+        return n;
+    }
+    py::object iter = iterate(keys, param);
+    for (std::size_t i = 0;; ++i) {
+        PyObject* item = PyIter_Next(iter.ptr());
+        if (item == nullptr) {
+            if (PyErr_Occurred()) throw_current_error();
+            return i;
+        }
+        py::object hold = py::reinterpret_steal<py::object>(item);
+        read_element(item, i, param, nulls, nan_is_null, v);
+    }
+}
+
+// seed: the filter's (arrays of hashes made with another are refused).
+template <class V>
+auto read_batch(py::handle keys, std::uint64_t seed, const char* param, Nulls nulls, V& v) {
+    if (is_ndarray(keys)) {
+        ArrayKeys a = prepare_array(keys, seed, param);
+        if (a.kind != 'O') return v.array(a);
+        read_objects(a.arr, param, nulls, false, v);
+        return v.objects(a.shape);
+    }
+    if (std::unique_ptr<ArrowInput> arrow = read_arrow(keys, param)) return v.arrow(*arrow);
+    refuse_single_key(keys.ptr(), param);
+    const std::size_t n = read_objects(keys, param, nulls, nan_is_null_in(keys), v);
+    return v.objects({static_cast<py::ssize_t>(n)});
+}
 
 // The bytes of each key of a batch by the key rules, as RESP bulk strings
 // in batch order (for a server that takes keys, not hashes: RedisBloom's
@@ -205,70 +300,92 @@ void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
 // arrays are hashed first without it, on up to `threads` threads; lists,
 // iterables and object arrays are hashed first, with it. body is called
 // once, with every key (or every key that is not null, nulls="skip").
-template <class Out = bool, class Body>
-py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const char* param, Body body,
-                                   Nulls nulls = Nulls::raise, unsigned threads = 1) {
-    std::vector<Hash128> hashes;
+// This is read_batch's hashing visitor.
+template <class Out, class Body>
+struct HashVisitor {
+    std::uint64_t seed;
+    const char* param;
+    Nulls nulls;
+    unsigned threads;
+    Body& body;
+    std::vector<Hash128> hashes;  // of the elements read one by one
     std::vector<std::uint8_t> valid;
-    std::vector<py::ssize_t> shape;
-    if (is_ndarray(keys)) {
-        ArrayKeys a = prepare_array(keys, seed, param);
-        if (a.kind != 'O') {
-            py::array_t<Out> result(a.shape);
-            Out* out = result.mutable_data();
-            std::string error;
-            {
-                // Safe without the GIL: `a.arr` keeps the keys' memory alive,
-                // and a filter's memory never moves.
-                py::gil_scoped_release nogil;
-                if (a.kind == 'U') {
-                    // Hashed in one pass, then used in place: the array is
-                    // four times its text, and is read once.
-                    hashes.resize(a.n);
-                    error = hash_unicode(a, seed, param, hashes.data(), useful_threads(threads, a.n));
-                    Prehashed hashed{hashes.data()};
-                    if (error.empty()) body(hashed, a.n, out);
-                } else {
-                    with_array_source(a, seed, [&](auto source) { body(source, a.n, out); });
-                }
+    bool any_null = false;
+
+    py::array_t<Out> array(ArrayKeys& a) {
+        py::array_t<Out> result(a.shape);
+        Out* out = result.mutable_data();
+        std::string error;
+        {
+            // Safe without the GIL: `a.arr` keeps the keys' memory alive,
+            // and a filter's memory never moves.
+            py::gil_scoped_release nogil;
+            if (a.kind == 'U') {
+                // Hashed in one pass, then used in place: the array is
+                // four times its text, and is read once.
+                hashes.resize(a.n);
+                error = hash_unicode(a, seed, param, hashes.data(), useful_threads(threads, a.n));
+                Prehashed hashed{hashes.data()};
+                if (error.empty()) body(hashed, a.n, out);
+            } else {
+                with_array_source(a, seed, [&](auto source) { body(source, a.n, out); });
             }
-            if (!error.empty()) raise_value_error(error);
-            return result;
         }
-        shape = a.shape;
-        hashes = hash_iterable(a.arr, seed, param, nulls == Nulls::skip ? &valid : nullptr);
-    } else if (std::unique_ptr<ArrowInput> arrow = read_arrow(keys, param)) {
-        const std::size_t n = arrow->size();
+        if (!error.empty()) raise_value_error(error);
+        return result;
+    }
+
+    py::array_t<Out> arrow(ArrowInput& in) {
+        const std::size_t n = in.size();
         py::array_t<Out> result(static_cast<py::ssize_t>(n));
         Out* out = result.mutable_data();
         std::size_t null_at = n;
         {
             py::gil_scoped_release nogil;
-            null_at = arrow->first_null();
+            null_at = in.first_null();
             if (null_at == n) {
-                arrow->with_source(seed, [&](auto& src) { body(src, n, out); });
+                in.with_source(seed, [&](auto& src) { body(src, n, out); });
             } else if (nulls == Nulls::skip) {
-                const std::vector<std::uint8_t> ok = arrow->valid();
-                arrow->with_source(seed, [&](auto& src) { skip_nulls(src, n, ok.data(), out, body); });
+                const std::vector<std::uint8_t> ok = in.valid();
+                in.with_source(seed, [&](auto& src) { skip_nulls(src, n, ok.data(), out, body); });
             }
         }
         if (null_at < n && nulls == Nulls::raise) raise_value_error(null_error(param, null_at));
         return result;
-    } else {
-        hashes = hash_iterable(keys, seed, param, nulls == Nulls::skip ? &valid : nullptr);
-        shape = {static_cast<py::ssize_t>(hashes.size())};
     }
-    py::array_t<Out> result(shape);
-    Out* out = result.mutable_data();
-    {
+
+    void reserve(std::size_t n) {
+        hashes.reserve(n);
+        valid.reserve(n);
+    }
+    void key(PyObject* item, std::size_t i) {
+        hashes.push_back(hash_item(item, seed, param, i));
+        valid.push_back(1);
+    }
+    void null(std::size_t) {
+        hashes.emplace_back();
+        valid.push_back(0);
+        any_null = true;
+    }
+
+    py::array_t<Out> objects(const std::vector<py::ssize_t>& shape) {
+        py::array_t<Out> result(shape);
+        Out* out = result.mutable_data();
         py::gil_scoped_release nogil;
         Prehashed hash_at{hashes.data()};
-        if (std::find(valid.begin(), valid.end(), 0) != valid.end())
+        if (any_null)
             skip_nulls(hash_at, hashes.size(), valid.data(), out, body);
         else
             body(hash_at, hashes.size(), out);
+        return result;
     }
-    return result;
+};
+
+template <class Out = bool, class Body>
+py::array_t<Out> with_batch_hashes(py::handle keys, std::uint64_t seed, const char* param, Body body,
+                                   Nulls nulls = Nulls::raise, unsigned threads = 1) {
+    HashVisitor<Out, Body> v{seed, param, nulls, threads, body, {}, {}, false};
+    return read_batch(keys, seed, param, nulls, v);
 }
 
 // The hashes of a batch as hash_many's array (its dtype carrying the seed):
