@@ -1,4 +1,4 @@
-"""Blocked adds come in two forms (block_add.hpp): "blind", which sets a
+"""Blocked adds come in two forms (layout_blocked.hpp): "blind", which sets a
 key's k bits without looking first (k unrolled up to 16, a loop above), and
 "look first", which writes nothing for a key already present. Each chunk of
 2048 keys takes the form its predecessor's keys called for: blind while at

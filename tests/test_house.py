@@ -1,10 +1,13 @@
-"""The house rules of bloomline.redis, read from its source (docs/ARCHITECTURE.md):
-its modules import in one direction, never inside a function, and no
-module but a backend's own and the registry knows a backend by name."""
+"""The house rules, read from the source (docs/ARCHITECTURE.md): the C++ core's
+files include only their floor and those below, and the blocked layout has one
+home; bloomline.redis's modules import in one direction, never inside a
+function, and no module but a backend's own and the registry knows a backend
+by name."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -62,3 +65,55 @@ def test_no_module_but_the_backends_compares_with_a_backend_name(name: str) -> N
             names = [c.value for c in [node.left, *node.comparators]
                      if isinstance(c, ast.Constant) and c.value in ("bf", "module", "plain")]
             assert not names, f"{name} compares with backend name {names[0]!r} at line {node.lineno}"
+
+
+# ---- the C++ core: its floors, read from docs/ARCHITECTURE.md ---------------
+
+ROOT = Path(__file__).resolve().parent.parent
+CORE = ROOT / "cpp"
+
+
+def core_floors() -> dict[str, int]:
+    """Each core file's floor (1..5), from the "where" column of
+    ARCHITECTURE.md's layer table: `cpp/include/bloomline/{a,b}.hpp` and
+    `cpp/src/{a,b}.cpp` name the headers and sources of a layer."""
+    floors: dict[str, int] = {}
+    for line in (ROOT / "docs" / "ARCHITECTURE.md").read_text().splitlines():
+        m = re.match(r"\| (\d) \|", line)
+        if not m or int(m.group(1)) > 5:
+            continue
+        for d, names, ext in re.findall(r"`cpp/(include/bloomline|src)/\{?([\w,]+)\}?\.(hpp|cpp)`", line):
+            for name in names.split(","):
+                floors[f"{d}/{name}.{ext}"] = int(m.group(1))
+    return floors
+
+
+def core_files() -> list[str]:
+    return sorted(str(p.relative_to(CORE)) for p in [*CORE.glob("include/bloomline/*.hpp"), *CORE.glob("src/*.cpp")])
+
+
+def test_every_core_file_has_its_floor_in_the_architecture() -> None:
+    floors = core_floors()
+    assert [f for f in core_files() if f not in floors] == []
+    assert [f for f in floors if not (CORE / f).exists()] == []
+
+
+@pytest.mark.parametrize("name", core_files())
+def test_core_files_include_only_their_floor_and_those_below(name: str) -> None:
+    floors = core_floors()
+    own = floors[name]
+    for inc in re.findall(r'#include "bloomline/(\w+\.hpp)"', (CORE / name).read_text()):
+        assert floors[f"include/bloomline/{inc}"] <= own, f"{name} (floor {own}) includes {inc}"
+
+
+def test_one_home_for_the_blocked_layout() -> None:
+    """The blocked layout's offsets (the remix powers, the top 9 bits) and
+    its block choice are computed in its class's files only: every other
+    file asks BlockedLayout."""
+    home = {"include/bloomline/layout_blocked.hpp", "src/layout_blocked.cpp"}
+    for name in core_files() + [str(p.relative_to(CORE)) for p in CORE.glob("bindings/*")]:
+        if name in home:
+            continue
+        text = (CORE / name).read_text()
+        for pattern in ("kRemixPowers", ">> 55", "kBlockRemix", "mul_hi(h.h1", "mul_hi(h1"):
+            assert pattern not in text, f"{name} computes the blocked layout itself ({pattern!r})"

@@ -4,7 +4,7 @@ AVX2 path and on the portable one (BLOOMLINE_SIMD=portable).
 - The integer batch hash, for every integer width and every length (the
   AVX2 loop takes four keys per step, so lengths that are not a multiple of
   four exercise its tail).
-- The blocked layout's batch lookups (block_lookup.hpp), which test eight
+- The blocked layout's batch lookups (layout_blocked.hpp, .cpp), which test eight
   offsets per AVX2 step and hash keys 16 at a time, 32 ahead of the test:
   for k across the eight-lane boundaries, every batch length around those
   steps, and every key source (integer and string arrays, lists, threads).

@@ -57,7 +57,7 @@ PYBIND11_MODULE(_core, m) {
     });
     m.attr("__version__") = BLOOMLINE_VERSION;
     // The SIMD code this process uses for the integer batch hash
-    // (hash_batch.hpp) and blocked lookups (block_lookup.hpp): "avx2" or
+    // (hash_batch.hpp) and blocked lookups (layout_blocked.hpp): "avx2" or
     // "portable" (no AVX2, not x86, or BLOOMLINE_SIMD=portable).
     m.attr("simd_level") = bloomline::simd_level_name(bloomline::simd_level());
     // The locks of files mapped for writing (file.hpp): "ofd", any number

@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 
 #include "args_py.hpp"
+#include "bloomline/layout_blocked.hpp"
 #include "bloomline/sizing.hpp"
 #include "register.hpp"
 
@@ -10,6 +11,9 @@ namespace bloomline {
 namespace py = pybind11;
 
 void register_sizing(py::module_& m) {
+    // The blocked layout's block, for Python code that reads a payload by
+    // blocks (bloomline.analysis) or checks a size (bloomline.sizing).
+    m.attr("BLOCK_BITS") = BlockedLayout::kBits;
     m.def(
         "optimal_params",
         [](py::handle capacity, py::handle error_rate, py::handle layout) {

@@ -3,128 +3,19 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <vector>
+
+#include "bloomline/layout_blocked.hpp"
+#include "bloomline/layout_standard.hpp"
 
 namespace bloomline {
 
 namespace {
 
 constexpr double kLn2 = 0.69314718055994530942;
-constexpr double kTwoPi = 6.28318530717958647693;
-
-double fp_standard(double n, double m, double k) { return std::pow(-std::expm1(-k * n / m), k); }
-
-// Probability that a foreign key's k bits are all set in a block that holds
-// j keys: E[(X/512)^k], X the number of distinct bits hit by j*k uniform
-// draws. The occupancy distribution of X is built ball by ball (a DP over
-// 513 states) and cached per k; the cache only grows, under a mutex.
-class BlockOccupancy {
-public:
-    double fp(std::uint32_t k, std::size_t j) {
-        std::lock_guard<std::mutex> lock(mu_);
-        Table& t = tables_[k];
-        if (t.occ.empty()) {
-            t.occ.assign(kBlockBits + 1, 0.0);
-            t.occ[0] = 1.0;
-            t.fp_by_j.push_back(0.0);  // j = 0: an empty block answers no
-        }
-        while (t.fp_by_j.size() <= j) {
-            for (std::uint32_t ball = 0; ball < k; ++ball) add_ball(t.occ);
-            double e = 0.0;
-            for (unsigned x = 1; x <= kBlockBits; ++x) e += t.occ[x] * std::pow(static_cast<double>(x) / kBlockBits, k);
-            t.fp_by_j.push_back(e);
-        }
-        return t.fp_by_j[j];
-    }
-
-private:
-    struct Table {
-        std::vector<double> occ;      // P(X = x) after fp_by_j.size() - 1 keys
-        std::vector<double> fp_by_j;  // fp for a block with j keys
-    };
-    static void add_ball(std::vector<double>& p) {
-        for (unsigned x = kBlockBits; x > 0; --x)
-            p[x] = p[x] * x / kBlockBits + p[x - 1] * (kBlockBits - x + 1) / kBlockBits;
-        p[0] = 0.0;
-    }
-    std::mutex mu_;
-    std::map<std::uint32_t, Table> tables_;
-};
-
-BlockOccupancy& occupancy() {
-    static BlockOccupancy o;
-    return o;
-}
-
-// A block whose k * j draws exceed this many is treated with the mean-fill
-// formula (1 - (1 - 1/512)^(j k))^k instead of the exact occupancy
-// distribution: at 24 draws per bit the fill's variance is about
-// e^-24 / 512, and the two formulas agree to about 1e-10. So the exact
-// table, built on first need per k, never grows past 24 * 512 draws.
-constexpr double kExactDraws = 24.0 * kBlockBits;
-
-// (1 + t) log(1 + t) - t, without cancellation for small t ("bd0" in
-// Loader's algorithm for the Poisson and binomial densities).
-double bd0(double t) {
-    if (std::fabs(t) >= 0.1) return (1 + t) * std::log1p(t) - t;
-    // sum over n >= 2 of (-1)^n t^n / (n (n - 1))
-    double term = t * t, sum = 0.0;
-    for (int n = 2; n < 40; ++n) {
-        const double add = term / (n * (n - 1.0));
-        sum += add;
-        if (std::fabs(add) < 1e-18 * std::fabs(sum)) break;
-        term *= -t;
-    }
-    return sum;
-}
-
-// log P(J = j) for J ~ Poisson(lambda). The direct form j log(lambda) -
-// lambda - lgamma(j + 1) subtracts numbers near j log j, which for j of
-// 1e17 are 4e18 and leave nothing of the result; for large j it is written
-// as -lambda bd0((j - lambda) / lambda) - log(2 pi j) / 2 - stirlerr(j).
-double log_poisson(double j, double lambda) {
-    // The direct form for small loads, and for any load when lambda is tiny
-    // (there bd0's argument (j - lambda) / lambda overflows: NaN for n near 0).
-    if (j < 16 || lambda < 1.0) return j * std::log(lambda) - lambda - std::lgamma(j + 1.0);
-    const double stirlerr = 1.0 / (12 * j) - 1.0 / (360 * j * j * j);  // lgamma(j+1) - Stirling, to 1e-12
-    return -lambda * bd0((j - lambda) / lambda) - 0.5 * std::log(kTwoPi * j) - stirlerr;
-}
-
-// The Poisson mixture over block loads; see the header. The loads within
-// 14 standard deviations of lambda hold all but about 1e-40 of the mass;
-// they are summed every `step` loads (a Riemann sum of a smooth density:
-// exact to far below double precision while a step is under a sixteenth of
-// a standard deviation), so a call takes at most a few hundred terms for
-// any n up to 2**64.
-double fp_blocked(double n, double m, double k) {
-    const double blocks = m / kBlockBits;
-    const double lambda = n / blocks;
-    if (lambda <= 0) return 0.0;
-    const auto ki = static_cast<std::uint32_t>(k);
-    const double log_clear_per_key = k * std::log1p(-1.0 / kBlockBits);
-    const double exact_loads = std::floor(kExactDraws / k);
-    const double sd = std::sqrt(lambda);
-    const double step = std::max(1.0, std::floor(sd / 16));
-    const double lo = std::max(0.0, std::floor(lambda - 14 * sd - 10));
-    const double hi = std::ceil(lambda + 14 * sd + 30);
-    double sum = 0.0;
-    // Each load from its index (not by adding step again and again: above
-    // 2**53 that sum rounds at every step, and the grid drifts off step).
-    const auto count = static_cast<std::uint64_t>((hi - lo) / step) + 1;
-    for (std::uint64_t i = 0; i < count; ++i) {
-        const double j = lo + static_cast<double>(i) * step;
-        const double pmf = std::exp(log_poisson(j, lambda));
-        const double f = j <= exact_loads ? occupancy().fp(ki, static_cast<std::size_t>(j))
-                                          : std::pow(-std::expm1(j * log_clear_per_key), k);
-        sum += pmf * f;
-    }
-    return std::min(sum * step, 1.0);
-}
 
 double fp_any(double n, double m, std::uint32_t k, Layout layout) {
-    return layout == Layout::blocked ? fp_blocked(n, m, k) : fp_standard(n, m, k);
+    return layout == Layout::blocked ? BlockedLayout::fp_rate(n, m, k) : StandardLayout::fp_rate(n, m, k);
 }
 
 // Best k and its rate: the rate is unimodal in k, so walk up while it falls.
@@ -204,7 +95,7 @@ Params optimal_params(double capacity, double error_rate, Layout layout) {
             const double k_real = m / n * kLn2;
             const std::uint32_t k_lo = static_cast<std::uint32_t>(std::clamp(std::floor(k_real), 1.0, 64.0));
             const std::uint32_t k_hi = static_cast<std::uint32_t>(std::clamp(std::ceil(k_real), 1.0, 64.0));
-            const double f_lo = fp_standard(n, m, k_lo), f_hi = fp_standard(n, m, k_hi);
+            const double f_lo = StandardLayout::fp_rate(n, m, k_lo), f_hi = StandardLayout::fp_rate(n, m, k_hi);
             const std::uint32_t k = f_hi < f_lo ? k_hi : k_lo;
             const double f = std::min(f_lo, f_hi);
             if (f <= error_rate) {

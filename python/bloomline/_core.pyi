@@ -46,6 +46,8 @@ simd_level: str
 # The locks of files mapped for writing: "ofd" (any number of writers per file, Linux) or
 # "flock" (one writer per file at a time, a second refused with ValueError: macOS).
 file_locks: str
+# Slots per block of the blocked layout (512: one cache line of bits).
+BLOCK_BITS: int
 
 class CapacityWarning(UserWarning): ...
 

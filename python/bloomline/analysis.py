@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._core import BloomFilter, CapacityWarning
-from .sizing import false_positive_rate
+from .sizing import BLOCK_BITS, false_positive_rate
 
 if TYPE_CHECKING:
     from ._core import Layout
@@ -52,7 +52,6 @@ __all__ = [
     "plot_residuals",
 ]
 
-BLOCK_BITS = 512
 _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint16)
 # 97.5% quantiles of Student's t, by degrees of freedom (1..30); beyond, 1.96.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Params", "ParamsArrays", "bits_per_key", "false_positive_rate", "optimal_num_hashes", "optimal_params"]
 
-BLOCK_BITS = 512
+BLOCK_BITS: int = _core.BLOCK_BITS  # the blocked layout's block, as the core has it
 
 
 class Params(NamedTuple):

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "bloomline/block_add.hpp"
+#include "bloomline/layout_blocked.hpp"
 #include "bloomline/bloom_filter.hpp"
 #include "bloomline/filter_io.hpp"
 #include "bloomline/sizing.hpp"
@@ -103,9 +103,9 @@ TEST("blocked adds: the blind and look-first forms set the same bits and report 
     std::vector<std::uint64_t> a(blocks * kBlockWords), b(blocks * kBlockWords), c(blocks * kBlockWords);
     std::unique_ptr<bool[]> na(new bool[keys.size()]), nb(new bool[keys.size()]), nc(new bool[keys.size()]);
     const BatchKeys bk{keys.data(), {}};
-    const AddCounts ca = add_blocked(a.data(), blocks, k, bk, keys.size(), AddForm::blind, na.get());
-    const AddCounts cb = add_blocked(b.data(), blocks, k, bk, keys.size(), AddForm::look_first, nb.get());
-    const AddCounts cc = add_blocked(c.data(), blocks, k, bk, keys.size(), AddForm::shared, nc.get());
+    const AddCounts ca = BlockedLayout::add_batch(a.data(), blocks, k, bk, keys.size(), AddForm::blind, na.get());
+    const AddCounts cb = BlockedLayout::add_batch(b.data(), blocks, k, bk, keys.size(), AddForm::look_first, nb.get());
+    const AddCounts cc = BlockedLayout::add_batch(c.data(), blocks, k, bk, keys.size(), AddForm::shared, nc.get());
     CHECK(a == b);
     CHECK(a == c);
     CHECK(ca.bits == cb.bits && ca.keys == cb.keys && ca.bits == cc.bits && ca.keys == cc.keys);

@@ -4,12 +4,15 @@
 //
 // Batches: every add and lookup of a batch goes through the stream
 // (stream.hpp). The blocked layout has compiled loops of its own
-// (block_add.hpp, block_lookup.hpp); the standard layout uses the filter's
-// slot stream, which prefetches a key's k lines.
+// (BlockedLayout::add_batch, contains_batch); the standard layout uses the
+// filter's slot stream, which prefetches a key's k lines. How a key's bits
+// are found, tested and set is its layout's (layout_blocked.hpp,
+// layout_standard.hpp).
 //
 // Threads: lookups never lock. Writes (add, add_keys, clear, |=, &=) hold a
 // mutex, taken per chunk of kWriterChunk keys, so writers on several threads
-// take turns. Under the mutex a set is a plain load/or/store (bits.hpp).
+// take turns. Under the mutex a set is a plain load/or/store (bits.hpp, and
+// the layouts).
 //
 // Counters kept on the side, exact (updated under the writer mutex, read
 // without it):
@@ -24,10 +27,10 @@
 #include <mutex>
 
 #include "bloomline/bits.hpp"
-#include "bloomline/block_add.hpp"
-#include "bloomline/block_lookup.hpp"
 #include "bloomline/filter_common.hpp"
 #include "bloomline/index.hpp"
+#include "bloomline/layout_blocked.hpp"
+#include "bloomline/layout_standard.hpp"
 
 namespace bloomline {
 
@@ -81,7 +84,7 @@ public:
         const std::uint64_t* const words = bits_.words();
         if (g.layout == Layout::blocked) {
             with_batch_keys(src, lo, [&](const BatchKeys& keys) {
-                contains_blocked(words, g.num_blocks(), g.num_hashes, keys, n, out);
+                BlockedLayout::contains_batch(words, g.num_blocks(), g.num_hashes, keys, n, out);
             });
             return;
         }
@@ -92,7 +95,7 @@ public:
     // true when key i changed a bit, i.e. was new; a key repeated later in
     // the batch finds its bits set and gets false.
     //
-    // Each chunk takes the add form (block_add.hpp) its predecessor's keys
+    // Each chunk takes the add form (layout_blocked.hpp) its predecessor's keys
     // called for: look first when most of them were known (a deduplicating
     // stream, where clean lines save memory traffic and file writes), blind
     // while at least half are new (a filter being filled).
@@ -106,7 +109,8 @@ public:
             AddCounts counts;
             if (g.layout == Layout::blocked) {
                 with_batch_keys(src, start, [&](const BatchKeys& keys) {
-                    counts = add_blocked(words, g.num_blocks(), g.num_hashes, keys, m, shared ? AddForm::shared : form_, o);
+                    counts = BlockedLayout::add_batch(words, g.num_blocks(), g.num_hashes, keys, m,
+                                                      shared ? AddForm::shared : form_, o);
                 });
             } else {
                 slot_stream<true>(src, start, m, [&, g, words, shared](const Hash128& h, std::size_t i) {
@@ -180,25 +184,15 @@ private:
 
     // Are all of a key's bits set?
     static bool probe_at(const Geometry& g, const std::uint64_t* words, const Hash128& h) {
-        if (g.layout == Layout::blocked) return block_has_all(words + block_of(g, h) * kBlockWords, h.h2, g.num_hashes);
-        bool all = true;
-        for_each_slot(g, h, [&](std::uint64_t s) { all = all && test_bit(words, s); });
-        return all;
+        if (g.layout == Layout::blocked) return BlockedLayout::contains(words, g.num_blocks(), g.num_hashes, h);
+        return StandardLayout::contains(words, g.num_slots, g.num_hashes, h);
     }
 
     // Sets a key's bits, looking first (writer mutex held; with shared, each
     // bit by an atomic fetch-or); returns how many were clear.
     static unsigned add_at(const Geometry& g, std::uint64_t* words, const Hash128& h, bool shared) {
-        if (g.layout == Layout::blocked) {
-            std::uint64_t* block = words + block_of(g, h) * kBlockWords;
-            return shared ? block_set_shared(block, h.h2, g.num_hashes) : block_set_look_first(block, h.h2, g.num_hashes);
-        }
-        unsigned changed = 0;
-        if (shared)
-            for_each_slot(g, h, [&](std::uint64_t s) { changed += set_bit_shared(words, s); });
-        else
-            for_each_slot(g, h, [&](std::uint64_t s) { changed += set_bit(words, s); });
-        return changed;
+        if (g.layout == Layout::blocked) return BlockedLayout::set(words, g.num_blocks(), g.num_hashes, h, shared);
+        return StandardLayout::set(words, g.num_slots, g.num_hashes, h, shared);
     }
 
     // Under the writer mutex: plain read-then-store, no locked instruction.

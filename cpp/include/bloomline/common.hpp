@@ -33,6 +33,23 @@ constexpr std::uint64_t kMaxBits = std::uint64_t{1} << 48;
 // A scalable chain has at most this many stages (the file format's limit).
 constexpr std::uint32_t kMaxStagesOfChain = 64;
 
+// Slots changed and keys found new by a run of adds (every layout and kind).
+struct AddCounts {
+    std::uint64_t bits = 0;
+    std::uint64_t keys = 0;
+    // One key's add changed `changed` slots; returns whether it was new.
+    bool count(unsigned changed) {
+        bits += changed;
+        keys += changed != 0;
+        return changed != 0;
+    }
+    AddCounts& operator+=(const AddCounts& o) {
+        bits += o.bits;
+        keys += o.keys;
+        return *this;
+    }
+};
+
 inline const char* layout_name(Layout l) { return l == Layout::blocked ? "blocked" : "standard"; }
 
 inline Layout parse_layout(const std::string& s) {

@@ -16,7 +16,7 @@
 // The hash is a small part of a batch add or lookup next to the memory
 // access that follows it (benchmarks/core_bench.cpp times both paths). The
 // same choice (simd_level) serves the blocked layout's lookups
-// (block_lookup.hpp), where AVX2 gains more.
+// (layout_blocked.hpp), where AVX2 gains more.
 #pragma once
 
 #include <cstddef>

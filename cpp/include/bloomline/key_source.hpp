@@ -14,7 +14,7 @@
 //                          hash); threads= then leaves the hashing inside the
 //                          one-thread add loop (parallel.hpp); optional, false
 //
-// Compiled loops (block_lookup.cpp, block_add.cpp) cannot be templates over
+// Compiled loops (the blocked layout's, layout_blocked.cpp) cannot be templates over
 // every source, so they take BatchKeys: hashes in place, or a KeyHasher (a
 // function pointer called about every 16 keys) that fills a small ring.
 #pragma once

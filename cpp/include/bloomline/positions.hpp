@@ -56,7 +56,7 @@ struct ShardGroups {
 
 // shard_bits: the bits of every shard but the last (a multiple of 512).
 inline std::uint64_t shard_of(const Geometry& g, std::uint64_t shard_bits, const Hash128& h) {
-    return g.layout == Layout::blocked ? block_index(h.h1, g.num_blocks()) / (shard_bits / kBlockBits) : 0;
+    return g.layout == Layout::blocked ? BlockedLayout::block(h.h1, g.num_blocks()) / (shard_bits / kBlockBits) : 0;
 }
 
 inline ShardGroups group_by_shard(const Geometry& g, std::uint64_t shard_bits, const Hash128* hashes, std::size_t n) {
@@ -101,8 +101,8 @@ inline std::string encode_positions(const Geometry& g, std::uint64_t shard_bits,
     for (std::uint64_t j = first; j < last; ++j) {
         const Hash128& h = hashes[groups.keys[j]];
         if (g.layout == Layout::blocked) {
-            put((block_index(h.h1, g.num_blocks()) - base_block) * kBlockBytes, 4);
-            for (std::uint32_t i = 0; i < g.num_hashes; ++i) put(offset_in_block(h.h2, i), 2);
+            put((BlockedLayout::block(h.h1, g.num_blocks()) - base_block) * kBlockBytes, 4);
+            for (std::uint32_t i = 0; i < g.num_hashes; ++i) put(BlockedLayout::offset(h.h2, i), 2);
         } else {
             for_each_slot(g, h, [&](std::uint64_t slot) { put(slot, 4); });
         }
@@ -139,8 +139,8 @@ inline std::uint64_t append_bitfield_operands(const Geometry& g, std::uint64_t s
     for (std::uint64_t j = first; j < last; ++j) {
         const Hash128& h = hashes[groups.keys[j]];
         if (g.layout == Layout::blocked) {
-            const std::uint64_t block_bit = (block_index(h.h1, g.num_blocks()) * kBlockBits) - base_bit;
-            for (std::uint32_t i = 0; i < g.num_hashes; ++i) emit(block_bit + offset_in_block(h.h2, i));
+            const std::uint64_t block_bit = (BlockedLayout::block(h.h1, g.num_blocks()) * kBlockBits) - base_bit;
+            for (std::uint32_t i = 0; i < g.num_hashes; ++i) emit(block_bit + BlockedLayout::offset(h.h2, i));
         } else {
             for_each_slot(g, h, emit);
         }

@@ -6,11 +6,11 @@
 // earlier ones used: hashing a whole chunk first, then probing it, left the
 // memory idle during the hashing.
 //
-// Two shapes: one line per key (blocked bits: hashed and used 16 at a time,
-// prefetched 32 ahead) and several lines per key (the standard layout's k
-// lines, counter blocks of 4 to 16 lines: used one at a time, prefetched 4
-// ahead, since the CPU can only wait on a few dozen lines at once).
-// benchmarks/NOTES.md has the distances that were tried.
+// Two shapes: one line per key (blocked bits: BlockedLayout::Stream, in
+// layout_blocked.hpp) and several lines per key (LinesPerKey, below: the
+// standard layout's k lines, counter blocks of 4 to 16 lines: used one at a
+// time, prefetched 4 ahead, since the CPU can only wait on a few dozen
+// lines at once). benchmarks/NOTES.md has the distances that were tried.
 //
 // Prefetches are written out in this loop, not in a helper: GCC 12 treats a
 // function whose only statement is __builtin_prefetch as "const" and
@@ -39,7 +39,6 @@ struct StreamShape {
     }();
     static_assert((kGroup & (kGroup - 1)) == 0 && (kUnit & (kUnit - 1)) == 0, "powers of two");
 };
-using OneLinePerKey = StreamShape<16, 32, 16>;
 using LinesPerKey = StreamShape<64, 4, 1>;
 
 // At most this many lines per key are prefetched (k of the standard layout).

@@ -1,0 +1,81 @@
+// The standard layout, whole: where a key's k slots are, how its bits are
+// tested and set, and its false-positive rate. One class, like the blocked
+// layout's (layout_blocked.hpp); the filters, the Redis encoders
+// (positions.hpp) and the sizing maths call it.
+//
+// Index: enhanced double hashing (Dillinger & Manolios 2004, as in Kirsch &
+// Mitzenmacher's "less hashing, same performance"): g_0 = h1,
+// g_i = g_(i-1) + y_(i-1), y_i = y_(i-1) + i, y_0 = h2; the cubic term
+// breaks the cycles plain double hashing has when h2 is small. Each g_i is
+// mapped onto [0, m) by multiply-shift (no %): any m works.
+//
+// A key touches k cache lines, so batches use the stream's several-lines
+// shape (stream.hpp, LinesPerKey) with each key's lines prefetched.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "bloomline/common.hpp"
+#include "bloomline/murmur3.hpp"
+#include "bloomline/words.hpp"
+
+namespace bloomline {
+
+class StandardLayout {
+public:
+    // f(slot) for each of the k slots of a key, in [0, num_slots).
+    template <class F>
+    static void for_each_slot(std::uint64_t num_slots, std::uint32_t k, const Hash128& h, F&& f) {
+        std::uint64_t x = h.h1, y = h.h2;
+        f(mul_hi(x, num_slots));
+        for (std::uint32_t i = 1; i < k; ++i) {
+            x += y;
+            y += i;
+            f(mul_hi(x, num_slots));
+        }
+    }
+
+    // Are all of a key's bits set?
+    static bool contains(const std::uint64_t* words, std::uint64_t num_bits, std::uint32_t k, const Hash128& h) {
+        bool all = true;
+        for_each_slot(num_bits, k, h, [&](std::uint64_t s) { all = all && test_bit(words, s); });
+        return all;
+    }
+
+    // Sets a key's bits, looking first (writer mutex held; with shared, each
+    // bit by an atomic fetch-or, for memory other processes write at the
+    // same time); returns how many were clear.
+    static unsigned set(std::uint64_t* words, std::uint64_t num_bits, std::uint32_t k, const Hash128& h,
+                        bool shared) {
+        unsigned changed = 0;
+        if (shared)
+            for_each_slot(num_bits, k, h, [&](std::uint64_t s) { changed += set_bit_shared(words, s); });
+        else
+            for_each_slot(num_bits, k, h, [&](std::uint64_t s) { changed += set_bit(words, s); });
+        return changed;
+    }
+
+    // The expected rate of n keys in m bits with k hashes: (1 - e^(-kn/m))^k.
+    static double fp_rate(double n, double m, double k) { return std::pow(-std::expm1(-k * n / m), k); }
+
+private:
+    static bool test_bit(const std::uint64_t* words, std::uint64_t i) {
+        return (load_le(words + (i >> 6)) >> (i & 63)) & 1;
+    }
+    // Writers serialised; true when the bit was clear.
+    static bool set_bit(std::uint64_t* words, std::uint64_t i) {
+        std::uint64_t* w = words + (i >> 6);
+        const std::uint64_t old = load_le(w);
+        const std::uint64_t bit = std::uint64_t{1} << (i & 63);
+        if (old & bit) return false;
+        atomic_store(w, to_le64(old | bit));
+        return true;
+    }
+    static bool set_bit_shared(std::uint64_t* words, std::uint64_t i) {
+        const std::uint64_t bit = to_le64(std::uint64_t{1} << (i & 63));
+        return (__atomic_fetch_or(words + (i >> 6), bit, __ATOMIC_RELAXED) & bit) == 0;
+    }
+};
+
+}  // namespace bloomline
