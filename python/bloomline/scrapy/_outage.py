@@ -33,7 +33,7 @@ class _Filter(Protocol):
     where: str  # Redis, as the log names it
     key: str
     server: Any
-    retry_timeout: float
+    retry_timeout_s: float
     crawler: Any
     failed: bool
     seen: Any
@@ -118,7 +118,7 @@ class Outages:
             self.keep(last, sent=True)
             self._just_spilled = None
         logger.warning("%s: Redis at %s unreachable (%s); the crawl is paused while it is retried for up to %g s",
-                       df.label, df.where, error, df.retry_timeout)
+                       df.label, df.where, error, df.retry_timeout_s)
         engine = getattr(df.crawler, "engine", None)
         if engine is not None:
             engine.pause()
@@ -148,11 +148,11 @@ class Outages:
                 self.begin(e)
                 return
             waited = time.monotonic() - self.began
-            if waited >= df.retry_timeout:
+            if waited >= df.retry_timeout_s:
                 self.fail(f"Redis at {df.where} unreachable for {waited:.1f} s ({e})")
                 return
             self._probe_delay = min(self._probe_delay * 2, 5.0)
-            self._schedule(min(self._probe_delay, max(df.retry_timeout - waited, 0.01)))
+            self._schedule(min(self._probe_delay, max(df.retry_timeout_s - waited, 0.01)))
             return
         if self.began is not None:
             logger.info("%s: Redis at %s is back after %.1f s", df.label, df.where, time.monotonic() - self.began)

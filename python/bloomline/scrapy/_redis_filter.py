@@ -25,7 +25,7 @@ from ._outage import Outages
 from ._settings import (
     DEFAULT_CAPACITY,
     DEFAULT_ERROR_RATE,
-    DEFAULT_RETRY_TIMEOUT,
+    DEFAULT_RETRY_TIMEOUT_S,
     FRONT_SHARE,
     GROWTH,
     MAX_WAIT_TIMEOUT,
@@ -68,7 +68,7 @@ class RedisBloomDupeFilter(_DupeFilter):
         layout: Layout = "blocked",
         stats: Any = None,
         persist: bool = False,
-        retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
+        retry_timeout_s: float = DEFAULT_RETRY_TIMEOUT_S,
         backend: str = "auto",
         spill_dir: Optional[str] = None,
         wait_replicas: int = 0,
@@ -76,7 +76,7 @@ class RedisBloomDupeFilter(_DupeFilter):
     ) -> None:
         """server: a redis-py client or URL; key: the chain's name in Redis;
         persist: keep the filter when the crawl closes (else deleted);
-        retry_timeout: seconds of retrying an unreachable Redis before the
+        retry_timeout_s: seconds of retrying an unreachable Redis before the
         crawl stops; spill_dir: where requests that could not be checked
         are kept (default: Scrapy's .scrapy/bloomline); wait_replicas,
         wait_timeout: WAIT for that many replicas, that many seconds, after
@@ -96,7 +96,7 @@ class RedisBloomDupeFilter(_DupeFilter):
         self.server = server
         self.key = key
         self.persist = persist
-        self.retry_timeout = float(retry_timeout)
+        self.retry_timeout_s = float(retry_timeout_s)
         self.delete_on_close = not persist
         self._target = error_rate
         self._outages = Outages(self, Path(spill_dir) if spill_dir else Path(data_path("bloomline")))
@@ -133,11 +133,11 @@ class RedisBloomDupeFilter(_DupeFilter):
                         source, count, noun(round(count), "request"), stages, noun(stages, "stage"))
 
     def _retrying(self, make: Callable[[], Any]) -> Any:
-        """make() retried with backoff for retry_timeout seconds while Redis
+        """make() retried with backoff for retry_timeout_s seconds while Redis
         is unreachable (at open, before the crawl runs)."""
         import redis  # here: redis is optional; the local filter does without it
 
-        deadline = time.monotonic() + self.retry_timeout
+        deadline = time.monotonic() + self.retry_timeout_s
         delay = 0.1
         while True:
             try:
@@ -145,7 +145,7 @@ class RedisBloomDupeFilter(_DupeFilter):
             except (redis.ConnectionError, redis.TimeoutError) as e:
                 if time.monotonic() + delay > deadline:
                     raise _Refused(REASON_REDIS, f"{self.label}: Redis at {self.where} unreachable for "
-                                                 f"{self.retry_timeout:g} s: {e}") from None
+                                                 f"{self.retry_timeout_s:g} s: {e}") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
@@ -160,7 +160,7 @@ class RedisBloomDupeFilter(_DupeFilter):
             config = _Config(s)
             key = key or _redis_key(s, spider_name)
             persist = _bool_setting(s, "SCHEDULER_PERSIST", False)
-            retry = _float_setting(s, "BLOOMLINE_REDIS_RETRY_TIMEOUT", DEFAULT_RETRY_TIMEOUT, 0.0, 86400.0, closed=True)
+            retry = _float_setting(s, "BLOOMLINE_REDIS_RETRY_TIMEOUT", DEFAULT_RETRY_TIMEOUT_S, 0.0, 86400.0, closed=True)
             backend = s.get("BLOOMLINE_REDIS_BACKEND", "auto")
             if backend not in ("auto", "module", "plain"):
                 raise _Refused(REASON_SETTINGS, f"BLOOMLINE_REDIS_BACKEND must be 'auto', 'module' or 'plain', "
@@ -173,7 +173,7 @@ class RedisBloomDupeFilter(_DupeFilter):
             try:
                 self = cls(server, key, config.debug, fingerprinter=getattr(crawler, "request_fingerprinter", None),
                            capacity=config.capacity, error_rate=config.error_rate, layout=config.layout,
-                           stats=getattr(crawler, "stats", None), persist=persist, retry_timeout=retry,
+                           stats=getattr(crawler, "stats", None), persist=persist, retry_timeout_s=retry,
                            backend=backend, spill_dir=jobdir, wait_replicas=replicas, wait_timeout=wait)
             except ChainMismatch as e:
                 raise _mismatch(f"the filter at Redis key {key!r}", e, s, 1 - FRONT_SHARE) from None

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 DEFAULT_CAPACITY = 100_000
 DEFAULT_ERROR_RATE = 1e-4
-DEFAULT_RETRY_TIMEOUT = 30.0
+DEFAULT_RETRY_TIMEOUT_S = 30.0
 GROWTH = 2
 TIGHTENING = 0.9
 FRONT_SHARE = 0.1  # of the error budget, for the Redis filter's local front filter
