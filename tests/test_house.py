@@ -117,3 +117,26 @@ def test_one_home_for_the_blocked_layout() -> None:
         text = (CORE / name).read_text()
         for pattern in ("kRemixPowers", ">> 55", "kBlockRemix", "mul_hi(h.h1", "mul_hi(h1"):
             assert pattern not in text, f"{name} computes the blocked layout itself ({pattern!r})"
+
+
+def test_one_batch_reader() -> None:
+    """A batch of keys is walked in one place, keys_py.hpp's read_batch (and
+    hash_next, update's generator chunks, by the same element rule): the
+    NumPy arrays are prepared, the Arrow columns read, the list items and
+    iterators taken only there; the visitors (hash, key bytes) do the rest."""
+    bindings = CORE / "bindings"
+    text = (bindings / "keys_py.hpp").read_text()
+    reader = text[text.index("auto read_batch("):]
+    reader = reader[: reader.index("\n}\n")]
+    for call in ("prepare_array(", "read_arrow(", "read_objects("):
+        assert call in reader
+    # No other file of the bindings walks a batch itself.
+    for p in sorted(bindings.glob("*")):
+        if p.name in ("keys_py.hpp", "keys_py.cpp"):
+            continue
+        body = p.read_text()
+        for call in ("PyIter_Next(", "PySequence_Fast_ITEMS(", "prepare_array(", "read_arrow(", "for_each_element("):
+            assert call not in body, f"{p.name} walks a batch itself ({call})"
+    # In keys_py.cpp, the iterator is advanced only by hash_next.
+    cpp = (bindings / "keys_py.cpp").read_text()
+    assert cpp.count("PyIter_Next(") == 1 and "for_each_element(" not in cpp
