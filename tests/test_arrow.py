@@ -186,8 +186,8 @@ def test_pandas_series_of_mixed_objects_is_iterated_with_its_own_errors() -> Non
     f = BloomFilter(1000, 0.01)
     f.add("a")
     assert f.contains_many(pd.Series(["a", 5], dtype=object)).tolist() == [True, False]
-    with pytest.raises(TypeError, match=r"keys\[1\] must be str, bytes-like or int, got float"):
-        f.contains_many(pd.Series(["a", 1.5], dtype=object))
+    with pytest.raises(TypeError, match=r"keys\[1\] must be str, bytes-like, int, float, tuple or frozenset, got dict"):
+        f.contains_many(pd.Series(["a", {}], dtype=object))
 
 
 def test_polars_series_answers_as_the_list_path() -> None:
@@ -210,8 +210,8 @@ def test_tables_of_one_column_and_refusals() -> None:
     assert f.contains_many(pa.record_batch({"u": ["b", "a"]})).tolist() == [False, True]
     with pytest.raises(TypeError, match="table or record batch of 2 columns"):
         f.contains_many(pa.table({"a": [1], "b": [2]}))
-    with pytest.raises(TypeError, match=r"Arrow type 'g' \(floating point\) is not a key type"):
-        f.contains_many(pa.array([1.5]))
+    with pytest.raises(TypeError, match=r"Arrow type 'e' \(half-precision floating point; cast it to float32"):
+        f.contains_many(pa.array(np.array([1.5], dtype=np.float16)))
     with pytest.raises(TypeError, match="Arrow type 'tdD' .*date or time"):
         f.contains_many(pa.array([0], pa.date32()))
     with pytest.raises(TypeError, match="dictionary-encoded"):

@@ -228,9 +228,9 @@ def test_bad_constructor_arguments_name_the_parameter(cls: str, param: str, valu
     (lambda: BloomFilter(100).add_many([1], threads=-1), "threads"),
     (lambda: BloomFilter(100).add_many([1], threads=1.5), "threads"),  # type: ignore[arg-type]
     (lambda: BloomFilter(100).add_many("abc"), "keys"),
-    (lambda: BloomFilter(100).add_many([1.5]), "keys[0]"),
+    (lambda: BloomFilter(100).add_many([{1.5}]), "keys[0]"),
     (lambda: ScalableBloomFilter(100).add_many([None]), "keys[0]"),
-    (lambda: BloomFilter(100).add(1.5), "key"),
+    (lambda: BloomFilter(100).add(float("nan")), "key"),
     (lambda: BloomFilter(100).add_lines("text"), "data"),
     (lambda: bloomline.select_lines(b"a\nb\n", [True]), "mask"),
     (lambda: bloomline.false_positive_rate(-1, 512, 3), "n"),
@@ -253,8 +253,8 @@ def test_bad_arguments_everywhere_name_the_parameter(call: Callable[[], Any], na
 
 def test_every_kind_behaves_alike_on_the_same_bad_input() -> None:
     """The same bad batch gives the same error type and message from every kind."""
-    for bad, exc in (("abc", TypeError), ([1.5], TypeError), ([2**70], OverflowError), (np.zeros(2, dtype=float),
-                                                                                         TypeError)):
+    for bad, exc in (("abc", TypeError), ([{1.5}], TypeError), ([float("nan")], ValueError),
+                     (np.zeros(2, dtype=complex), TypeError)):
         messages = set()
         for make in KINDS.values():
             with pytest.raises(exc) as info:

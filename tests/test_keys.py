@@ -70,26 +70,12 @@ def test_numpy_integer_scalars_are_ints(bf: BloomFilter) -> None:
     same_key(bf, np.bool_(True), 1)
 
 
-def test_int_range(bf: BloomFilter) -> None:
-    with pytest.raises(OverflowError, match=r"key must be in \[-2\*\*63, 2\*\*64\) as an int key, got 18446744073709551616"):
-        bf.add(2**64)
-    with pytest.raises(OverflowError, match=r"got -9223372036854775809"):
-        _ = -(2**63) - 1 in bf
-    with pytest.raises(OverflowError, match="an integer of 1001 bits"):
-        bf.add(2**1000)
-
-
-@pytest.mark.parametrize("key", [1.5, None, {"a": 1}, [1, 2], (1, 2), object(), np.float64(1.0), 2j])
+@pytest.mark.parametrize("key", [None, {"a": 1}, [1, 2], {1, 2}, object(), 2j])
 def test_other_types_are_refused(bf: BloomFilter, key: object) -> None:
-    with pytest.raises(TypeError, match="key must be str, bytes-like or int, got"):
+    with pytest.raises(TypeError, match="key must be str, bytes-like, int, float, tuple or frozenset, got"):
         bf.add(key)
-    with pytest.raises(TypeError, match="key must be str, bytes-like or int, got"):
+    with pytest.raises(TypeError, match="key must be str, bytes-like, int, float, tuple or frozenset, got"):
         _ = key in bf
-
-
-def test_float_message_names_the_type(bf: BloomFilter) -> None:
-    with pytest.raises(TypeError, match="key must be str, bytes-like or int, got float"):
-        bf.add(1.5)
 
 
 def test_ndarray_as_single_key_is_refused(bf: BloomFilter) -> None:
@@ -179,18 +165,18 @@ def test_lists_tuples_iterables_and_object_arrays(bf: BloomFilter) -> None:
 
 
 def test_bad_elements_in_batches_are_named(bf: BloomFilter) -> None:
-    with pytest.raises(TypeError, match=r"keys\[2\] must be str, bytes-like or int, got float"):
-        bf.add_many(["a", "b", 2.5])
-    with pytest.raises(OverflowError, match=r"keys\[1\] must be in"):
-        bf.contains_many(iter([1, 2**70]))
-    with pytest.raises(TypeError, match=r"keys\[1\] must be str, bytes-like or int, got dict"):
+    with pytest.raises(TypeError, match=r"keys\[2\] must be str, bytes-like, int, float, tuple or frozenset, got set"):
+        bf.add_many(["a", "b", {2.5}])
+    with pytest.raises(TypeError, match=r"keys\[1\]\[1\] must be .*, got list"):
+        bf.contains_many(iter([1, ("a", [1])]))
+    with pytest.raises(TypeError, match=r"keys\[1\] must be .*, got dict"):
         bf.add_many(np.array(["a", {}], dtype=object))
     # None in a batch is a null (issue 26): refused by its index unless nulls='skip'
     with pytest.raises(ValueError, match=r"keys\[0\] is null; pass nulls='skip'"):
         bf.add_many(np.array([None], dtype=object))
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.complex128, "datetime64[s]", "V4"])
+@pytest.mark.parametrize("dtype", [np.complex128, "datetime64[s]", "V4"])
 def test_bad_array_dtypes(bf: BloomFilter, dtype: object) -> None:
     with pytest.raises(TypeError, match="array dtype .* is not a key type"):
         bf.add_many(np.zeros(3, dtype=dtype))  # type: ignore[call-overload]
@@ -332,24 +318,24 @@ print(json.dumps(out))
 """
 
 NULL = "ValueError: keys[2] is null; pass nulls='skip' to leave null keys out (their answers are False)"
-FLOAT = "TypeError: keys[0] must be str, bytes-like or int, got float"
 NULL_EXPECTED = {
     **{name: ([True, False, False, True], NULL, [True, True, True, False, False, False])
        for name in ("object None", "object NaN", "object pd.NA", "object pd.NaT", "default str", "string python NA",
                     "string python NaN", "string", "array string", "array string python", "Index", "list None",
-                    "list pd.NA")},
+                    "list pd.NA", "list NaN", "object array NaN")},
     "object mixed": ([True, True, False, True], NULL, [True, False, True, False, False, False]),
     **{name: ([True, False, False, True], NULL, [False, False, False, True, True, True])
-       for name in ("array Int64", "Series Int64", "Series UInt8")},
+       for name in ("array Int64", "Series Int64", "Series UInt8", "Series float", "Series Float64")},
 }
 
 
 @pytest.mark.parametrize("pyarrow", ["without", "with"])
 def test_pandas_nulls_are_skipped_or_refused_by_index(pyarrow: str) -> None:
     """None, NaN, pd.NA and pd.NaT wherever pandas puts them (object and
-    python-storage string Series, extension arrays) are nulls, with pyarrow
-    importable or not; a NaN in a list, a NumPy array or a float column is a
-    float, which is not a key."""
+    python-storage string Series, extension arrays, float columns) are
+    nulls, with pyarrow importable or not; so is a NaN in a list or a NumPy
+    array (it equals nothing, not even itself); a float column's other
+    values are keys, 1.0 being the key 1."""
     import json
     import subprocess
     import sys
@@ -362,12 +348,5 @@ def test_pandas_nulls_are_skipped_or_refused_by_index(pyarrow: str) -> None:
     got = json.loads(r.stdout)
     for case, row in got.items():
         name = case.split(" / ")[0]
-        if name in NULL_EXPECTED:
-            skip, raised, updated = NULL_EXPECTED[name]
-            assert row == {"skip": skip, "raise": raised, "update": updated}, case
-        elif name in ("list NaN", "object array NaN"):  # a float NaN outside pandas: a float
-            for v in row.values():
-                assert v == FLOAT.replace("keys[0]", "keys[2]"), case
-        else:  # float columns are refused as floats, through Arrow or not
-            assert name in ("Series float", "Series Float64"), case
-            assert row["skip"].startswith("TypeError") and row["raise"].startswith("TypeError"), case
+        skip, raised, updated = NULL_EXPECTED[name]
+        assert row == {"skip": skip, "raise": raised, "update": updated}, case

@@ -1,5 +1,6 @@
 #include "keys_py.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -20,6 +21,8 @@ void init_numpy_types() {
     t.generic = py::object(np.attr("generic")).release().ptr();
     t.integer = py::object(np.attr("integer")).release().ptr();
     t.bool_ = py::object(np.attr("bool_")).release().ptr();
+    t.floating = py::object(np.attr("floating")).release().ptr();
+    t.longdouble = py::object(np.attr("longdouble")).release().ptr();
 }
 
 std::string type_name(PyObject* o) { return Py_TYPE(o)->tp_name; }
@@ -40,39 +43,76 @@ bool is_instance(PyObject* o, PyObject* type) {
 }
 
 [[noreturn]] void bad_type(PyObject* key, const char* what) {
-    throw_py(PyExc_TypeError, std::string(what) + " must be str, bytes-like or int, got " + type_name(key));
+    throw_py(PyExc_TypeError, std::string(what) + " must be str, bytes-like, int, float, tuple or frozenset, got " +
+                                  type_name(key));
 }
 
-}  // namespace
-
-std::uint64_t int_key(PyObject* o, const char* what) {
+// The 64-bit pattern of an int in [-2**63, 2**64), or false beyond.
+bool int_key64(PyObject* o, std::uint64_t* v) {
     int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    const long long s = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow == 0) {
-        if (v == -1 && PyErr_Occurred()) throw_current();
-        return static_cast<std::uint64_t>(v);
+        if (s == -1 && PyErr_Occurred()) throw_current();
+        *v = static_cast<std::uint64_t>(s);
+        return true;
     }
     if (overflow > 0) {
         const unsigned long long u = PyLong_AsUnsignedLongLong(o);
-        if (!(u == static_cast<unsigned long long>(-1) && PyErr_Occurred())) return u;
+        if (!(u == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
+            *v = u;
+            return true;
+        }
         PyErr_Clear();
     }
-    // Show the value unless it is enormous (str() of a huge int is slow).
-    std::string shown;
-    if (_PyLong_NumBits(o) <= 256) {
-        shown = py::str(py::handle{o}).cast<std::string>();
-    } else {
-        shown = "an integer of " + std::to_string(_PyLong_NumBits(o)) + " bits";
-    }
-    throw_py(PyExc_OverflowError, std::string(what) + " must be in [-2**63, 2**64) as an int key, got " + shown);
+    return false;
 }
 
-namespace {
+// The big-int form of an int beyond 64 bits (keys.hpp): kBigIntTag, then its
+// shortest two's-complement bytes, LE.
+std::string big_int_key(PyObject* o) {
+    const auto bits = static_cast<std::size_t>(_PyLong_NumBits(o));
+    py::object b = py::handle(o).attr("to_bytes")(bits / 8 + 2, "little", py::arg("signed") = true);
+    const char* p = PyBytes_AS_STRING(b.ptr());
+    const auto n = static_cast<std::size_t>(PyBytes_GET_SIZE(b.ptr()));
+    std::string out(1, static_cast<char>(kBigIntTag));
+    out.append(p, shortest_twos_complement(reinterpret_cast<const unsigned char*>(p), n));
+    return out;
+}
+
+[[noreturn]] void nan_key(const char* what) {
+    throw_py(PyExc_ValueError, std::string(what) +
+                                   " is NaN, which equals nothing, not even itself: it is not a key (in a batch it "
+                                   "is a null; nulls='skip' leaves it out)");
+}
+
+// A Python int or float (or a NumPy float scalar), by the key rules:
+// on_int(v) or on_bytes(p, n).
+template <class OnBytes, class OnInt>
+auto visit_number(PyObject* key, const char* what, OnBytes& on_bytes, OnInt& on_int) {
+    if (PyLong_Check(key)) {
+        std::uint64_t v = 0;
+        if (int_key64(key, &v)) return on_int(v);
+        const std::string big = big_int_key(key);
+        return on_bytes(big.data(), big.size());
+    }
+    const double d = PyFloat_AsDouble(key);
+    if (d == -1.0 && PyErr_Occurred()) throw_current();
+    if (std::isnan(d)) nan_key(what);
+    std::uint64_t v = 0;
+    unsigned char bytes[kMaxFloatKeyBytes];
+    std::size_t n = 0;
+    if (float_key(d, &v, bytes, &n)) return on_int(v);
+    return on_bytes(bytes, n);
+}
+
+std::string composite_key(PyObject* key, const char* what);
 
 // The one reading of a key by the key rules: on_bytes(p, n) for str (its
-// UTF-8), bytes and other buffers, on_int(v) for ints, NumPy integer and
-// bool scalars (v is the 64-bit pattern, 8 bytes little-endian as bytes).
-// Hashing and the key bytes sent to a server's BF commands both go through it.
+// UTF-8), bytes and other buffers, and the tagged forms (floats that are not
+// whole, ints beyond 64 bits, tuples, frozensets: keys.hpp), on_int(v) for
+// ints, whole floats, NumPy integer and bool scalars (v is the 64-bit
+// pattern, 8 bytes little-endian as bytes). Hashing and the key bytes sent
+// to a server's BF commands both go through it.
 template <class OnBytes, class OnInt>
 auto visit_key(PyObject* key, const char* what, OnBytes&& on_bytes, OnInt&& on_int) {
     // Most common first: crawler URLs are str.
@@ -86,20 +126,31 @@ auto visit_key(PyObject* key, const char* what, OnBytes&& on_bytes, OnInt&& on_i
         return on_bytes(s, static_cast<std::size_t>(len));
     }
     if (PyBytes_Check(key)) return on_bytes(PyBytes_AS_STRING(key), static_cast<std::size_t>(PyBytes_GET_SIZE(key)));
-    if (PyLong_Check(key)) return on_int(int_key(key, what));
-    if (PyFloat_Check(key) || key == Py_None) bad_type(key, what);
+    if (PyLong_Check(key) || PyFloat_Check(key)) return visit_number(key, what, on_bytes, on_int);
+    if (PyTuple_Check(key) || PyFrozenSet_Check(key)) {
+        const std::string c = composite_key(key, what);
+        return on_bytes(c.data(), c.size());
+    }
+    if (key == Py_None) bad_type(key, what);
 
     const NumpyTypes& np = numpy_types();
     auto index = [&]() {
         py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(key));
         if (!as_int) throw_current();
-        return on_int(int_key(as_int.ptr(), what));
+        return visit_number(as_int.ptr(), what, on_bytes, on_int);
     };
     if (is_instance(key, np.generic)) {
-        // NumPy scalars export buffers; only integer and bool ones are keys
-        // (np.str_ and np.bytes_ were caught above as str and bytes).
+        // NumPy scalars export buffers; only integer, bool and float ones
+        // are keys (np.str_, np.bytes_ and np.float64 were caught above as
+        // str, bytes and float).
         if (is_instance(key, np.bool_)) return on_int(PyObject_IsTrue(key) ? 1 : 0);
         if (is_instance(key, np.integer)) return index();
+        if (is_instance(key, np.floating)) {
+            if (is_instance(key, np.longdouble))
+                throw_py(PyExc_TypeError, std::string(what) + " is a numpy.longdouble, whose values a float key "
+                                                              "cannot hold exactly; pass float(" + what + ")");
+            return visit_number(key, what, on_bytes, on_int);  // float16 and float32: exact as a double
+        }
         bad_type(key, what);
     }
     if (is_instance(key, np.ndarray))
@@ -118,6 +169,52 @@ auto visit_key(PyObject* key, const char* what, OnBytes&& on_bytes, OnInt&& on_i
     }
     if (PyIndex_Check(key)) return index();
     bad_type(key, what);
+}
+
+void append_u64_le(std::string* out, std::uint64_t v) {
+    for (int b = 0; b < 8; ++b) out->push_back(static_cast<char>(v >> (8 * b)));
+}
+
+// The key bytes of any key (the 64-bit form as its 8 bytes LE).
+std::string key_bytes(PyObject* key, const char* what) {
+    std::string out;
+    visit_key(
+        key, what, [&](const void* p, std::size_t n) { out.assign(static_cast<const char*>(p), n); },
+        [&](std::uint64_t v) { append_u64_le(&out, v); });
+    return out;
+}
+
+// A tuple: kTupleTag, then each element's key bytes after their length (u64
+// LE), in order. A frozenset: kFrozensetTag, then the same for its elements
+// in the byte order of their encodings, so that equal sets are one key. The
+// lengths make the encoding unambiguous; nesting is bounded by Python's
+// recursion limit (a RecursionError, never a crash).
+std::string composite_key(PyObject* key, const char* what) {
+    if (Py_EnterRecursiveCall(" while reading a tuple or frozenset key") != 0) throw_current();
+    struct Leave {
+        ~Leave() { Py_LeaveRecursiveCall(); }
+    } leave;
+    const bool tuple = PyTuple_Check(key);
+    std::vector<std::string> parts;
+    py::object iter = py::reinterpret_steal<py::object>(PyObject_GetIter(key));
+    if (!iter) throw_current();
+    for (std::size_t i = 0;; ++i) {
+        PyObject* item = PyIter_Next(iter.ptr());
+        if (item == nullptr) {
+            if (PyErr_Occurred()) throw_current();
+            break;
+        }
+        py::object hold = py::reinterpret_steal<py::object>(item);
+        const std::string name = std::string(what) + (tuple ? "[" + std::to_string(i) + "]" : " element");
+        parts.push_back(key_bytes(item, name.c_str()));
+    }
+    if (!tuple) std::sort(parts.begin(), parts.end());
+    std::string out(1, static_cast<char>(tuple ? kTupleTag : kFrozensetTag));
+    for (const std::string& part : parts) {
+        append_u64_le(&out, part.size());
+        out += part;
+    }
+    return out;
 }
 
 }  // namespace
@@ -197,9 +294,19 @@ ArrayKeys prepare_array(py::handle keys, std::uint64_t seed, const char* param) 
         a.shape.assign(a.arr.shape(), a.arr.shape() + a.arr.ndim());
         return a;
     }
-    if (a.kind != 'b' && a.kind != 'i' && a.kind != 'u' && a.kind != 'S' && a.kind != 'U' && a.kind != 'O')
+    if (a.kind != 'b' && a.kind != 'i' && a.kind != 'u' && a.kind != 'f' && a.kind != 'S' && a.kind != 'U' &&
+        a.kind != 'O')
         throw_py(PyExc_TypeError, std::string(param) + " array dtype " + py::str(a.arr.dtype()).cast<std::string>() +
-                                      " is not a key type; use integer, bool, S (bytes), U (str) or object");
+                                      " is not a key type; use integer, bool, float, S (bytes), U (str) or object");
+    if (a.kind == 'f') {
+        // Keys are doubles: float16 and float32 widen exactly; a longdouble
+        // would be rounded, and two unequal values could become one key.
+        if (a.arr.itemsize() > 8)
+            throw_py(PyExc_TypeError, std::string(param) + " array dtype " +
+                                          py::str(a.arr.dtype()).cast<std::string>() +
+                                          " holds values a float key cannot hold exactly; cast it to float64");
+        if (a.arr.itemsize() < 8) a.arr = a.arr.attr("astype")("float64");
+    }
     if (!a.arr.dtype().attr("isnative").cast<bool>())
         a.arr = a.arr.attr("astype")(a.arr.dtype().attr("newbyteorder")("="));
     if (!(a.arr.flags() & py::array::c_style)) a.arr = py::module_::import("numpy").attr("ascontiguousarray")(a.arr);
@@ -273,25 +380,18 @@ bool is_pandas_missing(PyObject* item) {
 
 }  // namespace
 
-bool is_null(PyObject* item, bool nan_is_null) {
+bool is_null(PyObject* item) {
     if (item == Py_None) return true;
     if (PyUnicode_CheckExact(item) || PyBytes_CheckExact(item) || PyLong_CheckExact(item)) return false;
-    if (PyFloat_Check(item)) return nan_is_null && std::isnan(PyFloat_AS_DOUBLE(item));
+    // NaN equals nothing, not even itself: a missing value wherever it is
+    // (pandas marks missing values with it), never a key.
+    if (PyFloat_Check(item)) return std::isnan(PyFloat_AS_DOUBLE(item));
+    if (is_instance(item, numpy_types().floating)) {
+        const double d = PyFloat_AsDouble(item);
+        if (d == -1.0 && PyErr_Occurred()) throw_current();
+        return std::isnan(d);
+    }
     return is_pandas_missing(item);
-}
-
-bool nan_is_null_in(py::handle keys) {
-    // A pandas Series, Index or extension array that is not of a float
-    // dtype: pandas marks its missing values with NaN there (object and
-    // python-storage string columns). A float column stays a float column,
-    // refused as floats are, as through Arrow.
-    py::object module = py::type::handle_of(keys).attr("__module__");
-    if (!py::isinstance<py::str>(module) || module.cast<std::string>().rfind("pandas", 0) != 0) return false;
-    if (!py::hasattr(keys, "dtype")) return false;
-    py::object kind = keys.attr("dtype").attr("kind");
-    if (!py::isinstance<py::str>(kind)) return false;
-    const std::string k = kind.cast<std::string>();
-    return k != "f" && k != "c";
 }
 
 Py_ssize_t element_count(PyObject* seq, bool array) {
@@ -325,7 +425,7 @@ py::object iterate(py::handle keys, const char* param) {
 }
 
 bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size_t max, std::size_t* index,
-               std::vector<Hash128>* out, Nulls nulls, bool nan_is_null) {
+               std::vector<Hash128>* out, Nulls nulls) {
     // read_batch's element rule; a null left out (nulls="skip") takes no place.
     struct Chunk {
         std::uint64_t seed;
@@ -342,7 +442,7 @@ bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size
             return false;
         }
         py::object hold = py::reinterpret_steal<py::object>(item);
-        read_element(item, (*index)++, param, nulls, nan_is_null, chunk);
+        read_element(item, (*index)++, param, nulls, chunk);
     }
     return true;
 }
@@ -487,6 +587,13 @@ void append_int_bulk(KeyItems* items, std::uint64_t v) {
     for (int b = 0; b < 8; ++b) le[b] = static_cast<unsigned char>(v >> (8 * b));
     append_bulk(items, le, 8);
 }
+void append_float_bulk(KeyItems* items, double d) {
+    std::uint64_t v = 0;
+    unsigned char bytes[kMaxFloatKeyBytes];
+    std::size_t n = 0;
+    if (float_key(d, &v, bytes, &n)) return append_int_bulk(items, v);
+    append_bulk(items, bytes, n);
+}
 }  // namespace
 
 namespace {
@@ -516,6 +623,15 @@ struct BytesVisitor {
                 for (std::size_t i = 0; i < a.n; ++i)
                     append_bulk(&items, p + i * a.itemsize, strip_trailing_nuls(p + i * a.itemsize, a.itemsize));
                 break;
+            case 'f': {
+                std::size_t nan_at = a.n;
+                items.valid = not_nan(a, &nan_at);
+                if (nan_at < a.n && nulls == Nulls::raise) raise_value_error(null_error(param, nan_at));
+                const auto* d = reinterpret_cast<const double*>(p);
+                for (std::size_t i = 0; i < a.n; ++i)
+                    if (items.valid[i]) append_float_bulk(&items, d[i]);
+                break;
+            }
             default: {  // 'U'
                 const std::size_t chars = a.itemsize / 4;
                 std::vector<unsigned char> utf8(4 * chars + 1);
@@ -544,6 +660,8 @@ struct BytesVisitor {
                 const std::size_t i = in.starts[c] + j;
                 if (!col.valid(j)) {
                     items.valid[i] = 0;
+                } else if (col.kind == ArrowColumn::Kind::floating) {
+                    append_float_bulk(&items, col.float_value(col.offset + j));
                 } else if (is_bytes(col)) {
                     const ByteSpan b = bytes_at(col, col.offset + j);
                     append_bulk(&items, b.data, b.size);

@@ -49,14 +49,14 @@ struct NumpyTypes {
     PyObject* generic = nullptr;
     PyObject* integer = nullptr;
     PyObject* bool_ = nullptr;
+    PyObject* floating = nullptr;
+    PyObject* longdouble = nullptr;
 };
 NumpyTypes& numpy_types();
 void init_numpy_types();
 
 std::string type_name(PyObject* o);
 
-// 64-bit pattern of a Python int key; OverflowError outside [-2**63, 2**64).
-std::uint64_t int_key(PyObject* o, const char* what);
 
 // Hash one key. `what` names it in errors ("key", "keys[3]").
 Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what = "key");
@@ -90,10 +90,8 @@ py::dtype hash_dtype(std::uint64_t seed);
 // filter is touched, so a bad element changes nothing.
 std::string hash_unicode(const ArrayKeys& a, std::uint64_t seed, const char* param, Hash128* out,
                          unsigned threads = 1);
-// Is item a null (the rule above)? nan_is_null: the batch is a pandas
-// object of a dtype whose missing value is NaN (nan_is_null_in).
-bool is_null(PyObject* item, bool nan_is_null);
-bool nan_is_null_in(py::handle keys);
+// Is item a null (the rule above)?
+bool is_null(PyObject* item);
 // A str, bytes or int where a batch belongs: TypeError saying so.
 void refuse_single_key(PyObject* obj, const char* param);
 // An iterator over keys (TypeError if keys is not iterable, or is one key).
@@ -102,7 +100,7 @@ py::object iterate(py::handle keys, const char* param);
 // taken (their places, for errors). False once iter is exhausted. With
 // nulls="skip", nulls are taken but left out; else a null raises.
 bool hash_next(py::handle iter, std::uint64_t seed, const char* param, std::size_t max, std::size_t* index,
-               std::vector<Hash128>* out, Nulls nulls = Nulls::raise, bool nan_is_null = false);
+               std::vector<Hash128>* out, Nulls nulls = Nulls::raise);
 [[noreturn]] void raise_value_error(const std::string& msg);
 
 Nulls parse_nulls(py::handle nulls);
@@ -193,8 +191,8 @@ void for_each_element(PyObject* seq, bool array, const char* param, Fn&& fn) {
 // One element by the null rule: v.key, or v.null (nulls="skip"), or a
 // ValueError naming it.
 template <class V>
-void read_element(PyObject* item, std::size_t i, const char* param, Nulls nulls, bool nan_is_null, V& v) {
-    if (!is_null(item, nan_is_null)) return v.key(item, i);
+void read_element(PyObject* item, std::size_t i, const char* param, Nulls nulls, V& v) {
+    if (!is_null(item)) return v.key(item, i);
     if (nulls == Nulls::raise) raise_value_error(null_error(param, i));
     v.null(i);
 }
@@ -202,14 +200,14 @@ void read_element(PyObject* item, std::size_t i, const char* param, Nulls nulls,
 // The elements of a list, tuple, object array or other iterable, in order;
 // returns how many were read.
 template <class V>
-std::size_t read_objects(py::handle keys, const char* param, Nulls nulls, bool nan_is_null, V& v) {
+std::size_t read_objects(py::handle keys, const char* param, Nulls nulls, V& v) {
     PyObject* obj = keys.ptr();
     const bool array = is_ndarray(keys);  // object arrays: made C-contiguous
     if (array || PyList_Check(obj) || PyTuple_Check(obj)) {
         const auto n = static_cast<std::size_t>(element_count(obj, array));
         v.reserve(n);
         for_each_element(obj, array, param,
-                         [&](PyObject* item, std::size_t i) { read_element(item, i, param, nulls, nan_is_null, v); });
+                         [&](PyObject* item, std::size_t i) { read_element(item, i, param, nulls, v); });
         return n;
     }
     py::object iter = iterate(keys, param);
@@ -220,7 +218,7 @@ std::size_t read_objects(py::handle keys, const char* param, Nulls nulls, bool n
             return i;
         }
         py::object hold = py::reinterpret_steal<py::object>(item);
-        read_element(item, i, param, nulls, nan_is_null, v);
+        read_element(item, i, param, nulls, v);
     }
 }
 
@@ -230,12 +228,12 @@ auto read_batch(py::handle keys, std::uint64_t seed, const char* param, Nulls nu
     if (is_ndarray(keys)) {
         ArrayKeys a = prepare_array(keys, seed, param);
         if (a.kind != 'O') return v.array(a);
-        read_objects(a.arr, param, nulls, false, v);
+        read_objects(a.arr, param, nulls, v);
         return v.objects(a.shape);
     }
     if (std::unique_ptr<ArrowInput> arrow = read_arrow(keys, param)) return v.arrow(*arrow);
     refuse_single_key(keys.ptr(), param);
-    const std::size_t n = read_objects(keys, param, nulls, nan_is_null_in(keys), v);
+    const std::size_t n = read_objects(keys, param, nulls, v);
     return v.objects({static_cast<py::ssize_t>(n)});
 }
 
@@ -269,6 +267,21 @@ void skip_nulls(Src& src, std::size_t n, const std::uint8_t* valid, Out* out, Bo
     for (std::size_t j = 0; j < where.size(); ++j) out[where[j]] = answers[j];
 }
 
+// A float64 array's elements that are not NaN (1), and the first NaN's
+// index in *first (a.n when there is none).
+inline std::vector<std::uint8_t> not_nan(const ArrayKeys& a, std::size_t* first) {
+    const auto* d = reinterpret_cast<const double*>(a.data());
+    std::vector<std::uint8_t> ok(a.n, 1);
+    *first = a.n;
+    for (std::size_t i = 0; i < a.n; ++i) {
+        if (d[i] != d[i]) {
+            ok[i] = 0;
+            if (*first == a.n) *first = i;
+        }
+    }
+    return ok;
+}
+
 // Call f(source) with source(i) = hash of element i of a fixed-width array.
 // A source may be called from several threads at once.
 template <class F>
@@ -284,6 +297,10 @@ void with_array_source(const ArrayKeys& a, std::uint64_t seed, F&& f) {
         case 'u':
         case 'i':
             return with_int_keys(p, w, a.kind == 'i', seed, [&f](auto source) { f(source); });
+        case 'f': {  // float64, no NaN (the caller's nulls)
+            const auto* d = reinterpret_cast<const double*>(p);
+            return f([d, seed](std::size_t i) { return hash_float_key(d[i], seed); });
+        }
         default:  // 'S' ('U' arrays are hashed first: hash_unicode)
             return f([p, w, seed](std::size_t i) {
                 const unsigned char* e = p + i * w;
@@ -316,6 +333,20 @@ struct HashVisitor {
         py::array_t<Out> result(a.shape);
         Out* out = result.mutable_data();
         std::string error;
+        if (a.kind == 'f') {  // NaN is a null (the rule above)
+            std::size_t nan_at = a.n;
+            {
+                py::gil_scoped_release nogil;
+                const std::vector<std::uint8_t> ok = not_nan(a, &nan_at);
+                if (nan_at == a.n) {
+                    with_array_source(a, seed, [&](auto source) { body(source, a.n, out); });
+                } else if (nulls == Nulls::skip) {
+                    with_array_source(a, seed, [&](auto source) { skip_nulls(source, a.n, ok.data(), out, body); });
+                }
+            }
+            if (nan_at < a.n && nulls == Nulls::raise) raise_value_error(null_error(param, nan_at));
+            return result;
+        }
         {
             // Safe without the GIL: `a.arr` keeps the keys' memory alive,
             // and a filter's memory never moves.
@@ -467,12 +498,11 @@ void for_each_chunk(py::handle keys, std::uint64_t seed, const char* param, F&& 
             keys, seed, param, [&f](auto& src, std::size_t n, bool*) { f(src, n); }, nulls);
         return;
     }
-    const bool nan_null = nan_is_null_in(keys);
     py::object iter = iterate(keys, param);
     std::vector<Hash128> chunk;
     std::size_t taken = 0;
     for (bool more = true; more;) {
-        more = hash_next(iter, seed, param, kChunkKeys, &taken, &chunk, nulls, nan_null);
+        more = hash_next(iter, seed, param, kChunkKeys, &taken, &chunk, nulls);
         py::gil_scoped_release nogil;
         Prehashed src{chunk.data()};
         f(src, chunk.size());

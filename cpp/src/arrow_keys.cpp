@@ -26,6 +26,8 @@ bool key_format(const std::string& f, FormatInfo* info) {
         case 'I': return *info = {K::integer, 4, false}, true;
         case 'l': return *info = {K::integer, 8, true}, true;
         case 'L': return *info = {K::integer, 8, false}, true;
+        case 'f': return *info = {K::floating, 4, true}, true;
+        case 'g': return *info = {K::floating, 8, true}, true;
         default: return false;
     }
 }
@@ -53,9 +55,9 @@ std::string key_column_schema(const ArrowSchema& schema, const ArrowSchema** col
     FormatInfo info{};
     if (key_format(cf, &info)) return {};
     std::string what = "Arrow type '" + cf + "'";
-    if (cf == "f" || cf == "g" || cf == "e") what += " (floating point)";
+    if (cf == "e") what += " (half-precision floating point; cast it to float32 or float64)";
     if (!cf.empty() && cf[0] == 't') what += " (a date or time)";
-    return what + " is not a key type; use strings, binary, integers or booleans";
+    return what + " is not a key type; use strings, binary, integers, booleans or floats";
 }
 
 std::string open_column(const ArrowSchema& schema, const ArrowArray& top, ArrowColumn* out) {
@@ -137,6 +139,11 @@ std::string open_column(const ArrowSchema& schema, const ArrowArray& top, ArrowC
 }
 
 std::size_t first_null(const ArrowColumn& c) {
+    if (c.kind == ArrowColumn::Kind::floating) {  // a NaN is a null too
+        for (std::size_t i = 0; i < c.length; ++i)
+            if (!c.valid(i)) return i;
+        return c.length;
+    }
     if (c.validity == nullptr) return c.length;
     std::size_t i = 0;
     // Whole bytes of the bitmap at a time where the column is byte-aligned.

@@ -9,11 +9,19 @@ and the C++ tests (tests/cpp) check the same files.
   per line, from bloomline.key_positions when the format was at version 1.
   Files, pickles and Redis shards hold bits at these positions: a change
   to them is a format break, not a refactor.
+- key_forms_v1.txt: `seed form literal bytes_hex h1_hex h2_hex` per line
+  (tab-separated) for floats, ints beyond 64 bits, tuples and frozensets:
+  the key's bytes by the key rules (docs/FORMAT.md, "Keys"), from
+  `key_bytes` below, written from those rules and not from bloomline, and
+  their hash from `mmh3`. `literal` is float.hex() for floats, else repr().
+
+Files that exist are never rewritten.
 """
 
 from __future__ import annotations
 
 import random
+import struct
 from pathlib import Path
 
 import mmh3
@@ -50,9 +58,68 @@ def positions_lines() -> list[str]:
     return lines
 
 
+FLOAT_TAG, BIG_INT_TAG, TUPLE_TAG, FROZENSET_TAG = b"\xf8", b"\xf9", b"\xfa", b"\xfb"
+
+
+def key_bytes(key: object) -> bytes:
+    """A key's bytes by the key rules, in plain Python (the reference the
+    C++ core is held to): str its UTF-8; bytes as they are; an int in
+    [-2**63, 2**64) its 8 bytes LE (two's complement when negative); a
+    float equal to an int is that int; other floats the float tag and their
+    8 IEEE-754 bytes LE; ints beyond 64 bits the big-int tag and their
+    shortest two's-complement bytes LE; a tuple the tuple tag, then each
+    element's key bytes after their length (8 bytes LE); a frozenset the
+    same under its own tag, its elements' encodings sorted."""
+    if isinstance(key, str):
+        return key.encode()
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, float):
+        if key != key:
+            raise ValueError("NaN is not a key")
+        if key.is_integer():
+            return key_bytes(int(key))
+        return FLOAT_TAG + struct.pack("<d", key)
+    if isinstance(key, int):
+        if -(2**63) <= key < 2**64:
+            return (key % 2**64).to_bytes(8, "little")
+        size = ((key if key >= 0 else ~key).bit_length() + 8) // 8
+        return BIG_INT_TAG + key.to_bytes(size, "little", signed=True)
+    if isinstance(key, (tuple, frozenset)):
+        parts = [key_bytes(k) for k in key]
+        if isinstance(key, frozenset):
+            parts.sort()
+        tag = TUPLE_TAG if isinstance(key, tuple) else FROZENSET_TAG
+        return tag + b"".join(len(p).to_bytes(8, "little") + p for p in parts)
+    raise TypeError(type(key).__name__)
+
+
+KEY_FORMS: list[object] = [
+    0.5, -0.5, 1.5, 1e-300, -2.5e-310, 3.141592653589793, 1e300, float("inf"), float("-inf"),
+    42.0, -0.0, 2.0**63, 2.0**64, -(2.0**63), -(2.0**63) - 2048.0, 2.0**70, -(2.0**70), 1.7976931348623157e308,
+    2**64, 2**64 + 1, -(2**63) - 1, -(2**64), 2**70, -(2**71), 2**71, 3**200, -(3**200),
+    (), ("a",), ("a", 1), ("a", 1.5), ("ab", "c"), ("a", "bc"), (b"x", (1, (2, 3.25))), (2**70, "u\u00e9"),
+    frozenset(), frozenset({"a"}), frozenset({"a", 1, 2.5}), frozenset({("a", 1), b"z"}),
+]
+
+
+def key_forms_lines() -> list[str]:
+    lines = []
+    for i, key in enumerate(KEY_FORMS):
+        seed = SEEDS[i % len(SEEDS)]
+        data = key_bytes(key)
+        h = mmh3.hash128(data, seed, x64arch=True, signed=False)
+        form = type(key).__name__
+        literal = key.hex() if isinstance(key, float) else repr(key)
+        lines.append(f"{seed}\t{form}\t{literal}\t{data.hex() or '-'}\t{h & (2**64 - 1):016x}\t{h >> 64:016x}")
+    return lines
+
+
 def main() -> None:
-    (HERE / "murmur3_x64_128.txt").write_text("\n".join(murmur3_lines()) + "\n")
-    (HERE / "positions_v1.txt").write_text("\n".join(positions_lines()) + "\n")
+    for name, make in (("murmur3_x64_128.txt", murmur3_lines), ("positions_v1.txt", positions_lines),
+                       ("key_forms_v1.txt", key_forms_lines)):
+        if not (HERE / name).exists():
+            (HERE / name).write_text("\n".join(make()) + "\n")
 
 
 if __name__ == "__main__":

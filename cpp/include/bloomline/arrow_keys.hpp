@@ -6,8 +6,9 @@
 // Why this way: the interface hands over raw buffers (validity bitmap,
 // offsets, data, or 16-byte views), so a key is hashed straight from the
 // column's memory, with no object per key and no copy. A key is its bytes
-// (string and binary types, UTF-8 already) or, for integer and boolean
-// columns, the integer widened to 64 bits: the same key as from NumPy.
+// (string and binary types, UTF-8 already); for integer and boolean
+// columns, the integer widened to 64 bits; for float32 and float64 columns,
+// the float key (keys.hpp), a NaN being a null: the same keys as from NumPy.
 //
 // Producers' buffers are trusted as the interface says, but what can be
 // checked cheaply is checked before any key is read: the format, the
@@ -72,9 +73,9 @@ namespace bloomline {
 
 // One Arrow array (a chunk) as keys.
 struct ArrowColumn {
-    enum class Kind { binary32, binary64, view, integer, boolean };
+    enum class Kind { binary32, binary64, view, integer, boolean, floating };
     Kind kind = Kind::binary32;
-    unsigned width = 0;  // integers: bytes per value
+    unsigned width = 0;  // integers and floats: bytes per value
     bool is_signed = false;
     std::size_t length = 0;
     std::size_t offset = 0;              // the array's own offset, in elements
@@ -85,10 +86,27 @@ struct ArrowColumn {
     const std::int64_t* variadic_sizes = nullptr;
     std::size_t n_variadic = 0;
 
+    // Not a null: the validity bitmap's bit, and for floats not NaN (a NaN
+    // equals nothing, not even itself: it is a missing value, never a key).
     bool valid(std::size_t i) const {
+        if (kind == Kind::floating && is_nan(offset + i)) return false;
         if (validity == nullptr) return true;
         const std::size_t b = offset + i;
         return (validity[b >> 3] >> (b & 7)) & 1;
+    }
+    double float_value(std::size_t j) const {  // element j, its offset included
+        if (width == 4) {
+            float f;
+            std::memcpy(&f, static_cast<const unsigned char*>(values) + 4 * j, 4);
+            return f;
+        }
+        double d;
+        std::memcpy(&d, static_cast<const unsigned char*>(values) + 8 * j, 8);
+        return d;
+    }
+    bool is_nan(std::size_t j) const {
+        const double d = float_value(j);
+        return d != d;
     }
 };
 
@@ -142,7 +160,8 @@ inline std::uint64_t integer_at(const ArrowColumn& c, std::size_t j) {
 }
 
 inline bool is_bytes(const ArrowColumn& c) {
-    return c.kind != ArrowColumn::Kind::integer && c.kind != ArrowColumn::Kind::boolean;
+    return c.kind != ArrowColumn::Kind::integer && c.kind != ArrowColumn::Kind::boolean &&
+           c.kind != ArrowColumn::Kind::floating;
 }
 
 // The hash of element i of a column. Callable from any thread.
@@ -152,6 +171,7 @@ struct ArrowKeys {
 
     Hash128 operator()(std::size_t i) const {
         const std::size_t j = c->offset + i;
+        if (c->kind == ArrowColumn::Kind::floating) return hash_float_key(c->float_value(j), seed);
         if (is_bytes(*c)) {
             const ByteSpan b = bytes_at(*c, j);
             return murmur3_128(b.data, b.size, seed);
@@ -159,7 +179,7 @@ struct ArrowKeys {
         return murmur3_128_u64(integer_at(*c, j), seed);
     }
 
-    // Integer and boolean columns hash as NumPy integers do (key_source.hpp).
+    // Integer, boolean and float columns hash as NumPy's do (key_source.hpp).
     bool cheap_to_hash() const { return !is_bytes(*c); }
 
     // Integer columns hash runs at once (hash_batch.hpp), as NumPy's do.
@@ -172,6 +192,7 @@ struct ArrowKeys {
             case ArrowColumn::Kind::binary64: return offsets_range(static_cast<const std::int64_t*>(c->values) + j, m, out);
             case ArrowColumn::Kind::view:
             case ArrowColumn::Kind::boolean:
+            case ArrowColumn::Kind::floating:
                 for (std::size_t i = 0; i < m; ++i) out[i] = (*this)(first + i);
                 return;
             default:
