@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import mmh3
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import numpy as np
 import pytest
 
@@ -203,3 +205,24 @@ def test_a_tuple_batch_is_still_a_batch() -> None:
     assert f.add_many(("a", "b")).tolist() == [True, True]  # two keys
     assert "a" in f and ("a", "b") not in f
     assert f.add(("a", "b")) is True  # one key
+
+
+# ---- every form, drawn at random, against the plain-Python rules -------------------
+
+scalars = (st.integers() | st.floats(allow_nan=False) | st.text(max_size=20) | st.binary(max_size=20)
+           | st.booleans())
+composite = st.recursive(scalars, lambda inner: st.tuples(inner, inner) | st.lists(inner, max_size=4).map(tuple)
+                         | st.frozensets(scalars, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(keys=st.lists(composite, min_size=1, max_size=8), seed=st.integers(0, 2**32 - 1))  # mmh3 takes 32-bit seeds
+def test_random_keys_hash_as_the_rules_say(keys: list[object], seed: int) -> None:
+    assert hashes(keys, seed) == [reference(k, seed) for k in keys]
+    f = BloomFilter(1000, 0.001, seed=seed)
+    f.add_many(keys)
+    assert all(k in f for k in keys)
+    # A whole float and the int it equals are one key.
+    for k in keys:
+        if isinstance(k, int) and not isinstance(k, bool) and abs(k) < 2**1000 and float(k) == k:
+            assert hashes([float(k)], seed) == hashes([k], seed)

@@ -251,6 +251,27 @@ def test_every_backend_answers_alike(backend_server: tuple[RedisServer, str]) ->
     client.close()
 
 
+def test_every_backend_takes_every_key_form(backend_server: tuple[RedisServer, str]) -> None:
+    """Floats, big ints, tuples and frozensets (docs/FORMAT.md, "Keys") by
+    every backend: the bf backend sends their key bytes, the others their
+    hashes; 42.0 is 42 on each, and a NaN is a null."""
+    server, backend = backend_server
+    client = redis.Redis(host="127.0.0.1", port=server.port)
+    f = RedisBloomFilter(client, "forms", 10_000, 0.0001, backend=backend)
+    keys = [42, 0.5, 2**70, -(2**64), ("a", 1), frozenset({"x", 2.5}), float("inf")]
+    assert f.add_many(keys).tolist() == [True] * len(keys)
+    same = [42.0, 0.5, 2.0**70, -(2.0**64), ("a", 1.0), frozenset({2.5, "x"}), float("inf")]
+    assert f.contains_many(same).tolist() == [True] * len(keys)
+    assert f.contains_many(np.array([42.0, 0.5, 43.0])).tolist() == [True, True, False]
+    assert f.add(("a", 1.0)) is False and 2**64 not in f and 0 not in f and ("a", "1") not in f
+    with pytest.raises(ValueError, match=r"keys\[1\] is null"):
+        f.add_many([1.0, float("nan")])
+    assert f.add_many([7.0, float("nan")], nulls="skip").tolist() == [True, False] and 7 in f
+    with pytest.raises(ValueError, match="key is NaN"):
+        f.add(float("nan"))
+    client.close()
+
+
 def test_auto_picks_the_module_then_plain(tmp_path_factory: pytest.TempPathFactory) -> None:
     from conftest import module_args
 

@@ -175,7 +175,8 @@ void append_u64_le(std::string* out, std::uint64_t v) {
     for (int b = 0; b < 8; ++b) out->push_back(static_cast<char>(v >> (8 * b)));
 }
 
-// The key bytes of any key (the 64-bit form as its 8 bytes LE).
+}  // namespace
+
 std::string key_bytes(PyObject* key, const char* what) {
     std::string out;
     visit_key(
@@ -183,6 +184,8 @@ std::string key_bytes(PyObject* key, const char* what) {
         [&](std::uint64_t v) { append_u64_le(&out, v); });
     return out;
 }
+
+namespace {
 
 // A tuple: kTupleTag, then each element's key bytes after their length (u64
 // LE), in order. A frozenset: kFrozensetTag, then the same for its elements

@@ -1,23 +1,24 @@
 // Python keys -> 128-bit hashes, by the key rules (README.md, "Keys"). The one place
 // that knows Python's types; everything after it works on Hash128.
 //
-// Scalar keys: str (UTF-8), bytes, int (8 bytes LE, [-2**63, 2**64)), NumPy
-// integer and bool scalars, any other C-contiguous buffer (raw bytes).
-// Batches (with_batch_hashes): NumPy arrays of integer/bool/S/U dtype, and
-// Arrow columns (any object with __arrow_c_array__ or __arrow_c_stream__:
-// pyarrow, pandas, polars, DuckDB; arrow_keys.hpp reads them) are hashed and
-// probed with the GIL released, with no allocation beyond the result; object
-// arrays, lists and other iterables are hashed with the GIL held and probed
-// without it. Arrays of hashes made by hash_many (dtype HASH_DTYPE, carrying
-// their seed) are used as they are: a scalable chain hashes a batch once for
-// all its stages.
+// Scalar keys: str (UTF-8), bytes, int (8 bytes LE in [-2**63, 2**64), a
+// tagged form beyond), float (Python's equality: 42.0 is 42; NaN is no
+// key), tuple and frozenset (tagged, length-prefixed element keys), NumPy
+// integer, bool and float scalars, any other C-contiguous buffer (raw
+// bytes). docs/FORMAT.md, "Keys", has the bytes; keys.hpp the fixed-width ones.
+// Batches (read_batch, below): NumPy arrays of integer/bool/float/S/U dtype,
+// and Arrow columns (any object with __arrow_c_array__ or
+// __arrow_c_stream__: pyarrow, pandas, polars, DuckDB; arrow_keys.hpp reads
+// them) are hashed and probed with the GIL released, with no allocation
+// beyond the result; object arrays, lists and other iterables are hashed
+// with the GIL held and probed without it. Arrays of hashes made by
+// hash_many (dtype HASH_DTYPE, carrying their seed) are used as they are: a
+// scalable chain hashes a batch once for all its stages.
 //
 // Nulls: an Arrow column's nulls; None, pd.NA and pd.NaT in any batch; and a
-// float NaN in a pandas Series, Index or extension array that is not of a
-// float dtype (pandas' own missing value there, with or without pyarrow).
-// Refused with a ValueError naming the first, or with nulls="skip" left out
-// of the batch, their answers False (0). A NaN anywhere else is a float, and
-// floats are not keys (TypeError).
+// float NaN anywhere (it equals nothing, not even itself; pandas marks
+// missing values with it). Refused with a ValueError naming the first, or
+// with nulls="skip" left out of the batch, their answers False (0).
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -60,6 +61,9 @@ std::string type_name(PyObject* o);
 
 // Hash one key. `what` names it in errors ("key", "keys[3]").
 Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what = "key");
+// The bytes of one key by the key rules (an int's 8 bytes LE, a tuple's
+// tagged encoding, ...): what hash_key hashes.
+std::string key_bytes(PyObject* key, const char* what = "key");
 
 // ---- batches ----------------------------------------------------------------
 

@@ -129,6 +129,10 @@ void register_redis(py::module_& m) {
         "are.");
 
     m.def(
+        "key_bytes", [](py::handle key) { return py::bytes(py_keys::key_bytes(key.ptr(), "key")); }, py::arg("key"),
+        "The bytes of one key by the key rules (docs/FORMAT.md, Keys): what a server that takes keys is sent.");
+
+    m.def(
         "redis_items",
         [](py::handle keys, py::handle nulls, py::handle chunk) {
             const std::uint64_t per = py_args::to_u64(chunk, "chunk", 1, ~std::uint64_t{0} >> 1, ">= 1");

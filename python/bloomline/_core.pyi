@@ -12,7 +12,10 @@ import numpy.typing as npt
 
 from typing_extensions import Buffer, Self, TypeAlias
 
-Key: TypeAlias = Union[str, bytes, bytearray, memoryview, int, np.integer[Any], np.bool_, Buffer]
+# A key (docs/FORMAT.md, "Keys"): str, bytes-like, int of any size, float (NaN excepted: a null), and
+# tuples and frozensets of keys.
+Key: TypeAlias = Union[str, bytes, bytearray, memoryview, int, float, np.integer[Any], np.bool_, np.floating[Any],
+                       Buffer, tuple[Any, ...], frozenset[Any]]
 
 class ArrowArrayExportable(Protocol):
     """An Arrow column through the PyCapsule interface (pyarrow Array, ...)."""
@@ -280,6 +283,7 @@ def redis_key(
     shard_bits: int = 2**31,
     form: Literal["positions", "set", "get"] = "positions",
 ) -> tuple[int, bytes, int]: ...
+def key_bytes(key: Key) -> bytes: ...
 def redis_items(
     keys: Keys, *, nulls: Nulls = "raise", chunk: int = 2**62
 ) -> tuple[list[bytes], list[int], npt.NDArray[np.bool_]]: ...

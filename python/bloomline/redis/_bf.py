@@ -115,9 +115,9 @@ class BfBackend(Backend):
                  writes=True)], idx, count_key=count_key))
 
     def _one(self, key: Any) -> Prepared:
-        if key is None:  # (one key, not a batch: nulls=skip does not apply)
-            raise TypeError("key must be str, bytes-like or int, got NoneType")
-        return self.prepare([key], "raise", 0)
+        # One key, not a batch: its bytes by the key rules, with a single
+        # key's errors (None and NaN are refused, not nulls).
+        return self.prepare([_core.key_bytes(key)], "raise", 0)
 
     def add_one(self, f: FilterKeys, key: Any, batch_id: str, ttl_ms: int) -> Part:
         return self.add_parts(f, self._one(key), batch_id, ttl_ms)[0]
