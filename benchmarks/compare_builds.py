@@ -44,6 +44,15 @@ for layout in ("blocked", "standard"):
     one = BloomFilter(len(urls), 0.01, layout=layout)
     t(layout + " add, one call per str key", lambda: [one.add(u) for u in urls])
     t(layout + " in, one call per str key", lambda: [u in one for u in urls])
+    if layout == "blocked":
+        ints_list, blobs = [int(v) for v in ints[: n // 10]], [u.encode() for u in urls]
+        two = BloomFilter(len(urls), 0.01)
+        t("blocked add, one call per int key", lambda: [two.add(v) for v in ints_list])
+        t("blocked in, one call per int key", lambda: [v in two for v in ints_list])
+        t("blocked add, one call per bytes key", lambda: [two.add(b) for b in blobs])
+        t("blocked in, one call per bytes key", lambda: [b in two for b in blobs])
+        t("blocked add_many list[int]", lambda: BloomFilter(len(urls), 0.01).add_many(ints_list))
+        t("blocked contains_many list[bytes]", lambda: two.contains_many(blobs))
 cf = CountingBloomFilter(n // 10, 0.01)
 t("counting add_many uint64", lambda: cf.add_many(ints[: n // 10]))
 t("counting contains_many uint64", lambda: cf.contains_many(ints[: n // 10]))
