@@ -6,6 +6,7 @@ over the G + 1 live generations stays within error_rate."""
 from __future__ import annotations
 
 import datetime
+import re
 import math
 from typing import Any
 
@@ -280,6 +281,7 @@ def test_capacity_warning_names_the_generation() -> None:
         ({"window": float("nan")}, ValueError, "window .* got nan"),
         ({"window": float("inf")}, ValueError, "window .* got inf"),
         ({"window": datetime.timedelta(0)}, ValueError, "window .* got datetime.timedelta"),
+        ({"window": 1e-4}, ValueError, "window must be at least 0.001 s, got 0.0001"),
         ({"window": True}, TypeError, r"window .* got bool \(True\)"),
         ({"window": "7d"}, TypeError, r"window .* got str \('7d'\)"),
         ({"window": 60, "generations": 0}, ValueError, r"generations must be in \[1, 64\], got 0"),
@@ -308,3 +310,124 @@ def test_bad_clock_values(t: Any) -> None:
     w = WindowedBloomFilter(100, 0.01, window=60, clock=lambda: t)
     with pytest.raises(ValueError, match="clock"):
         w.add("a")
+
+
+# ---- bytes, files, pickle ----------------------------------------------------------
+
+
+def three_generations(clock: FakeClock, **kwargs: Any) -> WindowedBloomFilter:
+    """Keys 0-99 at 10 s, 100-199 at 35 s, 200-299 at 60 s (window 100 s,
+    4 generations of 25 s: generations 0, 1 and 2)."""
+    w = WindowedBloomFilter(1000, 0.01, window=100, clock=clock, **kwargs)
+    for i, t in enumerate((10.0, 35.0, 60.0)):
+        clock.t = t
+        w.add_many(range(100 * i, 100 * i + 100))
+    return w
+
+
+def test_bytes_round_trip_keeps_answers_and_clock_state(layout: str) -> None:
+    clock = FakeClock()
+    w = three_generations(clock, layout=layout, seed=11)
+    data = w.to_bytes()
+    h = bloomline.read_header(data)
+    assert (h["kind"], h["window"], h["generations"], h["num_slots"], h["capacity"], h["insert_count"]) == \
+        ("WindowedBloomFilter", 100.0, 4, 3, 1000, w.live_generations[0][1].insert_count * 3)
+    back = WindowedBloomFilter.from_bytes(data, clock=clock)
+    assert back == w and back.layout == layout and back.seed == 11
+    assert [g for g, _ in back.live_generations] == [0, 1, 2]
+    assert back.contains_many(range(400)).tolist() == w.contains_many(range(400)).tolist()
+    clock.t = 130.0  # generation 5: generation 0 expired, in both
+    assert [g for g, _ in back.live_generations] == [1, 2]
+    assert not back.contains_many(range(100)).any() and back.contains_many(range(100, 300)).all()
+    assert back == w
+    assert back.add(5) and w.add(5)  # new again in both, into generation 5
+    assert back == w
+
+
+def test_save_load_at_a_later_clock_drops_expired_generations(tmp_path: Any) -> None:
+    clock = FakeClock()
+    w = three_generations(clock)
+    w.save(tmp_path / "w.blf")
+    later = FakeClock(160.0)  # generation 6: generations 0 and 1 expired
+    back = WindowedBloomFilter.load(tmp_path / "w.blf", clock=later)
+    assert [g for g, _ in back.live_generations] == [2]
+    assert back.contains_many(range(200, 300)).all()
+    assert back.contains_many(range(200)).sum() <= fp_bound(200, 0.01)
+    back.save(tmp_path / "w.blf")
+    assert bloomline.read_header((tmp_path / "w.blf").read_bytes())["num_slots"] == 1
+    assert not list(tmp_path.glob("*.tmp-*"))
+    # An earlier clock: nothing expires, and adds go to the newest generation stored (it never goes back).
+    same = WindowedBloomFilter.load(tmp_path / "w.blf", clock=FakeClock(10.0))
+    assert same.current_generation == 2 and same.contains_many(range(200, 300)).all()
+    assert isinstance(bloomline.from_bytes((tmp_path / "w.blf").read_bytes()), WindowedBloomFilter)
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_pickle_copy_deepcopy(protocol: int) -> None:
+    import copy
+    import pickle
+
+    w = WindowedBloomFilter(1000, 0.01, window=3600, generations=3, seed=2)  # the system clock: pickles carry none
+    w.update(range(500))
+    back = pickle.loads(pickle.dumps(w, protocol=protocol))
+    assert isinstance(back, WindowedBloomFilter) and back == w and back.generations == 3
+    assert back.contains_many(range(500)).all()
+    d = copy.deepcopy(w)
+    d.add("only in the copy")
+    assert d != w and "only in the copy" not in w
+
+
+def _damaged(w: WindowedBloomFilter, **change: Any) -> bytes:
+    """w's bytes re-encoded by the core with one part changed: a writer
+    that got something wrong (each part is signed, so only the reader's
+    own checks can catch it)."""
+    live = w.live_generations
+    parts: dict[str, Any] = {
+        "filters": [f for _, f in live], "counts": [f.insert_count for _, f in live], "numbers": [g for g, _ in live],
+        "capacity": w.capacity, "error_rate": w.error_rate, "generations": w.generations, "window": w.window,
+    }
+    parts.update(change)
+    return bloomline._core.encode_window(parts["capacity"], parts["error_rate"], parts["generations"], parts["window"],
+                                         w.layout, w.seed, parts["filters"], parts["counts"], parts["numbers"])
+
+
+def test_every_part_is_checked() -> None:
+    clock = FakeClock()
+    w = three_generations(clock)
+    f0 = w.live_generations[0][1]
+    cases = [
+        ({"numbers": [0, 2, 1]}, "generation 2 has number 1, not above 2"),
+        ({"numbers": [0, 0, 1]}, "generation 1 has number 0, not above 0"),
+        ({"numbers": [0, 1, 5]}, r"generation 0 \(number 0\) is more than 4 older than the newest \(5\)"),
+        ({"counts": [100, 100, 10_000]}, "generation 2 count 10000 exceeds its bits set"),
+        ({"capacity": 999}, "generation 0 does not match the window's parameters"),
+        ({"error_rate": 0.02}, "generation 0 does not match"),
+        ({"generations": 3}, "generation 0 does not match"),
+        ({"filters": [BloomFilter(1000, 0.01), f0, f0]}, "generation 0 does not match"),
+        ({"filters": [BloomFilter(1000, w.generation_error_rate, seed=1), f0, f0]}, "generation 0 does not match"),
+        ({"generations": 1, "numbers": [0, 1, 2]}, "keeps at most 2, got 3"),
+        ({"window": float("nan")}, "window must be a finite number of seconds >= 0.001, got nan"),
+        ({"window": 1e-300}, "window must be .* got 1e-300"),
+        ({"window": -5.0}, "window must be .* got -5"),
+    ]
+    for change, message in cases:
+        try:
+            data = _damaged(w, **change)
+        except ValueError as e:  # refused by the writer already
+            assert re.search(message, str(e)), (change, e)
+            continue
+        with pytest.raises(ValueError, match=message):
+            WindowedBloomFilter.from_bytes(data, clock=clock)
+    good = w.to_bytes()
+    bad = bytearray(good)
+    bad[400] ^= 0x10
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        WindowedBloomFilter.from_bytes(bytes(bad))
+    with pytest.raises(ValueError, match="truncated"):
+        WindowedBloomFilter.from_bytes(good[:-9])
+    with pytest.raises(ValueError, match="this holds a BloomFilter, not a WindowedBloomFilter"):
+        WindowedBloomFilter.from_bytes(f0.to_bytes())
+    with pytest.raises(ValueError, match="this holds a WindowedBloomFilter: read it with bloomline.from_bytes"):
+        bloomline._core.from_bytes(good)
+    with pytest.raises(ValueError, match="this holds a WindowedBloomFilter, not a ScalableBloomFilter"):
+        bloomline.ScalableBloomFilter.from_bytes(good)

@@ -75,6 +75,9 @@ Window = Union[float, int, datetime.timedelta]
 # More generations cost memory ((G + 1) filters) and lookups (G + 1 probes);
 # past 64 a slice is under 2% of the window, finer than any recrawl needs.
 MAX_GENERATIONS = 64
+# Below a millisecond a window is no use to a crawler, and a clock's seconds
+# divided by its slices could pass the 64-bit generation numbers.
+MIN_WINDOW = 1e-3
 # Generation numbers are stored as signed 64-bit integers (docs/FORMAT.md).
 _GEN_LIMIT = 2**63
 
@@ -91,13 +94,9 @@ def window_seconds(window: object) -> float:
                         f"({window!r})")
     if not (math.isfinite(seconds) and seconds > 0):
         raise ValueError(f"window must be a positive number of seconds or a timedelta, got {window!r}")
+    if seconds < MIN_WINDOW:
+        raise ValueError(f"window must be at least {MIN_WINDOW:g} s, got {window!r}")
     return seconds
-
-
-def generation_error_rate(error_rate: float, generations: int) -> float:
-    """The rate of one generation: G + 1 of them compound to error_rate
-    (1 - (1 - error_rate) ** (1 / (G + 1)), computed without cancellation)."""
-    return -math.expm1(math.log1p(-error_rate) / (generations + 1))
 
 
 def _check_generations(generations: object) -> int:
@@ -150,7 +149,7 @@ class WindowedBloomFilter:
         self._clock: Clock = clock if clock is not None else time.time
         self._span = self._window / self._generations
         # One filter per place in the ring, each checking capacity, layout and seed.
-        rate = generation_error_rate(self._error_rate, self._generations)
+        rate = _core.window_generation_error_rate(self._error_rate, self._generations)  # (the core's: its reader checks it)
         self._ring = [BloomFilter(capacity, rate, layout=layout, seed=seed) for _ in range(self._generations + 1)]
         self._capacity = int(capacity)
         self._layout: Layout = layout
@@ -429,3 +428,45 @@ class WindowedBloomFilter:
 
     def _repr_html_(self) -> str:
         return filter_html(self)
+
+    # ---- bytes, files and pickle ---------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """A kind-4 bloomline container (docs/FORMAT.md): the parameters, then
+        each live generation (oldest first) with its number, its count of new
+        keys and its own kind-1 encoding. Generations that expired by the
+        clock are left out."""
+        live = self.live_generations
+        return _core.encode_window(self._capacity, self._error_rate, self._generations, self._window, self._layout,
+                                   self._seed, [f for _, f in live], [f.insert_count for _, f in live],
+                                   [g for g, _ in live])
+
+    @classmethod
+    def from_bytes(cls, data: Any, *, clock: Optional[Clock] = None) -> WindowedBloomFilter:
+        """Read what to_bytes wrote (ValueError says what is wrong), with
+        this clock (default time.time): generations that expired since are
+        dropped."""
+        capacity, error_rate, generations, window, layout, seed, live = _core.decode_window(data)
+        w = cls(capacity, error_rate, window=window, generations=generations, clock=clock, layout=layout, seed=seed)
+        for number, f, _ in live:
+            place = number % len(w._ring)
+            w._ring[place] = f
+            w._numbers[place] = number
+            w._newest = number  # (oldest first: the last is the newest)
+        return w
+
+    def save(self, path: StrPath | BinaryWriter) -> None:
+        """Write to path atomically (temporary file, fsync, rename), through
+        the one atomic writer every save uses; or to_bytes() at a binary file
+        object's position."""
+        _core.save_bytes(path, self.to_bytes())
+
+    @classmethod
+    def load(cls, path: StrPath | BinaryReader, *, clock: Optional[Clock] = None) -> WindowedBloomFilter:
+        """Read a file written by save (always verified), with this clock;
+        path may be a binary file object (one filter is read at its position)."""
+        return cls.from_bytes(_core.load_bytes(path), clock=clock)
+
+    # Pickling: bloomline._pickling gives this class its __reduce_ex__ (the
+    # one place that names what a pickle restores with), as it does the other
+    # kinds'. A pickle carries no clock: the restored filter reads time.time.
