@@ -38,6 +38,10 @@ seen key is left where it is, so its window runs from its first add: what a
 crawler's dupefilter needs, or a page linked from everywhere would never be
 fetched again.
 
+**Threads.** Batch calls take ``threads=`` (the generations' own). Several
+threads may add at once: a generation is started once, under a lock, so no
+add is cleared away by another thread starting the same generation.
+
 **Clock.** ``clock`` returns seconds as a float (default ``time.time``). The
 current generation never goes back: a clock that steps back (NTP) leaves
 adds in the newest generation seen. Saved (a kind-4 container,
@@ -52,6 +56,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import threading
 import time
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
@@ -158,6 +163,9 @@ class WindowedBloomFilter:
         self._numbers: list[Optional[int]] = [None] * (self._generations + 1)
         self._newest: Optional[int] = None  # the newest generation seen: the current one never goes back
         self._warned: set[int] = set()  # generations that warned of their capacity
+        # Starting a generation clears its place in the ring: two threads must
+        # not both do it (the second would clear the first one's adds).
+        self._rotating = threading.Lock()
 
     # ---- time ------------------------------------------------------------------
 
@@ -191,10 +199,12 @@ class WindowedBloomFilter:
         a generation G + 1 older: expired)."""
         i = now % len(self._ring)
         if self._numbers[i] != now:
-            if self._numbers[i] is not None:
-                self._ring[i].clear()
-            self._numbers[i] = now
-            self._warned.discard(now)
+            with self._rotating:
+                if self._numbers[i] != now:
+                    if self._numbers[i] is not None:
+                        self._ring[i].clear()
+                    self._warned.discard(now)
+                    self._numbers[i] = now
         return self._ring[i]
 
     def _expire(self, now: int) -> None:

@@ -98,7 +98,7 @@ def _open_state(args: argparse.Namespace) -> Filter:
     """dedup's --state: the filter in it; a windowed one on the run's clock
     (--now). Its window and generations win over the options."""
     data = filter_bytes(args.state)
-    f = open_filter(args.state, data)
+    f: Filter = open_filter(args.state, data)
     if isinstance(f, WindowedBloomFilter):
         f = WindowedBloomFilter.from_bytes(data, clock=_clock(args))
         for option, given, kept in (("--window", args.window, f.window), ("--generations", args.generations,
