@@ -107,7 +107,8 @@ def window_seconds(window: object) -> float:
 def _take(hashed: npt.NDArray[Any], which: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """hashed[which], copied as 16 raw bytes a key (NumPy copies a record
     dtype field by field, several times slower)."""
-    return hashed.view("V16")[which].view(hashed.dtype)
+    out: npt.NDArray[Any] = hashed.view("V16")[which].view(hashed.dtype)
+    return out
 
 
 def _check_generations(generations: object) -> int:
@@ -273,10 +274,10 @@ class WindowedBloomFilter:
             # Every key goes into the current generation; only those new to it
             # can be new to the window, so only they are looked up in the older ones.
             new = self._guarded_add(cur, now, len(hashed), lambda: cur.add_many(hashed, threads=threads))
-            fresh = int(np.count_nonzero(new))
-            if older and fresh:
+            count = int(np.count_nonzero(new))
+            if older and count:
                 # (a copy of the new keys pays only where most keys were not new)
-                ask = np.flatnonzero(new) if 2 * fresh < len(new) else None
+                ask = np.flatnonzero(new) if 2 * count < len(new) else None
                 part = hashed if ask is None else _take(hashed, ask)
                 seen = np.zeros(len(part), dtype=bool)
                 for g in older:
