@@ -412,3 +412,38 @@ def test_recrawl_after_is_checked_and_refused_by_the_redis_filter(tmp_path: Path
         assert not site.pages()
     finally:
         site.stop()
+
+
+def test_recrawl_filter_saves_to_jobdir_resumes_and_names_a_changed_setting(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real dupefilter class, without a crawl: the JOBDIR file is saved
+    at close and every RECRAWL_SAVE_EVERY seconds while recording, read back
+    by the next filter, and refused (naming the setting) when a setting
+    changed; a damaged one names the file to remove."""
+    from scrapy.settings import Settings
+
+    from bloomline import WindowedBloomFilter
+    from bloomline.scrapy import dupefilter as d
+
+    job = tmp_path / "job"
+    job.mkdir()
+    f = d.BloomDupeFilter(str(job), recrawl_after=3600.0, capacity=1000)
+    assert f.record_fingerprint(b"a") and not f.record_fingerprint(b"a")
+    assert not (job / d.RECRAWL_FILE).exists()  # within the first minute: not saved yet
+    monkeypatch.setattr(d, "RECRAWL_SAVE_EVERY", 0.0)
+    assert f.record_fingerprint(b"b")
+    saved = WindowedBloomFilter.load(job / d.RECRAWL_FILE)
+    assert b"a" in saved and b"b" in saved and saved.window == 3600.0
+    monkeypatch.setattr(d, "RECRAWL_SAVE_EVERY", 60.0)
+    assert f.record_fingerprint(b"c")
+    f.close()
+    again = d.BloomDupeFilter(str(job), recrawl_after=3600.0, capacity=1000)
+    assert again.has_fingerprint(b"c") and not again.record_fingerprint(b"a")
+    again.close()
+    settings = Settings({"JOBDIR": str(job), "BLOOMLINE_RECRAWL_AFTER": 7200, "BLOOMLINE_CAPACITY": 1000})
+    with pytest.raises(ValueError, match=r"was made with BLOOMLINE_RECRAWL_AFTER=3600.0, this crawl has 7200.0"):
+        d.BloomDupeFilter.from_settings(settings)
+    (job / d.RECRAWL_FILE).write_bytes(b"damaged" * 40)
+    settings.set("BLOOMLINE_RECRAWL_AFTER", 3600)
+    with pytest.raises(ValueError, match=r"invalid bloomline data.*remove the damaged bloomline-recrawl.blf file"):
+        d.BloomDupeFilter.from_settings(settings)

@@ -112,6 +112,10 @@ RECRAWL_GENERATIONS = 4  # a page is fetched again within 1.25x BLOOMLINE_RECRAW
 RECRAWL_SAVE_EVERY = 60.0
 
 
+class RecrawlMismatch(ValueError):
+    """JOBDIR's recrawl filter was made with other settings (which, in the message)."""
+
+
 class BloomDupeFilter(_DupeFilter):
     """Scrapy's duplicate filter on a growing Bloom filter (see the module doc)."""
 
@@ -159,8 +163,8 @@ class BloomDupeFilter(_DupeFilter):
                                     ("BLOOMLINE_ERROR_RATE", kept.error_rate, made.error_rate),
                                     ("BLOOMLINE_LAYOUT", kept.layout, made.layout)):
             if have != want:
-                raise ValueError(f"{self._recrawl_file} was made with {setting}={have!r}, this crawl has {want!r}: "
-                                 "set it as that crawl did, or remove the file to start anew")
+                raise RecrawlMismatch(f"{self._recrawl_file} was made with {setting}={have!r}, this crawl has "
+                                      f"{want!r}: set it as that crawl did, or remove the file to start anew")
         return kept
 
     def _parts(self) -> tuple[int, str]:
@@ -190,8 +194,10 @@ class BloomDupeFilter(_DupeFilter):
                            stats=getattr(crawler, "stats", None), recrawl_after=config.recrawl_after)
             except ChainMismatch as e:
                 raise _mismatch(f"the filter in JOBDIR {path!r}", e, settings, 1.0) from None
+            except RecrawlMismatch as e:
+                raise _Refused(REASON_SETTINGS, str(e)) from None
             except (ValueError, OSError) as e:
-                raise _jobdir_refusal(path, e) from None
+                raise _jobdir_refusal(path, e, recrawl=config.recrawl_after is not None) from None
         except _Refused as e:
             if crawler is None:  # no crawl to stop: the caller hears it
                 raise ValueError(str(e)) from None
@@ -233,9 +239,10 @@ class BloomDupeFilter(_DupeFilter):
                 self.seen.close()
 
 
-def _jobdir_refusal(path: Optional[str], error: Exception) -> _Refused:
+def _jobdir_refusal(path: Optional[str], error: Exception, recrawl: bool = False) -> _Refused:
     journal = Path(path or ".") / JOURNAL_NAME
     what = (f"the request journal {journal} still holds the pending requests; " if journal.exists() else "")
+    files = f"{RECRAWL_FILE} file" if recrawl else "bloomline-seen.*.blf files"
     return _Refused(REASON_JOBDIR, f"BloomDupeFilter cannot resume from JOBDIR {path!r}: {error}; {what}"
-                                   "remove the damaged bloomline-seen.*.blf files to resume without the record of "
+                                   f"remove the damaged {files} to resume without the record of "
                                    "what was seen (pages may be fetched again), or start with a new JOBDIR")
