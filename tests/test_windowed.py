@@ -110,6 +110,11 @@ def test_fp_rate_over_a_full_set_of_live_generations(layout: str, generations: i
     assert w.expected_fp_rate <= 1.2 * rate
 
 
+def test_numpy_numbers_are_taken() -> None:
+    w = WindowedBloomFilter(np.int64(100), np.float32(0.01), window=np.int64(60), generations=np.int8(3))
+    assert (w.capacity, w.window, w.generations) == (100, 60.0, 3) and type(w.generations) is int
+
+
 def test_generation_rate_compounds_to_error_rate() -> None:
     for g in (1, 2, 4, 8, 64):
         w = WindowedBloomFilter(100, 0.01, window=60, generations=g)

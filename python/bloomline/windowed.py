@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import numbers
 import threading
 import time
 import warnings
@@ -92,7 +93,7 @@ def window_seconds(window: object) -> float:
     or TypeError naming the parameter and the value otherwise."""
     if isinstance(window, datetime.timedelta):
         seconds = window.total_seconds()
-    elif isinstance(window, (int, float)) and not isinstance(window, bool):
+    elif isinstance(window, numbers.Real) and not isinstance(window, (bool, np.bool_)):
         seconds = float(window)
     else:
         raise TypeError(f"window must be a positive number of seconds or a timedelta, got {type(window).__name__} "
@@ -112,15 +113,16 @@ def _take(hashed: npt.NDArray[Any], which: npt.NDArray[Any]) -> npt.NDArray[Any]
 
 
 def _check_generations(generations: object) -> int:
-    if not isinstance(generations, int) or isinstance(generations, bool):
+    if not isinstance(generations, numbers.Integral) or isinstance(generations, (bool, np.bool_)):
         raise TypeError(f"generations must be an int, got {type(generations).__name__} ({generations!r})")
+    generations = int(generations)
     if not 1 <= generations <= MAX_GENERATIONS:
         raise ValueError(f"generations must be in [1, {MAX_GENERATIONS}], got {generations}")
     return generations
 
 
 def _check_error_rate(error_rate: object) -> float:
-    if not isinstance(error_rate, (int, float)) or isinstance(error_rate, bool):
+    if not isinstance(error_rate, numbers.Real) or isinstance(error_rate, (bool, np.bool_)):
         raise TypeError(f"error_rate must be a float, got {type(error_rate).__name__} ({error_rate!r})")
     if not 0 < error_rate < 1:
         raise ValueError(f"error_rate must be in (0, 1), got {error_rate!r}")
