@@ -124,9 +124,10 @@ def _check_generations(generations: object) -> int:
 def _check_error_rate(error_rate: object) -> float:
     if not isinstance(error_rate, numbers.Real) or isinstance(error_rate, (bool, np.bool_)):
         raise TypeError(f"error_rate must be a float, got {type(error_rate).__name__} ({error_rate!r})")
-    if not 0 < error_rate < 1:
+    rate = float(error_rate)
+    if not 0 < rate < 1:
         raise ValueError(f"error_rate must be in (0, 1), got {error_rate!r}")
-    return float(error_rate)
+    return rate
 
 
 class WindowedBloomFilter:
