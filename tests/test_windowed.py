@@ -273,6 +273,9 @@ def test_facts_bool_repr_clear_copy() -> None:
     clock.t = 200.0
     w.update(range(200, 500))
     assert w and 480 <= w.approx_count <= 520  # the union: refreshed keys count once
+    gens = [f for _, f in w.live_generations]
+    union = gens[0] | gens[1]
+    assert w.approx_count == union.approx_count  # (read chunk by chunk through the buffers, no copy)
     assert 0 < w.fill_ratio < 1
     assert w.num_bits == 6 * w.live_generations[0][1].num_bits
     assert "WindowedBloomFilter" in repr(w) and "window=600s" in repr(w) and "generations=5" in repr(w)

@@ -112,6 +112,25 @@ def _take(hashed: npt.NDArray[Any], which: npt.NDArray[Any]) -> npt.NDArray[Any]
     return out
 
 
+# Bits set per byte value: a popcount that every supported NumPy has.
+_POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+_UNION_CHUNK = 1 << 20  # bytes of the union held at once
+
+
+def _union_bits_set(filters: list[BloomFilter]) -> int:
+    """Bits set in the union of filters of one geometry, read through their
+    buffers a chunk at a time (no copy of a whole filter). The views go
+    with this call's locals."""
+    bits = [np.frombuffer(memoryview(f), dtype=np.uint8) for f in filters]
+    total = 0
+    for start in range(0, len(bits[0]), _UNION_CHUNK):
+        acc = bits[0][start:start + _UNION_CHUNK].copy()
+        for other in bits[1:]:
+            np.bitwise_or(acc, other[start:start + _UNION_CHUNK], out=acc)
+        total += int(_POPCOUNT8[acc].sum(dtype=np.uint64))
+    return total
+
+
 def _check_generations(generations: object) -> int:
     if not isinstance(generations, numbers.Integral) or isinstance(generations, (bool, np.bool_)):
         raise TypeError(f"generations must be an int, got {type(generations).__name__} ({generations!r})")
@@ -408,10 +427,8 @@ class WindowedBloomFilter:
         live = self._live(self._now())
         if not live:
             return 0.0
-        union = live[0].copy()
-        for g in live[1:]:
-            union |= g
-        return union.approx_count
+        first = live[0]
+        return float(_core.estimate_count(_union_bits_set(live), first.num_bits, first.num_hashes, self._layout))
 
     @property
     def expected_fp_rate(self) -> float:
