@@ -195,6 +195,8 @@ class WindowedBloomFilter:
         # Starting a generation clears its place in the ring: two threads must
         # not both do it (the second would clear the first one's adds).
         self._rotating = threading.Lock()
+        self._live_at: Optional[tuple[int, list[BloomFilter]]] = None  # (now, _live(now)) until the ring changes
+        self._version = 0  # changes of the ring (under _rotating where threads may race)
 
     # ---- time ------------------------------------------------------------------
 
@@ -205,23 +207,37 @@ class WindowedBloomFilter:
             g = math.floor(t / self._span)
         except (TypeError, ValueError, OverflowError):
             raise ValueError(f"clock must return a finite number of seconds, got {t!r}") from None
+        newest = self._newest
+        if newest is not None and g <= newest:  # (the common case: newest was checked when it was set)
+            return newest
         if not -_GEN_LIMIT <= g < _GEN_LIMIT:
             raise ValueError(f"clock gives {t!r} seconds, whose generation number {g} (window {self._window:g} s / "
                              f"{self._generations}) is past 2**63")
-        if self._newest is not None and g < self._newest:
-            return self._newest
         self._newest = g
         return g
 
     def _live(self, now: int) -> list[BloomFilter]:
-        """The live generations, newest first (those not started skipped)."""
+        """The live generations, newest first (those not started skipped);
+        kept until the ring changes (callers do not change the list)."""
+        cached = self._live_at
+        if cached is not None and cached[0] == now:
+            return cached[1]
+        version = self._version
         out = []
         for back in range(self._generations + 1):
             g = now - back
             i = g % len(self._ring)
             if self._numbers[i] == g:
                 out.append(self._ring[i])
+        with self._rotating:  # (kept only if the ring did not change while it was read)
+            if self._version == version:
+                self._live_at = (now, out)
         return out
+
+    def _changed(self) -> None:
+        """The ring's generations changed: _live reads them again."""
+        self._version += 1
+        self._live_at = None
 
     def _current(self, now: int) -> BloomFilter:
         """The current generation, started now if it was not (its place held
@@ -234,14 +250,17 @@ class WindowedBloomFilter:
                         self._ring[i].clear()
                     self._warned.discard(now)
                     self._numbers[i] = now
+                    self._changed()
         return self._ring[i]
 
     def _expire(self, now: int) -> None:
         """Forget the generations that are no longer live."""
-        for i, g in enumerate(self._numbers):
-            if g is not None and not now - self._generations <= g <= now:
-                self._ring[i].clear()
-                self._numbers[i] = None
+        with self._rotating:
+            for i, g in enumerate(self._numbers):
+                if g is not None and not now - self._generations <= g <= now:
+                    self._ring[i].clear()
+                    self._numbers[i] = None
+                    self._changed()
 
     # ---- capacity --------------------------------------------------------------
 
@@ -271,15 +290,24 @@ class WindowedBloomFilter:
         from its first add)."""
         now = self._now()
         cur = self._current(now)
-        older = [g for g in self._live(now) if g is not cur]
-        seen = any(key in g for g in older)
+        seen = False
+        for g in self._live(now):
+            if g is not cur and key in g:
+                seen = True
+                break
         if seen and not refresh:
             return False
-        new = bool(self._guarded_add(cur, now, 1, lambda: cur.add(key)))
-        return new and not seen
+        if cur.insert_count < self._capacity:  # (within capacity: no warning to make)
+            new = cur.add(key)
+        else:
+            new = self._guarded_add(cur, now, 1, lambda: cur.add(key))
+        return bool(new) and not seen
 
     def __contains__(self, key: object) -> bool:
-        return any(key in g for g in self._live(self._now()))
+        for g in self._live(self._now()):  # (a loop: a generator expression costs more than a probe)
+            if key in g:
+                return True
+        return False
 
     # ---- batches ---------------------------------------------------------------
 
@@ -440,10 +468,12 @@ class WindowedBloomFilter:
 
     def clear(self) -> None:
         """Forget every key (the clock's newest generation is kept: it never goes back)."""
-        for i, g in enumerate(self._ring):
-            g.clear()
-            self._numbers[i] = None
-        self._warned.clear()
+        with self._rotating:
+            for i, g in enumerate(self._ring):
+                g.clear()
+                self._numbers[i] = None
+            self._warned.clear()
+            self._changed()
 
     def _params(self) -> tuple[Any, ...]:
         return (self._capacity, self._error_rate, self._window, self._generations, self._layout, self._seed)
@@ -456,6 +486,7 @@ class WindowedBloomFilter:
         c._numbers = list(self._numbers)
         c._newest = self._newest
         c._warned = set(self._warned)
+        c._live_at = None
         return c
 
     __copy__ = copy
@@ -507,6 +538,7 @@ class WindowedBloomFilter:
             w._ring[place] = f
             w._numbers[place] = number
             w._newest = number  # (oldest first: the last is the newest)
+        w._live_at = None
         return w
 
     def save(self, path: StrPath | BinaryWriter) -> None:
