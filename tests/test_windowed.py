@@ -141,6 +141,25 @@ def test_refresh_restarts_a_key_window_and_refresh_false_does_not() -> None:
     assert off.add_many(["k", "j"], refresh=False).tolist() == [False, True]
 
 
+def test_a_generation_started_after_a_lookup_is_seen_by_the_next_lookup() -> None:
+    """Lookups keep the live generations per generation number: starting
+    one (the first add of a slice), expiring and clearing change them."""
+    clock = FakeClock(10.0)
+    w = WindowedBloomFilter(100, 0.001, window=100, clock=clock)
+    assert "a" not in w and not w.contains_many(["a"]).any()  # generation 0 not started yet
+    w.add("a")
+    assert "a" in w and w.contains_many(["a"]).all()
+    clock.t = 30.0
+    assert "b" not in w
+    assert w.add_many(["b"]).all() and "b" in w and "a" in w
+    w.clear()
+    assert "a" not in w and "b" not in w
+    clock.t = 1000.0
+    w.add("c")
+    clock.t = 1030.0
+    assert "c" in w and [g for g, _ in w.live_generations] == [40]
+
+
 def test_clock_going_back_adds_to_the_newest_generation() -> None:
     clock = FakeClock(500.0)
     w = WindowedBloomFilter(100, 0.001, window=100, clock=clock)
