@@ -267,7 +267,8 @@ class WindowedBloomFilter:
     def _guarded_add(self, gen: BloomFilter, now: int, adding: int, add: Callable[[], Any]) -> Any:
         """add() on the current generation; past its capacity the generation's
         own warning (which cannot name the generation) gives way to ours."""
-        if gen.insert_count + adding <= self._capacity:
+        # (once this generation warned, its filter has warned too, silenced: it never warns again)
+        if gen.insert_count + adding <= self._capacity or now in self._warned:
             return add()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CapacityWarning)
