@@ -94,7 +94,16 @@ class Site:
 
 
 SPIDER = '''
+import os
+import time
+
 import scrapy
+
+if os.environ.get("SITE_TIME_SHIFT"):
+    # Tests of time windows: this crawl's wall clock, moved forward by that
+    # many seconds (a later crawl without waiting for it).
+    _wall, _shift = time.time, float(os.environ["SITE_TIME_SHIFT"])
+    time.time = lambda: _wall() + _shift
 
 class SiteSpider(scrapy.Spider):
     name = "site"
@@ -123,7 +132,9 @@ class SiteSpider(scrapy.Spider):
 '''
 
 
-def crawl(tmp: Path, site: Site, *settings: str, mode: str = "crawl", timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def crawl(tmp: Path, site: Site, *settings: str, mode: str = "crawl", timeout: float = 600,
+          time_shift: float = 0.0) -> subprocess.CompletedProcess[str]:
+    """A whole crawl; time_shift: seconds its wall clock (time.time) runs ahead."""
     spider = tmp / "site_spider.py"
     spider.write_text(SPIDER)
     cmd = [sys.executable, "-m", "scrapy", "runspider", str(spider), "-a", f"start_url={site.url()}", "-a", f"mode={mode}",
@@ -131,7 +142,8 @@ def crawl(tmp: Path, site: Site, *settings: str, mode: str = "crawl", timeout: f
            "-s", "CONCURRENT_REQUESTS=16", "-s", "RETRY_ENABLED=False"]
     for s in settings:
         cmd += ["-s", s]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp, env=os.environ.copy())
+    env = {**os.environ, "SITE_TIME_SHIFT": repr(time_shift)} if time_shift else os.environ.copy()
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp, env=env)
 
 
 JOURNAL = ("DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter", "SCHEDULER=bloomline.scrapy.JournalScheduler",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import os
 import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -129,6 +130,75 @@ def test_dedup_state_resumes_across_runs(tmp_path: Path) -> None:
     state.write_bytes(b"garbage" * 30)
     r3 = run("dedup", "--state", str(state), str(tmp_path / "day2"))
     assert r3.returncode == 1 and b"invalid bloomline data" in r3.stderr and r3.stderr.count(b"\n") == 1
+
+
+def test_dedup_window_drops_only_lines_seen_within_it(tmp_path: Path) -> None:
+    """--window 7d on a fixed --now per run: 4 generations of 1.75 days
+    (days 0 and 1 are both in generation 0, day 7 in 4, day 9 in 5). A line
+    seen on day 0 or 1 is dropped through day 7 and new again once
+    generation 0 expires (day 8.75)."""
+    state = tmp_path / "seen.blf"
+    day = 86400
+
+    def dedup(t: float, lines: str, *more: str) -> subprocess.CompletedProcess[bytes]:
+        return run("dedup", "--window", "7d", "--state", str(state), "--capacity", "1000", "--now", str(t), *more,
+                   stdin=lines.encode())
+
+    r = dedup(0, "a\nb\nc\n")
+    assert r.returncode == 0 and r.stdout == b"a\nb\nc\n", r.stderr
+    assert bloomline.read_header(state.read_bytes())["kind"] == "WindowedBloomFilter"
+    assert dedup(1 * day, "c\nd\na\n").stdout == b"d\n"
+    assert dedup(7 * day, "c\n", "-q").stdout == b""  # seen on day 0: dropped through day 7 (and seen again now)
+    assert dedup(9 * day, "a\nb\nc\nd\ne\n").stdout == b"a\nb\nd\ne\n"  # c was seen on day 7
+    # --no-refresh: a line's window runs from when it was written, however often it is seen since.
+    state.unlink()
+    assert dedup(0, "x\n", "--no-refresh").stdout == b"x\n"
+    assert dedup(5 * day, "x\n", "--no-refresh").stdout == b""
+    assert dedup(9 * day, "x\n", "--no-refresh").stdout == b"x\n"
+    w = bloomline.WindowedBloomFilter.load(state, clock=lambda: 9.0 * day)
+    assert w.window == 7 * day and "x" in w
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--window", "7x"], "argument --window: must be a duration such as 90s, 30m, 12h, 7d or 2w, or seconds, "
+                             "got '7x'"),
+        (["--window=-5m"], "argument --window: must be a duration .* got '-5m'"),
+        (["--window", "0"], "argument --window: must be a duration .* got '0'"),
+        (["--window", "nan"], "argument --window: .* got 'nan'"),
+        (["--now", "5"], "--now goes with --window"),
+        (["--no-refresh"], "--no-refresh goes with --window"),
+        (["--window", "1h", "--now", "soon"], "argument --now: must be seconds since the epoch"),
+        (["--window", "1h", "--generations", "65"], r"generations must be in \[1, 64\], got 65"),
+        (["--window", "1h", "--redis", "redis://127.0.0.1:1/0", "--key", "k"], "--redis and --window are exclusive"),
+    ],
+)
+def test_dedup_window_bad_usage_exits_2(args: list[str], message: str) -> None:
+    r = run("dedup", "--capacity", "100", *args, stdin=b"a\n")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.decode().count("\n") == 1 and re.search(message, r.stderr.decode())
+
+
+def test_dedup_window_durations_and_state_kind(tmp_path: Path) -> None:
+    for text, seconds in (("90s", 90), ("30m", 1800), ("12h", 43200), ("7d", 604800), ("2w", 1209600),
+                          ("3600", 3600), ("1.5h", 5400)):
+        state = tmp_path / f"{text}.blf"
+        assert run("dedup", "--window", text, "--state", str(state), "--capacity", "10", "-q", stdin=b"a\n").stdout \
+            == b"a\n"
+        assert bloomline.read_header(state.read_bytes())["window"] == seconds
+    plain = tmp_path / "plain.blf"
+    assert run("dedup", "--state", str(plain), "--capacity", "10", "-q", stdin=b"a\n").returncode == 0
+    r = run("dedup", "--window", "1d", "--state", str(plain), stdin=b"a\n")
+    assert r.returncode == 2 and b"holds a BloomFilter, which has no window" in r.stderr
+    import json
+
+    info = json.loads(run("info", "--json", str(tmp_path / "7d.blf")).stdout)
+    assert info["kind"] == "WindowedBloomFilter" and info["generations"] == 4 and info["live_generations"] == 1
+    full = run("dedup", "--window", "1h", "--capacity", "5", "-q", stdin=b"".join(b"%d\n" % i for i in range(8)))
+    assert full.returncode == 0 and full.stdout.count(b"\n") == 8
+    assert (b"warning: the filter holds 8 distinct lines in one generation (a 900 s slice of its window), more than "
+            b"its capacity of 5") in full.stderr
 
 
 def test_build_query_info_round_trip(tmp_path: Path) -> None:

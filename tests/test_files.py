@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import bloomline
-from bloomline import BloomFilter, CountingBloomFilter, ScalableBloomFilter
+from bloomline import BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedBloomFilter
 
 pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
 
@@ -29,6 +29,7 @@ def kinds(layout: str) -> list[object]:
         BloomFilter(20_000, 0.01, layout=layout, seed=5),
         CountingBloomFilter(20_000, 0.01, layout=layout, counter_bits=8, seed=5),
         ScalableBloomFilter(2_000, 0.01, layout=layout, seed=5),
+        WindowedBloomFilter(20_000, 0.01, window=3600, layout=layout, seed=5),  # (the system clock)
     ]
 
 
@@ -126,6 +127,9 @@ def test_open_r_plus_writes_through(layout: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot be memory-mapped"):
         ScalableBloomFilter(10).save(tmp_path / "s.blf")
         BloomFilter.load(tmp_path / "s.blf", mmap=True)
+    WindowedBloomFilter(10, window=60).save(tmp_path / "w.blf")
+    with pytest.raises(ValueError, match="a WindowedBloomFilter cannot be memory-mapped"):
+        BloomFilter.open(tmp_path / "w.blf")
 
 
 # ---- crashes -----------------------------------------------------------------
@@ -334,10 +338,12 @@ def test_paths_are_str_bytes_or_pathlike_and_never_hold_nul(tmp_path: Path) -> N
 def _savers(tmp_path: Path) -> dict[str, object]:
     s = ScalableBloomFilter(100, 0.01)
     s.update(range(300))  # three stages
-    return {"bloom": BloomFilter(1000, 0.01), "counting": CountingBloomFilter(1000, 0.01), "scalable": s}
+    w = WindowedBloomFilter(1000, 0.01, window=3600)
+    w.update(range(300))
+    return {"bloom": BloomFilter(1000, 0.01), "counting": CountingBloomFilter(1000, 0.01), "scalable": s, "windowed": w}
 
 
-@pytest.mark.parametrize("kind", ["bloom", "counting", "scalable"])
+@pytest.mark.parametrize("kind", ["bloom", "counting", "scalable", "windowed"])
 def test_every_kind_refuses_to_save_over_a_file_mapped_for_writing(kind: str, tmp_path: Path) -> None:
     path = tmp_path / "shared.blf"
     BloomFilter(10_000, 0.01).save(path)
@@ -352,7 +358,7 @@ def test_every_kind_refuses_to_save_over_a_file_mapped_for_writing(kind: str, tm
     assert not list(tmp_path.glob("*.tmp-*"))
 
 
-@pytest.mark.parametrize("kind", ["bloom", "counting", "scalable"])
+@pytest.mark.parametrize("kind", ["bloom", "counting", "scalable", "windowed"])
 def test_saving_over_a_file_keeps_its_mode(kind: str, tmp_path: Path) -> None:
     f = _savers(tmp_path)[kind]
     path = tmp_path / "f.blf"
@@ -373,7 +379,7 @@ def _umask() -> int:
     return mask
 
 
-@pytest.mark.parametrize("kind", ["bloom", "counting", "scalable"])
+@pytest.mark.parametrize("kind", ["bloom", "counting", "scalable", "windowed"])
 def test_saving_over_a_read_only_file_is_refused(kind: str, tmp_path: Path) -> None:
     f = _savers(tmp_path)[kind]
     path = tmp_path / "f.blf"

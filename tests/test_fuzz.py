@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 import bloomline
-from bloomline import BloomFilter, CountingBloomFilter, ScalableBloomFilter, murmur3_128
+from bloomline import BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedBloomFilter, murmur3_128
 
 pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
 
@@ -35,7 +35,15 @@ def seeds() -> dict[str, bytes]:
     c.update(range(80))
     sc = ScalableBloomFilter(20, 0.05)
     sc.update(range(100))
-    return {"bloom": b.to_bytes(), "bloom-standard": s.to_bytes(), "counting": c.to_bytes(), "scalable": sc.to_bytes()}
+    # Three live generations by the system clock (from_bytes reads it), a
+    # day's window: none expires while the test runs.
+    back = [2 * 21600.0]
+    w = WindowedBloomFilter(30, 0.05, window=86400, clock=lambda: time.time() - back[0])
+    for i in range(3):
+        back[0] = (2 - i) * 21600.0
+        w.update(range(10 * i, 10 * i + 15))
+    return {"bloom": b.to_bytes(), "bloom-standard": s.to_bytes(), "counting": c.to_bytes(), "scalable": sc.to_bytes(),
+            "windowed": w.to_bytes()}
 
 
 def resign(buf: bytearray) -> None:
@@ -83,7 +91,7 @@ def mutate(rng: random.Random, good: bytes) -> bytes:
     return bytes(buf)
 
 
-@pytest.mark.parametrize("kind", ["bloom", "bloom-standard", "counting", "scalable"])
+@pytest.mark.parametrize("kind", ["bloom", "bloom-standard", "counting", "scalable", "windowed"])
 @pytest.mark.slow
 def test_mutated_inputs_raise_valueerror_or_load_consistently(kind: str) -> None:
     good = seeds()[kind]

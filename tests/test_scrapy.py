@@ -19,7 +19,7 @@ pytest.importorskip("scrapy")
 pytestmark = pytest.mark.slow  # real crawls in subprocesses: left out of the fast subset (pytest -m "not slow")
 
 from scrapy_site import (JOURNAL, PAGES, SPIDER, Site, crawl, journal_records, kill_9, pending_urls,  # noqa: E402
-                         start_crawl, tree, wait_for_pages)
+                         start_crawl, tree, twelve_links, wait_for_pages)
 
 
 @pytest.fixture
@@ -363,3 +363,87 @@ def test_a_page_is_finished_only_after_the_pages_it_links_to_are_journaled(tree_
                 early.append((page, child))
     assert checked >= 100, checked
     assert not early, early[:10]
+
+
+# ---- recrawls (BLOOMLINE_RECRAWL_AFTER) ------------------------------------------------------
+
+
+def test_recrawl_after_refetches_a_page_only_once_it_is_older_than_that(tmp_path: Path) -> None:
+    """Three crawls of one JOBDIR with BLOOMLINE_RECRAWL_AFTER one day, the
+    later ones with their wall clock moved ahead: at half a day nothing is
+    fetched again (the start page is filtered); at 1.3 days (past the
+    window and its last quarter) every page is fetched again, once."""
+    day = 86400.0
+    site = Site(pages=300, links_of=twelve_links(300))
+    try:
+        job = tmp_path / "job"
+        common = ("DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter", f"JOBDIR={job}",
+                  f"BLOOMLINE_RECRAWL_AFTER={day}", "BLOOMLINE_CAPACITY=1000")
+        r1 = crawl(tmp_path, site, *common)
+        assert r1.returncode == 0, r1.stderr[-3000:]
+        assert len(site.pages()) == 300 and max(site.pages().values()) == 1
+        assert (job / "bloomline-recrawl.blf").exists() and not list(job.glob("bloomline-seen.*.blf"))
+        summary = [line for line in r1.stderr.splitlines() if "BloomDupeFilter: about" in line]
+        assert len(summary) == 1 and " seen, in 1 generation " in summary[0], summary
+        r2 = crawl(tmp_path, site, *common, time_shift=0.5 * day)
+        assert r2.returncode == 0, r2.stderr[-3000:]
+        assert sum(site.pages().values()) == 300  # nothing fetched again
+        r3 = crawl(tmp_path, site, *common, time_shift=1.3 * day)
+        assert r3.returncode == 0, r3.stderr[-3000:]
+        pages = site.pages()
+        assert len(pages) == 300 and set(pages.values()) == {2}  # every page again, once
+        r4 = crawl(tmp_path, site, *common, time_shift=1.6 * day)  # 0.3 days after the third: none again
+        assert r4.returncode == 0 and site.pages() == pages
+    finally:
+        site.stop()
+
+
+def test_recrawl_after_is_checked_and_refused_by_the_redis_filter(tmp_path: Path) -> None:
+    site = Site(pages=5)
+    try:
+        r = crawl(tmp_path, site, "DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter", "BLOOMLINE_RECRAWL_AFTER=-3")
+        assert r.returncode == 1
+        errors = [line for line in r.stderr.splitlines() if "[scrapy.dupefilters] ERROR:" in line]
+        assert len(errors) == 1 and "BLOOMLINE_RECRAWL_AFTER must be a number of seconds >= 0.001, got '-3'" in \
+            errors[0], r.stderr[-3000:]
+        r = crawl(tmp_path, site, "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter",
+                  "REDIS_URL=redis://127.0.0.1:1/0", "BLOOMLINE_RECRAWL_AFTER=60")
+        assert r.returncode == 1 and "BLOOMLINE_RECRAWL_AFTER is for the local BloomDupeFilter" in r.stderr
+        assert not site.pages()
+    finally:
+        site.stop()
+
+
+def test_recrawl_filter_saves_to_jobdir_resumes_and_names_a_changed_setting(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real dupefilter class, without a crawl: the JOBDIR file is saved
+    at close and every RECRAWL_SAVE_EVERY seconds while recording, read back
+    by the next filter, and refused (naming the setting) when a setting
+    changed; a damaged one names the file to remove."""
+    from scrapy.settings import Settings
+
+    from bloomline import WindowedBloomFilter
+    from bloomline.scrapy import dupefilter as d
+
+    job = tmp_path / "job"
+    job.mkdir()
+    f = d.BloomDupeFilter(str(job), recrawl_after=3600.0, capacity=1000)
+    assert f.record_fingerprint(b"a") and not f.record_fingerprint(b"a")
+    assert not (job / d.RECRAWL_FILE).exists()  # within the first minute: not saved yet
+    monkeypatch.setattr(d, "RECRAWL_SAVE_EVERY", 0.0)
+    assert f.record_fingerprint(b"b")
+    saved = WindowedBloomFilter.load(job / d.RECRAWL_FILE)
+    assert b"a" in saved and b"b" in saved and saved.window == 3600.0
+    monkeypatch.setattr(d, "RECRAWL_SAVE_EVERY", 60.0)
+    assert f.record_fingerprint(b"c")
+    f.close()
+    again = d.BloomDupeFilter(str(job), recrawl_after=3600.0, capacity=1000)
+    assert again.has_fingerprint(b"c") and not again.record_fingerprint(b"a")
+    again.close()
+    settings = Settings({"JOBDIR": str(job), "BLOOMLINE_RECRAWL_AFTER": 7200, "BLOOMLINE_CAPACITY": 1000})
+    with pytest.raises(ValueError, match=r"was made with BLOOMLINE_RECRAWL_AFTER=3600.0, this crawl has 7200.0"):
+        d.BloomDupeFilter.from_settings(settings)
+    (job / d.RECRAWL_FILE).write_bytes(b"damaged" * 40)
+    settings.set("BLOOMLINE_RECRAWL_AFTER", 3600)
+    with pytest.raises(ValueError, match=r"invalid bloomline data.*remove the damaged bloomline-recrawl.blf file"):
+        d.BloomDupeFilter.from_settings(settings)

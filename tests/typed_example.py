@@ -4,13 +4,14 @@ describe the package completely enough for a strict user."""
 
 from __future__ import annotations
 
+import datetime
 import pickle
 
 import numpy as np
 import numpy.typing as npt
 
 import bloomline
-from bloomline import BloomFilter, CountingBloomFilter, DedupQueue, ScalableBloomFilter
+from bloomline import BloomFilter, CountingBloomFilter, DedupQueue, ScalableBloomFilter, WindowedBloomFilter
 from bloomline.analysis import FPResult, fp_experiment
 
 
@@ -51,10 +52,18 @@ def frontier() -> int:
     return pushed + len(q)
 
 
+def recrawl(urls: list[str], now: float) -> list[str]:
+    w = WindowedBloomFilter(1000, 0.01, window=datetime.timedelta(days=7), generations=4, clock=lambda: now)
+    due: npt.NDArray[np.bool_] = w.add_many(urls, refresh=False)
+    again: bool = w.add(urls[0], refresh=False)
+    assert w.window == 604800.0 and w.approx_count >= 0.0 and not again
+    return [u for u, d in zip(urls, due.tolist()) if d]
+
+
 def experiment() -> float:
     r: FPResult = fp_experiment(capacities=[1000], error_rates=[0.01], fills=[1.0], probes=10_000)
     return float(r.measured[0])
 
 
 if __name__ == "__main__":
-    print(dedup(["a", "b", "a"], 10), counts([1, 2, 3]), geometry(), round_trip(BloomFilter(10)), frontier(), experiment())
+    print(dedup(["a", "b", "a"], 10), counts([1, 2, 3]), geometry(), round_trip(BloomFilter(10)), frontier(), recrawl(["a"], 0.0), experiment())

@@ -103,6 +103,7 @@ mmh3.hash128(data, seed, x64arch=True, signed=False).)doc");
     bloomline::register_bloom(m);
     bloomline::register_counting(m);
     bloomline::register_chain(m);
+    bloomline::register_window(m);
     bloomline::register_persistence(m);
     bloomline::register_files(m);
     bloomline::register_hashing(m);

@@ -24,7 +24,8 @@ void register_persistence(py::module_& m) {
             }
             if (kind == Kind::bloom) return py::cast(py_filter::from_bytes<BloomFilter>(data));
             if (kind == Kind::counting) return py::cast(py_filter::from_bytes<CountingBloomFilter>(data));
-            throw std::invalid_argument("this holds a ScalableBloomFilter: read it with bloomline.from_bytes");
+            throw std::invalid_argument(std::string("this holds a ") + kind_name(kind) +
+                                        ": read it with bloomline.from_bytes");
         },
         py::arg("data"), "Read a BloomFilter or CountingBloomFilter written by to_bytes; the kind comes from the header.");
 
@@ -49,10 +50,14 @@ void register_persistence(py::module_& m) {
             d["payload_offset"] = kHeaderSize;
             d["payload_len"] = h.payload_len;
             d["dirty"] = (h.flags & kFlagDirty) != 0;
-            if (h.kind == Kind::scalable)
+            if (h.kind == Kind::scalable) {
                 d["tightening"] = chain_tightening(h);
-            else
+            } else if (h.kind == Kind::windowed) {
+                d["generations"] = h.num_hashes;
+                d["window"] = window_seconds(h);
+            } else {
                 d["fill"] = h.fill;
+            }
             return d;
         },
         py::arg("data"),

@@ -174,25 +174,46 @@ std::unique_ptr<T> decode_filter(const unsigned char* data, std::size_t len) {
 template std::unique_ptr<BloomFilter> decode_filter<BloomFilter>(const unsigned char*, std::size_t);
 template std::unique_ptr<CountingBloomFilter> decode_filter<CountingBloomFilter>(const unsigned char*, std::size_t);
 
-// ---- chains ------------------------------------------------------------------
+// ---- containers (kinds 3 and 4) -------------------------------------------------
 
 namespace {
-std::vector<std::size_t> stage_lengths(const std::vector<const BloomFilter*>& stages) {
+std::vector<std::size_t> record_lengths(const std::vector<const BloomFilter*>& records) {
     std::vector<std::size_t> lens;
-    for (const BloomFilter* s : stages) lens.push_back(header_of(*s).total_size());
+    for (const BloomFilter* r : records) lens.push_back(header_of(*r).total_size());
     return lens;
+}
+
+// h's container, its records the encodings of these filters.
+void encode_container(const Header& h, const std::vector<const BloomFilter*>& records,
+                      const std::vector<std::uint64_t>& counts, const std::vector<std::int64_t>& numbers,
+                      unsigned char* out, std::size_t len) {
+    const std::vector<std::size_t> lens = record_lengths(records);
+    if (container_size(h.kind, lens) != len)
+        throw std::invalid_argument(std::string("encoding a ") + kind_name(h.kind) + ": the buffer has the wrong size");
+    const std::vector<std::size_t> at = start_container(h, lens, counts, numbers, out);
+    for (std::size_t i = 0; i < records.size(); ++i) encode_filter(*records[i], out + at[i]);
+    finish_container(out, len);
+}
+
+// Record i's filter, fully checked; its errors name the record ("stage 2: ...").
+std::unique_ptr<BloomFilter> decode_record(const StageBytes& r, const char* what, std::uint64_t i) {
+    try {
+        return decode_filter<BloomFilter>(r.data, r.len);
+    } catch (const std::invalid_argument& e) {
+        bad(what + fmt(i) + ": " + std::string(e.what()).substr(std::strlen("invalid bloomline data: ")));
+    }
 }
 }  // namespace
 
 std::size_t chain_encoded_size(const std::vector<const BloomFilter*>& stages) {
-    return chain_size(stage_lengths(stages));
+    return chain_size(record_lengths(stages));
 }
 
 void encode_chain(const ChainRule& rule, Layout layout, std::uint64_t seed,
                   const std::vector<const BloomFilter*>& stages, const std::vector<std::uint64_t>& counts,
                   unsigned char* out, std::size_t len) {
-    const std::vector<std::size_t> lens = stage_lengths(stages);
-    if (chain_size(lens) != len) throw std::invalid_argument("encode_chain: the buffer has the wrong size");
+    if (stages.empty() || stages.size() > kMaxStages)
+        throw std::invalid_argument("a scalable filter has 1 to 64 stages, got " + std::to_string(stages.size()));
     ChainHeader c;
     c.layout = layout;
     c.seed = seed;
@@ -201,9 +222,7 @@ void encode_chain(const ChainRule& rule, Layout layout, std::uint64_t seed,
     c.growth = rule.growth;
     c.tightening = rule.tightening;
     for (std::uint64_t n : counts) c.insert_count += n;
-    const std::vector<std::size_t> at = start_chain(c, lens, counts, out);
-    for (std::size_t i = 0; i < stages.size(); ++i) encode_filter(*stages[i], out + at[i]);
-    finish_chain(out, len);
+    encode_container(chain_header(c), stages, counts, {}, out, len);
 }
 
 Chain decode_chain(const unsigned char* data, std::size_t len) {
@@ -222,12 +241,7 @@ Chain decode_chain(const unsigned char* data, std::size_t len) {
             fmt(chain.rule.max_stages()));
     for (std::uint32_t i = 0; i < records.size(); ++i) {
         const StageBytes& r = records[i];
-        std::unique_ptr<BloomFilter> stage;
-        try {
-            stage = decode_filter<BloomFilter>(r.data, r.len);
-        } catch (const std::invalid_argument& e) {
-            bad("stage " + fmt(i) + ": " + std::string(e.what()).substr(std::strlen("invalid bloomline data: ")));
-        }
+        std::unique_ptr<BloomFilter> stage = decode_record(r, "stage ", i);
         const std::uint64_t capacity = chain.rule.stage_capacity(i);
         const Geometry& g = stage->geometry();
         if (stage->capacity() != capacity || stage->error_rate() != chain.rule.stage_error_rate(i) ||
@@ -238,6 +252,65 @@ Chain decode_chain(const unsigned char* data, std::size_t len) {
         chain.stages.push_back({r.count, std::move(stage)});
     }
     return chain;
+}
+
+std::size_t window_encoded_size(const std::vector<const BloomFilter*>& generations) {
+    return container_size(Kind::windowed, record_lengths(generations));
+}
+
+void encode_window(WindowHeader params, const std::vector<const BloomFilter*>& generations,
+                   const std::vector<std::uint64_t>& counts, const std::vector<std::int64_t>& numbers,
+                   unsigned char* out, std::size_t len) {
+    if (generations.size() > params.generations + std::size_t{1})
+        throw std::invalid_argument("a windowed filter of " + std::to_string(params.generations) +
+                                    " generations keeps at most " + std::to_string(params.generations + 1) + ", got " +
+                                    std::to_string(generations.size()));
+    params.insert_count = 0;
+    for (std::uint64_t n : counts) params.insert_count += n;
+    encode_container(window_header(params), generations, counts, numbers, out, len);
+}
+
+Window decode_window(const unsigned char* data, std::size_t len) {
+    std::vector<StageBytes> records;
+    Window w;
+    w.params = read_window(data, len, &records);
+    const WindowHeader& p = w.params;
+    // The generations' rate, and the geometry it gives (what the Python
+    // side made them with: the same function, window_generation_error_rate).
+    const double rate = window_generation_error_rate(p.error_rate, p.generations);
+    Params want;
+    try {
+        want = optimal_params(static_cast<double>(p.capacity), rate, p.layout);
+    } catch (const std::invalid_argument& e) {
+        bad(e.what());
+    }
+    for (std::uint32_t i = 1; i < records.size(); ++i)
+        if (records[i].number <= records[i - 1].number)
+            bad("generation " + fmt(i) + " has number " + std::to_string(records[i].number) + ", not above " +
+                std::to_string(records[i - 1].number) + " (generations are stored oldest first, each once)");
+    std::uint64_t total = 0;
+    for (std::uint32_t i = 0; i < records.size(); ++i) {
+        const StageBytes& r = records[i];
+        std::unique_ptr<BloomFilter> gen = decode_record(r, "generation ", i);
+        const Geometry& g = gen->geometry();
+        if (gen->capacity() != p.capacity || gen->error_rate() != rate || g.num_slots != want.num_bits ||
+            g.num_hashes != want.num_hashes || g.layout != p.layout || g.seed != p.seed)
+            bad("generation " + fmt(i) + " does not match the window's parameters (capacity " + fmt(p.capacity) +
+                ", error rate " + fmt(rate) + " per generation, " + layout_name(p.layout) + ", seed " + fmt(p.seed) +
+                ")");
+        // (unsigned: the difference of two ascending int64 fits)
+        if (static_cast<std::uint64_t>(records.back().number) - static_cast<std::uint64_t>(r.number) > p.generations)
+            bad("generation " + fmt(i) + " (number " + std::to_string(r.number) + ") is more than " +
+                fmt(p.generations) + " older than the newest (" + std::to_string(records.back().number) + ")");
+        if (r.count > gen->bits_set())
+            bad("generation " + fmt(i) + " count " + fmt(r.count) + " exceeds its bits set " + fmt(gen->bits_set()) +
+                " (each new key sets a bit)");
+        total += r.count;
+        w.generations.push_back({r.number, r.count, std::move(gen)});
+    }
+    if (total != p.insert_count)
+        bad("insert_count " + fmt(p.insert_count) + " is not the sum of the generations' counts (" + fmt(total) + ")");
+    return w;
 }
 
 }  // namespace bloomline

@@ -53,6 +53,7 @@ const char* kind_name(Kind k) {
         case Kind::bloom: return "BloomFilter";
         case Kind::counting: return "CountingBloomFilter";
         case Kind::scalable: return "ScalableBloomFilter";
+        case Kind::windowed: return "WindowedBloomFilter";
     }
     return "unknown";
 }
@@ -78,7 +79,7 @@ void encode_header(const Header& h, unsigned char* out) {
     put<std::uint64_t>(out, 56, h.insert_count);
     put<std::uint64_t>(out, 64, kHeaderSize);
     put<std::uint64_t>(out, 72, h.payload_len);
-    put<std::uint64_t>(out, 80, h.fill);  // kind 3: the tightening's bits
+    put<std::uint64_t>(out, 80, h.fill);  // kind 3: the tightening's bits; kind 4: the window's
     put<std::uint64_t>(out, 120, checksum64(out, 120));
 }
 
@@ -106,7 +107,7 @@ Header parse_header(const unsigned char* in) {
 
     Header h;
     const auto kind = get<std::uint8_t>(in, 10);
-    if (kind < 1 || kind > 3) bad("unknown kind code " + std::to_string(kind));
+    if (kind < 1 || kind > 4) bad("unknown kind code " + std::to_string(kind));
     h.kind = static_cast<Kind>(kind);
     const auto layout = get<std::uint8_t>(in, 11);
     if (layout > 1) bad("unknown layout code " + std::to_string(layout));
@@ -121,7 +122,8 @@ Header parse_header(const unsigned char* in) {
     h.num_slots = get<std::uint64_t>(in, 24);
     h.num_hashes = get<std::uint32_t>(in, 32);
     h.flags = get<std::uint32_t>(in, 36);
-    if ((h.flags & ~kFlagDirty) != 0 || (h.flags != 0 && h.kind == Kind::scalable)) bad("unknown flags set");
+    const bool container = h.kind == Kind::scalable || h.kind == Kind::windowed;
+    if ((h.flags & ~kFlagDirty) != 0 || (h.flags != 0 && container)) bad("unknown flags set");
     h.capacity = get<std::uint64_t>(in, 40);
     h.error_rate = bits_double(get<std::uint64_t>(in, 48));
     h.insert_count = get<std::uint64_t>(in, 56);
@@ -141,6 +143,19 @@ Header parse_header(const unsigned char* in) {
         if (h.num_hashes != 2 && h.num_hashes != 4) bad("growth must be 2 or 4, got " + fmt(h.num_hashes));
         const double t = bits_double(h.fill);
         if (!(t > 0 && t < 1)) bad("tightening must be in (0, 1), got " + fmt(t));
+        return h;
+    }
+    if (h.kind == Kind::windowed) {
+        if (h.num_hashes < 1 || h.num_hashes > kMaxGenerations)
+            bad("generations must be in [1, 64], got " + fmt(h.num_hashes));
+        if (h.num_slots > h.num_hashes + std::uint64_t{1})
+            bad("a windowed filter of " + fmt(h.num_hashes) + " generations keeps at most " + fmt(h.num_hashes + 1) +
+                ", got " + fmt(h.num_slots));
+        if (h.capacity < 1 || h.capacity > kMaxBits) bad("capacity must be in [1, 2**48], got " + fmt(h.capacity));
+        if (!(h.error_rate > 0)) bad("error_rate must be in (0, 1), got " + fmt(h.error_rate));
+        const double w = bits_double(h.fill);
+        // (at least 1 ms, as bloomline/windowed.py makes them)
+        if (!(std::isfinite(w) && w >= 1e-3)) bad("window must be a finite number of seconds >= 0.001, got " + fmt(w));
         return h;
     }
     try {
@@ -174,6 +189,19 @@ std::uint64_t chain_payload_bound(const Header& h) {
     return bound;
 }
 
+// The most bytes a window's payload can take: each generation at the size
+// its parameters give it (decode_window checks each against them).
+std::uint64_t window_payload_bound(const Header& h) {
+    Params p;
+    try {
+        p = optimal_params(static_cast<double>(h.capacity), window_generation_error_rate(h.error_rate, h.num_hashes),
+                           h.layout);
+    } catch (const std::invalid_argument& e) {
+        bad(e.what());
+    }
+    return h.num_slots * (kGenerationRecordHead + kHeaderSize + payload_bytes(p.num_bits, 1) + kTrailerSize);
+}
+
 }  // namespace
 
 Header decode_header(const unsigned char* in, std::size_t len) {
@@ -192,6 +220,9 @@ std::uint64_t encoded_length(const unsigned char* header) {
     if (h.kind == Kind::scalable && h.payload_len > chain_payload_bound(h))
         bad("payload_len " + fmt(h.payload_len) + " is more than a chain of " + fmt(h.num_slots) +
             " stages of these parameters can take (" + fmt(chain_payload_bound(h)) + ")");
+    if (h.kind == Kind::windowed && h.payload_len > window_payload_bound(h))
+        bad("payload_len " + fmt(h.payload_len) + " is more than " + fmt(h.num_slots) +
+            " generations of these parameters take (" + fmt(window_payload_bound(h)) + ")");
     return h.total_size();
 }
 
@@ -213,50 +244,87 @@ void write_filter(const Header& h, const unsigned char* payload, unsigned char* 
     put<std::uint64_t>(out, kHeaderSize + h.payload_len, checksum64(out + kHeaderSize, h.payload_len));
 }
 
-std::size_t chain_size(const std::vector<std::size_t>& stage_lens) {
+std::size_t record_head_size(Kind kind) { return kind == Kind::windowed ? kGenerationRecordHead : kStageRecordHead; }
+
+std::size_t container_size(Kind kind, const std::vector<std::size_t>& record_lens) {
     std::size_t total = kHeaderSize + kTrailerSize;
-    for (std::size_t len : stage_lens) total += kStageRecordHead + len;
+    for (std::size_t len : record_lens) total += record_head_size(kind) + len;
     return total;
 }
 
-std::vector<std::size_t> start_chain(const ChainHeader& c, const std::vector<std::size_t>& stage_lens,
-                                     const std::vector<std::uint64_t>& stage_counts, unsigned char* out) {
-    if (stage_lens.empty() || stage_lens.size() > kMaxStages || stage_counts.size() != stage_lens.size())
-        throw std::invalid_argument("a scalable filter has 1 to 64 stages, got " + std::to_string(stage_lens.size()));
-    Header h;
-    h.kind = Kind::scalable;
-    h.layout = c.layout;
+std::vector<std::size_t> start_container(Header h, const std::vector<std::size_t>& record_lens,
+                                         const std::vector<std::uint64_t>& counts,
+                                         const std::vector<std::int64_t>& numbers, unsigned char* out) {
+    const bool windowed = h.kind == Kind::windowed;
+    if (counts.size() != record_lens.size() || (windowed && numbers.size() != record_lens.size()))
+        throw std::invalid_argument("start_container: " + std::to_string(record_lens.size()) + " records, " +
+                                    std::to_string(counts.size()) + " counts, " + std::to_string(numbers.size()) +
+                                    " numbers");
+    const std::size_t head = record_head_size(h.kind);
     h.slot_bits = 1;
-    h.seed = c.seed;
-    h.num_slots = stage_lens.size();
-    h.num_hashes = c.growth;
-    h.capacity = c.initial_capacity;
-    h.error_rate = c.error_rate;
-    h.insert_count = c.insert_count;
-    h.payload_len = chain_size(stage_lens) - kHeaderSize - kTrailerSize;
-    h.fill = double_bits(c.tightening);
+    h.num_slots = record_lens.size();
+    h.payload_len = container_size(h.kind, record_lens) - kHeaderSize - kTrailerSize;
     encode_header(h, out);
     std::vector<std::size_t> offsets;
     std::size_t pos = kHeaderSize;
-    for (std::size_t i = 0; i < stage_lens.size(); ++i) {
-        put<std::uint64_t>(out, pos, stage_lens[i]);
-        put<std::uint64_t>(out, pos + 8, stage_counts[i]);
-        offsets.push_back(pos + kStageRecordHead);
-        pos += kStageRecordHead + stage_lens[i];
+    for (std::size_t i = 0; i < record_lens.size(); ++i) {
+        put<std::uint64_t>(out, pos, record_lens[i]);
+        put<std::uint64_t>(out, pos + 8, counts[i]);
+        if (windowed) put<std::uint64_t>(out, pos + 16, static_cast<std::uint64_t>(numbers[i]));
+        offsets.push_back(pos + head);
+        pos += head + record_lens[i];
     }
     return offsets;
 }
 
-void finish_chain(unsigned char* out, std::size_t len) {
+void finish_container(unsigned char* out, std::size_t len) {
     put<std::uint64_t>(out, len - kTrailerSize, checksum64(out + kHeaderSize, len - kHeaderSize - kTrailerSize));
+}
+
+Header read_container(const unsigned char* data, std::size_t len, Kind kind, std::vector<StageBytes>* records) {
+    const Header h = decode_header(data, len);
+    if (h.kind != kind) bad(std::string("this holds a ") + kind_name(h.kind) + ", not a " + kind_name(kind));
+    checked_payload(data, len, h);
+    const char* what = kind == Kind::windowed ? "generation " : "stage ";
+    const std::size_t head = record_head_size(kind);
+    records->clear();
+    std::size_t pos = kHeaderSize;
+    const std::size_t end = kHeaderSize + h.payload_len;
+    for (std::uint64_t i = 0; i < h.num_slots; ++i) {
+        if (end - pos < head) bad(what + fmt(i) + " is truncated");
+        const auto record_len = get<std::uint64_t>(data, pos);
+        const auto count = get<std::uint64_t>(data, pos + 8);
+        const auto number = kind == Kind::windowed ? static_cast<std::int64_t>(get<std::uint64_t>(data, pos + 16)) : 0;
+        pos += head;
+        if (record_len > end - pos)
+            bad(what + fmt(i) + " claims " + fmt(record_len) + " bytes, " + fmt(static_cast<std::uint64_t>(end - pos)) +
+                " left");
+        records->push_back({count, number, data + pos, static_cast<std::size_t>(record_len)});
+        pos += record_len;
+    }
+    if (pos != end) bad(std::string("bytes left over after the last ") + (kind == Kind::windowed ? "generation" : "stage"));
+    return h;
+}
+
+std::size_t chain_size(const std::vector<std::size_t>& stage_lens) { return container_size(Kind::scalable, stage_lens); }
+
+Header chain_header(const ChainHeader& c) {
+    Header h;
+    h.kind = Kind::scalable;
+    h.layout = c.layout;
+    h.seed = c.seed;
+    h.num_hashes = c.growth;
+    h.capacity = c.initial_capacity;
+    h.error_rate = c.error_rate;
+    h.insert_count = c.insert_count;
+    h.fill = double_bits(c.tightening);
+    return h;
 }
 
 double chain_tightening(const Header& h) { return bits_double(h.fill); }
 
 ChainHeader read_chain(const unsigned char* data, std::size_t len, std::vector<StageBytes>* stages) {
-    const Header h = decode_header(data, len);
-    if (h.kind != Kind::scalable) bad(std::string("this holds a ") + kind_name(h.kind) + ", not a ScalableBloomFilter");
-    checked_payload(data, len, h);
+    const Header h = read_container(data, len, Kind::scalable, stages);
     ChainHeader c;
     c.layout = h.layout;
     c.seed = h.seed;
@@ -265,22 +333,35 @@ ChainHeader read_chain(const unsigned char* data, std::size_t len, std::vector<S
     c.growth = h.num_hashes;
     c.tightening = bits_double(h.fill);
     c.insert_count = h.insert_count;
-    stages->clear();
-    std::size_t pos = kHeaderSize;
-    const std::size_t end = kHeaderSize + h.payload_len;
-    for (std::uint64_t i = 0; i < h.num_slots; ++i) {
-        if (end - pos < kStageRecordHead) bad("stage " + fmt(i) + " is truncated");
-        const auto stage_len = get<std::uint64_t>(data, pos);
-        const auto count = get<std::uint64_t>(data, pos + 8);
-        pos += kStageRecordHead;
-        if (stage_len > end - pos)
-            bad("stage " + fmt(i) + " claims " + fmt(stage_len) + " bytes, " + fmt(static_cast<std::uint64_t>(end - pos)) +
-                " left");
-        stages->push_back({count, data + pos, static_cast<std::size_t>(stage_len)});
-        pos += stage_len;
-    }
-    if (pos != end) bad("bytes left over after the last stage");
     return c;
+}
+
+Header window_header(const WindowHeader& w) {
+    Header h;
+    h.kind = Kind::windowed;
+    h.layout = w.layout;
+    h.seed = w.seed;
+    h.num_hashes = w.generations;
+    h.capacity = w.capacity;
+    h.error_rate = w.error_rate;
+    h.insert_count = w.insert_count;
+    h.fill = double_bits(w.window);
+    return h;
+}
+
+double window_seconds(const Header& h) { return bits_double(h.fill); }
+
+WindowHeader read_window(const unsigned char* data, std::size_t len, std::vector<StageBytes>* generations) {
+    const Header h = read_container(data, len, Kind::windowed, generations);
+    WindowHeader w;
+    w.layout = h.layout;
+    w.seed = h.seed;
+    w.capacity = h.capacity;
+    w.error_rate = h.error_rate;
+    w.generations = h.num_hashes;
+    w.window = bits_double(h.fill);
+    w.insert_count = h.insert_count;
+    return w;
 }
 
 }  // namespace bloomline

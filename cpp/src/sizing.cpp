@@ -202,6 +202,10 @@ std::uint32_t ChainRule::max_stages() const {
     return i;
 }
 
+double window_generation_error_rate(double error_rate, std::uint32_t generations) {
+    return -std::expm1(std::log1p(-error_rate) / (static_cast<double>(generations) + 1.0));
+}
+
 std::uint64_t ChainRule::max_capacity() const {
     std::uint64_t total = 0;
     for (std::uint32_t i = 0, n = max_stages(); i < n; ++i) total += stage_capacity(i);

@@ -35,6 +35,7 @@ from ._pickling import from_bytes
 from ._protocol import Filter
 from .frontier import DedupQueue
 from .scalable import ScalableBloomFilter
+from .windowed import WindowedBloomFilter
 from .sizing import Params, ParamsArrays, bits_per_key, false_positive_rate, optimal_num_hashes, optimal_params
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ __all__ = [
     "DedupQueue",
     "Filter",
     "ScalableBloomFilter",
+    "WindowedBloomFilter",
     "Params",
     "ParamsArrays",
     "__version__",

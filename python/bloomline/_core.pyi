@@ -311,6 +311,23 @@ def encode_chain(
     rule: ChainRule, layout: Layout, seed: int, stages: Sequence[BloomFilter], counts: Sequence[int]
 ) -> bytes: ...
 def decode_chain(data: Buffer) -> tuple[ChainRule, Layout, int, list[tuple[BloomFilter, int]]]: ...
+def window_generation_error_rate(error_rate: float, generations: int) -> float:
+    """The rate of each generation of a windowed filter: 1 - (1 - error_rate) ** (1 / (generations + 1))."""
+
+def encode_window(
+    capacity: int,
+    error_rate: float,
+    generations: int,
+    window: float,
+    layout: Layout,
+    seed: int,
+    filters: Sequence[BloomFilter],
+    counts: Sequence[int],
+    numbers: Sequence[int],
+) -> bytes: ...
+def decode_window(
+    data: Buffer,
+) -> tuple[int, float, int, float, Layout, int, list[tuple[int, BloomFilter, int]]]: ...
 
 def read_file(path: StrPath) -> bytes:
     """A whole file, read under its header lock (shared) as load() reads one."""

@@ -17,15 +17,21 @@ from typing import Any, SupportsIndex, Union
 from . import _core
 from ._core import BloomFilter, CountingBloomFilter
 from .scalable import ScalableBloomFilter
+from .windowed import WindowedBloomFilter
 
 __all__ = ["from_bytes", "restore"]
 
 
-def from_bytes(data: Any) -> Union[BloomFilter, CountingBloomFilter, ScalableBloomFilter]:
+def from_bytes(data: Any) -> Union[BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedBloomFilter]:
     """Read any filter written by to_bytes (or a saved file's bytes); the kind
-    comes from the header, and ValueError says what is wrong with bad data."""
-    if _core.read_header(data)["kind"] == "ScalableBloomFilter":
+    comes from the header, and ValueError says what is wrong with bad data.
+    A WindowedBloomFilter reads the system clock (WindowedBloomFilter.from_bytes
+    takes another)."""
+    kind = _core.read_header(data)["kind"]
+    if kind == "ScalableBloomFilter":
         return ScalableBloomFilter.from_bytes(data)
+    if kind == "WindowedBloomFilter":
+        return WindowedBloomFilter.from_bytes(data)
     filt: Union[BloomFilter, CountingBloomFilter] = _core.from_bytes(data)
     return filt
 
@@ -53,6 +59,6 @@ def _reduce(self: Any) -> tuple[Any, tuple[Union[bytes, str]]]:
     return _reduce_ex(self, 4)
 
 
-for _kind in (BloomFilter, CountingBloomFilter, ScalableBloomFilter):
+for _kind in (BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedBloomFilter):
     setattr(_kind, "__reduce_ex__", _reduce_ex)
     setattr(_kind, "__reduce__", _reduce)

@@ -1,7 +1,7 @@
 """What every bloomline filter offers, as a typed Protocol.
 
-BloomFilter, CountingBloomFilter, ScalableBloomFilter and RedisBloomFilter
-all satisfy it. Jupyter's display (display.py) relies on it and on nothing
+BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedBloomFilter
+and RedisBloomFilter all satisfy it. Jupyter's display (display.py) relies on it and on nothing
 else; the command line takes any filter through it where one is given
 (dedup's --state, its reports). The analysis tools build their own
 BloomFilters and do not use it.

@@ -149,3 +149,91 @@ TEST("the golden scalable chain of format version 1 decodes with its stages") {
     }
     CHECK(all);
 }
+
+// ---- kinds 3 and 4: one container code ------------------------------------------
+
+namespace {
+std::unique_ptr<BloomFilter> generation(std::uint64_t first, std::uint64_t n, double rate) {
+    const Params p = optimal_params(100, rate, Layout::blocked);
+    auto f = std::make_unique<BloomFilter>(Geometry{Layout::blocked, p.num_bits, p.num_hashes, 3}, 100, rate);
+    for (std::uint64_t i = first; i < first + n; ++i) f->add(murmur3_128_u64(i, 3));
+    return f;
+}
+
+std::vector<unsigned char> window_bytes(const std::vector<std::int64_t>& numbers, WindowHeader w = {}) {
+    const double rate = window_generation_error_rate(0.01, 4);
+    std::vector<std::unique_ptr<BloomFilter>> gens;
+    std::vector<const BloomFilter*> ptrs;
+    std::vector<std::uint64_t> counts;
+    for (std::size_t i = 0; i < numbers.size(); ++i) {
+        gens.push_back(generation(i * 50, 50, rate));
+        ptrs.push_back(gens.back().get());
+        counts.push_back(gens.back()->insert_count());
+    }
+    std::vector<unsigned char> out(window_encoded_size(ptrs));
+    encode_window(w, ptrs, counts, numbers, out.data(), out.size());
+    return out;
+}
+
+WindowHeader params() {
+    WindowHeader w;
+    w.seed = 3;
+    w.capacity = 100;
+    w.error_rate = 0.01;
+    w.generations = 4;
+    w.window = 3600;
+    return w;
+}
+}  // namespace
+
+TEST("a windowed filter (kind 4) round-trips its generations, numbers and counts") {
+    const std::vector<unsigned char> b = window_bytes({-2, 0, 1}, params());
+    CHECK(b[10] == 4);
+    const Window w = decode_window(b.data(), b.size());
+    CHECK(w.generations.size() == 3 && w.params.window == 3600 && w.params.generations == 4);
+    CHECK(w.generations[0].number == -2 && w.generations[2].number == 1);
+    CHECK(w.params.insert_count == w.generations[0].count + w.generations[1].count + w.generations[2].count);
+    CHECK(w.generations[1].filter->contains(murmur3_128_u64(60, 3)));
+    // A kind-4 container is not a chain, nor a chain a window.
+    bool refused_as_chain = false;
+    try {
+        decode_chain(b.data(), b.size());
+    } catch (const std::invalid_argument& e) {
+        refused_as_chain = std::string(e.what()).find("not a ScalableBloomFilter") != std::string::npos;
+    }
+    CHECK(refused_as_chain);
+}
+
+TEST("a windowed filter's generation numbers must rise and stay within G of the newest") {
+    for (const std::vector<std::int64_t>& numbers :
+         {std::vector<std::int64_t>{0, 2, 1}, std::vector<std::int64_t>{3, 3}, std::vector<std::int64_t>{0, 5}}) {
+        const std::vector<unsigned char> b = window_bytes(numbers, params());
+        bool refused_numbers = false;
+        try {
+            decode_window(b.data(), b.size());
+        } catch (const std::invalid_argument& e) {
+            refused_numbers = std::string(e.what()).find("generation") != std::string::npos;
+        }
+        CHECK(refused_numbers);
+    }
+}
+
+TEST("every truncation of a windowed filter is refused") {
+    const std::vector<unsigned char> b = window_bytes({0, 1}, params());
+    bool all = true;
+    for (std::size_t n = 0; n < b.size(); n += 7) {
+        try {
+            decode_window(b.data(), n);
+            all = false;
+        } catch (const std::invalid_argument&) {
+        }
+    }
+    CHECK(all);
+}
+
+TEST("the golden windowed filter (kind 4, issue 36) decodes with its two generations") {
+    const std::vector<unsigned char> b = testdata::read_bytes("v1_windowed.blf");
+    const Window w = decode_window(b.data(), b.size());
+    CHECK(w.generations.size() == 2 && w.generations[0].number == 0 && w.generations[1].number == 1);
+    CHECK(w.params.window == 1e12 && w.params.generations == 4 && w.params.seed == 7);
+}

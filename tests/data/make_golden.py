@@ -38,5 +38,27 @@ def main() -> None:
     (HERE / "golden.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
+def windowed() -> None:
+    """v1_windowed.blf (kind 4, added with issue 36), written once, beside the
+    others (which are not rewritten): `python make_golden.py windowed`. Its
+    window is 10**12 s (about 31,700 years) in 4 generations of 2.5e11 s, so
+    its generations 0 and 1 stay live by any system clock for as long as
+    the file is kept (no reader's clock reaches generation 5)."""
+    name = "v1_windowed.blf"
+    assert not (HERE / name).exists(), f"{name} is golden: never rewritten"
+    at = [1e9]
+    w = bloomline.WindowedBloomFilter(1000, 0.01, window=10**12, seed=7, clock=lambda: at[0])
+    w.update(PRESENT[:500])
+    at[0] = 3e11  # generation 1
+    w.update(PRESENT[500:])
+    w.save(HERE / name)
+    meta = json.loads((HERE / "golden.json").read_text())
+    meta[name] = {"kind": type(w).__name__, "absent_hits": int(w.contains_many(ABSENT).sum()),
+                  "bloomline": bloomline.__version__}
+    (HERE / "golden.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    windowed() if sys.argv[1:] == ["windowed"] else main()

@@ -1,7 +1,8 @@
 // Filters to bytes and back, for every kind: the one place that joins the
 // filter classes to the format codec (format.hpp). Files (file.hpp) and the
-// bindings both go through it. A scalable chain is read and written here as
-// well: its stages are BloomFilters, its container is kind 3.
+// bindings both go through it. Scalable chains and windowed filters are read
+// and written here as well: their stages and generations are BloomFilters,
+// in containers of kinds 3 and 4 (one container code serves both).
 #pragma once
 
 #include <cstddef>
@@ -109,5 +110,31 @@ void encode_chain(const ChainRule& rule, Layout layout, std::uint64_t seed,
 // Read a chain, checking the container and every stage, and that each
 // stage is what the chain's rule makes at its place.
 Chain decode_chain(const unsigned char* data, std::size_t len);
+
+// ---- windowed filters (kind 4) -----------------------------------------------
+// The ring itself lives in Python (bloomline/windowed.py); the core writes
+// and checks its bytes.
+
+struct WindowGeneration {
+    std::int64_t number;  // floor(t / (window / generations))
+    std::uint64_t count;  // new keys it took
+    std::unique_ptr<BloomFilter> filter;
+};
+
+struct Window {
+    WindowHeader params;
+    std::vector<WindowGeneration> generations;  // oldest first
+};
+
+std::size_t window_encoded_size(const std::vector<const BloomFilter*>& generations);
+// The parameters' insert_count is set here (the sum of counts).
+void encode_window(WindowHeader params, const std::vector<const BloomFilter*>& generations,
+                   const std::vector<std::uint64_t>& counts, const std::vector<std::int64_t>& numbers,
+                   unsigned char* out, std::size_t len);
+// Read a window, checking the container and every generation: its
+// geometry is what the parameters make, its number is above the one
+// before it and within `generations` of the newest, its count is at most
+// its bits set (each new key set at least one bit).
+Window decode_window(const unsigned char* data, std::size_t len);
 
 }  // namespace bloomline

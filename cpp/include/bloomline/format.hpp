@@ -10,8 +10,9 @@
 //     0     8  magic "\x89BLOOML\n" (the high byte and the newline catch
 //              transfers that mangle text or strip the 8th bit)
 //     8     2  format_version = 1
-//    10     1  kind: 1 BloomFilter, 2 CountingBloomFilter, 3 ScalableBloomFilter
-//              (kind 3 reuses some fields; see docs/FORMAT.md)
+//    10     1  kind: 1 BloomFilter, 2 CountingBloomFilter, 3 ScalableBloomFilter,
+//              4 WindowedBloomFilter (kinds 3 and 4 reuse some fields; see
+//              docs/FORMAT.md)
 //    11     1  layout: 0 standard, 1 blocked
 //    12     1  hash_id: 1 = MurmurHash3_x64_128
 //    13     1  slot_bits: 1 for bits; 4, 8 or 16 for counters
@@ -27,7 +28,8 @@
 //    64     8  payload_offset = 128 (64-byte aligned)
 //    72     8  payload_len = ceil(num_slots * slot_bits / 512) * 64
 //    80     8  fill: bits set (kind 1) or nonzero counters (kind 2), so a
-//              mapped open need not count them; kind 3: tightening (double)
+//              mapped open need not count them; kind 3: tightening (double);
+//              kind 4: the window in seconds (double)
 //    88    28  reserved, zero
 //   116     4  writers: while dirty, the handles that have the file open
 //              for writing (a count kept under a lock, file.cpp); 0 when clean
@@ -50,7 +52,7 @@
 
 namespace bloomline {
 
-enum class Kind : std::uint8_t { bloom = 1, counting = 2, scalable = 3 };
+enum class Kind : std::uint8_t { bloom = 1, counting = 2, scalable = 3, windowed = 4 };
 
 const char* kind_name(Kind k);
 
@@ -104,15 +106,30 @@ void write_u64(unsigned char* out, std::size_t off, std::uint64_t v);
 // out must hold h.total_size() bytes.
 void write_filter(const Header& h, const unsigned char* payload, unsigned char* out);
 
-// Kind 3, a scalable chain: a container of its stages' own kind-1
-// encodings. Header fields: num_slots = number of stages (1..64),
+// Kinds 3 and 4 are containers: a header, then records, each a head of
+// u64 fields and a kind-1 encoding (a stage of a chain, a generation of a
+// window). Both are written and read by the one container code below.
+//
+// Kind 3, a scalable chain: num_slots = number of stages (1..64),
 // num_hashes = growth factor (2 or 4), capacity = initial capacity,
 // error_rate = the compound target, insert_count = new keys in all, bytes
-// 80..87 = tightening ratio (a double in (0, 1)). The payload is, per stage,
-// oldest first: its byte length (u64), the new keys it took (u64), its
-// encoding.
+// 80..87 = tightening ratio (a double in (0, 1)). A record's head: the
+// stage's byte length (u64), the new keys it took (u64); oldest first.
+//
+// Kind 4, a windowed filter: num_slots = number of generations stored
+// (0..generations + 1), num_hashes = generations G (1..64), capacity =
+// distinct keys per window (each generation's capacity), error_rate = the
+// compound target, insert_count = the sum of the generations' counts,
+// bytes 80..87 = the window in seconds (a finite double > 0). A record's
+// head: the generation's byte length (u64), the new keys it took (u64),
+// its generation number floor(t / (window / G)) (i64); oldest first.
 constexpr std::uint32_t kMaxStages = kMaxStagesOfChain;
+constexpr std::uint32_t kMaxGenerations = 64;
 constexpr std::size_t kStageRecordHead = 16;
+constexpr std::size_t kGenerationRecordHead = 24;
+
+// A record's head size for a container kind (3 or 4).
+std::size_t record_head_size(Kind kind);
 
 struct ChainHeader {
     Layout layout = Layout::blocked;
@@ -124,25 +141,52 @@ struct ChainHeader {
     std::uint64_t insert_count = 0;
 };
 
-// One stage record: the stage's count of new keys and its encoding.
+struct WindowHeader {
+    Layout layout = Layout::blocked;
+    std::uint64_t seed = 0;
+    std::uint64_t capacity = 0;
+    double error_rate = 0;
+    std::uint32_t generations = 4;
+    double window = 0;  // seconds
+    std::uint64_t insert_count = 0;
+};
+
+// One record: its count of new keys, its generation number (kind 4; 0 in
+// kind 3) and its encoding.
 struct StageBytes {
     std::uint64_t count;
+    std::int64_t number;
     const unsigned char* data;
     std::size_t len;
 };
 
-// Bytes of a chain of stages whose encodings have these lengths.
+// Bytes of a container of records whose encodings have these lengths.
+std::size_t container_size(Kind kind, const std::vector<std::size_t>& record_lens);
+// Write the header h (its kind, 3 or 4, says the record head; its
+// payload_len is set here) and the records' heads; record i's encoding goes
+// at out + offsets[i] (written by the caller, so no record is copied
+// twice). numbers: the generation numbers (kind 4; empty for kind 3).
+// Returns those offsets. Call finish_container once the encodings are in
+// place.
+std::vector<std::size_t> start_container(Header h, const std::vector<std::size_t>& record_lens,
+                                         const std::vector<std::uint64_t>& counts,
+                                         const std::vector<std::int64_t>& numbers, unsigned char* out);
+void finish_container(unsigned char* out, std::size_t len);
+// Check a container's header (of the kind asked), checksums and record
+// structure (not the records' own bytes), and list the records.
+Header read_container(const unsigned char* data, std::size_t len, Kind kind, std::vector<StageBytes>* records);
+
+// Kind 3 over the container code.
 std::size_t chain_size(const std::vector<std::size_t>& stage_lens);
-// Write the header and the stage records' heads; stage i's encoding goes at
-// out + offsets[i] (written by the caller, so no stage is copied twice).
-// Returns those offsets. Call finish_chain once the encodings are in place.
-std::vector<std::size_t> start_chain(const ChainHeader& c, const std::vector<std::size_t>& stage_lens,
-                                     const std::vector<std::uint64_t>& stage_counts, unsigned char* out);
-void finish_chain(unsigned char* out, std::size_t len);
+Header chain_header(const ChainHeader& c);
 // A kind-3 header's tightening ratio (stored in the fill field).
 double chain_tightening(const Header& h);
-// Check a kind-3 input's header, checksums and record structure (not the
-// stages' own bytes), and list the stage records.
 ChainHeader read_chain(const unsigned char* data, std::size_t len, std::vector<StageBytes>* stages);
+
+// Kind 4 over the container code.
+Header window_header(const WindowHeader& w);
+// A kind-4 header's window in seconds (stored in the fill field).
+double window_seconds(const Header& h);
+WindowHeader read_window(const unsigned char* data, std::size_t len, std::vector<StageBytes>* generations);
 
 }  // namespace bloomline

@@ -93,6 +93,14 @@ struct ChainRule {
     std::uint64_t max_capacity() const;
 };
 
+// A windowed filter's generation rate (bloomline/windowed.py): a lookup asks
+// G + 1 live generations, each sized at 1 - (1 - error_rate)**(1 / (G + 1)),
+// so it misses all of them with probability at least 1 - error_rate.
+// Computed as -expm1(log1p(-error_rate) / (G + 1)): no cancellation for
+// small rates. The one formula: Python sizes generations with it, and the
+// kind-4 reader checks them against it.
+double window_generation_error_rate(double error_rate, std::uint32_t generations);
+
 // Checks shared by every constructor: throw std::invalid_argument naming the
 // parameter and its value.
 void check_geometry(std::uint64_t num_bits, std::uint32_t num_hashes, Layout layout);

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import BloomFilter, CountingBloomFilter, __version__, optimal_params, read_header, select_lines
+from .. import (BloomFilter, CountingBloomFilter, WindowedBloomFilter, __version__, optimal_params, read_header,
+               select_lines)
 from .._protocol import Filter
 from .._units import count, format_bytes
 from ._errors import PROG, CliError, UsageError
@@ -35,7 +36,13 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
     error_rate = args.error_rate or DEDUP_ERROR_RATE
     args.capacity_from = (("--capacity", "Raise --capacity.") if args.capacity else
                           ("the default, as no --capacity was given", "Give a larger --capacity."))
+    windowed = args.window is not None
+    for option, given in (("--generations", args.generations), ("--now", args.now), ("--no-refresh", not args.refresh)):
+        if given is not None and given is not False and not windowed and not _windowed_state(args.state):
+            raise UsageError(f"{option} goes with --window (or a --state file that holds a WindowedBloomFilter)")
     if args.redis or args.key:
+        if windowed:
+            raise UsageError("--window is local: --redis and --window are exclusive")
         if not (args.redis and args.key):
             raise UsageError("--redis and --key go together")
         if args.state:
@@ -52,7 +59,7 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
         except Exception as exc:  # redis-py errors: one line
             raise CliError(f"redis: {exc}") from None
     if args.state and os.path.exists(args.state):
-        f: Filter = open_filter(args.state)
+        f: Filter = _open_state(args)
         # The filter in the state file wins: say so when the options ask otherwise.
         for option, given, kept in (("--capacity", args.capacity, f.capacity),
                                     ("--error-rate", args.error_rate, f.error_rate)):
@@ -62,8 +69,47 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
         args.capacity_from = (f"the filter in {args.state}", "A new state file with a larger --capacity holds "
                               "more.")
         return f
+    if windowed:
+        try:
+            return WindowedBloomFilter(capacity, error_rate, window=args.window, generations=args.generations or 4,
+                                       clock=_clock(args))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     made: Filter = _new_filter(BloomFilter, capacity, error_rate, "blocked", args.capacity_from[0])
     return made
+
+
+def _clock(args: argparse.Namespace) -> Any:
+    """--now, fixed for the whole run, or the system clock."""
+    now = args.now
+    return time.time if now is None else (lambda: now)
+
+
+def _windowed_state(path: str | None) -> bool:
+    if not path or not os.path.exists(path):
+        return False
+    try:
+        return bool(read_header(filter_bytes(path))["kind"] == "WindowedBloomFilter")
+    except ValueError:
+        return False  # (open_filter says what is wrong with it)
+
+
+def _open_state(args: argparse.Namespace) -> Filter:
+    """dedup's --state: the filter in it; a windowed one on the run's clock
+    (--now). Its window and generations win over the options."""
+    data = filter_bytes(args.state)
+    f: Filter = open_filter(args.state, data)
+    if isinstance(f, WindowedBloomFilter):
+        f = WindowedBloomFilter.from_bytes(data, clock=_clock(args))
+        for option, given, kept in (("--window", args.window, f.window), ("--generations", args.generations,
+                                                                          f.generations)):
+            if given is not None and given != kept:
+                note(f"{option} {given:g} is ignored: {args.state} holds a filter made for {option[2:]} {kept:g} "
+                     "(delete it to start over)")
+    elif args.window is not None:
+        raise UsageError(f"{args.state} holds a {type(f).__name__}, which has no window: give another --state file "
+                         "for --window, or drop --window")
+    return f
 
 
 def _new_filter(kind: Any, capacity: int, error_rate: float, layout: str, origin: str) -> Any:
@@ -99,7 +145,8 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             for block in interrupt.blocks(blocks):
                 rate = f.expected_fp_rate
                 try:
-                    new = f.add_lines(block)
+                    new = (f.add_lines(block, refresh=args.refresh) if isinstance(f, WindowedBloomFilter)
+                           else f.add_lines(block))
                 except Exception as exc:
                     raise (_redis_errors(exc) or exc) from None
                 kept = int(new.sum())
@@ -176,11 +223,15 @@ def _warn_capacity(command: str, f: Filter, what: str, source: tuple[str, str]) 
     within it); the bits' estimate only where it keeps none."""
     capacity = f.capacity
     held = getattr(f, "insert_count", -1)
+    where = ""
+    if isinstance(f, WindowedBloomFilter):  # capacity is per window, and so per generation
+        held = max((g.insert_count for _, g in f.live_generations), default=0)
+        where = f" in one generation (a {f.window / f.generations:g} s slice of its window)"
     estimated = held < 0
     held = round(f.approx_count) if estimated else held
     if capacity and held > capacity:
         sys.stderr.write(
-            f"{PROG} {command}: warning: the filter holds {'about ' if estimated else ''}{count(held, what)}, more "
+            f"{PROG} {command}: warning: the filter holds {'about ' if estimated else ''}{count(held, what)}{where}, more "
             f"than its capacity of {capacity:,} (from {source[0]}); its false-positive rate is now "
             f"{f.expected_fp_rate:.2g}. {source[1]}\n"
         )
@@ -250,6 +301,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     header.pop("fill", None)
     if isinstance(f, CountingBloomFilter):
         header["counters_set"] = f.nonzero_counters
+    elif isinstance(f, WindowedBloomFilter):
+        live = f.live_generations  # (by the system clock)
+        header["live_generations"] = len(live)
+        header["bits_set"] = sum(g.bits_set for _, g in live)
     else:
         header["bits_set"] = f.bits_set if isinstance(f, BloomFilter) else sum(s.bits_set for s in f.stages)
     header.update(fill=f.fill_ratio, approx_count=f.approx_count, expected_fp_rate=f.expected_fp_rate,

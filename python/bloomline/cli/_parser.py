@@ -41,6 +41,33 @@ def _rate(text: str) -> float:
     return value
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _duration(text: str) -> float:
+    """90s, 30m, 12h, 7d, 2w or plain seconds (3600, 1.5): seconds, > 0."""
+    body = text.strip().lower()
+    scale = _UNITS.get(body[-1:], 0) if body else 0
+    try:
+        value = float(body[:-1] if scale else body) * (scale or 1)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):  # (NaN fails the first test)
+        raise argparse.ArgumentTypeError(f"must be a duration such as 90s, 30m, 12h, 7d or 2w, or seconds, got "
+                                         f"{text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (abs(value) < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be seconds since the epoch (as `date +%s` prints), got {text!r}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     _intermixing = False
 
@@ -97,6 +124,18 @@ def build_parser() -> argparse.ArgumentParser:
     dedup.add_argument("--quiet", "-q", action="store_true", help="no summary on stderr")
     dedup.add_argument("--state", metavar="FILE", help="keep the filter in FILE between runs (loaded if it exists, "
                        "saved atomically at the end)")
+    dedup.add_argument("--window", type=_duration, metavar="DURATION",
+                       help="drop only the lines seen within the last DURATION (90s, 30m, 12h, 7d, 2w or seconds): a "
+                       "WindowedBloomFilter, --capacity distinct lines per window; with --state, the state file's")
+    dedup.add_argument("--generations", type=_positive_int, default=None,
+                       help="with --window: slices of the window (default 4); a line is new again at most "
+                       "DURATION / GENERATIONS after its window ends, and memory is GENERATIONS + 1 filters")
+    dedup.add_argument("--no-refresh", dest="refresh", action="store_false",
+                       help="with --window: a line's window runs from the time it was written, not the last time it "
+                       "was seen (a line seen every day is written again once per window)")
+    dedup.add_argument("--now", type=_seconds, metavar="SECONDS",
+                       help="with --window: the time the input is seen at, in seconds since the epoch (default: the "
+                       "system clock); for replaying old input, and for tests")
     dedup.add_argument("--redis", metavar="URL", help="share the filter through Redis at URL (needs --key)")
     dedup.add_argument("--key", help="the Redis key of the shared filter")
 

@@ -105,6 +105,10 @@ class _DupeFilter(_CrawlStop, BaseDupeFilter):
         self._set("bloomline/stages", chain.num_stages)
         self._warn_if_over(chain)
 
+    def _parts(self) -> tuple[int, str]:
+        """How many filters the summary counts, and what each is called."""
+        return self.seen.num_stages, "stage"
+
     def _more_stats(self) -> list[tuple[str, Any]]:
         return []
 
@@ -121,11 +125,12 @@ class _DupeFilter(_CrawlStop, BaseDupeFilter):
         self._summarised = True
         chain = self.seen
         fill, rate, count = chain.fill_ratio, chain.expected_fp_rate, chain.approx_count
-        for key, value in (("bloomline/stages", chain.num_stages), ("bloomline/fill", round(fill, 6)),
+        parts, part = self._parts()
+        for key, value in (("bloomline/stages", parts), ("bloomline/fill", round(fill, 6)),
                            ("bloomline/expected_fp_rate", rate), ("bloomline/approx_count", int(count)),
                            *self._more_stats()):
             self._set(key, value)
         logger.info("%s: about %d %s seen, in %d %s %.1f%% full (%d bytes); expected false-positive rate %.3g "
-                    "(target %g)", self.label, count, noun(round(count), "request"), chain.num_stages,
-                    noun(chain.num_stages, "stage"), 100 * fill, chain.nbytes, rate, self._target)
+                    "(target %g)", self.label, count, noun(round(count), "request"), parts, noun(parts, part),
+                    100 * fill, chain.nbytes, rate, self._target)
         self._warn_if_over(chain)

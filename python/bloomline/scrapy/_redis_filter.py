@@ -158,6 +158,10 @@ class RedisBloomDupeFilter(_DupeFilter):
         jobdir = job_dir(s)
         try:
             config = _Config(s)
+            if config.recrawl_after is not None:  # (not silently ignored: every page would be fetched once only)
+                raise _Refused(REASON_SETTINGS, "BLOOMLINE_RECRAWL_AFTER is for the local BloomDupeFilter; "
+                                                f"RedisBloomDupeFilter has no time window yet, got "
+                                                f"{s.get('BLOOMLINE_RECRAWL_AFTER')!r}")
             key = key or _redis_key(s, spider_name)
             persist = _bool_setting(s, "SCHEDULER_PERSIST", False)
             retry = _float_setting(s, "BLOOMLINE_REDIS_RETRY_TIMEOUT", DEFAULT_RETRY_TIMEOUT_S, 0.0, 86400.0, closed=True)

@@ -60,6 +60,20 @@ def _float_setting(settings: Any, name: str, default: float, low: float, high: f
     return value
 
 
+def _recrawl_setting(settings: Any) -> Optional[float]:
+    """BLOOMLINE_RECRAWL_AFTER: seconds (>= 0.001, finite), or None when unset."""
+    raw = settings.get("BLOOMLINE_RECRAWL_AFTER")
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw) if not isinstance(raw, bool) else float("nan")
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 1e-3 <= value < float("inf"):
+        raise _Refused(REASON_SETTINGS, f"BLOOMLINE_RECRAWL_AFTER must be a number of seconds >= 0.001, got {raw!r}")
+    return value
+
+
 class _Config:
     """The settings both filters read, checked (each error names its setting)."""
 
@@ -71,6 +85,7 @@ class _Config:
             raise _Refused(REASON_SETTINGS, f"BLOOMLINE_LAYOUT must be 'blocked' or 'standard', got {layout!r}")
         self.layout = cast("Layout", layout)
         self.debug = _bool_setting(settings, "DUPEFILTER_DEBUG", False)
+        self.recrawl_after = _recrawl_setting(settings)
 
 
 def _bool_setting(settings: Any, name: str, default: bool) -> bool:

@@ -29,6 +29,22 @@ spilled requests first. A request whose check was sent but not answered
 may or may not be recorded: it is scheduled again without the check, so it
 is fetched at least once (perhaps twice across processes), never lost.
 
+Recrawls (``BLOOMLINE_RECRAWL_AFTER``, seconds; local filter only): a
+request whose fingerprint was first let through longer ago than that is
+new again, so its page is fetched again. The filter is then a
+``WindowedBloomFilter`` (bloomline.windowed) with a window of that many
+seconds in 4 generations: a page is fetched again between
+``BLOOMLINE_RECRAWL_AFTER`` and 1.25 times it after it was first let
+through (seeing it again meanwhile does not postpone that: adds use
+``refresh=False``, or a page linked from everywhere would never be fetched
+again). ``BLOOMLINE_CAPACITY`` is then the distinct requests per window
+(every generation holds that many; memory is 5 filters). With ``JOBDIR``
+the filter is the file ``bloomline-recrawl.blf`` there, loaded when a crawl
+starts (generations that expired meanwhile are dropped) and saved
+atomically at close and at most every minute while crawling: a crawl
+killed with SIGKILL forgets at most the last minute's requests, whose
+pages are then fetched again (a duplicate, never a page lost).
+
 Settings: ``BLOOMLINE_CAPACITY`` (100,000: the first stage; later stages
 are 2x larger), ``BLOOMLINE_ERROR_RATE`` (0.0001: the chance a new page is
 dropped, for the whole chain; the Redis filter gives a tenth of it to its
@@ -62,13 +78,15 @@ exits 1. Both filters log to ``scrapy.dupefilters`` and set the stats
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from scrapy.http import Request
 from scrapy.utils.job import job_dir
 
 from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter
+from ..windowed import WindowedBloomFilter
 from ._base import _DupeFilter
 from ._crawl import _Refused
 from ._redis_filter import RedisBloomDupeFilter
@@ -87,6 +105,16 @@ if TYPE_CHECKING:
 
 __all__ = ["BloomDupeFilter", "RedisBloomDupeFilter"]
 
+RECRAWL_FILE = "bloomline-recrawl.blf"
+RECRAWL_GENERATIONS = 4  # a page is fetched again within 1.25x BLOOMLINE_RECRAWL_AFTER
+# Seconds between saves of a recrawl filter to JOBDIR while crawling: what a
+# killed crawl forgets (and fetches again) is at most this much.
+RECRAWL_SAVE_EVERY = 60.0
+
+
+class RecrawlMismatch(ValueError):
+    """JOBDIR's recrawl filter was made with other settings (which, in the message)."""
+
 
 class BloomDupeFilter(_DupeFilter):
     """Scrapy's duplicate filter on a growing Bloom filter (see the module doc)."""
@@ -104,15 +132,45 @@ class BloomDupeFilter(_DupeFilter):
         layout: Layout = "blocked",
         stats: Any = None,
         verify: bool = True,
+        recrawl_after: Optional[float] = None,
     ) -> None:
         """path: a directory for the stage files (JOBDIR); verify: check each
-        stage file's payload once when resuming (O(size), once a crawl)."""
+        stage file's payload once when resuming (O(size), once a crawl).
+        recrawl_after: seconds after which a request is new again (a
+        WindowedBloomFilter, kept in path's RECRAWL_FILE)."""
         self._init_common(fingerprinter, debug, stats)
         self._target = error_rate
         self.path = path
+        self.seen: Union[ScalableBloomFilter, WindowedBloomFilter]
+        self._recrawl_file = Path(path) / RECRAWL_FILE if path and recrawl_after is not None else None
+        self._saved_at = time.monotonic()
+        if recrawl_after is not None:
+            self.seen = self._windowed(capacity, error_rate, layout, recrawl_after)
+            return
         store = DirectoryStages(path, verify=verify) if path else None
         self.seen = ScalableBloomFilter(capacity, error_rate, growth=GROWTH, tightening=TIGHTENING, layout=layout,
                                         store=store, on_grow=self._grew)
+
+    def _windowed(self, capacity: int, error_rate: float, layout: Layout, window: float) -> WindowedBloomFilter:
+        """The recrawl filter: JOBDIR's (made with the same settings, or
+        ValueError naming them), or a new one."""
+        made = WindowedBloomFilter(capacity, error_rate, window=window, generations=RECRAWL_GENERATIONS, layout=layout)
+        if self._recrawl_file is None or not self._recrawl_file.exists():
+            return made
+        kept = WindowedBloomFilter.load(self._recrawl_file)
+        for setting, have, want in (("BLOOMLINE_RECRAWL_AFTER", kept.window, made.window),
+                                    ("BLOOMLINE_CAPACITY", kept.capacity, made.capacity),
+                                    ("BLOOMLINE_ERROR_RATE", kept.error_rate, made.error_rate),
+                                    ("BLOOMLINE_LAYOUT", kept.layout, made.layout)):
+            if have != want:
+                raise RecrawlMismatch(f"{self._recrawl_file} was made with {setting}={have!r}, this crawl has "
+                                      f"{want!r}: set it as that crawl did, or remove the file to start anew")
+        return kept
+
+    def _parts(self) -> tuple[int, str]:
+        if isinstance(self.seen, WindowedBloomFilter):
+            return len(self.seen.live_generations), "generation"
+        return self.seen.num_stages, "stage"
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> BloomDupeFilter:
@@ -133,11 +191,13 @@ class BloomDupeFilter(_DupeFilter):
                 config = _Config(settings)
                 self = cls(path, config.debug, fingerprinter=getattr(crawler, "request_fingerprinter", None),
                            capacity=config.capacity, error_rate=config.error_rate, layout=config.layout,
-                           stats=getattr(crawler, "stats", None))
+                           stats=getattr(crawler, "stats", None), recrawl_after=config.recrawl_after)
             except ChainMismatch as e:
                 raise _mismatch(f"the filter in JOBDIR {path!r}", e, settings, 1.0) from None
+            except RecrawlMismatch as e:
+                raise _Refused(REASON_SETTINGS, str(e)) from None
             except (ValueError, OSError) as e:
-                raise _jobdir_refusal(path, e) from None
+                raise _jobdir_refusal(path, e, recrawl=config.recrawl_after is not None) from None
         except _Refused as e:
             if crawler is None:  # no crawl to stop: the caller hears it
                 raise ValueError(str(e)) from None
@@ -155,18 +215,34 @@ class BloomDupeFilter(_DupeFilter):
         return fp in self.seen
 
     def record_fingerprint(self, fp: bytes) -> bool:
-        """Record a fingerprint; True when it was new."""
+        """Record a fingerprint; True when it was new (with
+        BLOOMLINE_RECRAWL_AFTER: when it was not let through within it)."""
+        if isinstance(self.seen, WindowedBloomFilter):
+            new = self.seen.add(fp, refresh=False)
+            if self._recrawl_file is not None and time.monotonic() - self._saved_at > RECRAWL_SAVE_EVERY:
+                self._save_recrawl()
+            return new
         return bool(self.seen.add(fp))
+
+    def _save_recrawl(self) -> None:
+        assert self._recrawl_file is not None and isinstance(self.seen, WindowedBloomFilter)
+        self.seen.save(self._recrawl_file)
+        self._saved_at = time.monotonic()
 
     def close(self, reason: str = "") -> None:
         if getattr(self, "seen", None) is not None:
             self._summary()
-            self.seen.close()
+            if isinstance(self.seen, WindowedBloomFilter):
+                if self._recrawl_file is not None:
+                    self._save_recrawl()
+            else:
+                self.seen.close()
 
 
-def _jobdir_refusal(path: Optional[str], error: Exception) -> _Refused:
+def _jobdir_refusal(path: Optional[str], error: Exception, recrawl: bool = False) -> _Refused:
     journal = Path(path or ".") / JOURNAL_NAME
     what = (f"the request journal {journal} still holds the pending requests; " if journal.exists() else "")
+    files = f"{RECRAWL_FILE} file" if recrawl else "bloomline-seen.*.blf files"
     return _Refused(REASON_JOBDIR, f"BloomDupeFilter cannot resume from JOBDIR {path!r}: {error}; {what}"
-                                   "remove the damaged bloomline-seen.*.blf files to resume without the record of "
+                                   f"remove the damaged {files} to resume without the record of "
                                    "what was seen (pages may be fetched again), or start with a new JOBDIR")

@@ -1,0 +1,77 @@
+// Python face of the windowed filter's core parts (bloomline/windowed.py
+// builds the ring on them): its generation rate (sizing.hpp) and its kind-4
+// codec (filter_io.hpp).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "args_py.hpp"
+#include "bloomline/filter_io.hpp"
+#include "filter_py.hpp"
+#include "register.hpp"
+
+namespace bloomline {
+
+namespace py = pybind11;
+using py_filter::Handle;
+
+void register_window(py::module_& m) {
+    m.def(
+        "window_generation_error_rate",
+        [](py::handle error_rate, py::handle generations) {
+            const double e = py_args::to_double(error_rate, "error_rate");
+            check_error_rate(e);
+            const auto g = py_args::to_u64(generations, "generations", 1, kMaxGenerations, "[1, 64]");
+            return window_generation_error_rate(e, static_cast<std::uint32_t>(g));
+        },
+        py::arg("error_rate"), py::arg("generations"),
+        "The rate of each generation: 1 - (1 - error_rate) ** (1 / (generations + 1)).");
+
+    m.def(
+        "encode_window",
+        [](py::handle capacity, py::handle error_rate, py::handle generations, double window, py::handle layout,
+           py::handle seed, const std::vector<const Handle<BloomFilter>*>& filters,
+           const std::vector<std::uint64_t>& counts, const std::vector<std::int64_t>& numbers) {
+            WindowHeader p;
+            p.capacity = py_args::to_u64(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
+            p.error_rate = py_args::to_double(error_rate, "error_rate");
+            p.generations = static_cast<std::uint32_t>(
+                py_args::to_u64(generations, "generations", 1, kMaxGenerations, "[1, 64]"));
+            p.window = window;
+            p.layout = py_args::to_layout(layout);
+            p.seed = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
+            std::vector<const BloomFilter*> gens;
+            for (const auto* h : filters) {
+                (*h)->check_open();
+                gens.push_back(h->f.get());
+            }
+            const std::size_t len = window_encoded_size(gens);
+            py::bytes out(nullptr, static_cast<py::ssize_t>(len));
+            encode_window(p, gens, counts, numbers, reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr())),
+                          len);
+            return out;
+        },
+        py::arg("capacity"), py::arg("error_rate"), py::arg("generations"), py::arg("window"), py::arg("layout"),
+        py::arg("seed"), py::arg("filters"), py::arg("counts"), py::arg("numbers"),
+        "The kind-4 bytes of a windowed filter: its parameters, and its live generations (oldest first) with their "
+        "counts of new keys and generation numbers.");
+
+    m.def(
+        "decode_window",
+        [](py::handle data) {
+            Window w;
+            {
+                const py_args::BytesView view(data, "data");
+                w = decode_window(view.data(), view.size());
+            }
+            py::list gens;
+            for (WindowGeneration& g : w.generations)
+                gens.append(py::make_tuple(g.number, Handle<BloomFilter>(std::move(g.filter)), g.count));
+            const WindowHeader& p = w.params;
+            return py::make_tuple(p.capacity, p.error_rate, p.generations, p.window, layout_name(p.layout), p.seed, gens);
+        },
+        py::arg("data"),
+        "(capacity, error_rate, generations, window, layout, seed, [(number, filter, count), ...]) of kind-4 bytes, "
+        "every part checked.");
+}
+
+}  // namespace bloomline

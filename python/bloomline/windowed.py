@@ -1,0 +1,559 @@
+"""WindowedBloomFilter: "seen within the last window", for recrawls.
+
+A ring of generations, each a ``BloomFilter`` of the same capacity, layout
+and seed (so one hash of a key serves them all). Time is cut into slices of
+span ``s = window / G`` (``G = generations``); the generation number of a
+moment ``t`` is ``floor(t / s)``, counted from the clock's epoch, so that two
+processes, or a filter and its saved file, agree on it. The ring keeps the
+``G + 1`` live generations: the current one, ``c``, and the ``G`` before it.
+
+**Window.** A key added at ``t`` goes into generation ``e = floor(t / s)``.
+It is seen while ``c <= e + G``, that is while ``t' < (e + G + 1) s``; since
+``t < (e + 1) s``, every ``t' <= t + window`` qualifies: a key is seen
+through its whole window. It is gone once ``c >= e + G + 1``, that is from
+``(e + G + 1) s <= t + window + s`` on: new again (but for false positives)
+once ``window + window / G`` has passed. In between, a key added at a
+uniformly random phase of its slice is still seen ``d`` past its window
+(``0 <= d <= s``) with probability ``1 - d / s``: with 4 generations none is
+left a quarter window past (``d = s``), with 2 half of them are, with 8 none.
+
+**False positives.** A lookup asks the ``G + 1`` live generations. Each is
+sized for ``capacity`` keys at ``p_g = 1 - (1 - error_rate) ** (1 / (G + 1))``,
+so the chance that an absent key hits none of them is at least
+``(1 - p_g) ** (G + 1) = 1 - error_rate``: the compound rate is at most
+``error_rate`` while every generation is within its capacity. Any slice is
+shorter than the window, so it takes at most ``capacity`` distinct keys
+(refreshed or not) when ``capacity`` bounds the distinct keys of any window:
+one generation never needs more. The cost is memory: ``G + 1`` filters, each
+a little larger than one filter at ``error_rate`` (``p_g`` is about
+``error_rate / (G + 1)``), all allocated when the filter is made. A
+generation that takes more than ``capacity`` new keys warns once
+(``CapacityWarning``, naming the generation).
+
+**Adds.** ``add`` puts the key into the current generation and says True
+only when no live generation had it (nor an earlier place of the same
+batch). By default a key that is seen is put into the current generation
+too (``refresh=True``): its window starts again. With ``refresh=False`` a
+seen key is left where it is, so its window runs from its first add: what a
+crawler's dupefilter needs, or a page linked from everywhere would never be
+fetched again.
+
+**Threads.** Batch calls take ``threads=`` (the generations' own). Several
+threads may add at once: a generation is started once, under a lock, so no
+add is cleared away by another thread starting the same generation.
+
+**Clock.** ``clock`` returns seconds as a float (default ``time.time``). The
+current generation never goes back: a clock that steps back (NTP) leaves
+adds in the newest generation seen. Saved (a kind-4 container,
+docs/FORMAT.md): the window, the generation count, and each live
+generation's number, count of new keys and kind-1 encoding. A filter read
+back at a later time drops the generations that expired meanwhile. A
+pickle carries no clock (a callable would make unpickling run arbitrary
+code): the restored filter reads the system clock.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import numbers
+import threading
+import time
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _core
+from ._core import BloomFilter, CapacityWarning
+from ._facts import batch_shaped
+from .display import filter_html
+
+if TYPE_CHECKING:
+    from ._core import BinaryReader, BinaryWriter, Keys, Layout, Nulls, StrPath
+
+__all__ = ["WindowedBloomFilter"]
+
+Clock = Callable[[], float]
+Window = Union[float, int, datetime.timedelta]
+
+# More generations cost memory ((G + 1) filters) and lookups (G + 1 probes);
+# past 64 a slice is under 2% of the window, finer than any recrawl needs.
+MAX_GENERATIONS = 64
+# Below a millisecond a window is no use to a crawler, and a clock's seconds
+# divided by its slices could pass the 64-bit generation numbers.
+MIN_WINDOW = 1e-3
+# Generation numbers are stored as signed 64-bit integers (docs/FORMAT.md).
+_GEN_LIMIT = 2**63
+
+
+def window_seconds(window: object) -> float:
+    """A window in seconds from a positive number or a timedelta; ValueError
+    or TypeError naming the parameter and the value otherwise."""
+    if isinstance(window, datetime.timedelta):
+        seconds = window.total_seconds()
+    elif isinstance(window, numbers.Real) and not isinstance(window, (bool, np.bool_)):
+        seconds = float(window)
+    else:
+        raise TypeError(f"window must be a positive number of seconds or a timedelta, got {type(window).__name__} "
+                        f"({window!r})")
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"window must be a positive number of seconds or a timedelta, got {window!r}")
+    if seconds < MIN_WINDOW:
+        raise ValueError(f"window must be at least {MIN_WINDOW:g} s, got {window!r}")
+    return seconds
+
+
+def _take(hashed: npt.NDArray[Any], which: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """hashed[which], copied as 16 raw bytes a key (NumPy copies a record
+    dtype field by field, several times slower)."""
+    out: npt.NDArray[Any] = hashed.view("V16")[which].view(hashed.dtype)
+    return out
+
+
+# Bits set per byte value: a popcount that every supported NumPy has.
+_POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+_UNION_CHUNK = 1 << 20  # bytes of the union held at once
+
+
+def _union_bits_set(filters: list[BloomFilter]) -> int:
+    """Bits set in the union of filters of one geometry, read through their
+    buffers a chunk at a time (no copy of a whole filter). The views go
+    with this call's locals."""
+    bits = [np.frombuffer(memoryview(f), dtype=np.uint8) for f in filters]
+    total = 0
+    for start in range(0, len(bits[0]), _UNION_CHUNK):
+        acc = bits[0][start:start + _UNION_CHUNK].copy()
+        for other in bits[1:]:
+            np.bitwise_or(acc, other[start:start + _UNION_CHUNK], out=acc)
+        total += int(_POPCOUNT8[acc].sum(dtype=np.uint64))
+    return total
+
+
+def _check_generations(generations: object) -> int:
+    if not isinstance(generations, numbers.Integral) or isinstance(generations, (bool, np.bool_)):
+        raise TypeError(f"generations must be an int, got {type(generations).__name__} ({generations!r})")
+    generations = int(generations)
+    if not 1 <= generations <= MAX_GENERATIONS:
+        raise ValueError(f"generations must be in [1, {MAX_GENERATIONS}], got {generations}")
+    return generations
+
+
+def _check_error_rate(error_rate: object) -> float:
+    if not isinstance(error_rate, numbers.Real) or isinstance(error_rate, (bool, np.bool_)):
+        raise TypeError(f"error_rate must be a float, got {type(error_rate).__name__} ({error_rate!r})")
+    rate = float(error_rate)
+    if not 0 < rate < 1:
+        raise ValueError(f"error_rate must be in (0, 1), got {error_rate!r}")
+    return rate
+
+
+class WindowedBloomFilter:
+    """Keys seen within the last ``window`` (seconds or a timedelta).
+
+    >>> now = [0.0]
+    >>> w = WindowedBloomFilter(1000, 0.01, window=3600, clock=lambda: now[0])
+    >>> w.add("https://example.com/")
+    True
+    >>> now[0] = 3600.0; "https://example.com/" in w     # through its window
+    True
+    >>> now[0] = 3600.0 + 900.0; "https://example.com/" in w     # window + window / 4: gone
+    False
+    """
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        capacity: int,
+        error_rate: float = 0.01,
+        *,
+        window: Window,
+        generations: int = 4,
+        clock: Optional[Clock] = None,
+        layout: Layout = "blocked",
+        seed: int = 0,
+    ) -> None:
+        self._window = window_seconds(window)
+        self._generations = _check_generations(generations)
+        self._error_rate = _check_error_rate(error_rate)
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be a callable returning seconds, got {type(clock).__name__} ({clock!r})")
+        self._clock: Clock = clock if clock is not None else time.time
+        self._span = self._window / self._generations
+        # One filter per place in the ring, each checking capacity, layout and seed.
+        rate = _core.window_generation_error_rate(self._error_rate, self._generations)  # (the core's: its reader checks it)
+        self._ring = [BloomFilter(capacity, rate, layout=layout, seed=seed) for _ in range(self._generations + 1)]
+        self._capacity = int(capacity)
+        self._layout: Layout = layout
+        self._seed = int(seed)
+        # The generation number each place holds (None: not started since made or cleared).
+        self._numbers: list[Optional[int]] = [None] * (self._generations + 1)
+        self._newest: Optional[int] = None  # the newest generation seen: the current one never goes back
+        self._warned: set[int] = set()  # generations that warned of their capacity
+        # Starting a generation clears its place in the ring: two threads must
+        # not both do it (the second would clear the first one's adds).
+        self._rotating = threading.Lock()
+        self._live_at: Optional[tuple[int, list[BloomFilter]]] = None  # (now, _live(now)) until the ring changes
+        self._version = 0  # changes of the ring (under _rotating where threads may race)
+
+    # ---- time ------------------------------------------------------------------
+
+    def _now(self) -> int:
+        """The current generation number (never less than one seen before)."""
+        t = self._clock()
+        try:
+            g = math.floor(t / self._span)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"clock must return a finite number of seconds, got {t!r}") from None
+        newest = self._newest
+        if newest is not None and g <= newest:  # (the common case: newest was checked when it was set)
+            return newest
+        if not -_GEN_LIMIT <= g < _GEN_LIMIT:
+            raise ValueError(f"clock gives {t!r} seconds, whose generation number {g} (window {self._window:g} s / "
+                             f"{self._generations}) is past 2**63")
+        self._newest = g
+        return g
+
+    def _live(self, now: int) -> list[BloomFilter]:
+        """The live generations, newest first (those not started skipped);
+        kept until the ring changes (callers do not change the list)."""
+        cached = self._live_at
+        if cached is not None and cached[0] == now:
+            return cached[1]
+        version = self._version
+        out = []
+        for back in range(self._generations + 1):
+            g = now - back
+            i = g % len(self._ring)
+            if self._numbers[i] == g:
+                out.append(self._ring[i])
+        with self._rotating:  # (kept only if the ring did not change while it was read)
+            if self._version == version:
+                self._live_at = (now, out)
+        return out
+
+    def _changed(self) -> None:
+        """The ring's generations changed: _live reads them again."""
+        self._version += 1
+        self._live_at = None
+
+    def _current(self, now: int) -> BloomFilter:
+        """The current generation, started now if it was not (its place held
+        a generation G + 1 older: expired)."""
+        i = now % len(self._ring)
+        if self._numbers[i] != now:
+            with self._rotating:
+                if self._numbers[i] != now:
+                    if self._numbers[i] is not None:
+                        self._ring[i].clear()
+                    self._warned.discard(now)
+                    self._numbers[i] = now
+                    self._changed()
+        return self._ring[i]
+
+    def _expire(self, now: int) -> None:
+        """Forget the generations that are no longer live."""
+        with self._rotating:
+            for i, g in enumerate(self._numbers):
+                if g is not None and not now - self._generations <= g <= now:
+                    self._ring[i].clear()
+                    self._numbers[i] = None
+                    self._changed()
+
+    # ---- capacity --------------------------------------------------------------
+
+    def _guarded_add(self, gen: BloomFilter, now: int, adding: int, add: Callable[[], Any]) -> Any:
+        """add() on the current generation; past its capacity the generation's
+        own warning (which cannot name the generation) gives way to ours."""
+        # (once this generation warned, its filter has warned too, silenced: it never warns again)
+        if gen.insert_count + adding <= self._capacity or now in self._warned:
+            return add()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CapacityWarning)
+            out = add()
+        if gen.insert_count > self._capacity and now not in self._warned:
+            self._warned.add(now)
+            warnings.warn(
+                f"WindowedBloomFilter generation {now} (from {now * self._span:g} s, one {self._span:g} s slice of "
+                f"the {self._window:g} s window) has taken {gen.insert_count:,} new keys, past its capacity of "
+                f"{self._capacity:,}: its expected false-positive rate is {gen.expected_fp_rate:.3g} now (sized for "
+                f"{gen.error_rate:g}), so more new keys will be reported seen. Make the filter with a larger capacity "
+                "(the distinct keys of any window).", CapacityWarning, stacklevel=3)
+        return out
+
+    # ---- single keys -----------------------------------------------------------
+
+    def add(self, key: Any, /, *, refresh: bool = True) -> bool:
+        """Add a key at the clock's time; True if no live generation had it.
+        refresh=False leaves a key that is seen where it is (its window runs
+        from its first add)."""
+        now = self._now()
+        cur = self._current(now)
+        seen = False
+        for g in self._live(now):
+            if g is not cur and key in g:
+                seen = True
+                break
+        if seen and not refresh:
+            return False
+        if cur.insert_count < self._capacity:  # (within capacity: no warning to make)
+            new = cur.add(key)
+        else:
+            new = self._guarded_add(cur, now, 1, lambda: cur.add(key))
+        return bool(new) and not seen
+
+    def __contains__(self, key: object) -> bool:
+        for g in self._live(self._now()):  # (a loop: a generator expression costs more than a probe)
+            if key in g:
+                return True
+        return False
+
+    # ---- batches ---------------------------------------------------------------
+
+    def add_many(self, keys: Keys, *, refresh: bool = True, threads: int = 1,
+                 nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
+        """Add a batch at the clock's time; True where no live generation had
+        the key (at its first place in the batch only). refresh as add;
+        threads and nulls as BloomFilter.add_many."""
+        hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
+        now = self._now()
+        cur = self._current(now)
+        older = [g for g in self._live(now) if g is not cur]
+        if refresh:
+            # Every key goes into the current generation; only those new to it
+            # can be new to the window, so only they are looked up in the older ones.
+            new = self._guarded_add(cur, now, len(hashed), lambda: cur.add_many(hashed, threads=threads))
+            count = int(np.count_nonzero(new))
+            if older and count:
+                # (a copy of the new keys pays only where most keys were not new)
+                ask = np.flatnonzero(new) if 2 * count < len(new) else None
+                part = hashed if ask is None else _take(hashed, ask)
+                seen = np.zeros(len(part), dtype=bool)
+                for g in older:
+                    seen |= g.contains_many(part, threads=threads)
+                if ask is None:
+                    new &= ~seen
+                else:
+                    new[ask] &= ~seen
+            return batch_shaped(valid, new)
+        seen = np.zeros(len(hashed), dtype=bool)
+        for g in older:
+            seen |= g.contains_many(hashed, threads=threads)
+        if not seen.any():  # (all fresh: no copy of the batch)
+            return batch_shaped(valid, self._guarded_add(cur, now, len(hashed),
+                                                         lambda: cur.add_many(hashed, threads=threads)))
+        out = np.zeros(len(hashed), dtype=bool)
+        fresh = ~seen
+        if fresh.any():
+            part = _take(hashed, fresh)
+            out[fresh] = self._guarded_add(cur, now, len(part), lambda: cur.add_many(part, threads=threads))
+        return batch_shaped(valid, out)
+
+    def contains_many(self, keys: Keys, *, threads: int = 1, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
+        """True where a live generation may have the key; False for nulls
+        with nulls='skip'."""
+        hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
+        hit = np.zeros(len(hashed), dtype=bool)
+        for g in self._live(self._now()):
+            hit |= g.contains_many(hashed, threads=threads)
+        return batch_shaped(valid, hit)
+
+    def add_lines(self, data: Any, *, refresh: bool = True, threads: int = 1) -> npt.NDArray[np.bool_]:
+        """Add each line of a block of text, as BloomFilter.add_lines reads it;
+        True where the line was new."""
+        return self.add_many(_core.hash_lines(data, self._seed), refresh=refresh, threads=threads)
+
+    def contains_lines(self, data: Any, *, threads: int = 1) -> npt.NDArray[np.bool_]:
+        """Test each line of a block of text; True where it may be present."""
+        return self.contains_many(_core.hash_lines(data, self._seed), threads=threads)
+
+    def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None:
+        """Add every key of each iterable, in order, at the clock's time."""
+        for keys in iterables:
+            if hasattr(keys, "contains_many"):  # a filter: its keys are not listed, nor their times
+                raise TypeError(f"update() takes iterables of keys, got {type(keys).__name__}")
+            self.add_many(keys, nulls=nulls)
+
+    # ---- facts -----------------------------------------------------------------
+
+    @property
+    def window(self) -> float:
+        """The window in seconds."""
+        return self._window
+
+    @property
+    def generations(self) -> int:
+        return self._generations
+
+    @property
+    def capacity(self) -> int:
+        """Distinct keys per window (each generation is sized for them)."""
+        return self._capacity
+
+    @property
+    def error_rate(self) -> float:
+        """The compound false-positive rate of a lookup over the live generations."""
+        return self._error_rate
+
+    @property
+    def generation_error_rate(self) -> float:
+        """The rate each generation is sized for: G + 1 of them compound to error_rate."""
+        return self._ring[0].error_rate or 0.0
+
+    @property
+    def layout(self) -> Layout:
+        return self._layout
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def num_bits(self) -> int:
+        """Bits of the whole ring: G + 1 generations."""
+        return sum(g.num_bits for g in self._ring)
+
+    @property
+    def num_hashes(self) -> int:
+        """Hashes per key in each generation."""
+        return self._ring[0].num_hashes
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole ring (G + 1 generations, allocated when made)."""
+        return sum(g.nbytes for g in self._ring)
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def current_generation(self) -> int:
+        """The generation number adds go to now: floor(clock() / (window / generations))."""
+        return self._now()
+
+    @property
+    def live_generations(self) -> tuple[tuple[int, BloomFilter], ...]:
+        """(generation number, filter) of the live generations that were
+        started, oldest first (shared, not copies)."""
+        now = self._now()
+        self._expire(now)
+        return tuple(sorted(((g, f) for g, f in zip(self._numbers, self._ring) if g is not None),
+                            key=lambda gf: gf[0]))
+
+    @property
+    def fill_ratio(self) -> float:
+        """The fraction of the live generations' bits that are 1, over the whole ring."""
+        return sum(g.bits_set for g in self._live(self._now())) / self.num_bits
+
+    @property
+    def approx_count(self) -> float:
+        """Estimated distinct keys in the live generations: the estimate of
+        their union (a key refreshed into several generations counts once).
+        Keys of the live generations, so up to window + window / G old."""
+        live = self._live(self._now())
+        if not live:
+            return 0.0
+        first = live[0]
+        return float(_core.estimate_count(_union_bits_set(live), first.num_bits, first.num_hashes, self._layout))
+
+    @property
+    def expected_fp_rate(self) -> float:
+        """The compound rate at the current fill: 1 - prod(1 - generation's rate)."""
+        miss = 1.0
+        for g in self._live(self._now()):
+            miss *= 1.0 - g.expected_fp_rate
+        return 1.0 - miss
+
+    def clear(self) -> None:
+        """Forget every key (the clock's newest generation is kept: it never goes back)."""
+        with self._rotating:
+            for i, g in enumerate(self._ring):
+                g.clear()
+                self._numbers[i] = None
+            self._warned.clear()
+            self._changed()
+
+    def _params(self) -> tuple[Any, ...]:
+        return (self._capacity, self._error_rate, self._window, self._generations, self._layout, self._seed)
+
+    def copy(self) -> WindowedBloomFilter:
+        """An independent copy, with the same clock."""
+        c = WindowedBloomFilter(self._capacity, self._error_rate, window=self._window, generations=self._generations,
+                                clock=self._clock, layout=self._layout, seed=self._seed)
+        c._ring = [g.copy() for g in self._ring]
+        c._numbers = list(self._numbers)
+        c._newest = self._newest
+        c._warned = set(self._warned)
+        c._live_at = None
+        return c
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> WindowedBloomFilter:
+        return self.copy()
+
+    def __eq__(self, other: object) -> bool:
+        """The same parameters and the same live generations (numbers and bits)."""
+        if not isinstance(other, WindowedBloomFilter):
+            return NotImplemented
+        return self._params() == other._params() and self.live_generations == other.live_generations
+
+    def __bool__(self) -> bool:
+        """False while no live generation holds a key, as an empty set is."""
+        return any(g for g in self._live(self._now()))
+
+    def __repr__(self) -> str:
+        return (
+            f"<WindowedBloomFilter capacity={self._capacity} error_rate={self._error_rate} window={self._window:g}s "
+            f"generations={self._generations} layout='{self._layout}' seed={self._seed} "
+            f"live={len(self._live(self._now()))} approx_count={round(self.approx_count)}>"
+        )
+
+    def _repr_html_(self) -> str:
+        return filter_html(self)
+
+    # ---- bytes, files and pickle ---------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """A kind-4 bloomline container (docs/FORMAT.md): the parameters, then
+        each live generation (oldest first) with its number, its count of new
+        keys and its own kind-1 encoding. Generations that expired by the
+        clock are left out."""
+        live = self.live_generations
+        return _core.encode_window(self._capacity, self._error_rate, self._generations, self._window, self._layout,
+                                   self._seed, [f for _, f in live], [f.insert_count for _, f in live],
+                                   [g for g, _ in live])
+
+    @classmethod
+    def from_bytes(cls, data: Any, *, clock: Optional[Clock] = None) -> WindowedBloomFilter:
+        """Read what to_bytes wrote (ValueError says what is wrong), with
+        this clock (default time.time): generations that expired since are
+        dropped."""
+        capacity, error_rate, generations, window, layout, seed, live = _core.decode_window(data)
+        w = cls(capacity, error_rate, window=window, generations=generations, clock=clock, layout=layout, seed=seed)
+        for number, f, _ in live:
+            place = number % len(w._ring)
+            w._ring[place] = f
+            w._numbers[place] = number
+            w._newest = number  # (oldest first: the last is the newest)
+        w._live_at = None
+        return w
+
+    def save(self, path: StrPath | BinaryWriter) -> None:
+        """Write to path atomically (temporary file, fsync, rename), through
+        the one atomic writer every save uses; or to_bytes() at a binary file
+        object's position."""
+        _core.save_bytes(path, self.to_bytes())
+
+    @classmethod
+    def load(cls, path: StrPath | BinaryReader, *, clock: Optional[Clock] = None) -> WindowedBloomFilter:
+        """Read a file written by save (always verified), with this clock;
+        path may be a binary file object (one filter is read at its position)."""
+        return cls.from_bytes(_core.load_bytes(path), clock=clock)
+
+    # Pickling: bloomline._pickling gives this class its __reduce_ex__ (the
+    # one place that names what a pickle restores with), as it does the other
+    # kinds'. A pickle carries no clock: the restored filter reads time.time.
