@@ -474,8 +474,8 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
            },
            py::arg("keys"), py::kw_only(), py::arg("threads") = 1, py::arg("nulls") = "raise",
            "Add a batch (NumPy array, Arrow column, or iterable). Returns a bool array: True where the key was new; "
-           "a key repeated in the batch is new only at its first place. threads=N hashes on N threads (0: one per "
-           "CPU); the result is the same as with one. nulls='skip' leaves nulls (None) out, False in the answer; "
+           "a key repeated in the batch is new only at its first place. threads=N adds on N threads (0: one per "
+           "CPU); the answers, counts and bits are the same as with one. nulls='skip' leaves nulls (None) out, False in the answer; "
            "by default a null is a ValueError.")
         .def(
             "contains_many",

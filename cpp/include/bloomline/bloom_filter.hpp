@@ -31,6 +31,7 @@
 #include "bloomline/index.hpp"
 #include "bloomline/layout_blocked.hpp"
 #include "bloomline/layout_standard.hpp"
+#include "bloomline/parallel.hpp"
 
 namespace bloomline {
 
@@ -121,6 +122,43 @@ public:
             bump(counts);
             form_ = counts.keys * 2 < m ? AddForm::look_first : AddForm::blind;
         });
+    }
+
+    // Adds of keys [0, n) of a source on `threads` threads, with the
+    // answers, counts and bits of add_keys on one (parallel.hpp says why).
+    template <class Src>
+    void add_keys_on(Src& src, std::size_t n, bool* out, unsigned threads) {
+        check_write();
+        const Geometry g = geo_;
+        std::uint64_t* const words = bits_.words();
+        const Owners owners(threads, g.num_slots);
+        // Each super-chunk under the writer mutex, its counts taken there,
+        // and the blocked add form for the next chunk chosen as add_keys does.
+        auto in_lock = [this](auto&& add_chunk) {
+            std::lock_guard<std::mutex> lock(writer_);
+            check_write();
+            const AddCounts c = add_chunk();
+            bump(c);
+            form_ = c.keys * 2 < kParallelChunk ? AddForm::look_first : AddForm::blind;
+        };
+        if (g.layout == Layout::blocked) {
+            const std::uint64_t blocks = g.num_blocks();
+            add_by_key_owner(
+                src, n, out, threads,
+                [&](const Hash128& h) { return owners.of_slot(BlockedLayout::block(h.h1, blocks) * kBlockBits); },
+                [&](const Hash128* h, std::size_t m, bool* answers) {
+                    // The form is read under the mutex, and kept for the chunk.
+                    return BlockedLayout::add_batch(words, blocks, g.num_hashes, BatchKeys{h, {}}, m,
+                                                    shared_ ? AddForm::shared : form_, answers);
+                },
+                in_lock);
+            return;
+        }
+        const bool shared = shared_;
+        add_by_slot_owner(
+            src, n, out, threads, owners, [&](const Hash128& h, auto&& f) { for_each_slot(g, h, f); },
+            [&](unsigned, std::uint64_t s) { return StandardLayout::set_bit(words, s, shared); },
+            [&](std::uint64_t s) { return static_cast<const void*>(words + (s >> 6)); }, in_lock);
     }
 
     // ---- whole-filter operations (caller checks compatibility) -------

@@ -17,10 +17,12 @@
 // saturated counters, adds that found the key absent.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "bloomline/bloom_filter.hpp"
 #include "bloomline/counters.hpp"
@@ -180,6 +182,47 @@ public:
         nonzero_ = 0;
         saturated_ = 0;
         insert_count_ = 0;
+    }
+
+    // Adds of keys [0, n) on `threads` threads, with the answers, counters
+    // and counts of add_keys on one (parallel.hpp says why): each counter is
+    // stepped by the thread that owns it, keys in input order.
+    template <class Src>
+    void add_keys_on(Src& src, std::size_t n, bool* out, unsigned threads) {
+        check_write();
+        const Geometry g = geo_;
+        const Owners owners(threads, g.num_slots);
+        const std::uint32_t mx = counters_.max_value();
+        std::vector<std::uint64_t> saturated(threads, 0);  // per owner, for the chunk
+        add_by_slot_owner(
+            src, n, out, threads, owners, [&](const Hash128& h, auto&& f) { for_each_slot(g, h, f); },
+            [&](unsigned o, std::uint64_t s) {
+                // One counter of add_one, on its owner's thread.
+                if (shared_) {
+                    const std::uint32_t c = counters_.step(s, +1, mx, mx);
+                    saturated[o] += c + 1 == mx;
+                    return c == 0;
+                }
+                const std::uint32_t c = counters_.get(s);
+                if (c < mx) {
+                    counters_.put(s, c + 1);
+                    saturated[o] += c + 1 == mx;
+                }
+                return c == 0;
+            },
+            [&](std::uint64_t s) { return static_cast<const void*>(counters_.address_of(s)); },
+            [&](auto&& add_chunk) {
+                std::lock_guard<std::mutex> lock(writer_);
+                check_write();
+                ensure_counted();
+                std::fill(saturated.begin(), saturated.end(), 0);
+                const AddCounts c = add_chunk();  // bits: counters that were 0
+                std::uint64_t sat = 0;
+                for (std::uint64_t v : saturated) sat += v;
+                nonzero_.store(nonzero_.load(std::memory_order_relaxed) + c.bits, std::memory_order_relaxed);
+                saturated_.store(saturated_.load(std::memory_order_relaxed) + sat, std::memory_order_relaxed);
+                count_inserts(c.keys);
+            });
     }
 
     // ---- facts -------------------------------------------------------------

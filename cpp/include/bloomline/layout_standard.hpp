@@ -59,6 +59,13 @@ public:
     // The expected rate of n keys in m bits with k hashes: (1 - e^(-kn/m))^k.
     static double fp_rate(double n, double m, double k) { return std::pow(-std::expm1(-k * n / m), k); }
 
+    // One bit: set it (writers serialised; with shared, by an atomic
+    // fetch-or); true when it was clear. A threaded add sets a key's bits
+    // one by one on their owners' threads (parallel.hpp).
+    static bool set_bit(std::uint64_t* words, std::uint64_t i, bool shared) {
+        return shared ? set_bit_shared(words, i) : set_bit(words, i);
+    }
+
 private:
     static bool test_bit(const std::uint64_t* words, std::uint64_t i) {
         return (load_le(words + (i >> 6)) >> (i & 63)) & 1;

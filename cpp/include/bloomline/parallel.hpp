@@ -1,25 +1,34 @@
 // threads= of the batch calls: a batch cut over several threads.
 //
 // Lookups never lock, so a batch of lookups is cut into one slice per
-// thread, each going through the filter's own one-thread path. Adds keep
-// one thread for the bit sets, so that the bits, the "was new" answers and
-// the counts are exactly those of one thread, and hash on all of them: a
-// super-chunk of keys is hashed in parallel into a buffer, then added from
-// it by the filter's one add path. That pays where hashing costs: strings
-// (NumPy S arrays, Arrow string columns, lines of text). Integer keys hash
-// faster than the add loop reads memory (cheap_to_hash, key_source.hpp) and
-// are hashed inside it, on one thread. NumPy U arrays are hashed before the
-// batch starts, in slices over the same threads (keys_py.hpp). Lists and
-// other iterables are hashed under the GIL first, on one thread.
+// thread, each going through the filter's own one-thread path.
+//
+// Adds on several threads give exactly one thread's answers, counts and
+// bytes. Each thread owns a contiguous range of the filter's memory, in
+// whole 512-slot units (so no word, counter byte or cache line has two
+// owners), and makes every write that falls in it, in input order. A key's
+// answer ("was new") depends only on the writes made to its own slots by
+// the keys before it; those writes are made by its slots' owners, each in
+// input order, so every key sees what it would have seen on one thread.
+// Per super-chunk of keys: the keys are hashed (on all threads, slice by
+// slice) and sorted to their owners, slice after slice, which keeps input
+// order; then each owner adds its keys. The blocked layout's keys each have
+// one owner (one block), and go through its one-thread batch add; the
+// standard layout's and the counters' slots are sorted one by one, and a
+// key is new when any of its owners changed one of its slots.
 // Measured: benchmarks/RESULTS.md, "threads= on batch calls".
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
+#include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "bloomline/common.hpp"
 #include "bloomline/key_source.hpp"
 
 namespace bloomline {
@@ -73,11 +82,6 @@ inline unsigned useful_threads(unsigned threads, std::size_t n) {
     return static_cast<unsigned>(std::min<std::size_t>(threads, useful));
 }
 
-// Keys per super-chunk: hashed in parallel into one buffer (4 MiB of
-// hashes), then added. Large enough that starting threads costs nothing
-// measurable, small enough to stay near the cache.
-constexpr std::size_t kParallelChunk = std::size_t{1} << 18;
-
 // Lookups: slices of the batch, each looked up by its own thread.
 template <class Filter, class Src>
 void contains_parallel(const Filter& f, Src& src, std::size_t n, bool* out, unsigned threads) {
@@ -87,26 +91,148 @@ void contains_parallel(const Filter& f, Src& src, std::size_t n, bool* out, unsi
     });
 }
 
-// Adds: hashing on `threads` threads, the adds on this one (the filter's
-// add_keys over the hashes). Sources whose hashes are already in memory,
-// and keys cheaper to hash than to add (integers), go straight to add_keys.
+// Which thread owns a slot: slots in whole units of 512, the units cut into
+// `parts` contiguous ranges.
+struct Owners {
+    unsigned parts;
+    std::uint64_t units;  // ceil(num_slots / 512)
+    Owners(unsigned p, std::uint64_t num_slots) : parts(p), units((num_slots + 511) / 512) {}
+    // units < 2**40 and parts < 2**16: the product fits in 64 bits.
+    unsigned of_slot(std::uint64_t slot) const { return static_cast<unsigned>((slot / 512) * parts / units); }
+};
+
+// Keys per super-chunk of a threaded add: hashed and sorted to owners, then
+// added. Large enough that starting threads (twice per chunk) costs little,
+// small enough that its hashes and indices stay near the cache.
+constexpr std::size_t kParallelChunk = std::size_t{1} << 18;
+
+// The hashes of keys [start, start + m), hashed on `threads` threads into
+// buf where they are not in memory already.
+template <class Src>
+const Hash128* hashes_of_chunk(Src& src, std::size_t start, std::size_t m, unsigned t, unsigned threads,
+                               std::vector<Hash128>& buf) {
+    if constexpr (has_in_place<Src>::value) {
+        return src.in_place(start);
+    } else {
+        const std::size_t lo = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1);
+        hash_range(src, start + lo, hi - lo, buf.data() + lo);
+        return buf.data();
+    }
+}
+
+// Threaded adds where every key has one owner (the blocked layout's bits):
+// owner(h) names it; add_run(h, m, answers) adds an owner's keys, in order,
+// on its thread and returns their counts. in_lock(f) runs f, which adds a
+// super-chunk and returns its counts, holding the filter's writer mutex,
+// and counts them there (so other writers take turns chunk by chunk).
+template <class Src, class Owner, class AddRun, class InLock>
+void add_by_key_owner(Src& src, std::size_t n, bool* out, unsigned threads, Owner&& owner, AddRun&& add_run,
+                           InLock&& in_lock) {
+    std::vector<Hash128> buf(has_in_place<Src>::value ? 0 : std::min(n, kParallelChunk));
+    std::vector<std::vector<std::uint32_t>> sorted(std::size_t{threads} * threads);  // [slice * threads + owner]
+    std::vector<std::vector<Hash128>> runs(threads);
+    std::vector<std::unique_ptr<bool[]>> answers(threads);
+    std::vector<std::size_t> answer_room(threads, 0);
+    for (std::size_t start = 0; start < n; start += kParallelChunk) {
+        const std::size_t m = std::min(kParallelChunk, n - start);
+        in_lock([&] {
+            std::vector<AddCounts> counts(threads);
+            const Hash128* h = nullptr;
+            run_on_threads(threads, [&](unsigned t) {
+                const Hash128* mine = hashes_of_chunk(src, start, m, t, threads, buf);
+                if (t == 0) h = mine;
+                for (unsigned o = 0; o < threads; ++o) sorted[std::size_t{t} * threads + o].clear();
+                for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i)
+                    sorted[std::size_t{t} * threads + owner(mine[i])].push_back(static_cast<std::uint32_t>(i));
+            });
+            run_on_threads(threads, [&](unsigned o) {
+                std::vector<Hash128>& run = runs[o];
+                run.clear();
+                for (unsigned t = 0; t < threads; ++t)
+                    for (std::uint32_t i : sorted[std::size_t{t} * threads + o]) run.push_back(h[i]);
+                if (out && answer_room[o] < run.size()) {
+                    answers[o].reset(new bool[run.size()]);
+                    answer_room[o] = run.size();
+                }
+                counts[o] = add_run(run.data(), run.size(), out ? answers[o].get() : nullptr);
+                if (!out) return;
+                std::size_t j = 0;
+                for (unsigned t = 0; t < threads; ++t)
+                    for (std::uint32_t i : sorted[std::size_t{t} * threads + o]) out[start + i] = answers[o][j++];
+            });
+            AddCounts chunk;
+            for (const AddCounts& c : counts) chunk += c;
+            return chunk;
+        });
+    }
+}
+
+// Threaded adds slot by slot (the standard layout's bits, counters of both
+// layouts): slots(h, f) calls f(slot) for each of a key's slots;
+// set_slot(o, slot) makes the write on owner o's thread and says whether
+// it changed what makes a key new (a clear bit, a zero counter); line(slot)
+// is its address, prefetched ahead. out[i]: some slot of key i changed.
+// in_lock(f) as above: f returns a super-chunk's counts (slots changed,
+// keys new).
+template <class Src, class Slots, class SetSlot, class Line, class InLock>
+void add_by_slot_owner(Src& src, std::size_t n, bool* out, unsigned threads, const Owners& owners,
+                                Slots&& slots, SetSlot&& set_slot, Line&& line, InLock&& in_lock) {
+    using Pair = std::pair<std::uint32_t, std::uint64_t>;  // (key index in the chunk, slot)
+    constexpr std::size_t kChunk = std::size_t{1} << 16;  // keys: k pairs each
+    std::vector<Hash128> buf(has_in_place<Src>::value ? 0 : std::min(n, kChunk));
+    std::vector<std::vector<Pair>> sorted(std::size_t{threads} * threads);
+    std::vector<std::vector<std::uint8_t>> changed(threads);
+    for (std::size_t start = 0; start < n; start += kChunk) {
+        const std::size_t m = std::min(kChunk, n - start);
+        in_lock([&] {
+            std::vector<AddCounts> counts(threads);
+            run_on_threads(threads, [&](unsigned t) {
+                const Hash128* h = hashes_of_chunk(src, start, m, t, threads, buf);
+                for (unsigned o = 0; o < threads; ++o) sorted[std::size_t{t} * threads + o].clear();
+                for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i)
+                    slots(h[i], [&](std::uint64_t s) {
+                        sorted[std::size_t{t} * threads + owners.of_slot(s)].emplace_back(static_cast<std::uint32_t>(i), s);
+                    });
+            });
+            run_on_threads(threads, [&](unsigned o) {
+                std::vector<std::uint8_t>& mine = changed[o];
+                mine.assign(m, 0);
+                std::uint64_t slots_changed = 0;
+                constexpr std::size_t kAhead = 8;
+                for (unsigned t = 0; t < threads; ++t) {
+                    const std::vector<Pair>& run = sorted[std::size_t{t} * threads + o];
+                    for (std::size_t j = 0; j < run.size(); ++j) {
+                        if (j + kAhead < run.size()) __builtin_prefetch(line(run[j + kAhead].second), 1, 3);
+                        const bool c = set_slot(o, run[j].second);
+                        slots_changed += c;
+                        mine[run[j].first] |= c ? 1 : 0;
+                    }
+                }
+                counts[o].bits = slots_changed;
+            });
+            run_on_threads(threads, [&](unsigned t) {
+                std::uint64_t count = 0;
+                for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i) {
+                    std::uint8_t any = 0;
+                    for (unsigned o = 0; o < threads; ++o) any |= changed[o][i];
+                    count += any;
+                    if (out) out[start + i] = any != 0;
+                }
+                counts[t].keys = count;
+            });
+            AddCounts chunk;
+            for (const AddCounts& c : counts) chunk += c;
+            return chunk;
+        });
+    }
+}
+
+// Adds on `threads` threads: the filter's own threaded add (add_keys_on), or
+// its one-thread path for one thread.
 template <class Filter, class Src>
 void add_parallel(Filter& f, Src& src, std::size_t n, bool* out, unsigned threads) {
-    if constexpr (has_in_place<Src>::value) {
-        f.add_keys(src, n, out);
-    } else {
-        if (threads <= 1 || cheap_to_hash(src)) return f.add_keys(src, n, out);
-        std::vector<Hash128> buf(std::min(n, kParallelChunk));
-        for (std::size_t start = 0; start < n; start += kParallelChunk) {
-            const std::size_t m = std::min(kParallelChunk, n - start);
-            run_on_threads(threads, [&](unsigned t) {
-                const std::size_t lo = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1);
-                hash_range(src, start + lo, hi - lo, buf.data() + lo);
-            });
-            Prehashed hashes{buf.data()};
-            f.add_keys(hashes, m, out ? out + start : nullptr);
-        }
-    }
+    if (threads <= 1) return f.add_keys(src, n, out);
+    f.add_keys_on(src, n, out, threads);
 }
 
 }  // namespace bloomline

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import (BloomFilter, CountingBloomFilter, WindowedBloomFilter, __version__, optimal_params, read_header,
-               select_lines)
+from .. import (BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedBloomFilter, __version__,
+               optimal_params, read_header, select_lines)
 from .._protocol import Filter
 from .._units import count, format_bytes
 from ._errors import PROG, CliError, UsageError
@@ -45,6 +45,8 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
             raise UsageError("--window is local: --redis and --window are exclusive")
         if not (args.redis and args.key):
             raise UsageError("--redis and --key go together")
+        if args.threads != 1:
+            raise UsageError("--threads is for a local filter: with --redis the server does the adds")
         if args.state:
             raise UsageError("--state and --redis are exclusive")
         try:
@@ -68,6 +70,9 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
                      "(delete it to start over)")
         args.capacity_from = (f"the filter in {args.state}", "A new state file with a larger --capacity holds "
                               "more.")
+        if args.threads != 1 and isinstance(f, ScalableBloomFilter):
+            raise UsageError(f"--threads needs a fixed-size filter: {args.state} holds a ScalableBloomFilter, which "
+                             "adds on one thread")
         return f
     if windowed:
         try:
@@ -77,6 +82,16 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
             raise UsageError(str(exc)) from None
     made: Filter = _new_filter(BloomFilter, capacity, error_rate, "blocked", args.capacity_from[0])
     return made
+
+
+def _add_lines(f: Any, block: bytes, args: argparse.Namespace) -> Any:
+    """dedup's add of a block: refresh= for a windowed filter, threads= where it was asked for."""
+    options: dict[str, Any] = {}
+    if isinstance(f, WindowedBloomFilter):
+        options["refresh"] = args.refresh
+    if args.threads != 1:
+        options["threads"] = args.threads
+    return f.add_lines(block, **options)
 
 
 def _clock(args: argparse.Namespace) -> Any:
@@ -145,8 +160,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             for block in interrupt.blocks(blocks):
                 rate = f.expected_fp_rate
                 try:
-                    new = (f.add_lines(block, refresh=args.refresh) if isinstance(f, WindowedBloomFilter)
-                           else f.add_lines(block))
+                    new = _add_lines(f, block, args)
                 except Exception as exc:
                     raise (_redis_errors(exc) or exc) from None
                 kept = int(new.sum())
@@ -260,7 +274,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     blocks = LineBlocks(files)
     progress = Progress(blocks.total_bytes, args.quiet)
     for block in blocks:
-        keys += len(f.add_lines(block))
+        keys += len(f.add_lines(block, threads=args.threads))
         progress.update(blocks.bytes_read, keys)
     progress.done()
     write_filter(f, args.output)

@@ -12,6 +12,16 @@ from .. import __version__
 from ._errors import PROG
 
 
+def _threads(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of threads (0: one per CPU), got {text!r}") from None
+    if not 0 <= n <= 1024:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1024] (0: one per CPU), got {n}")
+    return n
+
+
 def _positive_int(text: str) -> int:
     """1000000, 1_000_000 or 1e6 (a number written in any of Python's ways
     that is a whole number), at least 1."""
@@ -136,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     dedup.add_argument("--now", type=_seconds, metavar="SECONDS",
                        help="with --window: the time the input is seen at, in seconds since the epoch (default: the "
                        "system clock); for replaying old input, and for tests")
+    dedup.add_argument("--threads", type=_threads, default=1, metavar="N",
+                       help="add on N threads (0: one per CPU); the output is the same as with one, byte for byte")
     dedup.add_argument("--redis", metavar="URL", help="share the filter through Redis at URL (needs --key)")
     dedup.add_argument("--key", help="the Redis key of the shared filter")
 
@@ -151,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--error-rate", type=_rate, default=0.01, help="false-positive rate at capacity (default 0.01)")
     build.add_argument("--layout", choices=["blocked", "standard"], default="blocked")
     build.add_argument("--counting", action="store_true", help="a CountingBloomFilter (4-bit counters)")
+    build.add_argument("--threads", type=_threads, default=1, metavar="N",
+                       help="add on N threads (0: one per CPU); the file is the same as with one, byte for byte")
     build.add_argument("--quiet", "-q", action="store_true", help="no progress or summary on stderr")
 
     query = sub.add_parser(

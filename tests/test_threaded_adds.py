@@ -1,0 +1,136 @@
+"""Adds on several threads give exactly one thread's answers, counts and
+bytes (parallel.hpp: each thread owns a range of the filter's memory and
+makes every write in it, in input order): for every input kind, both
+layouts, bits and counters, repeated keys, nulls, shared mapped files, and
+batches longer than one super-chunk; and the CLI's output is the same
+byte for byte."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import bloomline
+from bloomline import BloomFilter, CountingBloomFilter
+
+pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+
+N = 300_000  # past one super-chunk of the blocked path (2**18) and several of the slot path (2**16)
+
+
+def _urls(n: int) -> list[str]:
+    # Repeats within the batch (every 7th key is key 3), across super-chunks too.
+    return [f"https://s{i % 997}.example/{(3 if i % 7 == 0 else i):x}" for i in range(n)]
+
+
+def _inputs() -> dict[str, Callable[[], Any]]:
+    rng = np.random.default_rng(37)
+    ints = rng.integers(0, 2**63, size=N, dtype=np.uint64)
+    ints[::7] = ints[3]
+    urls = _urls(N)
+    made: dict[str, Callable[[], Any]] = {
+        "uint64": lambda: ints,
+        "int32": lambda: ints.astype(np.int32),
+        "S": lambda: np.array(urls, dtype="S"),
+        "U": lambda: np.array(urls),
+        "list[str]": lambda: urls,
+        "object": lambda: np.array(urls, dtype=object),
+        "hash_many": lambda: bloomline.hash_many(np.array(urls, dtype="S")),
+        "float64": lambda: (ints % 100_000).astype(np.float64) / 4,
+        "tuples": lambda: [(u, i % 3) for i, u in enumerate(urls[:100_000])],
+    }
+    try:
+        import pyarrow as pa
+
+        made["arrow str"] = lambda: pa.array(urls)
+        made["arrow chunked int"] = lambda: pa.chunked_array([ints[: N // 2], ints[N // 2:]])
+    except ImportError:  # pragma: no cover - pyarrow is a test dependency
+        pass
+    return made
+
+
+INPUTS = _inputs()
+KINDS: dict[str, Callable[[str], Any]] = {
+    "bloom": lambda layout: BloomFilter(200_000, 0.01, layout=layout),
+    "counting4": lambda layout: CountingBloomFilter(200_000, 0.01, layout=layout),
+    "counting8": lambda layout: CountingBloomFilter(200_000, 0.01, layout=layout, counter_bits=8),
+}
+
+
+def same_state(a: Any, b: Any) -> None:
+    assert a.insert_count == b.insert_count
+    assert a.approx_count == b.approx_count
+    assert a.to_bytes() == b.to_bytes()
+
+
+@pytest.mark.filterwarnings("ignore::bloomline.CapacityWarning")
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("layout", ["blocked", "standard"])
+@pytest.mark.parametrize("name", sorted(INPUTS))
+def test_threads_give_one_threads_answers_counts_and_bytes(name: str, layout: str, kind: str) -> None:
+    keys = INPUTS[name]()
+    one, many = KINDS[kind](layout), KINDS[kind](layout)
+    r1 = one.add_many(keys)
+    rn = many.add_many(keys, threads=3)
+    assert r1.tolist() == rn.tolist()
+    assert 0 < r1.sum() < len(r1)  # some keys new, some repeated: the answers say something
+    same_state(one, many)
+    # A second batch on top: the known keys are known on every owner.
+    assert one.add_many(keys).tolist() == many.add_many(keys, threads=2).tolist()
+    same_state(one, many)
+
+
+def test_nulls_and_counts_of_counters_past_saturation() -> None:
+    keys: list[Any] = [None if i % 11 == 0 else f"k{i % 5000}" for i in range(100_000)]
+    for make in (lambda: BloomFilter(50_000, 0.01), lambda: CountingBloomFilter(50_000, 0.01, counter_bits=4)):
+        one, many = make(), make()
+        assert one.add_many(keys, nulls="skip").tolist() == many.add_many(keys, nulls="skip", threads=2).tolist()
+        same_state(one, many)
+        if isinstance(one, CountingBloomFilter):  # each key 20 times: counters saturate at 15
+            assert one.saturated_counters == many.saturated_counters > 0
+            assert one.nonzero_counters == many.nonzero_counters
+
+
+def test_lines_and_a_shared_mapped_file(tmp_path: Path) -> None:
+    data = "\n".join(_urls(N)).encode()
+    one = BloomFilter(300_000, 0.001)
+    r1 = one.add_lines(data)
+    path = tmp_path / "f.blf"
+    BloomFilter(300_000, 0.001).save(path)
+    with BloomFilter.open(path, "r+") as mapped:
+        assert mapped.add_lines(data, threads=2).tolist() == r1.tolist()
+    again = BloomFilter.load(path)
+    assert again.to_bytes() == one.to_bytes()
+
+
+def test_threads_zero_is_one_per_cpu_and_small_batches_stay_on_one() -> None:
+    keys = np.arange(100_000, dtype=np.uint64)
+    one, many, small = BloomFilter(100_000, 0.01), BloomFilter(100_000, 0.01), BloomFilter(100_000, 0.01)
+    assert one.add_many(keys).tolist() == many.add_many(keys, threads=0).tolist()
+    assert small.add_many(keys[:10], threads=8).tolist() == [True] * 10
+    same_state(one, many)
+
+
+@pytest.mark.slow
+def test_cli_dedup_and_build_are_identical_byte_for_byte(tmp_path: Path) -> None:
+    lines = tmp_path / "in.txt"
+    lines.write_text("\n".join(_urls(400_000)) + "\n")
+    outs = {}
+    for t in ("1", "2", "0"):
+        run = subprocess.run([sys.executable, "-m", "bloomline", "dedup", "-q", "--threads", t, str(lines)],
+                             capture_output=True, check=True, timeout=300)
+        built = tmp_path / f"b{t}.blf"
+        subprocess.run([sys.executable, "-m", "bloomline", "build", "-q", "--threads", t, str(built), str(lines)],
+                       capture_output=True, check=True, timeout=300)
+        outs[t] = (run.stdout, built.read_bytes())
+    assert outs["1"] == outs["2"] == outs["0"]
+    assert outs["1"][0].count(b"\n") == len(set(_urls(400_000)))  # first occurrences, in input order
+    assert outs["1"][0].splitlines()[:3] == [u.encode() for u in _urls(400_000)[:3]]
+    bad = subprocess.run([sys.executable, "-m", "bloomline", "dedup", "--threads", "-1", str(lines)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--threads: must be in [0, 1024]" in bad.stderr
