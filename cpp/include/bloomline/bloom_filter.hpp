@@ -145,7 +145,7 @@ public:
             const std::uint64_t blocks = g.num_blocks();
             add_by_key_owner(
                 src, n, out, threads,
-                [&](const Hash128& h) { return owners.of_slot(BlockedLayout::block(h.h1, blocks) * kBlockBits); },
+                [&](const Hash128& h) { return owners.of_unit(BlockedLayout::block(h.h1, blocks)); },
                 [&](const Hash128* h, std::size_t m, bool* answers) {
                     // The form is read under the mutex, and kept for the chunk.
                     return BlockedLayout::add_batch(words, blocks, g.num_hashes, BatchKeys{h, {}}, m,

@@ -92,13 +92,26 @@ void contains_parallel(const Filter& f, Src& src, std::size_t n, bool* out, unsi
 }
 
 // Which thread owns a slot: slots in whole units of 512, the units cut into
-// `parts` contiguous ranges.
+// `parts` contiguous ranges. The owner of unit u is the high half of
+// u * (2**64 * parts / units): one multiply per key, no division; it
+// depends on the unit alone, never decreases with it, and stays below
+// parts, which is all ownership needs.
 struct Owners {
-    unsigned parts;
     std::uint64_t units;  // ceil(num_slots / 512)
-    Owners(unsigned p, std::uint64_t num_slots) : parts(p), units((num_slots + 511) / 512) {}
-    // units < 2**40 and parts < 2**16: the product fits in 64 bits.
-    unsigned of_slot(std::uint64_t slot) const { return static_cast<unsigned>((slot / 512) * parts / units); }
+    std::uint64_t scale;  // floor(2**64 * parts / units); 0: one owner per unit
+    Owners(unsigned parts, std::uint64_t num_slots) : units((num_slots + 511) / 512), scale(0) {
+        if (parts < units) {
+#if defined(__SIZEOF_INT128__)
+            __extension__ typedef unsigned __int128 u128;
+            scale = static_cast<std::uint64_t>((static_cast<u128>(parts) << 64) / units);
+#else
+            // Rounded, not exact: off by far less than one unit's share.
+            scale = static_cast<std::uint64_t>(static_cast<double>(parts) / static_cast<double>(units) * 0x1p64);
+#endif
+        }
+    }
+    unsigned of_unit(std::uint64_t u) const { return static_cast<unsigned>(scale ? mul_hi(u, scale) : u); }
+    unsigned of_slot(std::uint64_t slot) const { return of_unit(slot / 512); }
 };
 
 // Keys per super-chunk of a threaded add: hashed and sorted to owners, then
