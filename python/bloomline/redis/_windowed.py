@@ -186,26 +186,30 @@ class RedisWindowedFilter:
                               "attach again")
         return missing_error(e, self._what, self._policy)
 
-    def _settle(self, parts: list[Part], replies: list[Any], out: AddOutcome, failed: list[Exception]) -> None:
+    def _settle(self, parts: list[Part], replies: list[Any], out: AddOutcome, failed: list[Exception],
+                counts: dict[int, int]) -> None:
         for part, reply in zip(parts, replies):
             if isinstance(reply, Exception):
                 failed.append(reply)
                 continue
             answer, count, gen = reply
             out.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
-            self._note(int(gen), int(count))
+            counts[int(gen)] = max(counts.get(int(gen), 0), int(count))
 
     def _add(self, parts: list[Part], n: int) -> AddOutcome:
         """Send an add's parts (none after a failed window); its outcome."""
         out = AddOutcome(np.zeros(n, dtype=np.uint8))
         failed: list[Exception] = []
+        counts: dict[int, int] = {}  # each generation's count of new keys, as the replies said
         try:
             for window in windows(parts):
-                self._settle(window, self._sender.run([p.jobs[0] for p in window]), out, failed)
+                self._settle(window, self._sender.run([p.jobs[0] for p in window]), out, failed, counts)
                 if failed:
                     break
         except Exception as e:  # raised while sending: it carries the facts too
             failed.append(e)
+        for gen, count in counts.items():  # (after the sends: a warning made an error never cuts an add short)
+            self._note(gen, count)
         unsure = int(np.count_nonzero(out.codes == ord("?")))
         if failed:
             out.error = self._error(failed[0])
@@ -264,7 +268,7 @@ class RedisWindowedFilter:
                 f"generation {gen} of {self._what} (one {self._w.span:g} s slice of the {self.window:g} s window) "
                 f"has taken {count:,} new keys, past its capacity of {self._capacity:,}: its false-positive rate "
                 "now rises (new keys reported seen). Make the filter with a larger capacity (the distinct keys of "
-                "any window)", CapacityWarning, stacklevel=3)
+                "any window)", CapacityWarning, stacklevel=4)
 
     # ---- lookups -------------------------------------------------------------------
 
