@@ -291,7 +291,8 @@ class RedisWindowedFilter:
 
     def __contains__(self, key: object) -> bool:
         w = self._w
-        _shard, body, count = _core.redis_key(key, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
+        k: Any = key  # (refused by the core, naming its type, where it is no key)
+        _shard, body, count = _core.redis_key(k, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
                                               self._b.window_form_has)
         return bool(self._lookup([Part([self._b.window_has_job(w, body, count)], ONE)], 1)[0])
 
