@@ -20,7 +20,7 @@ import pytest
 from bloomline import CapacityWarning, WindowedBloomFilter
 
 redis = pytest.importorskip("redis")
-from bloomline.redis import RedisWindowedFilter, UnknownOutcome  # noqa: E402
+from bloomline.redis import MissingKeyError, RedisWindowedFilter, UnknownOutcome  # noqa: E402
 from bloomline.redis._windowed import MARGIN_MS  # noqa: E402
 
 from conftest import FaultProxy, wait_until  # noqa: E402
@@ -258,6 +258,20 @@ def test_a_resend_whose_answer_is_gone_raises_with_its_facts(redis_server: Any) 
         assert f._sender.stats["resent"] == 1 and not f._sender.stats["NOSCRIPT"]
     finally:
         proxy.close()
+
+
+def test_a_live_generation_lost_is_an_error_not_an_empty_generation(redis_server: Any) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    f = RedisWindowedFilter(r, "lost", 1000, 0.01, window=60, generations=2)
+    assert f.add("a")
+    slot = f.current_generation % 3
+    r.delete(f.redis_keys()[1 + slot])  # its bits, as an eviction would
+    with pytest.raises(MissingKeyError, match=r"'\{lost\}:w:bits:\d', a key of the windowed filter at 'lost', is gone"):
+        f.add("a")
+    with pytest.raises(MissingKeyError):
+        "a" in f  # noqa: B015 - the lookup raises
+    f.delete()
+    assert f.add("a") is True  # made anew
 
 
 # ---- parameters ---------------------------------------------------------------------

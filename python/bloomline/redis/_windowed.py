@@ -66,8 +66,8 @@ from .. import _core, optimal_params
 from .._core import CapacityWarning
 from .._facts import batch_shaped
 from ..windowed import _check_error_rate, _check_generations, window_seconds
-from ._backend import NEW, ONE, AddOutcome, Part, WindowKeys, missing_error, windows
-from ._errors import UnknownOutcome
+from ._backend import NEW, ONE, AddOutcome, Part, WindowKeys, windows
+from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import as_dict, delete_matching, eviction_policy
 from ._names import batch_ids, client_of, tag_of_chain
 from ._registry import window_backend
@@ -184,7 +184,17 @@ class RedisWindowedFilter:
         if isinstance(e, _redis.ResponseError) and _error_code(e) == "MISMATCH":
             return ValueError(f"{self._what} was made again with other parameters since this handle attached: "
                               "attach again")
-        return missing_error(e, self._what, self._policy)
+        if isinstance(e, _redis.ResponseError) and _error_code(e) in ("MISSING", "WRONGSIZE"):
+            words = str(e).split()
+            name = words[1] if len(words) > 1 else "?"
+            how = (f" (this server's maxmemory-policy is {self._policy!r}: it evicts keys under memory pressure)"
+                   if self._policy and self._policy != "noeviction" else "")
+            state = "is gone" if words[0] == "MISSING" else "has the wrong size"
+            return MissingKeyError(
+                f"{name!r}, a key of {self._what}, {state} while a generation of the filter lives: evicted{how}, "
+                "or deleted. Refused rather than read as an empty generation (every key in it new again): "
+                "delete() the filter to start over", key=name)
+        return e
 
     def _settle(self, parts: list[Part], replies: list[Any], out: AddOutcome, failed: list[Exception],
                 counts: dict[int, int]) -> None:
