@@ -120,8 +120,10 @@ def test_a_key_is_seen_through_its_window_refreshed_or_not(redis_server: Any) ->
     assert f.add("once") is True  # new again
 
 
-def test_adds_and_lookups_of_batches(redis_server: Any) -> None:
-    f = RedisWindowedFilter(redis_server.url, "b", 50_000, 0.001, window=60, generations=3)
+def test_adds_and_lookups_of_batches(redis_server: Any, layout: str) -> None:
+    f = RedisWindowedFilter(redis_server.url, "b", 50_000, 0.001, window=60, generations=3,
+                            layout=layout)  # type: ignore[arg-type]
+    assert f.add_many([]).tolist() == [] and f.contains_many([]).tolist() == []
     assert f.add_many(["x", "y", "x", None], nulls="skip").tolist() == [True, True, False, False]
     assert f.add_many(["x", "z"], refresh=False).tolist() == [False, True]
     assert f.contains_many(["x", "y", "z", "w", None], nulls="skip").tolist() == [True, True, True, False, False]
