@@ -153,10 +153,20 @@ def test_same_numbering_and_sizing_as_the_local_filter(redis_server: Any) -> Non
     local = WindowedBloomFilter(50_000, 0.001, window=3.0, generations=3)
     assert (f.num_bits, f.num_hashes) == (local.num_bits, local.num_hashes)
     assert f.generation_error_rate == local.generation_error_rate
+    assert (f.window, f.generations, f.capacity, f.error_rate, f.backend) == (3.0, 3, 50_000, 0.001, "plain")
     before = math.floor(server_time(r) / 1.0)
     gen = f.current_generation
     after = math.floor(server_time(r) / 1.0)
     assert before <= gen <= after
+
+
+def test_auto_runs_plain_where_the_module_is_loaded(module_server: Any) -> None:
+    f = RedisWindowedFilter(module_server.url, "m", 1000, 0.01, window=60, generations=2)
+    assert f.backend == "plain"
+    assert f.add("a") is True and f.add("a") is False
+    with pytest.raises(ValueError, match="backend 'module' cannot keep a RedisWindowedFilter: bloomline's module "
+                                         "has no windowed command yet"):
+        RedisWindowedFilter(module_server.url, "m", 1000, 0.01, window=60, generations=2, backend="module")
 
 
 # ---- the server's clock -------------------------------------------------------------

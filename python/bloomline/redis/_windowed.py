@@ -146,7 +146,7 @@ class RedisWindowedFilter:
         client = client_of(redis)
         self._sender = Sender(client, retries=retries, answer_ttl_ms=answer_ttl_ms)
         self._policy = eviction_policy(client)
-        self._capacity, self._error_rate = int(capacity), rate
+        self._capacity, self._error_rate, self._window = int(capacity), rate, window_s
         base = tag_of_chain(key)
         fields = {"kind": "windowed", "version": META_VERSION, "capacity": int(capacity), "error_rate": repr(rate),
                   "window": repr(window_s), "generations": g, "layout": layout, "seed": seed,
@@ -358,7 +358,7 @@ class RedisWindowedFilter:
     @property
     def window(self) -> float:
         """The window in seconds."""
-        return self._w.span * self._w.generations
+        return self._window
 
     @property
     def generations(self) -> int:
