@@ -51,7 +51,9 @@ module here is one part of it, each importing only those before it:
 outcome of an add) and one module per backend, ``_registry`` (which
 backend), ``_meta`` (parameters, creation), ``_handle`` (a filter's keys,
 backend and sender, as both users hold them), ``_filter``
-(RedisBloomFilter), ``_stages`` (RedisStages), ``_travel`` (dump, restore).
+(RedisBloomFilter), ``_stages`` (RedisStages), ``_windowed`` (RedisWindowedFilter: "seen
+within the last window", the server's clock deciding the generation),
+``_travel`` (dump, restore).
 
 **Cluster.** Shards are whole runs of 512-bit blocks under Redis's 512 MB
 string limit, so filters of more than ``2**32`` bits work; shard names hash
@@ -69,6 +71,7 @@ from ._filter import RedisBloomFilter
 from ._meta import DEFAULT_SHARD_BITS
 from ._stages import RedisStages
 from ._travel import dump, restore
+from ._windowed import RedisWindowedFilter
 
 __all__ = ["DEFAULT_SHARD_BITS", "EvictionWarning", "MissingKeyError", "NotDurable", "RedisBloomFilter",
-           "RedisStages", "UnknownOutcome", "dump", "module_path", "restore"]
+           "RedisStages", "RedisWindowedFilter", "UnknownOutcome", "dump", "module_path", "restore"]

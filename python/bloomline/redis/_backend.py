@@ -78,6 +78,34 @@ class StageGuard:
     answers: str  # the prefix of the stage's answer keys
 
 
+@dataclass(frozen=True)
+class WindowKeys:
+    """A windowed filter in Redis (_windowed.py): its geometry (every
+    generation's, one string each), its ring's keys under one hash tag
+    (bits[i] and gens[i], a hash of the generation number slot i holds and
+    its count of new keys), the slice span in seconds, and the meta a
+    writer makes again where it expired (sig: its parameters in one
+    string, compared by every command)."""
+
+    name: str
+    meta: str
+    bits: tuple[str, ...]
+    gens: tuple[str, ...]
+    num_bits: int
+    num_hashes: int
+    layout: Layout
+    seed: int
+    nbytes: int
+    span: float
+    margin_ms: int
+    sig: str
+    meta_fields: tuple[str, ...]
+
+    @property
+    def generations(self) -> int:
+        return len(self.bits) - 1
+
+
 @dataclass
 class Part:
     """Commands of a batch and the batch indices their answer covers (in the
@@ -147,6 +175,7 @@ class Backend:
     kinds: ClassVar[tuple[str, ...]]
     max_keys: ClassVar[int]  # keys per command: one command holds the server for a bounded time
     no_stages: ClassVar[str] = ""  # why it keeps no chain's stages, where it keeps none
+    no_windows: ClassVar[str] = "it keeps no windowed filters"  # why, where it keeps none (plain does)
 
     # -- making a filter -------------------------------------------------------------------
 
@@ -186,6 +215,36 @@ class Backend:
 
     def has_parts(self, f: FilterKeys, batch: Prepared) -> Iterable[Part]:
         raise NotImplementedError
+
+    # -- a windowed filter (_windowed.py): its commands, where the backend keeps one ---------
+
+    window_form_add: ClassVar[Literal["positions", "set"]] = "set"
+    window_form_has: ClassVar[Literal["positions", "get"]] = "get"
+
+    def refuse_windows(self) -> None:
+        """Raise where this backend keeps no windowed filter."""
+        if self.no_windows:
+            raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
+
+    def window_chunk_keys(self, w: WindowKeys) -> int:
+        """Keys per command of a windowed filter (each tests all its generations)."""
+        return self.max_keys
+
+    def window_add_job(self, w: WindowKeys, answer: str, ttl_ms: int, refresh: bool, body: bytes,
+                       count: int) -> Job:
+        """One chunk added at the server's time; its reply [answer, count
+        of the current generation, its number]."""
+        raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
+
+    def window_has_job(self, w: WindowKeys, body: bytes, count: int) -> Job:
+        """One chunk looked up in the live generations at the server's time;
+        its reply [answer, the current generation's number]."""
+        raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
+
+    def window_live_job(self, w: WindowKeys) -> Job:
+        """The current generation's number and, for each live generation,
+        [slot, number, count, bits set], read at the server's time."""
+        raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
     # A single key (add, in): one part, made without the batch's arrays.
     def add_one(self, f: FilterKeys, key: Any, batch_id: str, ttl_ms: int) -> Part:

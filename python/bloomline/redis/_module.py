@@ -18,6 +18,8 @@ class ModuleBackend(BitsBackend):
     name = "module"
     max_keys = 100_000  # one command holds the server briefly (benchmarks/NOTES.md, "Redis")
     form_add = form_has = "positions"
+    no_windows = ("bloomline's module has no windowed command yet: pass backend 'plain' (or 'auto'), whose scripts "
+                  "run on any Redis, this one included")
 
     def add_job(self, f: FilterKeys, shard: int, answer: str, ttl_ms: int, body: bytes, count: int) -> Job:
         # BLOOMLINE.ADD shard count answer ttl_ms mode positions

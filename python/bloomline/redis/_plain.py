@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import BitsBackend, FilterKeys, StageGuard, check_size
+from ._backend import BitsBackend, FilterKeys, StageGuard, WindowKeys, check_size
 from ._wire import MODE, Job, Script
 
 # Shared by both adds. A missing key is an error, never made anew (BITFIELD
@@ -128,6 +128,28 @@ class PlainBackend(BitsBackend):
                    (guard.expected, guard.capacity, ttl_ms, MODE, f.num_hashes, len(shards), *sizes),
                    body, count, writes=True)
 
+    # -- a windowed filter: one script a chunk, over every slot of its ring (one hash tag) --
+
+    no_windows = ""
+    max_window_bits = 60_000  # bits tested or set per command, over all generations (as max_bits)
+
+    def window_chunk_keys(self, w: WindowKeys) -> int:
+        return max(1, min(self.max_keys, self.max_window_bits // (w.num_hashes * len(w.bits))))
+
+    def window_add_job(self, w: WindowKeys, answer: str, ttl_ms: int, refresh: bool, body: bytes,
+                       count: int) -> Job:
+        return Job(w.meta.encode(), _WINDOW_ADD, (w.meta, answer, *w.bits, *w.gens),
+                   (ttl_ms, MODE, w.num_hashes, w.nbytes, repr(w.span), len(w.bits), int(refresh), w.margin_ms, w.sig,
+                    len(w.meta_fields), *w.meta_fields), body, count, writes=True)
+
+    def window_has_job(self, w: WindowKeys, body: bytes, count: int) -> Job:
+        return Job(w.meta.encode(), _WINDOW_HAS, (w.meta, *w.bits, *w.gens),
+                   (w.num_hashes, w.nbytes, repr(w.span), len(w.bits), w.sig), body, count)
+
+    def window_live_job(self, w: WindowKeys) -> Job:
+        return Job(w.meta.encode(), _WINDOW_LIVE, (w.meta, *w.bits, *w.gens),
+                   (w.nbytes, repr(w.span), len(w.bits), w.sig))
+
     def has_jobs(self, f: FilterKeys, shard: int, body: bytes,
                  count: int) -> tuple[list[Job], Callable[[list[Any]], npt.NDArray[np.bool_]]]:
         name, k = f.shards[shard], f.num_hashes
@@ -138,3 +160,205 @@ class PlainBackend(BitsBackend):
 
         return [Job(name.encode(), b"BITFIELD_RO", (name,), (), body, count), Job(name.encode(), b"STRLEN", (name,))], \
             decode
+
+
+# ---- a windowed filter (_windowed.py) -------------------------------------------------
+# Every script reads the server's TIME itself: the server's clock, never a
+# client's, decides the current generation, in the same step as the add.
+# A slot's generation number is a hash field; a slot whose number is past
+# the window (or that expired by its TTL) is not live. `ring` = G + 1.
+_WINDOW_PRELUDE = r"""
+local function fmt(n) return string.format('%.0f', n) end
+local function meta_error(sig)
+  local have = redis.call('HGET', KEYS[1], 'sig')
+  if have and have ~= sig then return redis.error_reply('MISMATCH ' .. KEYS[1]) end
+  return nil
+end
+-- The current generation, floor(t / span), and each slot's number; never
+-- before the newest in the ring (a server clock stepped back, or a replica
+-- promoted with a slower one, leaves adds in the newest generation).
+local function now_and_ring(off, ring, span)
+  local t = redis.call('TIME')
+  local c = math.floor((tonumber(t[1]) + tonumber(t[2]) / 1000000) / span)
+  local numbers = {}
+  for i = 0, ring - 1 do
+    local n = redis.call('HGET', KEYS[off + ring + i], 'number')
+    if n then
+      numbers[i] = tonumber(n)
+      if numbers[i] > c then c = numbers[i] end
+    end
+  end
+  return c, numbers
+end
+-- A live slot's bits must be there at their size: evicted or deleted is an
+-- error, never read as an empty generation.
+local function bits_error(key, size)
+  local len = redis.call('STRLEN', key)
+  if len == size then return nil end
+  return redis.error_reply((len == 0 and 'MISSING ' or 'WRONGSIZE ') .. key)
+end
+"""
+
+# KEYS: meta, answer, bits_0 .. bits_G, gen_0 .. gen_G
+# ARGV: ttl_ms, mode, k, bytes, span, ring, refresh, margin_ms, sig, m, the
+#       meta's m arguments (field, value, ...), then the operands (SET u1)
+_WINDOW_ADD = Script(_WINDOW_PRELUDE + r"""
+local e = meta_error(ARGV[9])
+if e then return e end
+local kept = redis.call('GET', KEYS[2])
+if kept then return {kept, -1, '-1'} end
+local size, span, ring = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local c, numbers = now_and_ring(3, ring, span)
+local finish = math.ceil((c + ring) * span * 1000) + tonumber(ARGV[8])
+local m = tonumber(ARGV[10])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  -- The meta expires with the newest generation: gone with the ring when
+  -- the fleet was idle, it is made again; gone while a generation lives, lost.
+  for i = 0, ring - 1 do
+    if numbers[i] and numbers[i] > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
+  end
+  redis.call('HSET', KEYS[1], unpack(ARGV, 11, 10 + m))
+end
+redis.call('PEXPIREAT', KEYS[1], finish)
+local cur = c % ring
+local ck, cg = KEYS[3 + cur], KEYS[3 + ring + cur]
+if numbers[cur] ~= c then
+  -- Generation c starts in the slot of c - ring, expired: its life is its
+  -- ring slices and the margin, after which the server deletes it.
+  redis.call('DEL', ck, cg)
+  redis.call('SETRANGE', ck, size - 1, '\0')
+  redis.call('HSET', cg, 'number', fmt(c), 'count', '0')
+  redis.call('PEXPIREAT', ck, finish)
+  redis.call('PEXPIREAT', cg, finish)
+else
+  e = bits_error(ck, size)
+  if e then return e end
+end
+local older = {}
+for i = 0, ring - 1 do
+  if i ~= cur and numbers[i] and numbers[i] > c - ring and numbers[i] < c then
+    e = bits_error(KEYS[3 + i], size)
+    if e then return e end
+    older[#older + 1] = KEYS[3 + i]
+  end
+end
+local k = tonumber(ARGV[3])
+local per, first = 4 * k, 11 + m
+local keys = (#ARGV - first + 1) / per
+local refresh, unsure = ARGV[7] == '1', ARGV[2] == 'R'
+local step = math.max(1, math.floor(7000 / per))
+local out, added, done = {}, 0, 0
+while done < keys do
+  local take = math.min(step, keys - done)
+  local a = first + done * per
+  local seen = {}
+  if #older > 0 then
+    local gets = {}
+    for j = 0, take * k - 1 do
+      gets[3 * j + 1], gets[3 * j + 2], gets[3 * j + 3] = 'GET', 'u1', ARGV[a + 4 * j + 2]
+    end
+    for _, g in ipairs(older) do
+      local bits = redis.call('BITFIELD_RO', g, unpack(gets))
+      for i = 0, take - 1 do
+        if not seen[i] then
+          local all = true
+          for j = i * k + 1, i * k + k do
+            if bits[j] == 0 then all = false break end
+          end
+          seen[i] = all
+        end
+      end
+    end
+  end
+  local which, old = {}, {}
+  if refresh then
+    for i = 0, take - 1 do which[i + 1] = i end
+    old = redis.call('BITFIELD', ck, unpack(ARGV, a, a + take * per - 1))
+  else
+    local sets = {}
+    for i = 0, take - 1 do
+      if not seen[i] then
+        which[#which + 1] = i
+        for j = a + i * per, a + i * per + per - 1 do sets[#sets + 1] = ARGV[j] end
+      end
+    end
+    if #sets > 0 then old = redis.call('BITFIELD', ck, unpack(sets)) end
+  end
+  local fresh = {}
+  for w, i in ipairs(which) do
+    for j = (w - 1) * k + 1, w * k do
+      if old[j] == 0 then fresh[i] = true break end
+    end
+  end
+  for i = 0, take - 1 do
+    if fresh[i] then added = added + 1 end
+    if fresh[i] and not seen[i] then out[#out + 1] = '1'
+    elseif unsure then out[#out + 1] = '?'
+    else out[#out + 1] = '0' end
+  end
+  done = done + take
+end
+local answer = table.concat(out)
+local count = redis.call('HINCRBY', cg, 'count', added)
+redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
+return {answer, count, fmt(c)}
+""")
+
+# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G
+# ARGV: k, bytes, span, ring, sig, then the operands (GET u1)
+_WINDOW_HAS = Script(_WINDOW_PRELUDE + r"""
+local e = meta_error(ARGV[5])
+if e then return e end
+local k, size, span, ring = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local c, numbers = now_and_ring(2, ring, span)
+local live = {}
+for i = 0, ring - 1 do
+  if numbers[i] and numbers[i] > c - ring then
+    e = bits_error(KEYS[2 + i], size)
+    if e then return e end
+    live[#live + 1] = KEYS[2 + i]
+  end
+end
+local per, first = 3 * k, 6
+local keys = (#ARGV - first + 1) / per
+local step = math.max(1, math.floor(7000 / per))
+local out, done = {}, 0
+while done < keys do
+  local take = math.min(step, keys - done)
+  local a = first + done * per
+  local hit = {}
+  for _, g in ipairs(live) do
+    local bits = redis.call('BITFIELD_RO', g, unpack(ARGV, a, a + take * per - 1))
+    for i = 0, take - 1 do
+      if not hit[i] then
+        local all = true
+        for j = i * k + 1, i * k + k do
+          if bits[j] == 0 then all = false break end
+        end
+        hit[i] = all
+      end
+    end
+  end
+  for i = 0, take - 1 do out[#out + 1] = hit[i] and '1' or '0' end
+  done = done + take
+end
+return {table.concat(out), fmt(c)}
+""")
+
+# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G    ARGV: bytes, span, ring, sig
+_WINDOW_LIVE = Script(_WINDOW_PRELUDE + r"""
+local e = meta_error(ARGV[4])
+if e then return e end
+local size, span, ring = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local c, numbers = now_and_ring(2, ring, span)
+local out = {fmt(c)}
+for i = 0, ring - 1 do
+  if numbers[i] and numbers[i] > c - ring then
+    e = bits_error(KEYS[2 + i], size)
+    if e then return e end
+    out[#out + 1] = {i, fmt(numbers[i]), redis.call('HGET', KEYS[2 + ring + i], 'count') or '0',
+                     redis.call('BITCOUNT', KEYS[2 + i])}
+  end
+end
+return out
+""")

@@ -160,3 +160,14 @@ def choose_backend(kind: str, backend: str, client: Any, key: str, recorded: Opt
         raise ValueError(f"backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
                          f"{module_path()}")
     return BACKENDS[backend if backend != "auto" else ("module" if has_module else "plain")]
+
+
+def window_backend(backend: str) -> Backend:
+    """The backend a windowed filter runs on: 'auto' is the first that
+    keeps one (plain: its scripts run on any Redis, the module loaded or
+    not); one named that keeps none raises, saying why and what to pass."""
+    check_name(backend)
+    if backend == "auto":
+        return next(b for b in BACKENDS.values() if not b.no_windows)
+    BACKENDS[backend].refuse_windows()
+    return BACKENDS[backend]

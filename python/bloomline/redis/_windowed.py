@@ -1,0 +1,434 @@
+"""RedisWindowedFilter: "seen within the last window", shared by a fleet
+through Redis (the local WindowedBloomFilter's semantics, windowed.py).
+
+**Keys.** One hash tag (``{key}``: one slot, one node), so each step below
+is one script: ``{key}:meta`` (the parameters), and a ring of ``G + 1``
+slots as the local ring has, slot ``i`` holding the bits of one generation
+at ``{key}:w:bits:{i}`` (a string, byte for byte a local filter's payload)
+and at ``{key}:w:gen:{i}`` a hash of that generation's ``number`` and its
+``count`` of new keys; kept answers at ``{key}:ans:<batch>.<chunk>``.
+
+**Generations.** The current generation is ``floor(t / (window / G))``,
+the local class's numbering, with ``t`` the SERVER's TIME, read by the same
+script that adds or looks up: no client's clock takes part, so clients
+skewed by hours agree, and an add never lands in a generation another
+client thinks expired. The live generations are the current one and the
+``G`` before it; each is sized as a local generation is
+(``_core.window_generation_error_rate``), so the compound false-positive
+rate over them meets ``error_rate``. The current generation never goes
+back (the newest number in the ring wins over a server clock stepped back).
+
+**Expiry.** A generation's two keys get ``PEXPIREAT`` at the end of its life
+(``G + 1`` slices after it began) plus ``MARGIN_MS``, set when it starts;
+the meta the same end as the newest generation. A fleet that stops adding
+leaves nothing behind once the newest generation's life is over; the next
+add makes the meta again. A live generation whose bits are gone (evicted,
+deleted) is an error (MissingKeyError), never read as empty; a meta gone
+while a generation lives is one too.
+
+**What "new" means, and the promise.** An add reports a key new when no
+live generation had it at the server's time of the add; it then sits in
+the current generation (``refresh=True``, the default, puts a seen key
+there too, restarting its window; ``refresh=False`` leaves it where it
+is). The look-up in the older generations and the add to the current one
+are one script, so among processes adding the same key at once, and across
+a generation boundary, exactly one is told new per window (a key added at
+``t`` is new again once its generation has left the ring: after
+``window + window / G`` at most). Each chunk of a batch is one script; a
+key repeated within a batch is new at its first place only.
+
+**Re-sends.** A batch has one id; each chunk's answer is kept under it for
+``answer_ttl_ms`` (the retry window, as RedisBloomFilter's), and only the
+Sender re-sends, the same command, after a lost reply: the kept answer
+comes back, whatever generation is current by then. A re-send whose kept
+answer is gone answers ``?`` for every key it does not find new (the lost
+send may have added it, in this generation or the one before), and the call
+raises UnknownOutcome with ``new`` and ``unknown``; every error an add
+raises carries them. A caller may retry a batch that raised; it is then a
+new batch, and keys the lost one added read "seen" (the facts say which).
+
+**Backends.** 'plain' (Lua, any Redis: 'auto' picks it, the module loaded
+or not). The module has no windowed command yet and 'bf' no generations:
+both are refused when asked for, saying so.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
+import numpy.typing as npt
+import redis as _redis
+
+from .. import _core, optimal_params
+from .._core import CapacityWarning
+from .._facts import batch_shaped
+from ..windowed import _check_error_rate, _check_generations, window_seconds
+from ._backend import NEW, ONE, AddOutcome, Part, WindowKeys, windows
+from ._errors import MissingKeyError, UnknownOutcome
+from ._meta import as_dict, delete_matching, eviction_policy
+from ._names import batch_ids, client_of, tag_of_chain
+from ._registry import window_backend
+from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code
+
+if TYPE_CHECKING:
+    from .._core import Keys, Layout, Nulls
+    from ..windowed import Window
+
+__all__ = ["RedisWindowedFilter"]
+
+# A generation's keys outlive its last live moment by this much: the end is
+# rounded to milliseconds, and a reader between two steps may still name it.
+MARGIN_MS = 1_000
+META_VERSION = 1
+_REDIS_MAX_BITS = 2**32  # one generation is one Redis string (512 MB at most)
+
+# KEYS: meta    ARGV: life_ms, then field, value, ... The meta made where
+# there is none (with the life of one ring), and what is there returned.
+_CLAIM = Script("""
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+return redis.call('HGETALL', KEYS[1])
+""")
+
+# The parameters an attaching handle must match, in the meta's words.
+_COMPARED = ("kind", "capacity", "error_rate", "window", "generations", "layout", "seed")
+
+
+class RedisWindowedFilter:
+    """Keys seen within the last ``window`` (seconds or a timedelta), shared
+    by every process attached to ``key`` (the module doc has the design).
+
+    ``RedisWindowedFilter(redis, key, capacity, error_rate, window=...)``
+    makes the filter, or attaches to it where one with the same parameters
+    is there (one that differs raises ValueError naming the field).
+    ``redis``: a redis-py client or a URL. ``capacity``: distinct keys per
+    window (each generation is sized for them). ``retries`` and
+    ``answer_ttl_ms`` as RedisBloomFilter's.
+    """
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        redis: Any,
+        key: str,
+        capacity: int,
+        error_rate: float = 0.01,
+        *,
+        window: Window,
+        generations: int = 4,
+        backend: str = "auto",
+        layout: Layout = "blocked",
+        seed: int = 0,
+        retries: int = DEFAULT_RETRIES,
+        answer_ttl_ms: Optional[int] = None,
+    ) -> None:
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"key must be a non-empty str, got {key!r}")
+        window_s = window_seconds(window)
+        g = _check_generations(generations)
+        rate = _check_error_rate(error_rate)
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+            raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
+        self._b = window_backend(backend)
+        # Each generation sized as the local class sizes one (checks capacity and layout).
+        params = optimal_params(capacity, _core.window_generation_error_rate(rate, g), layout)
+        nbytes = math.ceil(params.num_bits / 512) * 64
+        if nbytes * 8 > _REDIS_MAX_BITS:
+            raise ValueError(f"capacity={capacity} at error_rate={error_rate} needs {params.num_bits} bits per "
+                             "generation, over the 2**32 of one Redis string: a smaller capacity or a higher "
+                             "error_rate")
+        client = client_of(redis)
+        self._sender = Sender(client, retries=retries, answer_ttl_ms=answer_ttl_ms)
+        self._policy = eviction_policy(client)
+        self._capacity, self._error_rate, self._window = int(capacity), rate, window_s
+        base = tag_of_chain(key)
+        fields = {"kind": "windowed", "version": META_VERSION, "capacity": int(capacity), "error_rate": repr(rate),
+                  "window": repr(window_s), "generations": g, "layout": layout, "seed": seed,
+                  "num_bits": params.num_bits, "num_hashes": params.num_hashes, "backend": self._b.name}
+        sig = "|".join(str(fields[f]) for f in (*_COMPARED, "num_bits", "num_hashes", "version"))
+        fields["sig"] = sig
+        flat = tuple(str(x) for kv in fields.items() for x in kv)
+        self._key = key
+        self._what = f"the windowed filter at {key!r}"
+        self._w = WindowKeys(
+            key, f"{base}:meta", tuple(f"{base}:w:bits:{i}" for i in range(g + 1)),
+            tuple(f"{base}:w:gen:{i}" for i in range(g + 1)), params.num_bits, params.num_hashes, layout, seed,
+            nbytes, window_s / g, MARGIN_MS, sig, flat)
+        self._answers = f"{base}:ans:"
+        self._warned: set[int] = set()  # generations that warned of their capacity
+        life_ms = math.ceil((g + 1) * self._w.span * 1000) + MARGIN_MS
+        stored = as_dict(self._sender.script(_CLAIM, [self._w.meta], [life_ms, *flat]))
+        self._check(stored, fields)
+
+    def _check(self, stored: dict[str, str], wanted: dict[str, Any]) -> None:
+        for field in _COMPARED:
+            have, want = stored.get(field, ""), str(wanted[field])
+            same = (have == want if field not in ("error_rate", "window")
+                    else bool(have) and float(have) == float(want))
+            if not same:
+                if field == "kind":
+                    raise ValueError(f"key {self._key!r} holds a Redis filter of kind {have or 'unknown'!r}, not a "
+                                     "windowed filter: another key, or delete that one first")
+                raise ValueError(f"the windowed filter at key {self._key!r} differs in {field} (stored {have} != "
+                                 f"given {want})")
+
+    # ---- adds ----------------------------------------------------------------------
+
+    def _error(self, e: Exception) -> Exception:
+        if isinstance(e, _redis.ResponseError) and _error_code(e) == "MISMATCH":
+            return ValueError(f"{self._what} was made again with other parameters since this handle attached: "
+                              "attach again")
+        if isinstance(e, _redis.ResponseError) and _error_code(e) in ("MISSING", "WRONGSIZE"):
+            words = str(e).split()
+            name = words[1] if len(words) > 1 else "?"
+            how = (f" (this server's maxmemory-policy is {self._policy!r}: it evicts keys under memory pressure)"
+                   if self._policy and self._policy != "noeviction" else "")
+            state = "is gone" if words[0] == "MISSING" else "has the wrong size"
+            return MissingKeyError(
+                f"{name!r}, a key of {self._what}, {state} while a generation of the filter lives: evicted{how}, "
+                "or deleted. Refused rather than read as an empty generation (every key in it new again): "
+                "delete() the filter to start over", key=name)
+        return e
+
+    def _settle(self, parts: list[Part], replies: list[Any], out: AddOutcome, failed: list[Exception],
+                counts: dict[int, int]) -> None:
+        for part, reply in zip(parts, replies):
+            if isinstance(reply, Exception):
+                failed.append(reply)
+                continue
+            answer, count, gen = reply
+            out.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
+            counts[int(gen)] = max(counts.get(int(gen), 0), int(count))
+
+    def _add(self, parts: list[Part], n: int) -> AddOutcome:
+        """Send an add's parts (none after a failed window); its outcome."""
+        out = AddOutcome(np.zeros(n, dtype=np.uint8))
+        failed: list[Exception] = []
+        counts: dict[int, int] = {}  # each generation's count of new keys, as the replies said
+        try:
+            for window in windows(parts):
+                self._settle(window, self._sender.run([p.jobs[0] for p in window]), out, failed, counts)
+                if failed:
+                    break
+        except Exception as e:  # raised while sending: it carries the facts too
+            failed.append(e)
+        for gen, count in counts.items():  # (after the sends: a warning made an error never cuts an add short)
+            self._note(gen, count)
+        unsure = int(np.count_nonzero(out.codes == ord("?")))
+        if failed:
+            out.error = self._error(failed[0])
+        elif unsure:
+            out.error = UnknownOutcome(
+                f"{unsure} keys of a batch to {self._what} were re-sent after a lost reply whose kept answer was "
+                "gone, and found present: the lost send may have added them")
+        return out
+
+    def _chunks(self, hashed: Any, form: Any) -> Any:
+        w = self._w
+        step = self._b.window_chunk_keys(w)
+        for c, lo in enumerate(range(0, len(hashed), step)):
+            _shards, _starts, order, bodies, counts = _core.redis_batch(
+                hashed[lo : lo + step], w.num_bits, w.num_hashes, layout=w.layout, seed=w.seed,
+                shard_bits=w.nbytes * 8, form=form, joined=True)
+            yield c, lo + order, bodies[0], int(counts[0])
+
+    def add_many(self, keys: Keys, *, refresh: bool = True, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
+        """Add a batch at the server's time; True where no live generation
+        had the key (at its first place in the batch only): new to exactly
+        one caller per window, re-sends included. refresh=False leaves a seen
+        key where it is (its window runs from its first add). A fault that
+        cannot be survived raises with ``new`` and ``unknown``."""
+        hashed, valid = _core.hash_valid(keys, self._w.seed, nulls=nulls)
+        batch, ttl = batch_ids.next(), self._sender.answer_ttl_ms
+        parts = [Part([self._b.window_add_job(self._w, f"{self._answers}{batch}.{c}", ttl, bool(refresh), body,
+                                              count)], idx)
+                 for c, idx, body, count in self._chunks(hashed, self._b.window_form_add)]
+        out = self._add(parts, len(hashed))
+        out.raise_error(valid)
+        return batch_shaped(valid, out.new)
+
+    def add(self, key: Any, /, *, refresh: bool = True) -> bool:
+        """Add a key at the server's time; True if no live generation had it
+        (one script: the same promise as add_many's)."""
+        w = self._w
+        _shard, body, count = _core.redis_key(key, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
+                                              self._b.window_form_add)
+        job = self._b.window_add_job(w, f"{self._answers}{batch_ids.next()}.0", self._sender.answer_ttl_ms,
+                                     bool(refresh), body, count)
+        out = self._add([Part([job], ONE)], 1)
+        out.raise_error()
+        return bool(out.codes[0] == NEW)
+
+    def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None:
+        """Add every key of each iterable, in order."""
+        for keys in iterables:
+            self.add_many(keys, nulls=nulls)
+
+    def _note(self, gen: int, count: int) -> None:
+        """Warn once per generation whose count of new keys passes the capacity."""
+        if count > self._capacity and gen not in self._warned:
+            self._warned.add(gen)
+            warnings.warn(
+                f"generation {gen} of {self._what} (one {self._w.span:g} s slice of the {self.window:g} s window) "
+                f"has taken {count:,} new keys, past its capacity of {self._capacity:,}: its false-positive rate "
+                "now rises (new keys reported seen). Make the filter with a larger capacity (the distinct keys of "
+                "any window)", CapacityWarning, stacklevel=4)
+
+    # ---- lookups -------------------------------------------------------------------
+
+    def _lookup(self, parts: list[Part], n: int) -> npt.NDArray[np.bool_]:
+        out = np.zeros(n, dtype=bool)
+        for window in windows(parts):
+            for part, reply in zip(window, self._sender.run([p.jobs[0] for p in window])):
+                if isinstance(reply, Exception):
+                    raise self._error(reply)
+                out[part.idx] = np.frombuffer(reply[0], dtype=np.uint8) == ord("1")
+        return out
+
+    def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
+        """True where a live generation (by the server's time) may have the
+        key; False for nulls with nulls='skip'."""
+        hashed, valid = _core.hash_valid(keys, self._w.seed, nulls=nulls)
+        parts = [Part([self._b.window_has_job(self._w, body, count)], idx)
+                 for _c, idx, body, count in self._chunks(hashed, self._b.window_form_has)]
+        return batch_shaped(valid, self._lookup(parts, len(hashed)))
+
+    def __contains__(self, key: object) -> bool:
+        w = self._w
+        k: Any = key  # (refused by the core, naming its type, where it is no key)
+        _shard, body, count = _core.redis_key(k, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
+                                              self._b.window_form_has)
+        return bool(self._lookup([Part([self._b.window_has_job(w, body, count)], ONE)], 1)[0])
+
+    # ---- facts ---------------------------------------------------------------------
+
+    def _live(self) -> tuple[int, list[tuple[int, int, int, int]]]:
+        """The current generation by the server's clock, and each live one's
+        (slot, number, count of new keys, bits set), read in one script."""
+        reply = self._sender.run([self._b.window_live_job(self._w)])[0]
+        if isinstance(reply, Exception):
+            raise self._error(reply)
+        return int(reply[0]), [(int(s), int(n), int(c), int(b)) for s, n, c, b in reply[1:]]
+
+    @property
+    def current_generation(self) -> int:
+        """The generation adds go to now: floor(server TIME / (window / generations))."""
+        return self._live()[0]
+
+    @property
+    def live_generations(self) -> tuple[tuple[int, int], ...]:
+        """(generation number, count of new keys) of the live generations
+        that were started, oldest first."""
+        return tuple(sorted((n, c) for _s, n, c, _b in self._live()[1]))
+
+    @property
+    def approx_count(self) -> float:
+        """Estimated distinct keys in the live generations (the estimate of
+        their union: a key refreshed into several counts once). The bits
+        are read after the live generations are named: an estimate."""
+        _c, live = self._live()
+        if not live:
+            return 0.0
+        names = [self._w.bits[s] for s, _n, _c2, _b in live]
+        values = self._sender.each([Job(k.encode(), b"GET", (k,)) for k in names])
+        acc = np.zeros(self._w.nbytes, dtype=np.uint8)
+        for v in values:
+            if v is not None and len(v) == self._w.nbytes:  # (a generation expired meanwhile: none of its keys)
+                np.bitwise_or(acc, np.frombuffer(v, dtype=np.uint8), out=acc)
+        ones = int(np.unpackbits(acc).sum())
+        return float(_core.estimate_count(ones, self._w.num_bits, self._w.num_hashes, self._w.layout))
+
+    @property
+    def expected_fp_rate(self) -> float:
+        """The compound rate at the current fill: 1 - prod(1 - each live
+        generation's rate, from its bits set)."""
+        w = self._w
+        miss = 1.0
+        for _s, _n, _c, ones in self._live()[1]:
+            n = _core.estimate_count(ones, w.num_bits, w.num_hashes, w.layout)
+            miss *= 1.0 - (1.0 if math.isinf(n) else _core.false_positive_rate(n, w.num_bits, w.num_hashes, w.layout))
+        return 1.0 - miss
+
+    @property
+    def window(self) -> float:
+        """The window in seconds."""
+        return self._window
+
+    @property
+    def generations(self) -> int:
+        return self._w.generations
+
+    @property
+    def capacity(self) -> int:
+        """Distinct keys per window (each generation is sized for them)."""
+        return self._capacity
+
+    @property
+    def error_rate(self) -> float:
+        """The compound false-positive rate of a lookup over the live generations."""
+        return self._error_rate
+
+    @property
+    def generation_error_rate(self) -> float:
+        """The rate each generation is sized for: G + 1 of them compound to error_rate."""
+        return _core.window_generation_error_rate(self._error_rate, self._w.generations)
+
+    @property
+    def num_bits(self) -> int:
+        """Bits of the whole ring: G + 1 generations (each num_bits / (G + 1))."""
+        return self._w.num_bits * len(self._w.bits)
+
+    @property
+    def num_hashes(self) -> int:
+        return self._w.num_hashes
+
+    @property
+    def layout(self) -> Layout:
+        return self._w.layout
+
+    @property
+    def seed(self) -> int:
+        return self._w.seed
+
+    @property
+    def key(self) -> str:
+        return self._key
+
+    @property
+    def backend(self) -> str:
+        return self._b.name
+
+    @property
+    def answer_ttl_ms(self) -> int:
+        """How long a batch's answer is kept for a re-send."""
+        return self._sender.answer_ttl_ms
+
+    def redis_keys(self) -> list[str]:
+        """The names of every key the filter may have (its meta and ring;
+        not its kept answers), present or not."""
+        return [self._w.meta, *self._w.bits, *self._w.gens]
+
+    # ---- life ----------------------------------------------------------------------
+
+    def clear(self) -> None:
+        """Forget every key (every generation deleted; the meta kept)."""
+        self._sender.each([Job(k.encode(), b"DEL", (k,)) for k in (*self._w.bits, *self._w.gens)])
+
+    def delete(self) -> None:
+        """Remove the filter from Redis: its meta first (an add racing this
+        one then raises rather than adding to a half-deleted ring), its
+        ring, its kept answers."""
+        self._sender.each([Job(k.encode(), b"DEL", (k,)) for k in self.redis_keys()])
+        pattern = "".join("\\" + c if c in "*?[]\\" else c for c in self._answers) + "*"
+        delete_matching(self._sender.client, [pattern])
+
+    def __repr__(self) -> str:
+        return (f"<RedisWindowedFilter key={self._key!r} backend='{self.backend}' capacity={self._capacity} "
+                f"error_rate={self._error_rate} window={self.window:g}s generations={self.generations} "
+                f"layout='{self.layout}' seed={self.seed}>")

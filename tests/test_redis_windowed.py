@@ -1,0 +1,325 @@
+"""RedisWindowedFilter against a real redis-server, in real time with short
+windows: the fleet's "new once per window", the window itself, the server's
+clock deciding, expiry by TTL, re-sends, and the parameters' errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing as mp
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bloomline import CapacityWarning, WindowedBloomFilter
+
+redis = pytest.importorskip("redis")
+from bloomline.redis import MissingKeyError, RedisWindowedFilter, UnknownOutcome  # noqa: E402
+from bloomline.redis._windowed import MARGIN_MS  # noqa: E402
+
+from conftest import FaultProxy, wait_until  # noqa: E402
+
+
+def server_time(r: Any) -> float:
+    sec, usec = r.time()
+    return float(sec) + usec / 1e6
+
+
+# ---- a fleet ------------------------------------------------------------------------
+
+FLEET_WINDOW, FLEET_GENERATIONS, FLEET_KEYS = 2.0, 2, 300
+
+
+def _fleet_worker(url: str, start: float, seconds: float, q: mp.Queue[Any]) -> None:
+    """Add the same keys (refresh=False) over and over until start + seconds;
+    put (key index, server time before the add, after it) of each key found new."""
+    try:
+        r = redis.Redis.from_url(url)
+        f = RedisWindowedFilter(r, "fleet", 1000, 0.001, window=FLEET_WINDOW, generations=FLEET_GENERATIONS)
+        keys = [f"https://news.example/{i}" for i in range(FLEET_KEYS)]
+        time.sleep(max(0.0, start - time.time()))
+        events: list[tuple[int, float, float]] = []
+        while time.time() < start + seconds:
+            before = server_time(r)
+            new = f.add_many(keys, refresh=False)
+            after = server_time(r)
+            events.extend((int(i), before, after) for i in np.flatnonzero(new))
+            time.sleep(0.01)
+        q.put(events)
+    except BaseException:  # noqa: BLE001 - the traceback goes to the test
+        q.put(traceback.format_exc())
+
+
+def test_two_processes_see_each_key_new_once_per_window_and_again_after_it(redis_server: Any) -> None:
+    """Two processes add the same keys at once for 2.5 windows: every key is
+    new to exactly one of them per window (never twice within a window, at
+    a generation boundary included), and new again once its window (plus at
+    most a slice) has passed."""
+    ctx = mp.get_context("spawn")
+    q: mp.Queue[Any] = ctx.Queue()
+    start, seconds = time.time() + 4.0, 2.5 * FLEET_WINDOW  # (the start leaves time for both to import)
+    procs = [ctx.Process(target=_fleet_worker, args=(redis_server.url, start, seconds, q)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    for res in results:
+        assert not isinstance(res, str), res
+    times: dict[int, list[tuple[float, float]]] = {}
+    for res in results:
+        for i, before, after in res:
+            times.setdefault(i, []).append((before, after))
+    assert sorted(times) == list(range(FLEET_KEYS))
+    span = FLEET_WINDOW / FLEET_GENERATIONS
+    for i, ts in times.items():
+        ts.sort()
+        assert len(ts) >= 2, (i, ts)  # new again after its window
+        for (b1, a1), (b2, a2) in zip(ts, ts[1:]):
+            # new in generation e, then first in e + G + 1: more than a window
+            # apart (each add happened between its two readings of TIME)...
+            assert a2 - b1 > FLEET_WINDOW, (i, ts)
+            # ...and at most a window and a slice apart, and a poll
+            assert b2 - a1 < FLEET_WINDOW + span + 0.5, (i, ts)
+
+
+# ---- the window ---------------------------------------------------------------------
+
+
+def test_a_key_is_seen_through_its_window_refreshed_or_not(redis_server: Any) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    window, g = 2.0, 4
+    span = window / g
+    f = RedisWindowedFilter(r, "w", 1000, 0.01, window=window, generations=g)
+    added_from = server_time(r)
+    assert f.add("kept") and f.add("left") and f.add("once")
+    added_by = server_time(r)
+    time.sleep(1.2)
+    refreshed_from = server_time(r)
+    assert f.add("kept") is False  # seen: refreshed into the current generation
+    assert f.add("left", refresh=False) is False  # seen: left where it is
+    polls = []
+    for _ in range(200):  # (bounded: about 4 s of polls)
+        before = server_time(r)
+        hits = f.contains_many(["kept", "left", "once"]).tolist()
+        after = server_time(r)
+        polls.append((before, after, hits))
+        if not any(hits):
+            break
+        time.sleep(0.02)
+    for before, after, (kept, left, once) in polls:
+        if after - added_from <= window:
+            assert left and once, polls  # seen through the whole window
+        if before - added_by > window + span:
+            assert not left and not once, polls  # gone a slice past it
+        if after - refreshed_from <= window:
+            assert kept, polls  # its window restarted when it was added again
+    assert polls[-1][2] == [False, False, False]
+    assert f.add("once") is True  # new again
+
+
+def test_adds_and_lookups_of_batches(redis_server: Any, layout: str) -> None:
+    f = RedisWindowedFilter(redis_server.url, "b", 50_000, 0.001, window=60, generations=3,
+                            layout=layout)  # type: ignore[arg-type]
+    assert f.add_many([]).tolist() == [] and f.contains_many([]).tolist() == []
+    assert f.add_many(["x", "y", "x", None], nulls="skip").tolist() == [True, True, False, False]
+    assert f.add_many(["x", "z"], refresh=False).tolist() == [False, True]
+    assert f.contains_many(["x", "y", "z", "w", None], nulls="skip").tolist() == [True, True, True, False, False]
+    assert "x" in f and "w" not in f
+    out = f.add_many(np.arange(20_000, dtype=np.int64))  # several chunks
+    assert int(out.sum()) > 19_900 and f.contains_many(list(range(20_000))).all()
+    with pytest.raises(ValueError):
+        f.add_many(["a", None])
+    assert f.approx_count == pytest.approx(20_003, rel=0.05)
+    assert 0 < f.expected_fp_rate < 0.001
+    f.clear()
+    assert "x" not in f and f.approx_count == 0.0
+    f.delete()
+    assert not redis.Redis.from_url(redis_server.url).keys("*")
+
+
+def test_capacity_warning_names_the_generation(redis_server: Any) -> None:
+    f = RedisWindowedFilter(redis_server.url, "cap", 100, 0.01, window=60, generations=2)
+    with pytest.warns(CapacityWarning, match=r"generation \d+ of the windowed filter at 'cap'"):
+        f.add_many([f"k{i}" for i in range(150)])
+    f.add_many([f"more{i}" for i in range(50)])  # (warned once per generation: no second warning)
+
+
+def test_same_numbering_and_sizing_as_the_local_filter(redis_server: Any) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    f = RedisWindowedFilter(r, "n", 50_000, 0.001, window=3.0, generations=3)
+    local = WindowedBloomFilter(50_000, 0.001, window=3.0, generations=3)
+    assert (f.num_bits, f.num_hashes) == (local.num_bits, local.num_hashes)
+    assert f.generation_error_rate == local.generation_error_rate
+    assert (f.window, f.generations, f.capacity, f.error_rate, f.backend) == (3.0, 3, 50_000, 0.001, "plain")
+    before = math.floor(server_time(r) / 1.0)
+    gen = f.current_generation
+    after = math.floor(server_time(r) / 1.0)
+    assert before <= gen <= after
+
+
+def test_auto_runs_plain_where_the_module_is_loaded(module_server: Any) -> None:
+    f = RedisWindowedFilter(module_server.url, "m", 1000, 0.01, window=60, generations=2)
+    assert f.backend == "plain"
+    assert f.add("a") is True and f.add("a") is False
+    with pytest.raises(ValueError, match="backend 'module' cannot keep a RedisWindowedFilter: bloomline's module "
+                                         "has no windowed command yet"):
+        RedisWindowedFilter(module_server.url, "m", 1000, 0.01, window=60, generations=2, backend="module")
+
+
+# ---- the server's clock -------------------------------------------------------------
+
+# A client whose wall clock is an hour ahead. faketime is not installed here,
+# so the child patches time.time and time.time_ns, the clocks any generation
+# could come from (monotonic has no epoch to number generations by).
+_SKEWED = r"""
+import json, math, sys, time
+_real, _real_ns = time.time, time.time_ns
+time.time = lambda: _real() + 3600.0
+time.time_ns = lambda: _real_ns() + 3_600_000_000_000
+from bloomline.redis import RedisWindowedFilter
+f = RedisWindowedFilter(sys.argv[1], "skew", 1000, 0.01, window=30.0, generations=2)
+added = f.add_many([f"k{i}" for i in range(200)]).tolist()
+print(json.dumps({"local": math.floor(time.time() / 15.0), "server": f.current_generation, "added": added}))
+"""
+
+
+def test_a_client_whose_clock_is_an_hour_off_agrees(redis_server: Any) -> None:
+    f = RedisWindowedFilter(redis_server.url, "skew", 1000, 0.01, window=30.0, generations=2)
+    assert f.add_many([f"k{i}" for i in range(100)]).all()
+    before = f.current_generation
+    child = subprocess.run([sys.executable, "-c", _SKEWED, redis_server.url], capture_output=True, text=True,
+                           timeout=60)
+    assert child.returncode == 0, child.stderr
+    seen = json.loads(child.stdout)
+    assert seen["local"] - before >= 3600 / 15 - 1  # its own clock is an hour (240 generations) ahead
+    assert before <= seen["server"] <= f.current_generation  # yet it adds where this client does
+    assert seen["added"] == [False] * 100 + [True] * 100  # ours seen, its own new
+    assert f.add_many([f"k{i}" for i in range(200)]).tolist() == [False] * 200
+
+
+# ---- expiry -------------------------------------------------------------------------
+
+
+def test_generations_expire_by_ttl_and_an_idle_filter_leaves_nothing(redis_server: Any) -> None:
+    # A short retry window, so that kept answers may live briefly too.
+    r = redis.Redis(port=redis_server.port, socket_timeout=0.2)
+    window, g = 1.0, 2
+    span = window / g
+    f = RedisWindowedFilter(r, "ttl", 1000, 0.01, window=window, generations=g, retries=1, answer_ttl_ms=1500)
+    assert f.add("a")
+    now_ms = server_time(r) * 1000
+    ((gen, count),) = [(n, c) for n, c in f.live_generations if c]  # (the add's, even past a boundary)
+    assert count == 1
+    end_ms = (gen + g + 1) * span * 1000  # the end of its life: G + 1 slices from its start
+    slot = gen % (g + 1)
+    for name in (f.redis_keys()[0], f.redis_keys()[1 + slot], f.redis_keys()[1 + g + 1 + slot]):
+        ttl = r.pttl(name)
+        assert ttl > 0, name
+        assert end_ms - 50 <= now_ms + ttl <= end_ms + MARGIN_MS + 50, (name, ttl)
+    wait_until(lambda: r.dbsize() == 0, seconds=(g + 1) * span + MARGIN_MS / 1000 + 3)
+    assert f.add("a") is True  # the next add makes it again
+
+
+# ---- faults -------------------------------------------------------------------------
+
+
+def _load_scripts(url: str) -> None:
+    """One add straight to the server: its script is cached there, so the
+    proxy's fault falls on a send that runs (not on a NOSCRIPT reply)."""
+    RedisWindowedFilter(url, "warm", 1000, 0.01, window=60, generations=2).add("x")
+
+
+def test_a_lost_reply_is_answered_from_the_kept_answer(redis_server: Any) -> None:
+    _load_scripts(redis_server.url)
+    proxy = FaultProxy(redis_server.port, "cut_after", match=b":ans:", limit=1)
+    try:
+        f = RedisWindowedFilter(f"redis://127.0.0.1:{proxy.port}/0", "lost", 1000, 0.01, window=60, generations=2)
+        assert f.add_many(["a", "b", "c"]).tolist() == [True, True, True]  # the re-send's kept answer
+        assert proxy.faults == 1 and f._sender.stats["resent"] == 1 and not f._sender.stats["NOSCRIPT"]
+        assert f.add_many(["a", "b", "d"]).tolist() == [False, False, True]
+    finally:
+        proxy.close()
+
+
+def test_a_resend_whose_answer_is_gone_raises_with_its_facts(redis_server: Any) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    _load_scripts(redis_server.url)
+    proxy = FaultProxy(redis_server.port, "stall", match=b":ans:", limit=1, stall_s=0.6)
+    try:
+        # The stalled first send runs; its answer is deleted before the re-send arrives.
+        client = redis.Redis(port=proxy.port, socket_timeout=0.3)
+        f = RedisWindowedFilter(client, "gone", 1000, 0.01, window=60, generations=2, retries=2,
+                                answer_ttl_ms=5000)
+        def delete_answers() -> None:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:  # (bounded)
+                kept = r.keys("{gone}:ans:*")
+                if kept:
+                    r.delete(*kept)
+                    return
+                time.sleep(0.01)
+
+        t = threading.Thread(target=delete_answers)
+        t.start()
+        with pytest.raises(UnknownOutcome) as info:
+            f.add_many(["a", "b"])
+        t.join()
+        assert info.value.unknown.tolist() == [True, True]  # type: ignore[attr-defined]
+        assert f._sender.stats["resent"] == 1 and not f._sender.stats["NOSCRIPT"]
+    finally:
+        proxy.close()
+
+
+def test_a_live_generation_lost_is_an_error_not_an_empty_generation(redis_server: Any) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    f = RedisWindowedFilter(r, "lost", 1000, 0.01, window=60, generations=2)
+    assert f.add("a")
+    slot = f.current_generation % 3
+    r.delete(f.redis_keys()[1 + slot])  # its bits, as an eviction would
+    with pytest.raises(MissingKeyError, match=r"'\{lost\}:w:bits:\d', a key of the windowed filter at 'lost', is gone"):
+        f.add("a")
+    with pytest.raises(MissingKeyError):
+        "a" in f  # noqa: B015 - the lookup raises
+    f.delete()
+    assert f.add("a") is True  # made anew
+
+
+# ---- parameters ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(window=0), ValueError, "window must be a positive number of seconds or a timedelta, got 0"),
+    (dict(window="7d"), TypeError, "window must be .* got str \\('7d'\\)"),
+    (dict(window=60, generations=0), ValueError, "generations must be in \\[1, 64\\], got 0"),
+    (dict(window=60, generations=2.5), TypeError, "generations must be an int, got float \\(2.5\\)"),
+    (dict(window=60, error_rate=1.5), ValueError, "error_rate must be in \\(0, 1\\), got 1.5"),
+    (dict(window=60, capacity=0), ValueError, "capacity.*0"),
+    (dict(window=60, seed=-1), ValueError, "seed must be an int in \\[0, 2\\*\\*64\\), got -1"),
+    (dict(window=60, backend="nope"), ValueError, "backend must be one of .* got 'nope'"),
+    (dict(window=60, backend="bf"), ValueError, "backend 'bf' cannot keep a RedisWindowedFilter: .*'plain'"),
+    (dict(window=60, backend="module"), ValueError, "backend 'module' cannot keep a RedisWindowedFilter: .*'plain'"),
+    (dict(window=60, key=""), ValueError, "key must be a non-empty str, got ''"),
+])
+def test_bad_parameters_name_the_parameter_and_value(redis_server: Any, kwargs: dict[str, Any], error: type,
+                                                     words: str) -> None:
+    args: dict[str, Any] = dict(key="bad", capacity=1000, error_rate=0.01)
+    args.update(kwargs)
+    with pytest.raises(error, match=words):
+        RedisWindowedFilter(redis_server.url, args.pop("key"), args.pop("capacity"), args.pop("error_rate"), **args)
+
+
+def test_attaching_with_other_parameters_names_the_field(redis_server: Any) -> None:
+    RedisWindowedFilter(redis_server.url, "att", 1000, 0.01, window=60, generations=2)
+    RedisWindowedFilter(redis_server.url, "att", 1000, 0.01, window=60, generations=2)  # the same: attaches
+    with pytest.raises(ValueError, match=r"differs in window \(stored 60.0 != given 120.0\)"):
+        RedisWindowedFilter(redis_server.url, "att", 1000, 0.01, window=120, generations=2)
+    with pytest.raises(ValueError, match=r"differs in generations \(stored 2 != given 3\)"):
+        RedisWindowedFilter(redis_server.url, "att", 1000, 0.01, window=60, generations=3)
