@@ -143,3 +143,16 @@ def test_one_batch_reader() -> None:
     composite = cpp[cpp.index("std::string composite_key(PyObject* key, const char* what) {"):]
     composite = composite[: composite.index("\n}\n")]
     assert cpp.count("PyIter_Next(") - composite.count("PyIter_Next(") == 1 and "for_each_element(" not in cpp
+
+
+def test_files_and_classes_a_reader_can_hold_in_their_head() -> None:
+    """No module of the package over 600 lines, no class over 400."""
+    package = ROOT / "python" / "bloomline"
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_text()
+        name = str(path.relative_to(package))
+        assert text.count("\n") <= 600, f"{name} has {text.count(chr(10))} lines"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                assert size <= 400, f"{name}: class {node.name} has {size} lines"

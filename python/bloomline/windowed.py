@@ -131,6 +131,14 @@ def _union_bits_set(filters: list[BloomFilter]) -> int:
     return total
 
 
+def _past_capacity(gen: BloomFilter, now: int, span: float, window: float, capacity: int) -> str:
+    """The capacity warning of a generation, which names it."""
+    return (f"WindowedBloomFilter generation {now} (from {now * span:g} s, one {span:g} s slice of the {window:g} s "
+            f"window) has taken {gen.insert_count:,} new keys, past its capacity of {capacity:,}: its expected "
+            f"false-positive rate is {gen.expected_fp_rate:.3g} now (sized for {gen.error_rate:g}), so more new keys "
+            "will be reported seen. Make the filter with a larger capacity (the distinct keys of any window).")
+
+
 def _check_generations(generations: object) -> int:
     if not isinstance(generations, numbers.Integral) or isinstance(generations, (bool, np.bool_)):
         raise TypeError(f"generations must be an int, got {type(generations).__name__} ({generations!r})")
@@ -275,12 +283,8 @@ class WindowedBloomFilter:
             out = add()
         if gen.insert_count > self._capacity and now not in self._warned:
             self._warned.add(now)
-            warnings.warn(
-                f"WindowedBloomFilter generation {now} (from {now * self._span:g} s, one {self._span:g} s slice of "
-                f"the {self._window:g} s window) has taken {gen.insert_count:,} new keys, past its capacity of "
-                f"{self._capacity:,}: its expected false-positive rate is {gen.expected_fp_rate:.3g} now (sized for "
-                f"{gen.error_rate:g}), so more new keys will be reported seen. Make the filter with a larger capacity "
-                "(the distinct keys of any window).", CapacityWarning, stacklevel=3)
+            warnings.warn(_past_capacity(gen, now, self._span, self._window, self._capacity), CapacityWarning,
+                          stacklevel=3)
         return out
 
     # ---- single keys -----------------------------------------------------------

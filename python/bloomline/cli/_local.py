@@ -84,7 +84,7 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
     return made
 
 
-def _add_lines(f: Any, block: bytes, args: argparse.Namespace) -> Any:
+def _add_lines(f: Any, block: Any, args: argparse.Namespace) -> Any:
     """dedup's add of a block: refresh= for a windowed filter, threads= where it was asked for."""
     options: dict[str, Any] = {}
     if isinstance(f, WindowedBloomFilter):

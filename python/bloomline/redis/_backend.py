@@ -1,5 +1,6 @@
-"""What every backend shares: a filter's keys in Redis, the interface a
-backend implements, and how replies become answers (and faults errors).
+"""What every backend shares: the interface a backend implements, and how
+replies become answers (and faults errors). A filter's keys in Redis
+(FilterKeys, StageGuard, WindowKeys) are _names'.
 
 A backend turns a batch into commands (``Part``s: the jobs, and the batch
 indices their reply answers, in its order); the filter and each stage of a
@@ -23,7 +24,7 @@ import redis as _redis
 
 from .. import _core
 from ._errors import MissingKeyError, NotDurable, UnknownOutcome, with_facts
-from ._names import routable, sibling
+from ._names import FilterKeys, StageGuard, WindowKeys, routable, sibling
 from ._wire import Job, Script, Sender, _error_code
 
 if TYPE_CHECKING:
@@ -34,76 +35,6 @@ NEW, PRESENT, UNSURE, NOT_TAKEN = ord("1"), ord("0"), ord("?"), 0
 ONE = np.zeros(1, dtype=np.int64)  # the batch index of a single key
 WINDOW_BYTES = 8 << 20  # commands sent in one go: a large batch flows, not one huge write
 _IDENT_NAMED = re.compile(r":[0-9a-f]{16}(\}|$)")  # a key name that ends in a filter's ident (_meta.plan)
-
-
-@dataclass(frozen=True)
-class FilterKeys:
-    """A filter in Redis: its geometry and the names of its keys. shards[i]
-    is a key of the filter's data (a bits backend's shard of nbytes[i]
-    bytes; the server's own Bloom key for "bf"); counts[i] its count of new
-    keys (a fixed filter keeps one per shard, so that each add updates its
-    own in one step; a chain's stage one for the stage; "bf" none)."""
-
-    name: str
-    layout: Layout
-    num_bits: int
-    num_hashes: int
-    seed: int
-    shard_bits: int
-    shards: tuple[str, ...] = ()
-    nbytes: tuple[int, ...] = ()
-    counts: tuple[str, ...] = ()
-    answers: tuple[str, ...] = ()  # each shard's answer-name prefix (a batch's id follows)
-
-    @property
-    def meta(self) -> str:
-        return f"{self.name}:meta"
-
-    @property
-    def data(self) -> list[str]:
-        """Every key of the filter but its meta (and its kept answers)."""
-        return [*self.shards, *self.counts]
-
-
-@dataclass(frozen=True)
-class StageGuard:
-    """What a stage add checks in the same step (a chain in Redis): the
-    chain's stage count is `expected`, and the stage's count of new keys,
-    at `count`, stays within `capacity`."""
-
-    stages: str
-    expected: int
-    capacity: int
-    count: str
-    answers: str  # the prefix of the stage's answer keys
-
-
-@dataclass(frozen=True)
-class WindowKeys:
-    """A windowed filter in Redis (_windowed.py): its geometry (every
-    generation's, one string each), its ring's keys under one hash tag
-    (bits[i] and gens[i], a hash of the generation number slot i holds and
-    its count of new keys), the slice span in seconds, and the meta a
-    writer makes again where it expired (sig: its parameters in one
-    string, compared by every command)."""
-
-    name: str
-    meta: str
-    bits: tuple[str, ...]
-    gens: tuple[str, ...]
-    num_bits: int
-    num_hashes: int
-    layout: Layout
-    seed: int
-    nbytes: int
-    span: float
-    margin_ms: int
-    sig: str
-    meta_fields: tuple[str, ...]
-
-    @property
-    def generations(self) -> int:
-        return len(self.bits) - 1
 
 
 @dataclass

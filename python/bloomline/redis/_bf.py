@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, Optional
 import numpy as np
 
 from .. import _core
-from ._backend import Backend, FilterKeys, Part, Prepared, check_size
-from ._names import routable, sibling
+from ._backend import Backend, Part, Prepared, check_size
+from ._names import FilterKeys, routable, sibling
 from ._wire import MODE, Job, Script, Sender
 
 if TYPE_CHECKING:

@@ -14,10 +14,10 @@ import numpy as np
 import numpy.typing as npt
 
 from .._core import BloomFilter
-from ._backend import AddOutcome, Backend, FilterKeys, Part, Prepared, gone, replicated, run_adds, run_lookups
+from ._backend import AddOutcome, Backend, Part, Prepared, gone, replicated, run_adds, run_lookups
 from ._errors import NotDurable
 from ._meta import keys_of, open_filter
-from ._names import batch_ids
+from ._names import FilterKeys, batch_ids
 from ._registry import choose_backend
 from ._wire import Job, Sender
 

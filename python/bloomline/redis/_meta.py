@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import optimal_params
-from ._backend import FilterKeys, gone
+from ._backend import gone
 from ._errors import EvictionWarning, MissingKeyError
+from ._names import FilterKeys
 from ._registry import BACKENDS, storage_for
 from ._wire import Job, Script, Sender
 

@@ -10,7 +10,8 @@ from typing import Any, Callable
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import NEW, BitsBackend, FilterKeys, StageGuard
+from ._backend import NEW, BitsBackend
+from ._names import FilterKeys, StageGuard
 from ._wire import MODE, Job
 
 

@@ -1,6 +1,8 @@
 """Names in Redis: the client a filter talks through, key names that share
-a cluster slot, and the ids that name a batch across processes and its
-re-sends (docs/FORMAT.md, "Keys")."""
+a cluster slot, the ids that name a batch across processes and its
+re-sends (docs/FORMAT.md, "Keys"), and the names of a filter's keys with
+its geometry (a fixed filter or a chain's stage, a stage's guard, a
+windowed filter's ring)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,13 @@ import itertools
 import os
 import threading
 from collections.abc import Iterator
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
 
 import redis as _redis
+
+if TYPE_CHECKING:
+    from .._core import Layout
 
 
 def client_of(redis: Any) -> Any:
@@ -91,3 +97,73 @@ class _BatchIds:
 
 
 batch_ids = _BatchIds()
+
+
+@dataclass(frozen=True)
+class FilterKeys:
+    """A filter in Redis: its geometry and the names of its keys. shards[i]
+    is a key of the filter's data (a bits backend's shard of nbytes[i]
+    bytes; the server's own Bloom key for "bf"); counts[i] its count of new
+    keys (a fixed filter keeps one per shard, so that each add updates its
+    own in one step; a chain's stage one for the stage; "bf" none)."""
+
+    name: str
+    layout: Layout
+    num_bits: int
+    num_hashes: int
+    seed: int
+    shard_bits: int
+    shards: tuple[str, ...] = ()
+    nbytes: tuple[int, ...] = ()
+    counts: tuple[str, ...] = ()
+    answers: tuple[str, ...] = ()  # each shard's answer-name prefix (a batch's id follows)
+
+    @property
+    def meta(self) -> str:
+        return f"{self.name}:meta"
+
+    @property
+    def data(self) -> list[str]:
+        """Every key of the filter but its meta (and its kept answers)."""
+        return [*self.shards, *self.counts]
+
+
+@dataclass(frozen=True)
+class StageGuard:
+    """What a stage add checks in the same step (a chain in Redis): the
+    chain's stage count is `expected`, and the stage's count of new keys,
+    at `count`, stays within `capacity`."""
+
+    stages: str
+    expected: int
+    capacity: int
+    count: str
+    answers: str  # the prefix of the stage's answer keys
+
+
+@dataclass(frozen=True)
+class WindowKeys:
+    """A windowed filter in Redis (_windowed.py): its geometry (every
+    generation's, one string each), its ring's keys under one hash tag
+    (bits[i] and gens[i], a hash of the generation number slot i holds and
+    its count of new keys), the slice span in seconds, and the meta a
+    writer makes again where it expired (sig: its parameters in one
+    string, compared by every command)."""
+
+    name: str
+    meta: str
+    bits: tuple[str, ...]
+    gens: tuple[str, ...]
+    num_bits: int
+    num_hashes: int
+    layout: Layout
+    seed: int
+    nbytes: int
+    span: float
+    margin_ms: int
+    sig: str
+    meta_fields: tuple[str, ...]
+
+    @property
+    def generations(self) -> int:
+        return len(self.bits) - 1

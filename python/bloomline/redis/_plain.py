@@ -13,7 +13,8 @@ from typing import Any, Callable
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import BitsBackend, FilterKeys, StageGuard, WindowKeys, check_size
+from ._backend import BitsBackend, check_size
+from ._names import FilterKeys, StageGuard, WindowKeys
 from ._wire import MODE, Job, Script
 
 # Shared by both adds. A missing key is an error, never made anew (BITFIELD

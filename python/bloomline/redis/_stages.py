@@ -24,11 +24,11 @@ import numpy.typing as npt
 import redis as _redis
 
 from ..scalable import ChainMismatch, StageAdd
-from ._backend import NOT_TAKEN, Prepared, StageGuard, gone, replicated, run_adds, run_lookups
+from ._backend import NOT_TAKEN, Prepared, gone, replicated, run_adds, run_lookups
 from ._filter import RedisBloomFilter
 from ._handle import Expiring, Handle
 from ._meta import META_VERSION, as_dict, delete_matching, eviction_policy, keys_of, plan
-from ._names import batch_ids, client_of, tag_of_chain
+from ._names import StageGuard, batch_ids, client_of, tag_of_chain
 from ._registry import BACKENDS, check_name, new_backend
 from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Script, Sender, _error_code
 

@@ -66,10 +66,10 @@ from .. import _core, optimal_params
 from .._core import CapacityWarning
 from .._facts import batch_shaped
 from ..windowed import _check_error_rate, _check_generations, window_seconds
-from ._backend import NEW, ONE, AddOutcome, Part, WindowKeys, windows
+from ._backend import NEW, ONE, AddOutcome, Part, windows
 from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import as_dict, delete_matching, eviction_policy
-from ._names import batch_ids, client_of, tag_of_chain
+from ._names import WindowKeys, batch_ids, client_of, tag_of_chain
 from ._registry import window_backend
 from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code
 
