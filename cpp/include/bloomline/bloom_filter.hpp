@@ -146,9 +146,9 @@ public:
             add_by_key_owner(
                 src, n, out, threads,
                 [&](const Hash128& h) { return owners.of_unit(BlockedLayout::block(h.h1, blocks)); },
-                [&](const Hash128* h, std::size_t m, bool* answers) {
+                [&](const BatchKeys& keys, std::size_t m, bool* answers) {
                     // The form is read under the mutex, and kept for the chunk.
-                    return BlockedLayout::add_batch(words, blocks, g.num_hashes, BatchKeys{h, {}}, m,
+                    return BlockedLayout::add_batch(words, blocks, g.num_hashes, keys, m,
                                                     shared_ ? AddForm::shared : form_, answers);
                 },
                 in_lock);

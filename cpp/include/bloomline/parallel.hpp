@@ -133,48 +133,80 @@ const Hash128* hashes_of_chunk(Src& src, std::size_t start, std::size_t m, unsig
     }
 }
 
+// What each thread of a threaded add keeps, on cache lines of its own: the
+// vectors' headers change with every key sorted, and two threads writing
+// one line would pass it back and forth at every write.
+template <class Item>
+struct alignas(64) PerThread {
+    std::vector<std::vector<Item>> to;  // [owner]: this thread's slice, sorted to owners
+    std::vector<std::uint32_t> run;     // as an owner: its keys, slice after slice
+    std::unique_ptr<bool[]> answers;    // as an owner: its keys' answers, in that order
+    std::size_t answer_room = 0;
+    std::vector<std::uint8_t> changed;  // as an owner (slot by slot): which keys it changed a slot of
+    AddCounts counts;
+};
+
+// An owner's keys for a compiled batch loop: their hashes gathered from the
+// chunk's, a small run at a time, into the loop's own ring (no copy of them
+// all first).
+struct GatheredKeys {
+    const Hash128* hashes;
+    const std::uint32_t* run;
+    static void hash(const void* ctx, std::size_t first, std::size_t m, Hash128* out) {
+        const auto* g = static_cast<const GatheredKeys*>(ctx);
+        for (std::size_t j = 0; j < m; ++j) out[j] = g->hashes[g->run[first + j]];
+    }
+};
+
 // Threaded adds where every key has one owner (the blocked layout's bits):
-// owner(h) names it; add_run(h, m, answers) adds an owner's keys, in order,
-// on its thread and returns their counts. in_lock(f) runs f, which adds a
+// owner(h) names it; add_run(keys, m, answers) adds an owner's keys
+// (BatchKeys), in order, on its thread and returns their counts. in_lock(f) runs f, which adds a
 // super-chunk and returns its counts, holding the filter's writer mutex,
 // and counts them there (so other writers take turns chunk by chunk).
+// Each thread writes the answers of its own slice, so that no two threads
+// write one line of out.
 template <class Src, class Owner, class AddRun, class InLock>
 void add_by_key_owner(Src& src, std::size_t n, bool* out, unsigned threads, Owner&& owner, AddRun&& add_run,
-                           InLock&& in_lock) {
+                      InLock&& in_lock) {
     std::vector<Hash128> buf(has_in_place<Src>::value ? 0 : std::min(n, kParallelChunk));
-    std::vector<std::vector<std::uint32_t>> sorted(std::size_t{threads} * threads);  // [slice * threads + owner]
-    std::vector<std::vector<Hash128>> runs(threads);
-    std::vector<std::unique_ptr<bool[]>> answers(threads);
-    std::vector<std::size_t> answer_room(threads, 0);
+    std::vector<PerThread<std::uint32_t>> per(threads);
+    for (auto& p : per) p.to.resize(threads);
     for (std::size_t start = 0; start < n; start += kParallelChunk) {
         const std::size_t m = std::min(kParallelChunk, n - start);
         in_lock([&] {
-            std::vector<AddCounts> counts(threads);
             const Hash128* h = nullptr;
             run_on_threads(threads, [&](unsigned t) {
                 const Hash128* mine = hashes_of_chunk(src, start, m, t, threads, buf);
                 if (t == 0) h = mine;
-                for (unsigned o = 0; o < threads; ++o) sorted[std::size_t{t} * threads + o].clear();
+                auto& to = per[t].to;
+                for (auto& v : to) v.clear();
                 for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i)
-                    sorted[std::size_t{t} * threads + owner(mine[i])].push_back(static_cast<std::uint32_t>(i));
+                    to[owner(mine[i])].push_back(static_cast<std::uint32_t>(i));
             });
             run_on_threads(threads, [&](unsigned o) {
-                std::vector<Hash128>& run = runs[o];
-                run.clear();
-                for (unsigned t = 0; t < threads; ++t)
-                    for (std::uint32_t i : sorted[std::size_t{t} * threads + o]) run.push_back(h[i]);
-                if (out && answer_room[o] < run.size()) {
-                    answers[o].reset(new bool[run.size()]);
-                    answer_room[o] = run.size();
+                PerThread<std::uint32_t>& me = per[o];
+                me.run.clear();
+                for (unsigned t = 0; t < threads; ++t) me.run.insert(me.run.end(), per[t].to[o].begin(), per[t].to[o].end());
+                if (out && me.answer_room < me.run.size()) {
+                    me.answers.reset(new bool[me.run.size()]);
+                    me.answer_room = me.run.size();
                 }
-                counts[o] = add_run(run.data(), run.size(), out ? answers[o].get() : nullptr);
-                if (!out) return;
-                std::size_t j = 0;
-                for (unsigned t = 0; t < threads; ++t)
-                    for (std::uint32_t i : sorted[std::size_t{t} * threads + o]) out[start + i] = answers[o][j++];
+                const GatheredKeys gathered{h, me.run.data()};
+                me.counts = add_run(BatchKeys{nullptr, KeyHasher{&gathered, &GatheredKeys::hash}}, me.run.size(),
+                                    out ? me.answers.get() : nullptr);
             });
+            if (out) {
+                run_on_threads(threads, [&](unsigned t) {
+                    for (unsigned o = 0; o < threads; ++o) {
+                        std::size_t j = 0;  // where slice t's keys start in owner o's answers
+                        for (unsigned before = 0; before < t; ++before) j += per[before].to[o].size();
+                        const bool* a = per[o].answers.get();
+                        for (std::uint32_t i : per[t].to[o]) out[start + i] = a[j++];
+                    }
+                });
+            }
             AddCounts chunk;
-            for (const AddCounts& c : counts) chunk += c;
+            for (const auto& p : per) chunk += p.counts;
             return chunk;
         });
     }
@@ -188,53 +220,53 @@ void add_by_key_owner(Src& src, std::size_t n, bool* out, unsigned threads, Owne
 // in_lock(f) as above: f returns a super-chunk's counts (slots changed,
 // keys new).
 template <class Src, class Slots, class SetSlot, class Line, class InLock>
-void add_by_slot_owner(Src& src, std::size_t n, bool* out, unsigned threads, const Owners& owners,
-                                Slots&& slots, SetSlot&& set_slot, Line&& line, InLock&& in_lock) {
+void add_by_slot_owner(Src& src, std::size_t n, bool* out, unsigned threads, const Owners& owners, Slots&& slots,
+                       SetSlot&& set_slot, Line&& line, InLock&& in_lock) {
     using Pair = std::pair<std::uint32_t, std::uint64_t>;  // (key index in the chunk, slot)
-    constexpr std::size_t kChunk = std::size_t{1} << 16;  // keys: k pairs each
+    constexpr std::size_t kChunk = std::size_t{1} << 16;   // keys: k pairs each
     std::vector<Hash128> buf(has_in_place<Src>::value ? 0 : std::min(n, kChunk));
-    std::vector<std::vector<Pair>> sorted(std::size_t{threads} * threads);
-    std::vector<std::vector<std::uint8_t>> changed(threads);
+    std::vector<PerThread<Pair>> per(threads);
+    for (auto& p : per) p.to.resize(threads);
+    std::vector<AddCounts> news(threads);
     for (std::size_t start = 0; start < n; start += kChunk) {
         const std::size_t m = std::min(kChunk, n - start);
         in_lock([&] {
-            std::vector<AddCounts> counts(threads);
             run_on_threads(threads, [&](unsigned t) {
                 const Hash128* h = hashes_of_chunk(src, start, m, t, threads, buf);
-                for (unsigned o = 0; o < threads; ++o) sorted[std::size_t{t} * threads + o].clear();
+                auto& to = per[t].to;
+                for (auto& v : to) v.clear();
                 for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i)
-                    slots(h[i], [&](std::uint64_t s) {
-                        sorted[std::size_t{t} * threads + owners.of_slot(s)].emplace_back(static_cast<std::uint32_t>(i), s);
-                    });
+                    slots(h[i], [&](std::uint64_t s) { to[owners.of_slot(s)].emplace_back(static_cast<std::uint32_t>(i), s); });
             });
             run_on_threads(threads, [&](unsigned o) {
-                std::vector<std::uint8_t>& mine = changed[o];
-                mine.assign(m, 0);
+                PerThread<Pair>& me = per[o];
+                me.changed.assign(m, 0);
                 std::uint64_t slots_changed = 0;
                 constexpr std::size_t kAhead = 8;
                 for (unsigned t = 0; t < threads; ++t) {
-                    const std::vector<Pair>& run = sorted[std::size_t{t} * threads + o];
+                    const std::vector<Pair>& run = per[t].to[o];
                     for (std::size_t j = 0; j < run.size(); ++j) {
                         if (j + kAhead < run.size()) __builtin_prefetch(line(run[j + kAhead].second), 1, 3);
                         const bool c = set_slot(o, run[j].second);
                         slots_changed += c;
-                        mine[run[j].first] |= c ? 1 : 0;
+                        me.changed[run[j].first] |= c ? 1 : 0;
                     }
                 }
-                counts[o].bits = slots_changed;
+                me.counts = AddCounts{slots_changed, 0};
             });
             run_on_threads(threads, [&](unsigned t) {
                 std::uint64_t count = 0;
                 for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i) {
                     std::uint8_t any = 0;
-                    for (unsigned o = 0; o < threads; ++o) any |= changed[o][i];
+                    for (unsigned o = 0; o < threads; ++o) any |= per[o].changed[i];
                     count += any;
                     if (out) out[start + i] = any != 0;
                 }
-                counts[t].keys = count;
+                news[t] = AddCounts{0, count};
             });
             AddCounts chunk;
-            for (const AddCounts& c : counts) chunk += c;
+            for (const auto& p : per) chunk += p.counts;
+            for (const AddCounts& c : news) chunk += c;
             return chunk;
         });
     }
