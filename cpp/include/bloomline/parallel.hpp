@@ -222,8 +222,11 @@ void add_by_key_owner(Src& src, std::size_t n, bool* out, unsigned threads, Owne
 template <class Src, class Slots, class SetSlot, class Line, class InLock>
 void add_by_slot_owner(Src& src, std::size_t n, bool* out, unsigned threads, const Owners& owners, Slots&& slots,
                        SetSlot&& set_slot, Line&& line, InLock&& in_lock) {
-    using Pair = std::pair<std::uint32_t, std::uint64_t>;  // (key index in the chunk, slot)
-    constexpr std::size_t kChunk = std::size_t{1} << 16;   // keys: k pairs each
+    // A slot and its key's index in the chunk in one word: slot << 16 | index
+    // (slots are below 2**48, a chunk holds 2**16 keys).
+    using Pair = std::uint64_t;
+    constexpr std::size_t kChunk = std::size_t{1} << 16;  // keys: k pairs each
+    static_assert(kMaxBits <= (std::uint64_t{1} << 48), "a slot must fit in 48 bits beside its key's index");
     std::vector<Hash128> buf(has_in_place<Src>::value ? 0 : std::min(n, kChunk));
     std::vector<PerThread<Pair>> per(threads);
     for (auto& p : per) p.to.resize(threads);
@@ -236,20 +239,21 @@ void add_by_slot_owner(Src& src, std::size_t n, bool* out, unsigned threads, con
                 auto& to = per[t].to;
                 for (auto& v : to) v.clear();
                 for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i)
-                    slots(h[i], [&](std::uint64_t s) { to[owners.of_slot(s)].emplace_back(static_cast<std::uint32_t>(i), s); });
+                    slots(h[i], [&](std::uint64_t s) { to[owners.of_slot(s)].push_back(s << 16 | i); });
             });
             run_on_threads(threads, [&](unsigned o) {
                 PerThread<Pair>& me = per[o];
                 me.changed.assign(m, 0);
                 std::uint64_t slots_changed = 0;
-                constexpr std::size_t kAhead = 8;
+                // As many lines in flight as the one-thread stream keeps (4 keys of k).
+                constexpr std::size_t kAhead = 32;
                 for (unsigned t = 0; t < threads; ++t) {
                     const std::vector<Pair>& run = per[t].to[o];
                     for (std::size_t j = 0; j < run.size(); ++j) {
-                        if (j + kAhead < run.size()) __builtin_prefetch(line(run[j + kAhead].second), 1, 3);
-                        const bool c = set_slot(o, run[j].second);
+                        if (j + kAhead < run.size()) __builtin_prefetch(line(run[j + kAhead] >> 16), 1, 3);
+                        const bool c = set_slot(o, run[j] >> 16);
                         slots_changed += c;
-                        me.changed[run[j].first] |= c ? 1 : 0;
+                        me.changed[run[j] & 0xFFFF] |= c ? 1 : 0;
                     }
                 }
                 me.counts = AddCounts{slots_changed, 0};
