@@ -356,6 +356,17 @@ class RedisWindowedFilter:
         return 1.0 - miss
 
     @property
+    def fill_ratio(self) -> float:
+        """The fraction of the live generations' bits that are 1, over the
+        whole ring (as the local class's)."""
+        return sum(ones for _s, _n, _c, ones in self._live()[1]) / self.num_bits
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole ring in Redis, when every generation is made."""
+        return self._w.nbytes * len(self._w.bits)
+
+    @property
     def window(self) -> float:
         """The window in seconds."""
         return self._window
