@@ -374,6 +374,9 @@ def test_recrawl_after_two_crawls_share_the_window_by_the_servers_clock(tmp_path
         assert any("kept the recrawl filter at Redis key 'site:dupefilter:recrawl'" in line
                    for line in our_lines(r1.stderr, "INFO"))
         assert stat(r1.stderr, "bloomline/stages") >= 1  # live generations (the summary counts them)
+        assert abs(stat(r1.stderr, "bloomline/approx_count") - 100) <= 5
+        # No front filter: every check, new or not, went to Redis.
+        assert stat(r1.stderr, "bloomline/redis_checks") == stat(r1.stderr, "dupefilter/filtered") + 100
 
         r2 = crawl(tmp_path, site, *common, time_shift=86400.0)
         assert r2.returncode == 0, r2.stderr[-3000:]
@@ -500,3 +503,30 @@ def test_recrawl_after_a_request_spilled_in_an_outage_is_rechecked_in_the_window
         df.close()
     finally:
         server.stop()
+
+
+def test_recrawl_after_with_scrapy_redis_scheduler_deletes_the_window_at_close(redis_server: RedisServer) -> None:
+    """SCHEDULER_PERSIST off: scrapy-redis's scheduler calls clear() at
+    close, which deletes the recrawl filter (meta, ring, kept answers)."""
+    pytest.importorskip("scrapy_redis")
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+    from scrapy_redis.scheduler import Scheduler as RedisScheduler
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    class S(Spider):
+        name = "sr"
+
+    crawler = get_crawler(S, {"DUPEFILTER_CLASS": "bloomline.scrapy.RedisBloomDupeFilter", "REDIS_URL": redis_server.url,
+                              "SCHEDULER_PERSIST": False, "BLOOMLINE_RECRAWL_AFTER": 600})
+    spider = S.from_crawler(crawler)
+    scheduler = RedisScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    assert isinstance(scheduler.df, RedisBloomDupeFilter) and scheduler.df.recrawl_key == "sr:dupefilter:recrawl"
+    assert not scheduler.df.request_seen(Request("http://example.com")) and scheduler.df.request_seen(
+        Request("http://example.com"))
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.keys("{sr:dupefilter:recrawl}:w:*")
+    scheduler.close("finished")
+    assert not client.keys("{sr:dupefilter:recrawl}:*")
