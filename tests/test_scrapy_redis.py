@@ -427,8 +427,7 @@ def test_recrawl_after_refuses_a_key_of_the_other_kind(tmp_path: Path, redis_ser
 
 
 def test_recrawl_after_settings_the_redis_filter_cannot_honour_are_refused(redis_server: RedisServer) -> None:
-    """The module backend, replicas, a recrawl filter made with another
-    window, and a filter imported from scrapy-redis's set (its fingerprints
+    """The module backend, a recrawl filter made with another window, and a filter imported from scrapy-redis's set (its fingerprints
     have no times): each a ValueError naming the setting and the value."""
     from scrapy.settings import Settings
 
@@ -440,8 +439,7 @@ def test_recrawl_after_settings_the_redis_filter_cannot_honour_are_refused(redis
     for extra, shown in (
             ({"BLOOMLINE_REDIS_BACKEND": "module"},
              "BLOOMLINE_REDIS_BACKEND must be 'auto' or 'plain' with BLOOMLINE_RECRAWL_AFTER (the recrawl filter in "
-             "Redis has the plain backend only), got 'module'"),
-            ({"BLOOMLINE_REDIS_REPLICAS": 1}, "BLOOMLINE_REDIS_REPLICAS must be 0 with BLOOMLINE_RECRAWL_AFTER")):
+             "Redis has the plain backend only), got 'module'"),):
         with pytest.raises(ValueError, match=re.escape(shown)):
             RedisBloomDupeFilter.from_settings(Settings({**base, **extra, "BLOOMLINE_REDIS_KEY": "x"}))
     df = RedisBloomDupeFilter.from_settings(Settings({**base, "BLOOMLINE_REDIS_KEY": "w"}))

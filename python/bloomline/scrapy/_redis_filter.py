@@ -138,11 +138,11 @@ class RedisBloomDupeFilter(_DupeFilter):
         self.seen: Union[ScalableBloomFilter, RedisWindowedFilter]
         self.front: Optional[ScalableBloomFilter] = None
         if recrawl_after is not None:
-            if backend not in ("auto", "plain") or wait_replicas:
-                # (RedisWindowedFilter has the plain backend only, and does not WAIT for replicas)
-                raise ValueError("a recrawl filter runs on the plain backend without waiting for replicas, got "
-                                 f"backend={backend!r}, wait_replicas={wait_replicas!r}")
-            self.seen = self._retrying(lambda: self._windowed(capacity, error_rate, layout, recrawl_after))
+            if backend not in ("auto", "plain"):  # (RedisWindowedFilter has the plain backend only)
+                raise ValueError(f"a recrawl filter runs on the plain backend, got backend={backend!r}")
+            wait_ms = max(1, round(wait_timeout * 1000))
+            self.seen = self._retrying(lambda: self._windowed(capacity, error_rate, layout, recrawl_after,
+                                                              wait_replicas, wait_ms))
             return
         self._retrying(self._refuse_a_recrawl_filter)
         # A filter imported from scrapy-redis's fingerprint set (bloomline
@@ -189,7 +189,8 @@ class RedisBloomDupeFilter(_DupeFilter):
                 "(SCHEDULER_DUPEFILTER_KEY, BLOOMLINE_REDIS_KEY); the recrawl filter expires by itself once nothing "
                 "has been added to it for about 1.25x its window")
 
-    def _windowed(self, capacity: int, error_rate: float, layout: Layout, window: float) -> RedisWindowedFilter:
+    def _windowed(self, capacity: int, error_rate: float, layout: Layout, window: float, wait_replicas: int,
+                  wait_timeout_ms: int) -> RedisWindowedFilter:
         """The recrawl filter at recrawl_key: attached (made with the same
         settings, or RecrawlMismatch naming them) or made; KindMismatch where
         the dupefilter key holds a chain (made without the setting, or
@@ -234,7 +235,8 @@ class RedisBloomDupeFilter(_DupeFilter):
                         "once nothing has been added to it for about 1.25x its window)")
         # The whole error budget: there is no front filter to share it with.
         seen = RedisWindowedFilter(self.server, self.recrawl_key, capacity, error_rate, window=window,
-                                   generations=RECRAWL_GENERATIONS, backend="plain", layout=layout, retries=2)
+                                   generations=RECRAWL_GENERATIONS, backend="plain", layout=layout, retries=2,
+                                   wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
         live = seen.live_generations
         if live:
             count = seen.approx_count
@@ -292,10 +294,6 @@ class RedisBloomDupeFilter(_DupeFilter):
                                                 f"BLOOMLINE_RECRAWL_AFTER (the recrawl filter in Redis has the plain "
                                                 f"backend only), got {backend!r}")
             replicas = _int_setting(s, "BLOOMLINE_REDIS_REPLICAS", 0, 0)
-            if recrawl is not None and replicas:
-                raise _Refused(REASON_SETTINGS, f"BLOOMLINE_REDIS_REPLICAS must be 0 with BLOOMLINE_RECRAWL_AFTER "
-                                                f"(the recrawl filter in Redis does not wait for replicas yet), got "
-                                                f"{s.get('BLOOMLINE_REDIS_REPLICAS')!r}")
             # (under the 5 s socket timeout, less a second: WAIT holds the connection)
             wait = _float_setting(s, "BLOOMLINE_REDIS_REPLICAS_TIMEOUT", 1.0, 0.0, MAX_WAIT_TIMEOUT, closed=False) \
                 if replicas else 1.0

@@ -54,8 +54,8 @@ keeps the window between crawls (off: deleted at close); the outage spill
 rechecks with the same add. Crawls sharing a key must agree on the
 setting: a chain at the key is refused with it, a recrawl filter at
 ``<key>:recrawl`` without it (one ERROR line each), as are
-``BLOOMLINE_REDIS_BACKEND = "module"``, ``BLOOMLINE_REDIS_REPLICAS`` (no
-WAIT with a window yet) and a chain imported from scrapy-redis's set.
+``BLOOMLINE_REDIS_BACKEND = "module"`` and a chain imported from
+scrapy-redis's set. ``BLOOMLINE_REDIS_REPLICAS`` works as for the chain.
 
 Settings: ``BLOOMLINE_CAPACITY`` (100,000: the first stage; later stages
 are 2x larger), ``BLOOMLINE_ERROR_RATE`` (0.0001: the chance a new page is
