@@ -427,8 +427,9 @@ def test_recrawl_after_refuses_a_key_of_the_other_kind(tmp_path: Path, redis_ser
 
 
 def test_recrawl_after_settings_the_redis_filter_cannot_honour_are_refused(redis_server: RedisServer) -> None:
-    """The module backend, a recrawl filter made with another window, and a filter imported from scrapy-redis's set (its fingerprints
-    have no times): each a ValueError naming the setting and the value."""
+    """The module backend, a recrawl filter made with another window, and
+    a filter imported from scrapy-redis's set (its fingerprints have no
+    times): each a ValueError naming the setting and the value."""
     from scrapy.settings import Settings
 
     from bloomline import ScalableBloomFilter
@@ -447,7 +448,8 @@ def test_recrawl_after_settings_the_redis_filter_cannot_honour_are_refused(redis
     df.close()
     with pytest.raises(ValueError, match=re.escape("the recrawl filter at Redis key 'w:recrawl' was made with "
                                                    "BLOOMLINE_RECRAWL_AFTER=60.0, this crawl has 90.0")):
-        RedisBloomDupeFilter.from_settings(Settings({**base, "BLOOMLINE_REDIS_KEY": "w", "BLOOMLINE_RECRAWL_AFTER": 90}))
+        RedisBloomDupeFilter.from_settings(Settings({**base, "BLOOMLINE_REDIS_KEY": "w",
+                                                     "BLOOMLINE_RECRAWL_AFTER": 90}))
     # As `bloomline redis import-set` leaves a chain (redis/_travel's import_set writes these fields).
     stages = RedisStages(redis_server.url, "imported")
     ScalableBloomFilter(1000, 0.001, store=stages).add(b"x" * 20)
@@ -457,8 +459,8 @@ def test_recrawl_after_settings_the_redis_filter_cannot_honour_are_refused(redis
         RedisBloomDupeFilter.from_settings(Settings({**base, "BLOOMLINE_REDIS_KEY": "imported"}))
 
 
-def test_recrawl_after_a_request_spilled_in_an_outage_is_rechecked_in_the_window(tmp_path: Path,
-                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recrawl_after_a_request_spilled_in_an_outage_is_rechecked_in_the_window(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The outage machine on a recrawl filter, Redis killed and restarted
     (append-only, so it keeps the window): a request whose check met the
     outage is fetched once Redis is back and recorded by the filter's own
@@ -516,8 +518,9 @@ def test_recrawl_after_with_scrapy_redis_scheduler_deletes_the_window_at_close(r
     class S(Spider):
         name = "sr"
 
-    crawler = get_crawler(S, {"DUPEFILTER_CLASS": "bloomline.scrapy.RedisBloomDupeFilter", "REDIS_URL": redis_server.url,
-                              "SCHEDULER_PERSIST": False, "BLOOMLINE_RECRAWL_AFTER": 600})
+    crawler = get_crawler(S, {"DUPEFILTER_CLASS": "bloomline.scrapy.RedisBloomDupeFilter",
+                              "REDIS_URL": redis_server.url, "SCHEDULER_PERSIST": False,
+                              "BLOOMLINE_RECRAWL_AFTER": 600})
     spider = S.from_crawler(crawler)
     scheduler = RedisScheduler.from_crawler(crawler)
     scheduler.open(spider)
@@ -528,3 +531,31 @@ def test_recrawl_after_with_scrapy_redis_scheduler_deletes_the_window_at_close(r
     assert client.keys("{sr:dupefilter:recrawl}:w:*")
     scheduler.close("finished")
     assert not client.keys("{sr:dupefilter:recrawl}:*")
+
+
+def test_recrawl_after_a_generation_gone_from_redis_fails_the_crawl(redis_server: RedisServer, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """A live generation's bits deleted (as eviction would): the next check
+    is refused (MissingKeyError), never answered from an empty generation;
+    the request is spilled, not dropped, and the crawl fails loudly, as the
+    chain's does."""
+    from scrapy import Spider
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    df = RedisBloomDupeFilter(redis_server.url, "gone:dupefilter", spill_dir=str(tmp_path), recrawl_after=600.0,
+                              capacity=1000)
+    monkeypatch.setattr(df._outages, "_schedule", lambda delay: None)
+    df._opened(Spider(name="gone"))
+    assert df.request_seen(Request("http://example.com/a")) is False
+    client = redis.Redis.from_url(redis_server.url)
+    (bits,) = client.keys("{gone:dupefilter:recrawl}:w:bits:*")
+    client.delete(bits)
+    with caplog.at_level("ERROR", logger="scrapy.dupefilters"):
+        assert df.request_seen(Request("http://example.com/a")) is True  # kept to check later, not fetched now
+    assert df.failed
+    (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "refused a check" in error and bits.decode() in error and "is gone" in error, error
+    assert list(tmp_path.glob("gone_dupefilter.*.unchecked.journal"))
+    df.close()

@@ -186,8 +186,8 @@ class RedisBloomDupeFilter(_DupeFilter):
                 f"Redis key {self.key!r} has a recrawl filter at {self.recrawl_key!r}, made by a crawl with "
                 f"BLOOMLINE_RECRAWL_AFTER={float(window)!r}; this crawl has none (BLOOMLINE_RECRAWL_AFTER=None): "
                 "crawls sharing a key must agree on it. Set it as that crawl did, or use another key "
-                "(SCHEDULER_DUPEFILTER_KEY, BLOOMLINE_REDIS_KEY); the recrawl filter expires by itself once nothing "
-                "has been added to it for about 1.25x its window")
+                "(SCHEDULER_DUPEFILTER_KEY, BLOOMLINE_REDIS_KEY); the recrawl filter expires by itself at most "
+                "1.25x its window, and a second, after its last add")
 
     def _windowed(self, capacity: int, error_rate: float, layout: Layout, window: float, wait_replicas: int,
                   wait_timeout_ms: int) -> RedisWindowedFilter:
@@ -231,8 +231,8 @@ class RedisBloomDupeFilter(_DupeFilter):
                     have = have if field == "layout" else float(have or "nan")
                     raise RecrawlMismatch(
                         f"the recrawl filter at Redis key {self.recrawl_key!r} was made with {setting}={have!r}, "
-                        f"this crawl has {want!r}: set it as that crawl did, or start anew (it expires by itself "
-                        "once nothing has been added to it for about 1.25x its window)")
+                        f"this crawl has {want!r}: set it as that crawl did, or start anew (it expires by itself at "
+                        "most 1.25x its window, and a second, after its last add)")
         # The whole error budget: there is no front filter to share it with.
         seen = RedisWindowedFilter(self.server, self.recrawl_key, capacity, error_rate, window=window,
                                    generations=RECRAWL_GENERATIONS, backend="plain", layout=layout, retries=2,
@@ -461,8 +461,8 @@ class RedisBloomDupeFilter(_DupeFilter):
             self.clear()
         elif not self.failed and self.recrawl_after is not None:
             logger.info("%s: kept the recrawl filter at Redis key %r: a new crawl of this spider skips what it saw "
-                        "within BLOOMLINE_RECRAWL_AFTER (it expires by itself once nothing has been added to it for "
-                        "about 1.25x that)", self.label, self.recrawl_key)
+                        "within BLOOMLINE_RECRAWL_AFTER (it expires by itself at most 1.25x that, and a second, "
+                        "after its last add)", self.label, self.recrawl_key)
         elif not self.failed:
             logger.info("%s: kept the filter at Redis key %r: a new crawl of this spider skips what it saw (delete "
                         "it with bloomline.redis.RedisStages(url, key).reset())", self.label, self.key)
