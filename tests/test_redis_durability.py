@@ -126,6 +126,38 @@ def test_the_dupefilter_fetches_a_page_whose_check_is_not_durable(pair: tuple[Re
     df.close()
 
 
+def test_the_recrawl_dupefilter_fetches_a_page_whose_check_is_not_durable(pair: tuple[RedisServer, RedisServer],
+                                                                          tmp_path: Path) -> None:
+    """BLOOMLINE_RECRAWL_AFTER with BLOOMLINE_REDIS_REPLICAS: the windowed
+    filter WAITs after an add that wrote; a check the replica did not take
+    in time is new all the same (fetched), counted, and raises NotDurable
+    with its facts from the filter itself."""
+    pytest.importorskip("scrapy")
+    from scrapy import Request
+    from scrapy.settings import Settings
+
+    from bloomline.redis import RedisWindowedFilter
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    primary, replica = pair
+    df = RedisBloomDupeFilter.from_settings(Settings({
+        "REDIS_URL": primary.url, "BLOOMLINE_REDIS_KEY": "rdf", "BLOOMLINE_RECRAWL_AFTER": 600,
+        "BLOOMLINE_REDIS_REPLICAS": 1, "BLOOMLINE_REDIS_REPLICAS_TIMEOUT": 0.3}))
+    assert isinstance(df.seen, RedisWindowedFilter) and df.seen.wait_replicas == 1
+    assert df.request_seen(Request("http://127.0.0.1/a")) is False and df.not_durable == 0
+    wait_until(lambda: redis.Redis(port=replica.port).exists("{rdf:recrawl}:meta") == 1)  # acknowledged: on the replica
+    redis.Redis(port=replica.port).execute_command("CLIENT", "PAUSE", 3000, "ALL")
+    assert df.request_seen(Request("http://127.0.0.1/b")) is False  # new on the primary: fetched
+    assert df.not_durable == 1
+    assert df.request_seen(Request("http://127.0.0.1/b")) is True  # (no front filter: the primary's answer)
+    f = RedisWindowedFilter(primary.url, "w", 1000, 0.01, window=600, wait_replicas=1, wait_timeout_ms=300)
+    with pytest.raises(NotDurable) as e:
+        f.add_many(["x", "y"])
+    assert e.value.new is not None and e.value.new.all()
+    assert f.add("x", refresh=False) is False  # a seen key left where it is: nothing written, no WAIT
+    df.close()
+
+
 # ---- the backend a filter was made with --------------------------------------------------------
 
 

@@ -398,17 +398,19 @@ def test_recrawl_after_refetches_a_page_only_once_it_is_older_than_that(tmp_path
         site.stop()
 
 
-def test_recrawl_after_is_checked_and_refused_by_the_redis_filter(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dupefilter", ["BloomDupeFilter", "RedisBloomDupeFilter"])
+def test_recrawl_after_is_checked_by_both_filters(tmp_path: Path, dupefilter: str) -> None:
+    """A bad value stops the crawl with one ERROR line, before the Redis
+    filter tries Redis (here unreachable: it would fail otherwise)."""
     site = Site(pages=5)
     try:
-        r = crawl(tmp_path, site, "DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter", "BLOOMLINE_RECRAWL_AFTER=-3")
+        r = crawl(tmp_path, site, f"DUPEFILTER_CLASS=bloomline.scrapy.{dupefilter}", "BLOOMLINE_RECRAWL_AFTER=-3",
+                  "REDIS_URL=redis://127.0.0.1:1/0", "BLOOMLINE_REDIS_RETRY_TIMEOUT=0")
         assert r.returncode == 1
         errors = [line for line in r.stderr.splitlines() if "[scrapy.dupefilters] ERROR:" in line]
         assert len(errors) == 1 and "BLOOMLINE_RECRAWL_AFTER must be a number of seconds >= 0.001, got '-3'" in \
             errors[0], r.stderr[-3000:]
-        r = crawl(tmp_path, site, "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter",
-                  "REDIS_URL=redis://127.0.0.1:1/0", "BLOOMLINE_RECRAWL_AFTER=60")
-        assert r.returncode == 1 and "BLOOMLINE_RECRAWL_AFTER is for the local BloomDupeFilter" in r.stderr
+        assert "'finish_reason': 'bloomline_bad_settings'" in r.stderr
         assert not site.pages()
     finally:
         site.stop()

@@ -21,6 +21,7 @@ redis = pytest.importorskip("redis")
 
 from conftest import RedisServer  # noqa: E402
 from scrapy_site import Site, crawl, start_crawl, twelve_links  # noqa: E402
+from scrapy.http import Request  # noqa: E402
 
 PAGES = 5000
 OURS = "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter"
@@ -330,3 +331,231 @@ def test_the_scrapy_redis_interface(redis_server: RedisServer, tmp_path: Path) -
     assert any(b":ans:" not in k for k in r.keys("*"))
     df.clear()
     assert all(b":ans:" in k for k in r.keys("*"))
+
+
+# ---- recrawls (BLOOMLINE_RECRAWL_AFTER) through Redis ----------------------------------------------
+
+RECRAWL = 12.0  # seconds: a whole crawl of the small site and the start of the next fit well inside it
+SPAN = RECRAWL / 4  # a generation (RECRAWL_GENERATIONS = 4)
+
+
+def server_time(client: object) -> float:
+    seconds, micros = client.time()  # type: ignore[attr-defined]
+    return float(seconds) + micros / 1e6
+
+
+def wait_for_server_time(client: object, when: float) -> None:
+    """Sleep until the server's clock (the one the window follows) passes `when`."""
+    while (left := when - server_time(client)) > 0:
+        time.sleep(min(left, 0.5) + 0.01)
+
+
+def test_recrawl_after_two_crawls_share_the_window_by_the_servers_clock(tmp_path: Path,
+                                                                        redis_server: RedisServer) -> None:
+    """Three crawls of a 100-page site sharing one recrawl filter in Redis
+    (SCHEDULER_PERSIST): the second, at once and with its own clock a day
+    ahead, fetches nothing again (the server's clock decides); the third,
+    once every generation the first wrote to has left the window, fetches
+    every page again, once."""
+    site = Site(100, twelve_links(100))
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        common = (OURS, f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=True", f"BLOOMLINE_RECRAWL_AFTER={RECRAWL}",
+                  "BLOOMLINE_CAPACITY=1000")
+        began = server_time(client)
+        r1 = crawl(tmp_path, site, *common)
+        assert r1.returncode == 0, r1.stderr[-3000:]
+        assert_clean(r1.stderr)
+        first = site.pages()
+        assert len(first) == 100 and max(first.values()) == 1
+        ended = server_time(client)
+        keys = {k.decode() for k in client.keys("*")}
+        assert keys and all(k.startswith("{site:dupefilter:recrawl}:") for k in keys), keys  # no chain made
+        assert any("kept the recrawl filter at Redis key 'site:dupefilter:recrawl'" in line
+                   for line in our_lines(r1.stderr, "INFO"))
+        assert stat(r1.stderr, "bloomline/stages") >= 1  # live generations (the summary counts them)
+        assert abs(stat(r1.stderr, "bloomline/approx_count") - 100) <= 5
+        # No front filter: every check, new or not, went to Redis.
+        assert stat(r1.stderr, "bloomline/redis_checks") == stat(r1.stderr, "dupefilter/filtered") + 100
+
+        r2 = crawl(tmp_path, site, *common, time_shift=86400.0)
+        assert r2.returncode == 0, r2.stderr[-3000:]
+        # The start page was first let through after `began`: still inside its window.
+        assert server_time(client) < began + RECRAWL, "the machine was too slow for this window"
+        assert site.pages() == first  # nothing fetched again, a day ahead by the crawl's own clock
+        assert any("attached to the recrawl filter" in line for line in our_lines(r2.stderr, "INFO"))
+
+        # Every page was first let through by `ended`, in a generation at
+        # most floor(ended / SPAN); it has left the window once 5 later ones began.
+        wait_for_server_time(client, (int(ended // SPAN) + 5) * SPAN + 0.05)
+        r3 = crawl(tmp_path, site, *common)
+        assert r3.returncode == 0, r3.stderr[-3000:]
+        pages = site.pages()
+        assert len(pages) == 100 and set(pages.values()) == {2}, pages  # every page again, once
+    finally:
+        site.stop()
+
+
+def test_recrawl_after_refuses_a_key_of_the_other_kind(tmp_path: Path, redis_server: RedisServer) -> None:
+    """A dupefilter key with a chain (a crawl without the setting) is
+    refused by a crawl with BLOOMLINE_RECRAWL_AFTER, and a recrawl filter
+    by one without it: one ERROR line naming the setting and its value,
+    nothing fetched, the other filter left as it was."""
+    site = Site(50, twelve_links(50))
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        base = (OURS, f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=True", "CLOSESPIDER_PAGECOUNT=5")
+        assert crawl(tmp_path, site, *base, "BLOOMLINE_REDIS_KEY=once").returncode == 0
+        assert crawl(tmp_path, site, *base, "BLOOMLINE_REDIS_KEY=again", "BLOOMLINE_RECRAWL_AFTER=600").returncode == 0
+        before, stored = site.pages(), sorted(client.keys("*"))
+        for key, recrawl, shown in (
+                ("once", ("BLOOMLINE_RECRAWL_AFTER=600",),
+                 "BLOOMLINE_RECRAWL_AFTER=600.0, but Redis key 'once' holds a filter made by a crawl without it"),
+                ("again", (), "Redis key 'again' has a recrawl filter at 'again:recrawl', made by a crawl with "
+                              "BLOOMLINE_RECRAWL_AFTER=600.0; this crawl has none")):
+            r = crawl(tmp_path, site, *base, f"BLOOMLINE_REDIS_KEY={key}", *recrawl)
+            assert r.returncode == 1, r.stderr[-3000:]
+            errors = our_lines(r.stderr, "ERROR")
+            assert len(errors) == 1 and shown in errors[0], r.stderr[-3000:]
+            assert finish_reason(r.stderr) == "bloomline_bad_settings"
+            assert_clean(r.stderr)
+        assert site.pages() == before
+        assert sorted(k for k in client.keys("*") if b":ans:" not in k) == \
+            [k for k in stored if b":ans:" not in k]  # neither filter touched
+    finally:
+        site.stop()
+
+
+def test_recrawl_after_settings_the_redis_filter_cannot_honour_are_refused(redis_server: RedisServer) -> None:
+    """The module backend, a recrawl filter made with another window, and
+    a filter imported from scrapy-redis's set (its fingerprints have no
+    times): each a ValueError naming the setting and the value."""
+    from scrapy.settings import Settings
+
+    from bloomline import ScalableBloomFilter
+    from bloomline.redis import RedisStages
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    base = {"REDIS_URL": redis_server.url, "BLOOMLINE_RECRAWL_AFTER": 60, "SCHEDULER_PERSIST": True}
+    for extra, shown in (
+            ({"BLOOMLINE_REDIS_BACKEND": "module"},
+             "BLOOMLINE_REDIS_BACKEND must be 'auto' or 'plain' with BLOOMLINE_RECRAWL_AFTER (the recrawl filter in "
+             "Redis has the plain backend only), got 'module'"),):
+        with pytest.raises(ValueError, match=re.escape(shown)):
+            RedisBloomDupeFilter.from_settings(Settings({**base, **extra, "BLOOMLINE_REDIS_KEY": "x"}))
+    df = RedisBloomDupeFilter.from_settings(Settings({**base, "BLOOMLINE_REDIS_KEY": "w"}))
+    assert df.request_seen(Request("http://example.com/")) is False
+    df.close()
+    with pytest.raises(ValueError, match=re.escape("the recrawl filter at Redis key 'w:recrawl' was made with "
+                                                   "BLOOMLINE_RECRAWL_AFTER=60.0, this crawl has 90.0")):
+        RedisBloomDupeFilter.from_settings(Settings({**base, "BLOOMLINE_REDIS_KEY": "w",
+                                                     "BLOOMLINE_RECRAWL_AFTER": 90}))
+    # As `bloomline redis import-set` leaves a chain (redis/_travel's import_set writes these fields).
+    stages = RedisStages(redis_server.url, "imported")
+    ScalableBloomFilter(1000, 0.001, store=stages).add(b"x" * 20)
+    stages.set_info(fingerprints="scrapy-redis", imported_from="site:dupefilter")
+    with pytest.raises(ValueError, match=re.escape("BLOOMLINE_RECRAWL_AFTER=60.0, but Redis key 'imported' holds "
+                                                   "fingerprints imported from scrapy-redis's set 'site:dupefilter'")):
+        RedisBloomDupeFilter.from_settings(Settings({**base, "BLOOMLINE_REDIS_KEY": "imported"}))
+
+
+def test_recrawl_after_a_request_spilled_in_an_outage_is_rechecked_in_the_window(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The outage machine on a recrawl filter, Redis killed and restarted
+    (append-only, so it keeps the window): a request whose check met the
+    outage is fetched once Redis is back and recorded by the filter's own
+    add, which does not refresh it (its window still runs from its first
+    add, so it is new again then); a request spilled before its check is
+    checked against the window when it comes back."""
+    from types import SimpleNamespace
+
+    from scrapy import Spider
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    server = durable_redis(tmp_path / "redis")
+    window = 2.0
+    crawled: list[Request] = []
+    engine = SimpleNamespace(pause=lambda: None, unpause=lambda: None, crawl=crawled.append)
+    try:
+        client = redis.Redis.from_url(server.url)
+        df = RedisBloomDupeFilter(server.url, "out:dupefilter", spill_dir=str(tmp_path / "spill"), recrawl_after=window,
+                                  capacity=1000, retry_timeout_s=60)
+        df.crawler = SimpleNamespace(engine=engine, stats=None)
+        monkeypatch.setattr(df._outages, "_schedule", lambda delay: None)  # the probe is run by hand below
+        df._opened(Spider(name="out"))
+        early, late = Request("http://example.com/early"), Request("http://example.com/late")
+        assert df.request_seen(early) is False
+        first = server_time(client)  # `early` sits in generation floor(first / span) or an earlier one
+        time.sleep(1.5)  # more than a generation (0.5 s): a refresh now would keep it past the check below
+        server.stop()
+        assert df.request_seen(early) is True and df._outages.active  # spilled: its check met the outage
+        assert df.request_seen(late) is True  # spilled unchecked
+        server = durable_redis(tmp_path / "redis", port=server.port)
+        df._outages._probe()  # Redis is back: the spill is rechecked
+        assert not df._outages.active
+        assert [(r.url, r.dont_filter) for r in crawled] == [(early.url, True), (late.url, False)]
+        assert df.request_seen(late) is False and df.request_seen(late) is True  # checked in the window
+        assert df.request_seen(early) is True  # recorded, still inside its window
+        wait_for_server_time(client, (int(first // (window / 4)) + 5) * (window / 4) + 0.05)
+        assert df.request_seen(early) is False  # new again: the recheck did not restart its window
+        assert all(k.startswith(b"{out:dupefilter:recrawl}:") for k in client.keys("*"))
+        df.close()
+    finally:
+        server.stop()
+
+
+def test_recrawl_after_with_scrapy_redis_scheduler_deletes_the_window_at_close(redis_server: RedisServer) -> None:
+    """SCHEDULER_PERSIST off: scrapy-redis's scheduler calls clear() at
+    close, which deletes the recrawl filter (meta, ring, kept answers)."""
+    pytest.importorskip("scrapy_redis")
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+    from scrapy_redis.scheduler import Scheduler as RedisScheduler
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    class S(Spider):
+        name = "sr"
+
+    crawler = get_crawler(S, {"DUPEFILTER_CLASS": "bloomline.scrapy.RedisBloomDupeFilter",
+                              "REDIS_URL": redis_server.url, "SCHEDULER_PERSIST": False,
+                              "BLOOMLINE_RECRAWL_AFTER": 600})
+    spider = S.from_crawler(crawler)
+    scheduler = RedisScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    assert isinstance(scheduler.df, RedisBloomDupeFilter) and scheduler.df.recrawl_key == "sr:dupefilter:recrawl"
+    assert not scheduler.df.request_seen(Request("http://example.com")) and scheduler.df.request_seen(
+        Request("http://example.com"))
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.keys("{sr:dupefilter:recrawl}:w:*")
+    scheduler.close("finished")
+    assert not client.keys("{sr:dupefilter:recrawl}:*")
+
+
+def test_recrawl_after_a_generation_gone_from_redis_fails_the_crawl(redis_server: RedisServer, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """A live generation's bits deleted (as eviction would): the next check
+    is refused (MissingKeyError), never answered from an empty generation;
+    the request is spilled, not dropped, and the crawl fails loudly, as the
+    chain's does."""
+    from scrapy import Spider
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    df = RedisBloomDupeFilter(redis_server.url, "gone:dupefilter", spill_dir=str(tmp_path), recrawl_after=600.0,
+                              capacity=1000)
+    monkeypatch.setattr(df._outages, "_schedule", lambda delay: None)
+    df._opened(Spider(name="gone"))
+    assert df.request_seen(Request("http://example.com/a")) is False
+    client = redis.Redis.from_url(redis_server.url)
+    (bits,) = client.keys("{gone:dupefilter:recrawl}:w:bits:*")
+    client.delete(bits)
+    with caplog.at_level("ERROR", logger="scrapy.dupefilters"):
+        assert df.request_seen(Request("http://example.com/a")) is True  # kept to check later, not fetched now
+    assert df.failed
+    (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "refused a check" in error and bits.decode() in error and "is gone" in error, error
+    assert list(tmp_path.glob("gone_dupefilter.*.unchecked.journal"))
+    df.close()

@@ -47,6 +47,11 @@ raises UnknownOutcome with ``new`` and ``unknown``; every error an add
 raises carries them. A caller may retry a batch that raised; it is then a
 new batch, and keys the lost one added read "seen" (the facts say which).
 
+**Replicas.** ``wait_replicas=n``: after an add that wrote (a key new,
+or any key with refresh=True), WAIT on the filter's node as the other Redis
+filters do (``_backend.replicated``); too few acknowledgements raise
+NotDurable with the add's facts (its new keys are new: act on them).
+
 **Backends.** 'plain' (Lua, any Redis: 'auto' picks it, the module loaded
 or not). The module has no windowed command yet and 'bf' no generations:
 both are refused when asked for, saying so.
@@ -66,12 +71,12 @@ from .. import _core, optimal_params
 from .._core import CapacityWarning
 from .._facts import batch_shaped
 from ..windowed import _check_error_rate, _check_generations, window_seconds
-from ._backend import NEW, ONE, AddOutcome, Part, windows
+from ._backend import NEW, ONE, AddOutcome, Part, replicated, windows
 from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import as_dict, delete_matching, eviction_policy
 from ._names import WindowKeys, batch_ids, client_of, tag_of_chain
 from ._registry import window_backend
-from ._wire import DEFAULT_RETRIES, Job, Script, Sender, _error_code
+from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Script, Sender, _error_code
 
 if TYPE_CHECKING:
     from .._core import Keys, Layout, Nulls
@@ -107,8 +112,9 @@ class RedisWindowedFilter:
     makes the filter, or attaches to it where one with the same parameters
     is there (one that differs raises ValueError naming the field).
     ``redis``: a redis-py client or a URL. ``capacity``: distinct keys per
-    window (each generation is sized for them). ``retries`` and
-    ``answer_ttl_ms`` as RedisBloomFilter's.
+    window (each generation is sized for them). ``retries``,
+    ``answer_ttl_ms``, ``wait_replicas`` and ``wait_timeout_ms`` as
+    RedisBloomFilter's.
     """
 
     __hash__ = None  # type: ignore[assignment]
@@ -127,6 +133,8 @@ class RedisWindowedFilter:
         seed: int = 0,
         retries: int = DEFAULT_RETRIES,
         answer_ttl_ms: Optional[int] = None,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
     ) -> None:
         if not isinstance(key, str) or not key:
             raise ValueError(f"key must be a non-empty str, got {key!r}")
@@ -144,7 +152,8 @@ class RedisWindowedFilter:
                              "generation, over the 2**32 of one Redis string: a smaller capacity or a higher "
                              "error_rate")
         client = client_of(redis)
-        self._sender = Sender(client, retries=retries, answer_ttl_ms=answer_ttl_ms)
+        self._sender = Sender(client, retries=retries, answer_ttl_ms=answer_ttl_ms, wait_replicas=wait_replicas,
+                              wait_timeout_ms=wait_timeout_ms)
         self._policy = eviction_policy(client)
         self._capacity, self._error_rate, self._window = int(capacity), rate, window_s
         base = tag_of_chain(key)
@@ -250,6 +259,7 @@ class RedisWindowedFilter:
                                               count)], idx)
                  for c, idx, body, count in self._chunks(hashed, self._b.window_form_add)]
         out = self._add(parts, len(hashed))
+        self._replicated(out, bool(refresh))
         out.raise_error(valid)
         return batch_shaped(valid, out.new)
 
@@ -262,8 +272,17 @@ class RedisWindowedFilter:
         job = self._b.window_add_job(w, f"{self._answers}{batch_ids.next()}.0", self._sender.answer_ttl_ms,
                                      bool(refresh), body, count)
         out = self._add([Part([job], ONE)], 1)
+        self._replicated(out, bool(refresh))
         out.raise_error()
         return bool(out.codes[0] == NEW)
+
+    def _replicated(self, out: AddOutcome, refresh: bool) -> None:
+        """With wait_replicas: WAIT after an add that wrote (a key new, or
+        any with refresh); too few acknowledgements become the add's error
+        (NotDurable, raised with its facts)."""
+        new = int(np.count_nonzero(out.new))
+        if out.error is None and (new or (refresh and len(out.codes))):
+            out.error = replicated(self._sender, [self._w.meta.encode()], self._what, new)
 
     def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None:
         """Add every key of each iterable, in order."""
@@ -356,6 +375,17 @@ class RedisWindowedFilter:
         return 1.0 - miss
 
     @property
+    def fill_ratio(self) -> float:
+        """The fraction of the live generations' bits that are 1, over the
+        whole ring (as the local class's)."""
+        return sum(ones for _s, _n, _c, ones in self._live()[1]) / self.num_bits
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole ring in Redis, when every generation is made."""
+        return self._w.nbytes * len(self._w.bits)
+
+    @property
     def window(self) -> float:
         """The window in seconds."""
         return self._window
@@ -403,6 +433,11 @@ class RedisWindowedFilter:
     @property
     def backend(self) -> str:
         return self._b.name
+
+    @property
+    def wait_replicas(self) -> int:
+        """Replicas each add that wrote waits for (0: no WAIT)."""
+        return self._sender.wait_replicas
 
     @property
     def answer_ttl_ms(self) -> int:

@@ -40,6 +40,8 @@ class _Filter(Protocol):
 
     def fingerprint(self, request: Request) -> bytes: ...
 
+    def _record(self, fp: bytes) -> bool: ...
+
     def _inc(self, key: str) -> None: ...
 
     def _set(self, key: str, value: Any) -> None: ...
@@ -234,9 +236,11 @@ class Outages:
         engine = df.crawler.engine
         if request.meta.pop(_UNCHECKED, False):
             # Its check reached Redis unanswered: it may be recorded. Fetch it
-            # regardless (at least once), and record it in case it was not.
+            # regardless (at least once), and record it in case it was not,
+            # by the filter's own add (a recrawl filter's does not refresh:
+            # a page's window still runs from when it was first let through).
             try:
-                df.seen.add(df.fingerprint(request))
+                df._record(df.fingerprint(request))
             except redis.RedisError:
                 pass
             request = request.replace(dont_filter=True)

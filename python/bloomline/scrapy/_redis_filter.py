@@ -1,7 +1,12 @@
 """The Redis dupefilter: one growing filter in Redis shared by every crawl
 process (a chain on ``RedisStages``), a drop-in for scrapy-redis's, with a
 local front filter for the fingerprints this process has already asked
-about. What happens when Redis fails is the outage machine's
+about. With ``BLOOMLINE_RECRAWL_AFTER`` the fingerprints are kept in a
+``RedisWindowedFilter`` at a key of its own (``<key>:recrawl``) and there
+is no front filter: the server's clock decides the window for the fleet,
+and a local cache could go on saying "seen" after the server would say
+"new" (docs/DECISIONS.md, "Recrawl windows in the Redis dupefilter").
+What happens when Redis fails is the outage machine's
 (``_outage.Outages``); the settings and the behaviour are documented in
 ``dupefilter.py``, where users name this class."""
 
@@ -10,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
 
 from scrapy import signals
 from scrapy.http import Request
@@ -29,6 +34,7 @@ from ._settings import (
     FRONT_SHARE,
     GROWTH,
     MAX_WAIT_TIMEOUT,
+    RECRAWL_GENERATIONS,
     REDIS_DEFAULTS,
     TIGHTENING,
     _bool_setting,
@@ -44,10 +50,25 @@ from .fingerprints import rule as fingerprint_rule
 
 if TYPE_CHECKING:
     from .._core import Layout
+    from ..redis import RedisWindowedFilter
 
 __all__ = ["RedisBloomDupeFilter"]
 
 FRONT_SEED = 0x9E3779B97F4A7C15  # not the Redis chain's seed: their false positives are independent
+# The recrawl filter's key: the dupefilter key and this (its own hash tag),
+# so that a chain and a windowed filter made for one key never share keys,
+# and deleting one (RedisStages.reset) never deletes the other.
+RECRAWL_SUFFIX = ":recrawl"
+
+
+class KindMismatch(ValueError):
+    """The dupefilter key holds the other kind of filter (a chain where a
+    recrawl filter is asked for, or the reverse); the message says which
+    and what to do."""
+
+
+class RecrawlMismatch(ValueError):
+    """The recrawl filter in Redis was made with other settings (which, in the message)."""
 
 
 class RedisBloomDupeFilter(_DupeFilter):
@@ -73,6 +94,7 @@ class RedisBloomDupeFilter(_DupeFilter):
         spill_dir: Optional[str] = None,
         wait_replicas: int = 0,
         wait_timeout: float = 1.0,
+        recrawl_after: Optional[float] = None,
     ) -> None:
         """server: a redis-py client or URL; key: the chain's name in Redis;
         persist: keep the filter when the crawl closes (else deleted);
@@ -80,7 +102,9 @@ class RedisBloomDupeFilter(_DupeFilter):
         crawl stops; spill_dir: where requests that could not be checked
         are kept (default: Scrapy's .scrapy/bloomline); wait_replicas,
         wait_timeout: WAIT for that many replicas, that many seconds, after
-        each check that records a fingerprint."""
+        each check that records a fingerprint. recrawl_after: seconds after
+        which a request is new again (a RedisWindowedFilter at
+        key + RECRAWL_SUFFIX, plain backend, no front filter)."""
         from ..redis import RedisStages  # here: redis is optional; the local filter does without it
 
         self._init_common(fingerprinter, debug, stats)
@@ -101,7 +125,7 @@ class RedisBloomDupeFilter(_DupeFilter):
         self._target = error_rate
         self._outages = Outages(self, Path(spill_dir) if spill_dir else Path(data_path("bloomline")))
         self._queue_in_redis = False  # scrapy-redis: the scheduler pushes a new request to Redis after the check
-        self.redis_checks = 0  # checks the front filter could not answer: they went to Redis
+        self.redis_checks = 0  # checks the front filter could not answer (a recrawl window: all): sent to Redis
         # Two re-sends of a check whose reply was lost, then it is spilled;
         # each answer is kept for twice the time those tries may take (the
         # socket timeout's), so a re-send always finds it (answer_ttl_ms
@@ -110,6 +134,17 @@ class RedisBloomDupeFilter(_DupeFilter):
                                    wait_timeout_ms=max(1, round(wait_timeout * 1000)))
         self.not_durable = 0  # checks whose fingerprint too few replicas acknowledged in time
         self._durable_warned = -math.inf  # monotonic time of the last such WARNING
+        self.recrawl_after = recrawl_after
+        self.seen: Union[ScalableBloomFilter, RedisWindowedFilter]
+        self.front: Optional[ScalableBloomFilter] = None
+        if recrawl_after is not None:
+            if backend not in ("auto", "plain"):  # (RedisWindowedFilter has the plain backend only)
+                raise ValueError(f"a recrawl filter runs on the plain backend, got backend={backend!r}")
+            wait_ms = max(1, round(wait_timeout * 1000))
+            self.seen = self._retrying(lambda: self._windowed(capacity, error_rate, layout, recrawl_after,
+                                                              wait_replicas, wait_ms))
+            return
+        self._retrying(self._refuse_a_recrawl_filter)
         # A filter imported from scrapy-redis's fingerprint set (bloomline
         # redis import-set) keeps the rule its fingerprints were made by,
         # and its first stage was sized for the set.
@@ -120,17 +155,105 @@ class RedisBloomDupeFilter(_DupeFilter):
             capacity = int(info["initial_capacity"])
         # The chain and the front filter split the error budget, so that
         # together they stay under error_rate.
-        self.seen = self._retrying(lambda: ScalableBloomFilter(
+        chain: ScalableBloomFilter = self._retrying(lambda: ScalableBloomFilter(
             capacity, error_rate * (1 - FRONT_SHARE), growth=GROWTH, tightening=TIGHTENING, layout=layout,
             store=self._stages, on_grow=self._grew))
+        self.seen = chain
         self.front = ScalableBloomFilter(capacity, error_rate * FRONT_SHARE, growth=GROWTH, tightening=TIGHTENING,
                                          layout=layout, seed=FRONT_SEED)
-        if self.seen.insert_count:
-            count, stages = self.seen.approx_count, self.seen.num_stages
+        if chain.insert_count:
+            count, stages = chain.approx_count, chain.num_stages
             source = (f" (imported from the set {info.get('imported_from', '?')!r}: requests are fingerprinted by "
                       f"{imported}'s rule, as its fingerprints were)" if imported else "")
             logger.info("%s: attached to the filter at Redis key %r%s: about %d %s seen, in %d %s", self.label, key,
                         source, count, noun(round(count), "request"), stages, noun(stages, "stage"))
+
+    @property
+    def recrawl_key(self) -> str:
+        """Where the recrawl filter is (or would be) in Redis."""
+        return self.key + RECRAWL_SUFFIX
+
+    def _refuse_a_recrawl_filter(self) -> None:
+        """Without BLOOMLINE_RECRAWL_AFTER: KindMismatch if a recrawl filter
+        lives at this key's recrawl key (crawls sharing a key must agree on
+        the setting, or some would fetch a page once ever, others once a
+        window, each unaware of the other's record)."""
+        from ..redis._names import client_of, tag_of_chain
+
+        window = client_of(self.server).hget(f"{tag_of_chain(self.recrawl_key)}:meta", "window")
+        if window is not None:
+            raise KindMismatch(
+                f"Redis key {self.key!r} has a recrawl filter at {self.recrawl_key!r}, made by a crawl with "
+                f"BLOOMLINE_RECRAWL_AFTER={float(window)!r}; this crawl has none (BLOOMLINE_RECRAWL_AFTER=None): "
+                "crawls sharing a key must agree on it. Set it as that crawl did, or use another key "
+                "(SCHEDULER_DUPEFILTER_KEY, BLOOMLINE_REDIS_KEY); the recrawl filter expires by itself at most "
+                "1.25x its window, and a second, after its last add")
+
+    def _windowed(self, capacity: int, error_rate: float, layout: Layout, window: float, wait_replicas: int,
+                  wait_timeout_ms: int) -> RedisWindowedFilter:
+        """The recrawl filter at recrawl_key: attached (made with the same
+        settings, or RecrawlMismatch naming them) or made; KindMismatch where
+        the dupefilter key holds a chain (made without the setting, or
+        imported from scrapy-redis's set)."""
+        from ..redis import RedisWindowedFilter
+        from ..redis._names import client_of, tag_of_chain
+
+        client = client_of(self.server)  # (bytes replies, whatever the caller's client decodes)
+        shown = f"BLOOMLINE_RECRAWL_AFTER={window!r}"
+        info = self._stages.info()
+        if info is not None or client.exists(self._stages.stages_key, self._stages.import_key):
+            if info is not None and info.get("fingerprints"):
+                # Its fingerprints have no times: read as seen now they would
+                # all come due at once a window later, and read as old they
+                # would all be fetched again now. Neither is what was seen.
+                raise KindMismatch(
+                    f"{shown}, but Redis key {self.key!r} holds fingerprints imported from scrapy-redis's set "
+                    f"{info.get('imported_from', '?')!r} (bloomline redis import-set), which have no times to "
+                    "start a recrawl window from: crawl without BLOOMLINE_RECRAWL_AFTER, or start the recrawl "
+                    "filter anew with another key (SCHEDULER_DUPEFILTER_KEY, BLOOMLINE_REDIS_KEY)")
+            raise KindMismatch(
+                f"{shown}, but Redis key {self.key!r} holds a filter made by a crawl without it (every page "
+                "fetched once ever); crawls sharing a key must agree on it. Set it as that crawl did, delete that "
+                f"filter (bloomline.redis.RedisStages(url, {self.key!r}).reset()), or use another key "
+                "(SCHEDULER_DUPEFILTER_KEY, BLOOMLINE_REDIS_KEY)")
+        # The settings a stored recrawl filter was made with, named as the
+        # settings (RedisWindowedFilter's own check names its fields).
+        meta = {k.decode(): v.decode() for k, v in
+                client.hgetall(f"{tag_of_chain(self.recrawl_key)}:meta").items()}
+        if meta.get("kind") == "windowed":
+            for setting, field, want in (("BLOOMLINE_RECRAWL_AFTER", "window", window),
+                                         ("BLOOMLINE_CAPACITY", "capacity", capacity),
+                                         ("BLOOMLINE_ERROR_RATE", "error_rate", error_rate),
+                                         ("BLOOMLINE_LAYOUT", "layout", layout)):
+                have: Any = meta.get(field, "")
+                same = (have == str(want)) if field == "layout" else (bool(have) and float(have) == float(want))
+                if not same:
+                    have = have if field == "layout" else float(have or "nan")
+                    raise RecrawlMismatch(
+                        f"the recrawl filter at Redis key {self.recrawl_key!r} was made with {setting}={have!r}, "
+                        f"this crawl has {want!r}: set it as that crawl did, or start anew (it expires by itself at "
+                        "most 1.25x its window, and a second, after its last add)")
+        # The whole error budget: there is no front filter to share it with.
+        seen = RedisWindowedFilter(self.server, self.recrawl_key, capacity, error_rate, window=window,
+                                   generations=RECRAWL_GENERATIONS, backend="plain", layout=layout, retries=2,
+                                   wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
+        live = seen.live_generations
+        if live:
+            count = seen.approx_count
+            logger.info("%s: attached to the recrawl filter at Redis key %r (BLOOMLINE_RECRAWL_AFTER=%g s): about "
+                        "%d %s seen in %d live %s", self.label, self.recrawl_key, window, count,
+                        noun(round(count), "request"), len(live), noun(len(live), "generation"))
+        return seen
+
+    def _record(self, fp: bytes) -> bool:
+        """One check in Redis: True when the fingerprint was new. A recrawl
+        filter's add does not refresh a seen fingerprint (refresh=False, as
+        the local filter's): a page's window runs from when it was first let
+        through, or a page linked from everywhere would never be fetched
+        again."""
+        if self.recrawl_after is not None:
+            return bool(cast("RedisWindowedFilter", self.seen).add(fp, refresh=False))
+        return bool(self.seen.add(fp))
 
     def _retrying(self, make: Callable[[], Any]) -> Any:
         """make() retried with backoff for retry_timeout_s seconds while Redis
@@ -158,10 +281,6 @@ class RedisBloomDupeFilter(_DupeFilter):
         jobdir = job_dir(s)
         try:
             config = _Config(s)
-            if config.recrawl_after is not None:  # (not silently ignored: every page would be fetched once only)
-                raise _Refused(REASON_SETTINGS, "BLOOMLINE_RECRAWL_AFTER is for the local BloomDupeFilter; "
-                                                f"RedisBloomDupeFilter has no time window yet, got "
-                                                f"{s.get('BLOOMLINE_RECRAWL_AFTER')!r}")
             key = key or _redis_key(s, spider_name)
             persist = _bool_setting(s, "SCHEDULER_PERSIST", False)
             retry = _float_setting(s, "BLOOMLINE_REDIS_RETRY_TIMEOUT", DEFAULT_RETRY_TIMEOUT_S, 0.0, 86400.0, closed=True)
@@ -169,6 +288,11 @@ class RedisBloomDupeFilter(_DupeFilter):
             if backend not in ("auto", "module", "plain"):
                 raise _Refused(REASON_SETTINGS, f"BLOOMLINE_REDIS_BACKEND must be 'auto', 'module' or 'plain', "
                                                 f"got {backend!r}")
+            recrawl = config.recrawl_after
+            if recrawl is not None and backend == "module":  # (RedisWindowedFilter: plain only, for now)
+                raise _Refused(REASON_SETTINGS, f"BLOOMLINE_REDIS_BACKEND must be 'auto' or 'plain' with "
+                                                f"BLOOMLINE_RECRAWL_AFTER (the recrawl filter in Redis has the plain "
+                                                f"backend only), got {backend!r}")
             replicas = _int_setting(s, "BLOOMLINE_REDIS_REPLICAS", 0, 0)
             # (under the 5 s socket timeout, less a second: WAIT holds the connection)
             wait = _float_setting(s, "BLOOMLINE_REDIS_REPLICAS_TIMEOUT", 1.0, 0.0, MAX_WAIT_TIMEOUT, closed=False) \
@@ -178,9 +302,12 @@ class RedisBloomDupeFilter(_DupeFilter):
                 self = cls(server, key, config.debug, fingerprinter=getattr(crawler, "request_fingerprinter", None),
                            capacity=config.capacity, error_rate=config.error_rate, layout=config.layout,
                            stats=getattr(crawler, "stats", None), persist=persist, retry_timeout_s=retry,
-                           backend=backend, spill_dir=jobdir, wait_replicas=replicas, wait_timeout=wait)
+                           backend=backend, spill_dir=jobdir, wait_replicas=replicas, wait_timeout=wait,
+                           recrawl_after=recrawl)
             except ChainMismatch as e:
                 raise _mismatch(f"the filter at Redis key {key!r}", e, s, 1 - FRONT_SHARE) from None
+            except (KindMismatch, RecrawlMismatch) as e:
+                raise _Refused(REASON_SETTINGS, f"{cls.label}: {e}") from None
             except Exception as e:  # refused by the server (a key of another type, no memory, a bad backend)
                 import redis  # here: redis is optional; the local filter does without it
 
@@ -239,11 +366,11 @@ class RedisBloomDupeFilter(_DupeFilter):
         if self._outages.active or self.failed:
             return self._outages.keep(request, sent=False)
         fp = self.fingerprint(request)
-        if fp in self.front:
+        if self.front is not None and fp in self.front:
             return True
         try:
             self.redis_checks += 1
-            new = self.seen.add(fp)
+            new = self._record(fp)
         except NotDurable as e:
             # Answered by the primary, not yet on enough replicas: a new page
             # is fetched all the same (checking again would answer "seen").
@@ -257,7 +384,8 @@ class RedisBloomDupeFilter(_DupeFilter):
                     "finish deletes the filter the others use") if isinstance(e, MissingKeyError) else ""
             self._outages.fail(f"Redis at {self.where} refused a check: {e}{hint}")
             return self._outages.keep(request, sent=True)
-        self.front.add(fp)
+        if self.front is not None:
+            self.front.add(fp)
         if new and self._queue_in_redis:
             self._outages.last_new = request
         return not new
@@ -269,6 +397,20 @@ class RedisBloomDupeFilter(_DupeFilter):
 
     def _more_stats(self) -> list[tuple[str, Any]]:
         return [("bloomline/redis_checks", self.redis_checks)]
+
+    def _parts(self) -> tuple[int, str]:
+        if self.recrawl_after is not None:
+            return len(cast("RedisWindowedFilter", self.seen).live_generations), "generation"
+        return super()._parts()
+
+    def _summary(self) -> None:
+        import redis  # here: redis is optional; the local filter does without it
+
+        try:
+            super()._summary()
+        except redis.RedisError as e:  # (the facts are read from Redis; the crawl is over all the same)
+            logger.warning("%s: could not read the filter's facts from Redis at %s for the summary: %s", self.label,
+                           self.where, e)
 
     def _not_durable(self, error: Exception) -> None:
         self.not_durable += 1
@@ -297,12 +439,16 @@ class RedisBloomDupeFilter(_DupeFilter):
         if self.failed or self.refused is not None:
             return
         self._summary()
+        key = self.key if self.recrawl_after is None else self.recrawl_key
         try:
-            self._stages.reset()
+            if self.recrawl_after is not None:
+                cast("RedisWindowedFilter", self.seen).delete()
+            else:
+                self._stages.reset()
         except redis.RedisError as e:
-            logger.warning("%s: could not delete the filter at Redis key %r: %s", self.label, self.key, e)
+            logger.warning("%s: could not delete the filter at Redis key %r: %s", self.label, key, e)
             return
-        logger.info("%s: deleted the filter at Redis key %r (SCHEDULER_PERSIST is off)", self.label, self.key)
+        logger.info("%s: deleted the filter at Redis key %r (SCHEDULER_PERSIST is off)", self.label, key)
 
     def close(self, reason: str = "") -> None:
         """Scrapy's scheduler: summary, and the filter deleted unless it is
@@ -313,6 +459,10 @@ class RedisBloomDupeFilter(_DupeFilter):
         self._summary()
         if self.delete_on_close:
             self.clear()
+        elif not self.failed and self.recrawl_after is not None:
+            logger.info("%s: kept the recrawl filter at Redis key %r: a new crawl of this spider skips what it saw "
+                        "within BLOOMLINE_RECRAWL_AFTER (it expires by itself at most 1.25x that, and a second, "
+                        "after its last add)", self.label, self.recrawl_key)
         elif not self.failed:
             logger.info("%s: kept the filter at Redis key %r: a new crawl of this spider skips what it saw (delete "
                         "it with bloomline.redis.RedisStages(url, key).reset())", self.label, self.key)

@@ -23,6 +23,7 @@ DEFAULT_RETRY_TIMEOUT_S = 30.0
 GROWTH = 2
 TIGHTENING = 0.9
 FRONT_SHARE = 0.1  # of the error budget, for the Redis filter's local front filter
+RECRAWL_GENERATIONS = 4  # BLOOMLINE_RECRAWL_AFTER's filters: a page is fetched again within 1.25x it
 # Redis's own socket timeouts: short, since a check runs on the reactor
 # (scrapy-redis uses 30 s; REDIS_PARAMS may set others).
 REDIS_DEFAULTS: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 5, "retry_on_timeout": True}

@@ -29,9 +29,9 @@ spilled requests first. A request whose check was sent but not answered
 may or may not be recorded: it is scheduled again without the check, so it
 is fetched at least once (perhaps twice across processes), never lost.
 
-Recrawls (``BLOOMLINE_RECRAWL_AFTER``, seconds; local filter only): a
+Recrawls (``BLOOMLINE_RECRAWL_AFTER``, seconds; both filters): a
 request whose fingerprint was first let through longer ago than that is
-new again, so its page is fetched again. The filter is then a
+new again, so its page is fetched again. The local filter is then a
 ``WindowedBloomFilter`` (bloomline.windowed) with a window of that many
 seconds in 4 generations: a page is fetched again between
 ``BLOOMLINE_RECRAWL_AFTER`` and 1.25 times it after it was first let
@@ -44,6 +44,18 @@ starts (generations that expired meanwhile are dropped) and saved
 atomically at close and at most every minute while crawling: a crawl
 killed with SIGKILL forgets at most the last minute's requests, whose
 pages are then fetched again (a duplicate, never a page lost).
+The Redis filter keeps the window for the whole fleet in a
+``bloomline.redis.RedisWindowedFilter`` at the key ``<key>:recrawl``
+(the same window, generations, capacity and error rate; refresh=False;
+plain backend), the Redis server's clock deciding the generations. Every
+check goes to Redis: it has no front filter (a local cache could answer
+"seen" after the server's window let the page go). ``SCHEDULER_PERSIST``
+keeps the window between crawls (off: deleted at close); the outage spill
+rechecks with the same add. Crawls sharing a key must agree on the
+setting: a chain at the key is refused with it, a recrawl filter at
+``<key>:recrawl`` without it (one ERROR line each), as are
+``BLOOMLINE_REDIS_BACKEND = "module"`` and a chain imported from
+scrapy-redis's set. ``BLOOMLINE_REDIS_REPLICAS`` works as for the chain.
 
 Settings: ``BLOOMLINE_CAPACITY`` (100,000: the first stage; later stages
 are 2x larger), ``BLOOMLINE_ERROR_RATE`` (0.0001: the chance a new page is
@@ -99,6 +111,7 @@ from ._crawl import REASON_SETTINGS as REASON_SETTINGS, logger as logger
 from ._settings import DEFAULT_CAPACITY as DEFAULT_CAPACITY, DEFAULT_ERROR_RATE as DEFAULT_ERROR_RATE
 from ._settings import DEFAULT_RETRY_TIMEOUT_S as DEFAULT_RETRY_TIMEOUT_S, FRONT_SHARE as FRONT_SHARE
 from ._settings import GROWTH as GROWTH, TIGHTENING as TIGHTENING
+from ._settings import RECRAWL_GENERATIONS as RECRAWL_GENERATIONS  # shared with the Redis filter
 
 if TYPE_CHECKING:
     from .._core import Layout
@@ -106,7 +119,6 @@ if TYPE_CHECKING:
 __all__ = ["BloomDupeFilter", "RedisBloomDupeFilter"]
 
 RECRAWL_FILE = "bloomline-recrawl.blf"
-RECRAWL_GENERATIONS = 4  # a page is fetched again within 1.25x BLOOMLINE_RECRAWL_AFTER
 # Seconds between saves of a recrawl filter to JOBDIR while crawling: what a
 # killed crawl forgets (and fetches again) is at most this much.
 RECRAWL_SAVE_EVERY = 60.0
