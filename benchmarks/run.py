@@ -678,7 +678,13 @@ def report(results: dict[str, Any], libs: list[Lib], args: argparse.Namespace) -
     notes_file = HERE / "NOTES.md"
     if notes_file.exists():
         w(notes_file.read_text())
+    w(REPORT_END)
     return "\n".join(lines) + "\n"
+
+
+# Where this script's report ends in RESULTS.md: what follows is other
+# scripts' sections and text written beside them, kept as it is.
+REPORT_END = "<!-- run.py:end -->"
 
 
 def _write(text: str, results: dict[str, Any], args: argparse.Namespace) -> None:
@@ -687,8 +693,11 @@ def _write(text: str, results: dict[str, Any], args: argparse.Namespace) -> None
         import re
 
         old = args.out.read_text()
-        blocks = re.finditer(r"<!-- (\w+):begin -->.*?<!-- \1:end -->", old, flags=re.S)
-        text = text.rstrip("\n") + "".join("\n\n" + b.group(0) for b in blocks) + "\n"
+        if REPORT_END in old:
+            text = text.rstrip("\n") + old.split(REPORT_END, 1)[1]
+        else:  # a file from before the end marker: its named sections only
+            blocks = re.finditer(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", old, flags=re.S)
+            text = text.rstrip("\n") + "".join("\n\n" + b.group(0) for b in blocks) + "\n"
     args.out.write_text(text)
     args.out.with_suffix(".json").write_text(json.dumps(results, indent=1, default=str))
 
