@@ -37,6 +37,21 @@ key_strategy = st.one_of(
 )
 
 
+def test_single_adds_count_exactly_as_a_batch_does(layout: str) -> None:
+    # A single add sets bits blind after a new key and looks first after a
+    # known one: keys alternating new and known go through both forms, and
+    # the answers, bits and counts must be the batch add's.
+    keys = [f"https://example.org/{i}" for i in range(3000)]
+    stream = [k for i, k in enumerate(keys) for k in ([k, k] if i % 3 == 0 else [k])]
+    one = BloomFilter(10_000, 0.001, layout=layout)
+    answers = [one.add(k) for k in stream]
+    batch = BloomFilter(10_000, 0.001, layout=layout)
+    assert answers == batch.add_many(stream).tolist()
+    assert answers.count(True) == 3000
+    assert one == batch
+    assert (one.insert_count, one.approx_count) == (batch.insert_count, batch.approx_count)
+
+
 @pytest.mark.filterwarnings("ignore::bloomline.CapacityWarning")  # filters of capacity 1 take up to 300 keys here
 @settings(max_examples=200, deadline=None)
 @given(keys=st.lists(key_strategy, max_size=300), layout=st.sampled_from(["blocked", "standard"]),

@@ -62,6 +62,38 @@ def test_int_is_8_bytes_little_endian_twos_complement(bf: BloomFilter) -> None:
     same_key(bf, False, 0)
 
 
+# Where an int's digits (30 bits each in CPython) run out, and where 64 bits do:
+# single calls read small ints in place, batches of NumPy integers never do.
+INT_EDGES = [2**30 - 1, 2**30, 2**60 - 1, 2**60, 2**62, 2**63 - 1, 2**63, 2**64 - 1]
+
+
+@pytest.mark.parametrize("v", INT_EDGES + [-v for v in INT_EDGES if v <= 2**63])
+def test_ints_at_digit_edges_are_their_64_bits(bf: BloomFilter, v: int) -> None:
+    same_key(bf, v, (v % 2**64).to_bytes(8, "little"))
+    f = fresh(bf)
+    f.add(v)
+    assert f.contains_many(np.array([v % 2**64], dtype=np.uint64)).tolist() == [True]
+
+
+@pytest.mark.parametrize("v", [2**64, -(2**63) - 1, 2**90])
+def test_ints_beyond_64_bits_are_not_their_low_bits(bf: BloomFilter, v: int) -> None:
+    f = fresh(bf)
+    assert f.add(v) is True
+    assert (v % 2**64) not in f
+    assert v in f
+
+
+def test_single_int_calls_match_numpy_batches(bf: BloomFilter) -> None:
+    rng = np.random.default_rng(8)
+    ints = (rng.integers(-(2**63), 2**63, size=3000, dtype=np.int64) >> rng.integers(0, 64, size=3000)).astype(np.int64)
+    f = fresh(bf)
+    for v in ints.tolist():
+        f.add(v)
+    g = fresh(bf)
+    g.add_many(ints)
+    assert f == g
+
+
 def test_numpy_integer_scalars_are_ints(bf: BloomFilter) -> None:
     for t in [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]:
         same_key(bf, t(5), 5)

@@ -228,9 +228,19 @@ Handle<T>* handle_of(PyObject* self) {
     using H = Handle<T>;
     // pybind11 keeps a single registered C++ base in its "simple layout": the
     // value pointer sits in the instance, null until __init__ has run.
+    // Its holder flag is read in place too: get_value_and_holder() is a call
+    // pybind11 keeps out of line, on every add and lookup.
     auto* inst = reinterpret_cast<py::detail::instance*>(self);
-    void* p = inst->simple_layout ? inst->simple_value_holder[0] : py::handle(self).cast<H*>();
-    if (p == nullptr || !inst->get_value_and_holder().holder_constructed() || !static_cast<H*>(p)->f) {
+    void* p = nullptr;
+    bool built = false;
+    if (inst->simple_layout) {
+        p = inst->simple_value_holder[0];
+        built = inst->simple_holder_constructed;
+    } else {
+        p = py::handle(self).cast<H*>();
+        built = inst->get_value_and_holder().holder_constructed();
+    }
+    if (p == nullptr || !built || !static_cast<H*>(p)->f) {
         PyErr_SetString(PyExc_TypeError, "the filter is not initialised (call __init__ first)");
         throw py::error_already_set();
     }
@@ -256,9 +266,11 @@ PyObject* fast_add(PyObject* self, PyObject* key) {
     return guarded(
         [&]() -> PyObject* {
             Handle<T>& h = *handle_of<T>(self);
-            const bool is_new = h->add(py_keys::hash_key(key, h->geometry().seed));
+            const bool is_new = h->add(py_keys::hash_scalar_key(key, h->geometry().seed));
             note_capacity(h);
-            return PyBool_FromLong(is_new);
+            PyObject* answer = is_new ? Py_True : Py_False;  // PyBool_FromLong, without the call
+            Py_INCREF(answer);
+            return answer;
         },
         nullptr);
 }
@@ -268,7 +280,7 @@ int fast_contains(PyObject* self, PyObject* key) {
     return guarded(
         [&]() -> int {
             const T& f = **handle_of<T>(self);
-            return f.contains(py_keys::hash_key(key, f.geometry().seed)) ? 1 : 0;
+            return f.contains(py_keys::hash_scalar_key(key, f.geometry().seed)) ? 1 : 0;
         },
         -1);
 }

@@ -49,6 +49,7 @@ bool is_instance(PyObject* o, PyObject* type) {
 
 // The 64-bit pattern of an int in [-2**63, 2**64), or false beyond.
 bool int_key64(PyObject* o, std::uint64_t* v) {
+    if (small_int_key(o, v)) return true;
     int overflow = 0;
     const long long s = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow == 0) {

@@ -61,6 +61,54 @@ std::string type_name(PyObject* o);
 
 // Hash one key. `what` names it in errors ("key", "keys[3]").
 Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what = "key");
+
+// The 64-bit pattern of an int read in place when its magnitude fits in the
+// digits read here (below 2**64, and at most 2**63 when negative); false
+// sends it to the general reader. Saves the call into libpython that
+// PyLong_AsLongLongAndOverflow is, on every int key.
+inline bool small_int_key(PyObject* o, std::uint64_t* v) {
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    const Py_ssize_t size = Py_SIZE(o);
+    if (size < -3 || size > 3) return false;
+    const digit* d = reinterpret_cast<PyLongObject*>(o)->ob_digit;
+    const std::size_t n = static_cast<std::size_t>(size < 0 ? -size : size);
+    std::uint64_t mag = 0;
+    if (n >= 1) mag = d[0];
+    if (n >= 2) mag |= static_cast<std::uint64_t>(d[1]) << 30;
+    if (n == 3) {
+        if (d[2] >= 16) return false;  // 2**64 or more
+        mag |= static_cast<std::uint64_t>(d[2]) << 60;
+    }
+    if (size < 0) {
+        if (mag > (std::uint64_t{1} << 63)) return false;  // below -2**63
+        mag = std::uint64_t{0} - mag;
+    }
+    *v = mag;
+    return true;
+#elif PY_VERSION_HEX >= 0x030C0000
+    if (!PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject*>(o))) return false;
+    *v = static_cast<std::uint64_t>(static_cast<std::int64_t>(
+        PyUnstable_Long_CompactValue(reinterpret_cast<PyLongObject*>(o))));
+    return true;
+#else
+    (void)o;
+    (void)v;
+    return false;
+#endif
+}
+
+// hash_key for the forms one call per key mostly takes (an ASCII str, bytes,
+// an int), inline in the scalar add and lookup, with the same hashes; every
+// other key goes through hash_key and its rules.
+inline Hash128 hash_scalar_key(PyObject* key, std::uint64_t seed) {
+    if (PyUnicode_CheckExact(key) && PyUnicode_IS_COMPACT_ASCII(key))
+        return murmur3_128(PyUnicode_DATA(key), static_cast<std::size_t>(PyUnicode_GET_LENGTH(key)), seed);
+    if (PyBytes_CheckExact(key))
+        return murmur3_128(PyBytes_AS_STRING(key), static_cast<std::size_t>(PyBytes_GET_SIZE(key)), seed);
+    std::uint64_t v = 0;
+    if (PyLong_CheckExact(key) && small_int_key(key, &v)) return murmur3_128_u64(v, seed);
+    return hash_key(key, seed);
+}
 // The bytes of one key by the key rules (an int's 8 bytes LE, a tuple's
 // tagged encoding, ...): what hash_key hashes.
 std::string key_bytes(PyObject* key, const char* what = "key");

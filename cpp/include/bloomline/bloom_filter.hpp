@@ -61,16 +61,27 @@ public:
     }
 
     // ---- single keys -------------------------------------------------
+    // Checked under the mutex only: closing or making a filter read-only
+    // takes the mutex, so the check there is the one that counts.
     bool add(const Hash128& h) {
+        std::lock_guard<WriterMutex> lock(writer_);
         check_write();
-        std::lock_guard<std::mutex> lock(writer_);
-        check_write();
-        const unsigned changed = add_at(geo_, bits_.words(), h, shared_);
+        unsigned changed = 0;
+        if (geo_.layout == Layout::blocked && !shared_ && scalar_blind_) {
+            changed = set_blind(BlockedLayout::block_words(bits_.words(), geo_.num_blocks(), h.h1), h.h2,
+                                geo_.num_hashes);
+        } else {
+            changed = add_at(geo_, bits_.words(), h, shared_);
+        }
+        // A new key: the next one is likely new too (a filter filling up),
+        // and is set blind. A known one: look first, writing nothing, as a
+        // deduplicating stream's known keys should (clean lines, clean pages
+        // of a mapped file).
+        scalar_blind_ = changed != 0;
         if (changed == 0) return false;
         bump({changed, 1});
         return true;
     }
-
     bool contains(const Hash128& h) const {
         check_open();
         return probe_at(geo_, bits_.words(), h);
@@ -135,7 +146,7 @@ public:
         // Each super-chunk under the writer mutex, its counts taken there,
         // and the blocked add form for the next chunk chosen as add_keys does.
         auto in_lock = [this](auto&& add_chunk) {
-            std::lock_guard<std::mutex> lock(writer_);
+            std::lock_guard<WriterMutex> lock(writer_);
             check_write();
             const AddCounts c = add_chunk();
             bump(c);
@@ -188,7 +199,7 @@ public:
     }
     void clear() {
         check_write();
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         if (shared_) {
             std::uint64_t* w = bits_.words();
             for (std::size_t i = 0, n = bits_.nbytes() / 8; i < n; ++i) atomic_store(w + i, 0);
@@ -233,6 +244,22 @@ private:
         return StandardLayout::set(words, g.num_slots, g.num_hashes, h, shared);
     }
 
+    // One key's bits in its block, set blind (writer mutex held, memory not
+    // shared): load, or, store per bit, no test first; returns how many were
+    // clear. The batch loops' blind form (layout_blocked.cpp) for one key.
+    static unsigned set_blind(std::uint64_t* blk, std::uint64_t h2, std::uint32_t k) {
+        unsigned changed = 0;
+        for (std::uint32_t j = 0; j < k; ++j) {
+            const unsigned off = BlockedLayout::offset(h2, j);
+            std::uint64_t* p = blk + (off >> 6);
+            const std::uint64_t old = load_le(p);
+            const std::uint64_t bit = std::uint64_t{1} << (off & 63);
+            changed += (old & bit) == 0;
+            atomic_store(p, to_le64(old | bit));
+        }
+        return changed;
+    }
+
     // Under the writer mutex: plain read-then-store, no locked instruction.
     void bump(const AddCounts& c) {
         bits_set_.store(bits_set_.load(std::memory_order_relaxed) + c.bits, std::memory_order_relaxed);
@@ -245,7 +272,7 @@ private:
     void combine(const BloomFilter& o, bool is_union, Op op, AtomicOp atomic_op) {
         check_write();
         o.check_open();
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         // A union with an empty filter is a copy of the other: its count is
         // kept exactly (a scalable chain's union adds stages so). Memory
         // other writers share may hold bits this filter has not counted.
@@ -279,6 +306,7 @@ private:
     BitArray bits_;
     std::atomic<std::uint64_t> bits_set_{0};
     AddForm form_ = AddForm::blind;  // the add form for the next chunk (writer mutex held)
+    bool scalar_blind_ = true;        // the next single add sets blind (writer mutex held)
 };
 
 }  // namespace bloomline

@@ -70,7 +70,7 @@ public:
     // True when the key was absent before (some counter was 0).
     bool add(const Hash128& h) {
         check_write();
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         check_write();
         ensure_counted();
         return add_one(h);
@@ -82,7 +82,7 @@ public:
     // absent raises it: insert_count stays the keys present, not the adds.
     bool remove(const Hash128& h) {
         check_write();
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         check_write();
         ensure_counted();
         return remove_one(h);
@@ -123,7 +123,7 @@ public:
     void union_with(const CountingBloomFilter& o) {
         check_write();
         o.check_open();
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         ensure_counted();
         const std::uint32_t mx = counters_.max_value();
         for (std::uint64_t i = 0; i < geo_.num_slots; ++i) {
@@ -141,7 +141,7 @@ public:
     void intersect_with(const CountingBloomFilter& o) {
         check_write();
         o.check_open();
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         ensure_counted();
         for (std::uint64_t i = 0; i < geo_.num_slots; ++i) {
             const std::uint32_t a = counters_.get(i), b = o.counters_.get(i);
@@ -176,7 +176,7 @@ public:
 
     void clear() {
         check_write();
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         ensure_counted();
         counters_.clear();
         nonzero_ = 0;
@@ -212,7 +212,7 @@ public:
             },
             [&](std::uint64_t s) { return static_cast<const void*>(counters_.address_of(s)); },
             [&](auto&& add_chunk) {
-                std::lock_guard<std::mutex> lock(writer_);
+                std::lock_guard<WriterMutex> lock(writer_);
                 check_write();
                 ensure_counted();
                 std::fill(saturated.begin(), saturated.end(), 0);
@@ -346,7 +346,7 @@ private:
     }
     void ensure_counted_locked() {
         if (counted_) return;
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         ensure_counted();
     }
 

@@ -15,10 +15,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "bloomline/index.hpp"
@@ -36,6 +38,40 @@ enum class Access : std::uint8_t { read_write, read_only, closed };
 // Keys per hold of the writer mutex in a batch add: writers on other threads
 // take turns chunk by chunk.
 constexpr std::size_t kWriterChunk = 2048;
+
+// The writer mutex: one atomic flag. Every writer of a filter takes it, on
+// whichever thread (a scalar add holding the GIL, a batch add that released
+// it, clear, |=, close), so exclusion is std::mutex's. Taken free it costs
+// one locked exchange and a plain release store, where std::mutex costs two
+// calls into libc and two locked instructions: a scalar add pays it on every
+// call (benchmarks/NOTES.md, issue 37). Held, it is held for at most one
+// batch chunk, so a waiter spins a little, then yields, then naps.
+class WriterMutex {
+public:
+    void lock() {
+        if (!held_.exchange(true, std::memory_order_acquire)) return;
+        wait_and_lock();
+    }
+    bool try_lock() { return !held_.load(std::memory_order_relaxed) && !held_.exchange(true, std::memory_order_acquire); }
+    void unlock() { held_.store(false, std::memory_order_release); }
+
+private:
+    void wait_and_lock() {
+        for (unsigned spins = 0;; ++spins) {
+            if (try_lock()) return;
+            if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+                __builtin_ia32_pause();
+#endif
+            } else if (spins < 128) {
+                std::this_thread::yield();
+            } else {
+                std::this_thread::sleep_for(std::chrono::microseconds(20));
+            }
+        }
+    }
+    std::atomic<bool> held_{false};
+};
 
 template <class Derived>
 class FilterCommon {
@@ -65,7 +101,7 @@ public:
     }
     // Lookups only from now on; `why` says so in the error of a write.
     void set_read_only(std::string why) {
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         read_only_why_ = std::move(why);
         access_ = Access::read_only;
     }
@@ -74,7 +110,7 @@ public:
     // atomic read-modify-writes, and the counts of set slots cover this
     // filter's own changes plus what was there at the last recount().
     void share_memory() {
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         shared_ = true;
         owner_generation_ = fork_generation();
     }
@@ -83,14 +119,14 @@ public:
     // f() under the writer mutex (no add of this filter runs meanwhile).
     template <class F>
     void locked(F&& f) {
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         f();
     }
     // f() under the writer mutex, for a reader that must not see an add of
     // this filter half done (an export's copy of the payload).
     template <class F>
     void read_locked(F&& f) const {
-        std::lock_guard<std::mutex> lock(writer_);
+        std::lock_guard<WriterMutex> lock(writer_);
         f();
     }
     // Under the writer mutex: refuse all further use.
@@ -137,7 +173,7 @@ protected:
     void locked_chunks(std::size_t n, Chunk&& chunk) {
         check_write();
         for (std::size_t start = 0; start < n; start += kWriterChunk) {
-            std::lock_guard<std::mutex> lock(writer_);
+            std::lock_guard<WriterMutex> lock(writer_);
             check_write();  // closed meanwhile?
             chunk(start, std::min(kWriterChunk, n - start));
         }
@@ -151,7 +187,7 @@ protected:
     std::string read_only_why_;
     bool shared_ = false;  // set under the writer mutex, before any concurrent use
     std::uint32_t owner_generation_ = 0;  // shared memory: the fork_generation() of the process it belongs to
-    mutable std::mutex writer_;
+    mutable WriterMutex writer_;
 };
 
 }  // namespace bloomline
