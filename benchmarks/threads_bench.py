@@ -95,21 +95,21 @@ def main() -> int:
         "of str, filters at 1%, medians of "
         f"{REPEATS} repeats in which the thread counts take turns. Speed-up is the "
         "median of the per-repeat ratios to threads=1. The answers are the same for every thread count "
-        "(tests/test_threads.py compares the bytes).",
+        "(tests/test_threads.py and tests/test_threaded_adds.py compare the bytes).",
         "",
         "| keys | layout | MB | threads | add_many ns/key | speed-up | contains_many ns/key | speed-up |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
         "What threads= spreads (parallel.hpp). Lookups: every input, cut into one slice per thread; they "
-        "scale with the cores' memory parallelism. Adds set bits on one thread, so that answers and counts "
-        "are those of one thread, and hash on all of them where hashing costs: NumPy S arrays and Arrow "
-        "string columns are hashed a chunk at a time on every thread, NumPy U arrays in slices on every "
-        "thread before the adds. Integer keys are hashed inside the one-thread add loop while the memory "
-        "of earlier keys is fetched (stream.hpp), so threads= leaves their adds as they are. Lists (and "
-        "other iterables) are read and hashed under the GIL, on one thread, before any add or lookup: "
-        "threads= spreads only their lookups' probes. The block-split add that set bits on two threads was "
-        "exact but no faster than one thread here (benchmarks/NOTES.md, sixth round) and was removed.",
+        "scale with the cores' memory parallelism. Adds (issue 37): each thread owns a range of the "
+        "filter's memory in whole 512-slot units and makes every write in it, in input order, so the "
+        "answers, counts and bytes are one thread's (tests/test_threaded_adds.py); per super-chunk the keys "
+        "are hashed on every thread and sorted to their owners, then each owner adds its keys (the blocked "
+        "layout through its one-thread batch add, the standard layout slot by slot). The sorting costs CPU "
+        "that one thread does not spend (benchmarks/NOTES.md, \"Threaded adds\"), so two threads gain less "
+        "than two cores' memory parallelism would allow; benchmarks/threads_probe.cpp measures that floor. "
+        "Lists (and other iterables) are read and hashed under the GIL, on one thread, first.",
     ])
     write_section("threads", body)
     print("wrote the threads section of benchmarks/RESULTS.md")
