@@ -72,6 +72,11 @@ if pid == 0:
         print("child added", flush=True)
     except ValueError as e:
         print("child refused:", e, flush=True)
+    try:  # a threaded add (every thread writes) is refused the same way
+        f.add_many(np.arange(100_000, 200_000, dtype=np.uint64), threads=2)
+        print("child added on threads", flush=True)
+    except ValueError as e:
+        print("child threaded refused:", e, flush=True)
     try:
         f.flush()
     except ValueError as e:
@@ -95,6 +100,7 @@ def test_a_forked_child_never_releases_what_its_parent_holds(tmp_path: Path, end
     BloomFilter(100_000, 0.01).save(path)
     r = run_child(FORK, str(path), end)
     assert "child refused: this filter's memory was opened for writing by a parent" in r.stdout, r.stdout + r.stderr
+    assert "child threaded refused: this filter's memory was opened for writing by a parent" in r.stdout, r.stdout
     assert "child flush refused" in r.stdout
     assert "parent reads True" in r.stdout, r.stdout + r.stderr
     if end == "close":

@@ -134,3 +134,33 @@ def test_cli_dedup_and_build_are_identical_byte_for_byte(tmp_path: Path) -> None
     bad = subprocess.run([sys.executable, "-m", "bloomline", "dedup", "--threads", "-1", str(lines)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--threads: must be in [0, 1024]" in bad.stderr
+
+
+def test_exports_while_a_threaded_add_runs_always_load() -> None:
+    """A threaded add holds the writer mutex per super-chunk, so an export
+    taken meanwhile (another thread) sees whole chunks, loads, and holds
+    every key added before it began."""
+    import threading
+
+    keys = np.arange(2_000_000, dtype=np.uint64)
+    f = BloomFilter(3_000_000, 0.001)
+    f.add_many(keys[:1000])
+    done = threading.Event()
+    exports: list[bytes] = []
+
+    def export() -> None:
+        while not done.is_set() and len(exports) < 50:
+            exports.append(f.to_bytes())
+
+    t = threading.Thread(target=export)
+    t.start()
+    try:
+        f.add_many(keys, threads=2)
+    finally:
+        done.set()
+        t.join(timeout=60)
+    assert exports
+    for data in exports:
+        g = bloomline.from_bytes(data)
+        assert g.contains_many(keys[:1000]).all()
+    assert f.contains_many(keys).all()
