@@ -68,8 +68,8 @@ public:
         check_write();
         unsigned changed = 0;
         if (geo_.layout == Layout::blocked && !shared_ && scalar_blind_) {
-            changed = set_blind(BlockedLayout::block_words(bits_.words(), geo_.num_blocks(), h.h1), h.h2,
-                                geo_.num_hashes);
+            changed = BlockedLayout::set_blind(BlockedLayout::block_words(bits_.words(), geo_.num_blocks(), h.h1),
+                                               h.h2, geo_.num_hashes);
         } else {
             changed = add_at(geo_, bits_.words(), h, shared_);
         }
@@ -242,22 +242,6 @@ private:
     static unsigned add_at(const Geometry& g, std::uint64_t* words, const Hash128& h, bool shared) {
         if (g.layout == Layout::blocked) return BlockedLayout::set(words, g.num_blocks(), g.num_hashes, h, shared);
         return StandardLayout::set(words, g.num_slots, g.num_hashes, h, shared);
-    }
-
-    // One key's bits in its block, set blind (writer mutex held, memory not
-    // shared): load, or, store per bit, no test first; returns how many were
-    // clear. The batch loops' blind form (layout_blocked.cpp) for one key.
-    static unsigned set_blind(std::uint64_t* blk, std::uint64_t h2, std::uint32_t k) {
-        unsigned changed = 0;
-        for (std::uint32_t j = 0; j < k; ++j) {
-            const unsigned off = BlockedLayout::offset(h2, j);
-            std::uint64_t* p = blk + (off >> 6);
-            const std::uint64_t old = load_le(p);
-            const std::uint64_t bit = std::uint64_t{1} << (off & 63);
-            changed += (old & bit) == 0;
-            atomic_store(p, to_le64(old | bit));
-        }
-        return changed;
     }
 
     // Under the writer mutex: plain read-then-store, no locked instruction.

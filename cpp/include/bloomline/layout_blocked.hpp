@@ -118,9 +118,11 @@ public:
         return all != 0;
     }
 
-    // Look first (writers serialised); returns how many bits were clear.
-    static unsigned set_look_first(std::uint64_t* blk, std::uint64_t h2, std::uint32_t k) {
-        if (has_all(blk, h2, k)) return 0;
+    // One key, blind (writers serialised, memory not shared): load, or,
+    // store per bit, no test first; returns how many bits were clear. (The
+    // batch add's blind form, layout_blocked.cpp, is this unrolled and two
+    // keys at a time.)
+    static unsigned set_blind(std::uint64_t* blk, std::uint64_t h2, std::uint32_t k) {
         unsigned changed = 0;
         for (std::uint32_t j = 0; j < k; ++j) {
             const unsigned off = offset(h2, j);
@@ -131,6 +133,12 @@ public:
             atomic_store(p, to_le64(old | bit));
         }
         return changed;
+    }
+
+    // Look first (writers serialised): a key whose bits are all set writes
+    // nothing; returns how many bits were clear.
+    static unsigned set_look_first(std::uint64_t* blk, std::uint64_t h2, std::uint32_t k) {
+        return has_all(blk, h2, k) ? 0 : set_blind(blk, h2, k);
     }
 
     // Shared writers (outside our mutex): each bit by an atomic fetch-or,
