@@ -292,6 +292,24 @@ def test_a_live_generation_lost_is_an_error_not_an_empty_generation(redis_server
     assert f.add("a") is True  # made anew
 
 
+def test_a_live_generation_whose_number_is_lost_is_an_error_not_a_fresh_start(redis_server: Any) -> None:
+    """The hash that says which generation a slot holds, evicted while its
+    bits stay: the add must not start the slot afresh (every key in it would
+    be new again), nor a lookup read it as empty. The fault harness's
+    eviction case found this."""
+    r = redis.Redis.from_url(redis_server.url)
+    f = RedisWindowedFilter(r, "lostgen", 1000, 0.01, window=60, generations=2)
+    assert f.add("a")
+    slot = f.current_generation % 3
+    r.delete(f"{{lostgen}}:w:gen:{slot}")
+    with pytest.raises(MissingKeyError, match=r"'\{lostgen\}:w:gen:\d', a key of the windowed filter at 'lostgen'"):
+        f.add("a")
+    with pytest.raises(MissingKeyError):
+        "a" in f  # noqa: B015 - the lookup raises
+    assert r.strlen(f"{{lostgen}}:w:bits:{slot}") > 0  # nothing was wiped
+    f.delete()
+
+
 # ---- parameters ---------------------------------------------------------------------
 
 

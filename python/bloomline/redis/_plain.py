@@ -177,7 +177,9 @@ local function meta_error(sig)
 end
 -- The current generation, floor(t / span), and each slot's number; never
 -- before the newest in the ring (a server clock stepped back, or a replica
--- promoted with a slower one, leaves adds in the newest generation).
+-- promoted with a slower one, leaves adds in the newest generation). A
+-- slot whose bits are there without its number (evicted, deleted) is lost,
+-- never read as empty: its generation may be live (third result: its key).
 local function now_and_ring(off, ring, span)
   local t = redis.call('TIME')
   local c = math.floor((tonumber(t[1]) + tonumber(t[2]) / 1000000) / span)
@@ -187,9 +189,11 @@ local function now_and_ring(off, ring, span)
     if n then
       numbers[i] = tonumber(n)
       if numbers[i] > c then c = numbers[i] end
+    elseif redis.call('EXISTS', KEYS[off + i]) == 1 then
+      return c, numbers, KEYS[off + ring + i]
     end
   end
-  return c, numbers
+  return c, numbers, nil
 end
 -- A live slot's bits must be there at their size: evicted or deleted is an
 -- error, never read as an empty generation.
@@ -209,7 +213,8 @@ if e then return e end
 local kept = redis.call('GET', KEYS[2])
 if kept then return {kept, -1, '-1'} end
 local size, span, ring = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local c, numbers = now_and_ring(3, ring, span)
+local c, numbers, lost = now_and_ring(3, ring, span)
+if lost then return redis.error_reply('MISSING ' .. lost) end
 local finish = math.ceil((c + ring) * span * 1000) + tonumber(ARGV[8])
 local m = tonumber(ARGV[10])
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -311,7 +316,8 @@ _WINDOW_HAS = Script(_WINDOW_PRELUDE + r"""
 local e = meta_error(ARGV[5])
 if e then return e end
 local k, size, span, ring = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local c, numbers = now_and_ring(2, ring, span)
+local c, numbers, lost = now_and_ring(2, ring, span)
+if lost then return redis.error_reply('MISSING ' .. lost) end
 local live = {}
 for i = 0, ring - 1 do
   if numbers[i] and numbers[i] > c - ring then
@@ -351,7 +357,8 @@ _WINDOW_LIVE = Script(_WINDOW_PRELUDE + r"""
 local e = meta_error(ARGV[4])
 if e then return e end
 local size, span, ring = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local c, numbers = now_and_ring(2, ring, span)
+local c, numbers, lost = now_and_ring(2, ring, span)
+if lost then return redis.error_reply('MISSING ' .. lost) end
 local out = {fmt(c)}
 for i = 0, ring - 1 do
   if numbers[i] and numbers[i] > c - ring then
