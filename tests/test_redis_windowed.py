@@ -295,8 +295,8 @@ def test_a_live_generation_lost_is_an_error_not_an_empty_generation(redis_server
 def test_a_live_generation_whose_number_is_lost_is_an_error_not_a_fresh_start(redis_server: Any) -> None:
     """The hash that says which generation a slot holds, evicted while its
     bits stay: the add must not start the slot afresh (every key in it would
-    be new again), nor a lookup read it as empty. The fault harness's
-    eviction case found this."""
+    be new again), nor a lookup read it as empty; nor when its bits went
+    too. The fault harness's eviction case found this."""
     r = redis.Redis.from_url(redis_server.url)
     f = RedisWindowedFilter(r, "lostgen", 1000, 0.01, window=60, generations=2)
     assert f.add("a")
@@ -307,6 +307,20 @@ def test_a_live_generation_whose_number_is_lost_is_an_error_not_a_fresh_start(re
     with pytest.raises(MissingKeyError):
         "a" in f  # noqa: B015 - the lookup raises
     assert r.strlen(f"{{lostgen}}:w:bits:{slot}") > 0  # nothing was wiped
+    # Bits and record both gone (evicted together): the meta's record of the
+    # slot says the generation started, so it is lost, not never started.
+    r.delete(f"{{lostgen}}:w:bits:{slot}")
+    with pytest.raises(MissingKeyError, match=r"'\{lostgen\}:w:gen:\d', a key of the windowed filter"):
+        f.add("a")
+    with pytest.raises(MissingKeyError):
+        "a" in f  # noqa: B015 - the lookup raises
+    f.delete()
+    assert f.add("a") is True  # made anew
+    # Everything of the live generation evicted, its meta too: a handle that
+    # added to that generation knows it lives, so the filter is lost, not idle.
+    r.delete(*f.redis_keys())
+    with pytest.raises(MissingKeyError, match=r"'\{lostgen\}:meta', a key of the windowed filter"):
+        f.add("a")
     f.delete()
 
 

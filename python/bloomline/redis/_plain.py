@@ -138,10 +138,10 @@ class PlainBackend(BitsBackend):
         return max(1, min(self.max_keys, self.max_window_bits // (w.num_hashes * len(w.bits))))
 
     def window_add_job(self, w: WindowKeys, answer: str, ttl_ms: int, refresh: bool, body: bytes,
-                       count: int) -> Job:
+                       count: int, newest: int = -1) -> Job:
         return Job(w.meta.encode(), _WINDOW_ADD, (w.meta, answer, *w.bits, *w.gens),
                    (ttl_ms, MODE, w.num_hashes, w.nbytes, repr(w.span), len(w.bits), int(refresh), w.margin_ms, w.sig,
-                    len(w.meta_fields), *w.meta_fields), body, count, writes=True)
+                    len(w.meta_fields), newest, *w.meta_fields), body, count, writes=True)
 
     def window_has_job(self, w: WindowKeys, body: bytes, count: int) -> Job:
         return Job(w.meta.encode(), _WINDOW_HAS, (w.meta, *w.bits, *w.gens),
@@ -180,16 +180,29 @@ end
 -- promoted with a slower one, leaves adds in the newest generation). A
 -- slot whose bits are there without its number (evicted, deleted) is lost,
 -- never read as empty: its generation may be live (third result: its key).
+-- The meta (KEYS[1]) records the generation each slot started ('slot<i>'),
+-- so a live generation whose bits and record were both lost (evicted) is
+-- known lost, not read as never started.
 local function now_and_ring(off, ring, span)
   local t = redis.call('TIME')
   local c = math.floor((tonumber(t[1]) + tonumber(t[2]) / 1000000) / span)
-  local numbers = {}
+  local numbers, started = {}, {}
   for i = 0, ring - 1 do
     local n = redis.call('HGET', KEYS[off + ring + i], 'number')
     if n then
       numbers[i] = tonumber(n)
       if numbers[i] > c then c = numbers[i] end
     elseif redis.call('EXISTS', KEYS[off + i]) == 1 then
+      return c, numbers, KEYS[off + ring + i]
+    end
+    local s = redis.call('HGET', KEYS[1], 'slot' .. i)
+    if s then
+      started[i] = tonumber(s)
+      if started[i] > c then c = started[i] end
+    end
+  end
+  for i = 0, ring - 1 do
+    if started[i] and started[i] > c - ring and numbers[i] ~= started[i] then
       return c, numbers, KEYS[off + ring + i]
     end
   end
@@ -206,6 +219,7 @@ end
 
 # KEYS: meta, answer, bits_0 .. bits_G, gen_0 .. gen_G
 # ARGV: ttl_ms, mode, k, bytes, span, ring, refresh, margin_ms, sig, m, the
+#       newest generation the caller has seen added to (-1: none), the
 #       meta's m arguments (field, value, ...), then the operands (SET u1)
 _WINDOW_ADD = Script(_WINDOW_PRELUDE + r"""
 local e = meta_error(ARGV[9])
@@ -219,11 +233,13 @@ local finish = math.ceil((c + ring) * span * 1000) + tonumber(ARGV[8])
 local m = tonumber(ARGV[10])
 if redis.call('EXISTS', KEYS[1]) == 0 then
   -- The meta expires with the newest generation: gone with the ring when
-  -- the fleet was idle, it is made again; gone while a generation lives, lost.
+  -- the fleet was idle, it is made again; gone while a generation lives
+  -- (one whose keys remain, or one this caller added to), lost.
+  if tonumber(ARGV[11]) > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
   for i = 0, ring - 1 do
     if numbers[i] and numbers[i] > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
   end
-  redis.call('HSET', KEYS[1], unpack(ARGV, 11, 10 + m))
+  redis.call('HSET', KEYS[1], unpack(ARGV, 12, 11 + m))
 end
 redis.call('PEXPIREAT', KEYS[1], finish)
 local cur = c % ring
@@ -234,6 +250,7 @@ if numbers[cur] ~= c then
   redis.call('DEL', ck, cg)
   redis.call('SETRANGE', ck, size - 1, '\0')
   redis.call('HSET', cg, 'number', fmt(c), 'count', '0')
+  redis.call('HSET', KEYS[1], 'slot' .. cur, fmt(c))
   redis.call('PEXPIREAT', ck, finish)
   redis.call('PEXPIREAT', cg, finish)
 else
@@ -249,7 +266,7 @@ for i = 0, ring - 1 do
   end
 end
 local k = tonumber(ARGV[3])
-local per, first = 4 * k, 11 + m
+local per, first = 4 * k, 12 + m
 local keys = (#ARGV - first + 1) / per
 local refresh, unsure = ARGV[7] == '1', ARGV[2] == 'R'
 local step = math.max(1, math.floor(7000 / per))

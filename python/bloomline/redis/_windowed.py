@@ -171,6 +171,9 @@ class RedisWindowedFilter:
             nbytes, window_s / g, MARGIN_MS, sig, flat)
         self._answers = f"{base}:ans:"
         self._warned: set[int] = set()  # generations that warned of their capacity
+        # The newest generation this handle added to: while it lives, its meta
+        # gone means the filter was lost (evicted), not idle and expired.
+        self._newest = -1
         life_ms = math.ceil((g + 1) * self._w.span * 1000) + MARGIN_MS
         stored = as_dict(self._sender.script(_CLAIM, [self._w.meta], [life_ms, *flat]))
         self._check(stored, fields)
@@ -214,6 +217,7 @@ class RedisWindowedFilter:
             answer, count, gen = reply
             out.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
             counts[int(gen)] = max(counts.get(int(gen), 0), int(count))
+            self._newest = max(self._newest, int(gen))
 
     def _add(self, parts: list[Part], n: int) -> AddOutcome:
         """Send an add's parts (none after a failed window); its outcome."""
@@ -256,7 +260,7 @@ class RedisWindowedFilter:
         hashed, valid = _core.hash_valid(keys, self._w.seed, nulls=nulls)
         batch, ttl = batch_ids.next(), self._sender.answer_ttl_ms
         parts = [Part([self._b.window_add_job(self._w, f"{self._answers}{batch}.{c}", ttl, bool(refresh), body,
-                                              count)], idx)
+                                              count, self._newest)], idx)
                  for c, idx, body, count in self._chunks(hashed, self._b.window_form_add)]
         out = self._add(parts, len(hashed))
         self._replicated(out, bool(refresh))
@@ -270,7 +274,7 @@ class RedisWindowedFilter:
         _shard, body, count = _core.redis_key(key, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
                                               self._b.window_form_add)
         job = self._b.window_add_job(w, f"{self._answers}{batch_ids.next()}.0", self._sender.answer_ttl_ms,
-                                     bool(refresh), body, count)
+                                     bool(refresh), body, count, self._newest)
         out = self._add([Part([job], ONE)], 1)
         self._replicated(out, bool(refresh))
         out.raise_error()
@@ -452,8 +456,11 @@ class RedisWindowedFilter:
     # ---- life ----------------------------------------------------------------------
 
     def clear(self) -> None:
-        """Forget every key (every generation deleted; the meta kept)."""
-        self._sender.each([Job(k.encode(), b"DEL", (k,)) for k in (*self._w.bits, *self._w.gens)])
+        """Forget every key (every generation deleted, and the meta's record
+        of the generations started; the rest of the meta kept)."""
+        slots = tuple(f"slot{i}" for i in range(len(self._w.bits)))
+        self._sender.each([Job(self._w.meta.encode(), b"HDEL", (self._w.meta, *slots)),
+                           *(Job(k.encode(), b"DEL", (k,)) for k in (*self._w.bits, *self._w.gens))])
 
     def delete(self) -> None:
         """Remove the filter from Redis: its meta first (an add racing this
@@ -462,6 +469,7 @@ class RedisWindowedFilter:
         self._sender.each([Job(k.encode(), b"DEL", (k,)) for k in self.redis_keys()])
         pattern = "".join("\\" + c if c in "*?[]\\" else c for c in self._answers) + "*"
         delete_matching(self._sender.client, [pattern])
+        self._newest = -1  # this handle's next add makes the filter again; other handles' adds are refused
 
     def __repr__(self) -> str:
         return (f"<RedisWindowedFilter key={self._key!r} backend='{self.backend}' capacity={self._capacity} "
