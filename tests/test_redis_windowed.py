@@ -324,6 +324,60 @@ def test_a_live_generation_whose_number_is_lost_is_an_error_not_a_fresh_start(re
     f.delete()
 
 
+def test_a_handle_of_a_filter_deleted_and_made_again_is_refused(redis_server: Any) -> None:
+    """Each making of the filter has an ident: a handle attached before the
+    filter was deleted and made again (same parameters) is refused on every
+    call, never writing into the new one (its keys would be new twice)."""
+    r = redis.Redis.from_url(redis_server.url)
+    old = RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2)
+    idle = RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2)  # attached, never added
+    assert idle.ident == old.ident
+    assert old.add("a")
+    old.delete()
+    new = RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2)
+    assert new.ident != old.ident
+    assert new.add("a") is True
+    for handle in (old, idle):
+        with pytest.raises(MissingKeyError, match=r"'remade' was deleted and made again since this handle attached"):
+            handle.add("b")
+        with pytest.raises(MissingKeyError, match="made again"):
+            handle.add_many(["b", "c"])
+        with pytest.raises(MissingKeyError, match="made again"):
+            "a" in handle  # noqa: B015 - the lookup raises
+    assert "b" not in new and "a" in new
+    assert RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2).ident == new.ident
+
+
+def test_a_ring_lost_whole_and_started_again_by_another_writer_is_an_error(redis_server: Any) -> None:
+    """Every key of the filter deleted (as a full eviction would), then a
+    handle that never added makes it again: a handle that added to a
+    generation still live finds that generation gone from its slot, and
+    raises rather than report its keys new a second time."""
+    r = redis.Redis.from_url(redis_server.url)
+    writer = RedisWindowedFilter(r, "whole", 1000, 0.01, window=60, generations=2)
+    late = RedisWindowedFilter(r, "whole", 1000, 0.01, window=60, generations=2)
+    assert writer.add("a")
+    r.delete(*writer.redis_keys())
+    assert late.add("b") is True  # it cannot tell this from an idle fleet's expiry
+    with pytest.raises(MissingKeyError, match=r"'\{whole\}:meta', a key of the windowed filter at 'whole'"):
+        writer.add("a")
+    with pytest.raises(MissingKeyError):
+        writer.add_many(["a", "c"])
+
+
+def test_clear_by_one_handle_lets_the_others_go_on(redis_server: Any) -> None:
+    """clear() forgets every key on purpose: the other handles' next adds
+    find their generation emptied by it, not lost, and see keys new again."""
+    r = redis.Redis.from_url(redis_server.url)
+    one = RedisWindowedFilter(r, "cleared", 1000, 0.01, window=60, generations=2)
+    two = RedisWindowedFilter(r, "cleared", 1000, 0.01, window=60, generations=2)
+    assert one.add("a") and two.add("b")
+    one.clear()
+    assert "a" not in two and "b" not in one
+    assert two.add("a") is True and one.add("b") is True
+    assert two.add("b") is False and one.add("a") is False
+
+
 # ---- parameters ---------------------------------------------------------------------
 
 

@@ -138,10 +138,10 @@ class PlainBackend(BitsBackend):
         return max(1, min(self.max_keys, self.max_window_bits // (w.num_hashes * len(w.bits))))
 
     def window_add_job(self, w: WindowKeys, answer: str, ttl_ms: int, refresh: bool, body: bytes,
-                       count: int, newest: int = -1) -> Job:
+                       count: int, newest: int = -1, epoch: str = "") -> Job:
         return Job(w.meta.encode(), _WINDOW_ADD, (w.meta, answer, *w.bits, *w.gens),
                    (ttl_ms, MODE, w.num_hashes, w.nbytes, repr(w.span), len(w.bits), int(refresh), w.margin_ms, w.sig,
-                    len(w.meta_fields), newest, *w.meta_fields), body, count, writes=True)
+                    len(w.meta_fields), newest, epoch, *w.meta_fields), body, count, writes=True)
 
     def window_has_job(self, w: WindowKeys, body: bytes, count: int) -> Job:
         return Job(w.meta.encode(), _WINDOW_HAS, (w.meta, *w.bits, *w.gens),
@@ -170,9 +170,16 @@ class PlainBackend(BitsBackend):
 # the window (or that expired by its TTL) is not live. `ring` = G + 1.
 _WINDOW_PRELUDE = r"""
 local function fmt(n) return string.format('%.0f', n) end
+-- sig is the parameters, '|', and the ident of the making the caller
+-- attached to: the same parameters under another ident is a filter dropped
+-- and made again since (REPLACED), never written to by an old handle.
 local function meta_error(sig)
   local have = redis.call('HGET', KEYS[1], 'sig')
-  if have and have ~= sig then return redis.error_reply('MISMATCH ' .. KEYS[1]) end
+  if have and have ~= sig then
+    local hp, sp = string.match(have, '^(.*)|[^|]*$'), string.match(sig, '^(.*)|[^|]*$')
+    if hp and hp == sp then return redis.error_reply('REPLACED ' .. KEYS[1]) end
+    return redis.error_reply('MISMATCH ' .. KEYS[1])
+  end
   return nil
 end
 -- The current generation, floor(t / span), and each slot's number; never
@@ -220,27 +227,38 @@ end
 # KEYS: meta, answer, bits_0 .. bits_G, gen_0 .. gen_G
 # ARGV: ttl_ms, mode, k, bytes, span, ring, refresh, margin_ms, sig, m, the
 #       newest generation the caller has seen added to (-1: none), the
-#       meta's m arguments (field, value, ...), then the operands (SET u1)
+#       epoch of the meta it added under, the meta's m arguments (field,
+#       value, ...), then the operands (SET u1)
 _WINDOW_ADD = Script(_WINDOW_PRELUDE + r"""
 local e = meta_error(ARGV[9])
 if e then return e end
 local kept = redis.call('GET', KEYS[2])
-if kept then return {kept, -1, '-1'} end
+if kept then return {kept, -1, '-1', ''} end
 local size, span, ring = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local c, numbers, lost = now_and_ring(3, ring, span)
 if lost then return redis.error_reply('MISSING ' .. lost) end
 local finish = math.ceil((c + ring) * span * 1000) + tonumber(ARGV[8])
 local m = tonumber(ARGV[10])
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local mine = tonumber(ARGV[11])  -- the newest generation this caller added to
+local made = redis.call('EXISTS', KEYS[1]) == 1
+if not made then
   -- The meta expires with the newest generation: gone with the ring when
   -- the fleet was idle, it is made again; gone while a generation lives
   -- (one whose keys remain, or one this caller added to), lost.
-  if tonumber(ARGV[11]) > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
+  if mine > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
   for i = 0, ring - 1 do
     if numbers[i] and numbers[i] > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
   end
-  redis.call('HSET', KEYS[1], unpack(ARGV, 12, 11 + m))
+  redis.call('HSET', KEYS[1], unpack(ARGV, 13, 12 + m))
+  local t = redis.call('TIME')
+  redis.call('HSET', KEYS[1], 'epoch', t[1] .. '.' .. t[2])
 end
+-- Each meta made has an epoch (the server's TIME then). One other than the
+-- meta this caller added under, while that generation lives, is the filter
+-- lost whole (meta and ring: evicted, deleted) and made again by another
+-- writer since: its keys would read new twice.
+local epoch = redis.call('HGET', KEYS[1], 'epoch')
+if mine > c - ring and ARGV[12] ~= epoch then return redis.error_reply('MISSING ' .. KEYS[1]) end
 redis.call('PEXPIREAT', KEYS[1], finish)
 local cur = c % ring
 local ck, cg = KEYS[3 + cur], KEYS[3 + ring + cur]
@@ -266,7 +284,7 @@ for i = 0, ring - 1 do
   end
 end
 local k = tonumber(ARGV[3])
-local per, first = 4 * k, 12 + m
+local per, first = 4 * k, 13 + m
 local keys = (#ARGV - first + 1) / per
 local refresh, unsure = ARGV[7] == '1', ARGV[2] == 'R'
 local step = math.max(1, math.floor(7000 / per))
@@ -324,7 +342,7 @@ end
 local answer = table.concat(out)
 local count = redis.call('HINCRBY', cg, 'count', added)
 redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
-return {answer, count, fmt(c)}
+return {answer, count, fmt(c), epoch}
 """)
 
 # KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G

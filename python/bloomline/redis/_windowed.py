@@ -26,6 +26,14 @@ add makes the meta again. A live generation whose bits are gone (evicted,
 deleted) is an error (MissingKeyError), never read as empty; a meta gone
 while a generation lives is one too.
 
+**Identity.** Each making of the filter has an ident, kept in the meta and
+compared by every script: a handle attached before the filter was deleted
+and made again (the same parameters) is refused, MissingKeyError, and never
+writes to the new one. Each meta made (at attach, or by an add after an idle
+fleet's expiry) has an epoch too; an add names the epoch and generation it
+last added under, so a filter lost whole (meta and ring) and made again by
+another writer while that generation lives is refused the same way.
+
 **What "new" means, and the promise.** An add reports a key new when no
 live generation had it at the server's time of the add; it then sits in
 the current generation (``refresh=True``, the default, puts a seen key
@@ -60,6 +68,7 @@ both are refused when asked for, saying so.
 from __future__ import annotations
 
 import math
+import secrets
 import warnings
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -84,10 +93,14 @@ if TYPE_CHECKING:
 
 __all__ = ["RedisWindowedFilter"]
 
+
+def _flat(fields: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(str(x) for kv in fields.items() for x in kv)
+
 # A generation's keys outlive its last live moment by this much: the end is
 # rounded to milliseconds, and a reader between two steps may still name it.
 MARGIN_MS = 1_000
-META_VERSION = 1
+META_VERSION = 2  # 2: the meta carries an ident, and sig ends in it
 _REDIS_MAX_BITS = 2**32  # one generation is one Redis string (512 MB at most)
 
 # KEYS: meta    ARGV: life_ms, then field, value, ... The meta made where
@@ -95,6 +108,8 @@ _REDIS_MAX_BITS = 2**32  # one generation is one Redis string (512 MB at most)
 _CLAIM = Script("""
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+  local t = redis.call('TIME')  -- epoch: this meta's making (_plain.py's add checks it)
+  redis.call('HSET', KEYS[1], 'epoch', t[1] .. '.' .. t[2])
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
 end
 return redis.call('HGETALL', KEYS[1])
@@ -160,23 +175,40 @@ class RedisWindowedFilter:
         fields = {"kind": "windowed", "version": META_VERSION, "capacity": int(capacity), "error_rate": repr(rate),
                   "window": repr(window_s), "generations": g, "layout": layout, "seed": seed,
                   "num_bits": params.num_bits, "num_hashes": params.num_hashes, "backend": self._b.name}
-        sig = "|".join(str(fields[f]) for f in (*_COMPARED, "num_bits", "num_hashes", "version"))
-        fields["sig"] = sig
-        flat = tuple(str(x) for kv in fields.items() for x in kv)
+        params_sig = "|".join(str(fields[f]) for f in (*_COMPARED, "num_bits", "num_hashes", "version"))
+        # ident: this making of the filter (a meta made here gets a new one; an
+        # attach takes the stored one). Every script compares it: a handle of a
+        # filter dropped and made again since is refused (REPLACED), and a meta
+        # a writer makes again after an idle expiry carries the same ident.
+        fields["ident"] = secrets.token_hex(8)
+        fields["sig"] = f"{params_sig}|{fields['ident']}"
         self._key = key
         self._what = f"the windowed filter at {key!r}"
+        meta = f"{base}:meta"
+        life_ms = math.ceil((g + 1) * (window_s / g) * 1000) + MARGIN_MS
+        stored = as_dict(self._sender.script(_CLAIM, [meta], [life_ms, *_flat(fields)]))
+        self._check(stored, fields)
+        if stored.get("sig") != f"{params_sig}|{stored.get('ident')}":
+            raise ValueError(f"the windowed filter at key {self._key!r} was made by another version of bloomline "
+                             f"(meta version {stored.get('version', '?')}, this one {META_VERSION}): delete it first")
+        fields["ident"], fields["sig"] = stored["ident"], stored["sig"]
         self._w = WindowKeys(
-            key, f"{base}:meta", tuple(f"{base}:w:bits:{i}" for i in range(g + 1)),
+            key, meta, tuple(f"{base}:w:bits:{i}" for i in range(g + 1)),
             tuple(f"{base}:w:gen:{i}" for i in range(g + 1)), params.num_bits, params.num_hashes, layout, seed,
-            nbytes, window_s / g, MARGIN_MS, sig, flat)
+            nbytes, window_s / g, MARGIN_MS, fields["sig"], _flat(fields))
         self._answers = f"{base}:ans:"
         self._warned: set[int] = set()  # generations that warned of their capacity
-        # The newest generation this handle added to: while it lives, its meta
-        # gone means the filter was lost (evicted), not idle and expired.
+        # The newest generation this handle added to: while it lives, its slot
+        # must hold it and its meta be there (else the filter was lost:
+        # evicted or deleted, not idle and expired).
         self._newest = -1
-        life_ms = math.ceil((g + 1) * self._w.span * 1000) + MARGIN_MS
-        stored = as_dict(self._sender.script(_CLAIM, [self._w.meta], [life_ms, *flat]))
-        self._check(stored, fields)
+        self._epoch = ""  # the epoch of the meta this handle's newest generation was added under
+
+    @property
+    def ident(self) -> str:
+        """This making of the filter: a filter deleted and made again has
+        another, and handles attached before are refused (MissingKeyError)."""
+        return self._w.sig.rsplit("|", 1)[1]
 
     def _check(self, stored: dict[str, str], wanted: dict[str, Any]) -> None:
         for field in _COMPARED:
@@ -193,6 +225,10 @@ class RedisWindowedFilter:
     # ---- adds ----------------------------------------------------------------------
 
     def _error(self, e: Exception) -> Exception:
+        if isinstance(e, _redis.ResponseError) and _error_code(e) == "REPLACED":
+            return MissingKeyError(
+                f"{self._what} was deleted and made again since this handle attached (ident {self.ident}): the "
+                "keys this handle added are not in it, so its answers would be wrong. Attach again", key=self._w.meta)
         if isinstance(e, _redis.ResponseError) and _error_code(e) == "MISMATCH":
             return ValueError(f"{self._what} was made again with other parameters since this handle attached: "
                               "attach again")
@@ -214,10 +250,11 @@ class RedisWindowedFilter:
             if isinstance(reply, Exception):
                 failed.append(reply)
                 continue
-            answer, count, gen = reply
+            answer, count, gen, epoch = reply
             out.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
             counts[int(gen)] = max(counts.get(int(gen), 0), int(count))
-            self._newest = max(self._newest, int(gen))
+            if int(gen) >= self._newest and epoch:  # (a kept answer says neither)
+                self._newest, self._epoch = int(gen), epoch.decode() if isinstance(epoch, bytes) else str(epoch)
 
     def _add(self, parts: list[Part], n: int) -> AddOutcome:
         """Send an add's parts (none after a failed window); its outcome."""
@@ -260,7 +297,7 @@ class RedisWindowedFilter:
         hashed, valid = _core.hash_valid(keys, self._w.seed, nulls=nulls)
         batch, ttl = batch_ids.next(), self._sender.answer_ttl_ms
         parts = [Part([self._b.window_add_job(self._w, f"{self._answers}{batch}.{c}", ttl, bool(refresh), body,
-                                              count, self._newest)], idx)
+                                              count, self._newest, self._epoch)], idx)
                  for c, idx, body, count in self._chunks(hashed, self._b.window_form_add)]
         out = self._add(parts, len(hashed))
         self._replicated(out, bool(refresh))
@@ -274,7 +311,7 @@ class RedisWindowedFilter:
         _shard, body, count = _core.redis_key(key, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
                                               self._b.window_form_add)
         job = self._b.window_add_job(w, f"{self._answers}{batch_ids.next()}.0", self._sender.answer_ttl_ms,
-                                     bool(refresh), body, count, self._newest)
+                                     bool(refresh), body, count, self._newest, self._epoch)
         out = self._add([Part([job], ONE)], 1)
         self._replicated(out, bool(refresh))
         out.raise_error()
