@@ -162,11 +162,11 @@ class Backend:
         return self.max_keys
 
     def window_add_job(self, w: WindowKeys, answer: str, ttl_ms: int, refresh: bool, body: bytes,
-                       count: int, newest: int = -1) -> Job:
+                       count: int, newest: int = -1, epoch: str = "") -> Job:
         """One chunk added at the server's time; its reply [answer, count
-        of the current generation, its number]. newest: the newest
-        generation the caller has added to (a meta gone while it lives is
-        lost, not made again)."""
+        of the current generation, its number, the meta's epoch]. newest:
+        the newest generation the caller has added to, and epoch the meta's
+        it added under (a meta gone, or made again, while it lives is lost)."""
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
     def window_has_job(self, w: WindowKeys, body: bytes, count: int) -> Job:

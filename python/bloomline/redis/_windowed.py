@@ -191,11 +191,11 @@ class RedisWindowedFilter:
         if stored.get("sig") != f"{params_sig}|{stored.get('ident')}":
             raise ValueError(f"the windowed filter at key {self._key!r} was made by another version of bloomline "
                              f"(meta version {stored.get('version', '?')}, this one {META_VERSION}): delete it first")
-        fields["ident"], fields["sig"] = stored["ident"], stored["sig"]
+        fields["ident"], fields["sig"] = stored["ident"], str(stored["sig"])
         self._w = WindowKeys(
             key, meta, tuple(f"{base}:w:bits:{i}" for i in range(g + 1)),
             tuple(f"{base}:w:gen:{i}" for i in range(g + 1)), params.num_bits, params.num_hashes, layout, seed,
-            nbytes, window_s / g, MARGIN_MS, fields["sig"], _flat(fields))
+            nbytes, window_s / g, MARGIN_MS, str(fields["sig"]), _flat(fields))
         self._answers = f"{base}:ans:"
         self._warned: set[int] = set()  # generations that warned of their capacity
         # The newest generation this handle added to: while it lives, its slot
