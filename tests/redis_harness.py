@@ -57,8 +57,11 @@ FAULTS = PROXY_FAULTS + SERVER_FAULTS + PAIR_FAULTS + CLUSTER_FAULTS
 BACKENDS = ("module", "plain", "bf")
 KINDS = ("fixed", "chain", "window")
 # A windowed filter (plain backend only) whose window outlasts the run: each key new exactly once, as for the
-# others, "replace" included (its ident). Not on a cluster, nor with a replica: not run for it yet.
-WINDOW_FAULTS = PROXY_FAULTS + ("script_flush", "del", "expire", "evict", "replace")
+# others, "replace" included (its ident), a failover and a slot migrating on a cluster. Not "oom": its ring is
+# made whole when a generation starts, and a run's kept answers (1 KB a batch) did not take the node past its
+# limit as Redis counts it for refusals (measured: used 3,058,448 over maxmemory 2,999,680, and no write
+# refused), so the case would test nothing.
+WINDOW_FAULTS = PROXY_FAULTS + ("script_flush", "del", "expire", "evict", "replace", "failover", "migrate")
 WINDOW_S, WINDOW_G = 3600.0, 4
 SOCKET_TIMEOUT = 1.0  # the workers' clients; a stall is longer
 WAIT_MS = 500  # a failover's WAIT timeout (the clients' socket timeout outlasts it by a second)
