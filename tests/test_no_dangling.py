@@ -82,7 +82,7 @@ def dangling(path: Path, text: str) -> list[tuple[int, str]]:
             found.append((m.start(), f"missing file {m.group(0)!r}"))
     for m in REPO_PATH.finditer(text):
         name = m.group(1)
-        if "*" in name or GENERATED.match(name) or not Path(name).suffix:
+        if "*" in name or GENERATED.match(name) or not Path(name).suffix or NAMED_FILE.fullmatch(name):
             continue  # a directory, a glob, or something a run makes
         # another project's file ("tests/test_dupefilters.py of Scrapy's sdist")
         if not (ROOT / name).exists() and not other_project_near(text, m.start(), m.end(), after=40):
