@@ -63,7 +63,7 @@ def main() -> int:
     size_on_disk = path.stat().st_size
     os.unlink(path)
     body = "\n".join([
-        "## A 1-billion-key filter at 1% (issue 5)\n",
+        "## A 1-billion-key filter at 1%\n",
         f"`python benchmarks/billion.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n",
         "| step | time | notes |",
         "|---|---:|---|",

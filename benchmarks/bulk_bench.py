@@ -1,4 +1,4 @@
-"""Bulk inputs (issue 20): columns in every form, and `bloomline dedup`
+"""Bulk inputs: columns in every form, and `bloomline dedup`
 against mawk and sort.
 
     python benchmarks/bulk_bench.py [inputs|dedup|all] [--lines N]
@@ -129,7 +129,7 @@ def run_inputs(n: int) -> dict[str, Any]:
 def inputs_section(r: dict[str, Any]) -> str:
     arrow = ("pyarrow string", "pyarrow large_string", "pandas 3 default str", "polars Series")
     lines = [
-        f"## Bulk inputs (issue 20): {r['n']:,} URL keys in every form",
+        f"## Bulk inputs: {r['n']:,} URL keys in every form",
         "",
         f"`python benchmarks/bulk_bench.py inputs`. {machine()}. Versions: "
         + ", ".join(f"{k} {v}" for k, v in r["versions"].items()) + ".",
@@ -256,7 +256,7 @@ def dedup_section(r: dict[str, Any]) -> str:
     mawk = runs["mawk '!seen[$0]++'"]
     sort = runs["LC_ALL=C sort -u"]
     lines = [
-        f"## `bloomline dedup` against mawk and sort (issue 20): {r['lines']:,} URL lines",
+        f"## `bloomline dedup` against mawk and sort: {r['lines']:,} URL lines",
         "",
         f"`python benchmarks/bulk_bench.py dedup`. {machine()}. {r['bytes'] / 2**20:.0f} MiB of URL lines, "
         f"{r['distinct']:,} distinct (40% repeats). Each tool reads the file (in the page cache) and writes to a "

@@ -1,12 +1,13 @@
-"""Counting and scalable filters beside their peers (issue 4).
+"""Counting and scalable filters beside their peers.
 
     python benchmarks/filters_bench.py
 
 - ScalableBloomFilter grown from 10,000 to 10,000,000 keys at 1%: measured
   false-positive rate on 2M absent keys, memory and speed; beside
   pybloom-live's ScalableBloomFilter (pure Python, so grown to 1,000,000
-  keys: its per-key cost does not depend much on size), whose issue #24
-  reports twice its target rate.
+  keys: its per-key cost does not depend much on size); pybloom-live's
+  issue #24 (github.com/joseph-fox/python-bloomfilter) reports twice its
+  target rate.
 - CountingBloomFilter (4-bit counters) beside fastbloom-rs's
   CountingBloomFilter: 1M keys at 1%, add / lookup / remove, and memory.
 Writes the "filters" section of benchmarks/RESULTS.md.
@@ -68,7 +69,7 @@ def main() -> int:
     except ImportError:
         pass
 
-    lines = ["## Counting and scalable filters (issue 4)\n",
+    lines = ["## Counting and scalable filters\n",
              f"`python benchmarks/filters_bench.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n",
              "### Scalable, target 1%, initial capacity 10,000\n",
              "| filter | keys | stages | bits/key | measured FP | add ns/key | lookup ns/key |",

@@ -22,7 +22,7 @@ ns/key for add and lookup, the server memory each filter takes, and the
 false-positive rate achieved at capacity. Writes the "redis" section of
 RESULTS.md.
 
-Single calls (issue 29): `f.add(url)` and `url in f` on each backend beside
+Single calls: `f.add(url)` and `url in f` on each backend beside
 RedisBloom's BF.ADD and BF.EXISTS and a bare PING, all through one redis-py
 client, interleaved in rounds of 300 calls (the order rotating each round);
 the medians of 30 rounds, and of the per-round ratios. Writes the

@@ -620,11 +620,11 @@ def report(results: dict[str, Any], libs: list[Lib], args: argparse.Namespace) -
         w(f"| {r['library']} | {r['target']:g} | {r['bits_per_key']:.2f} | {r['fp']:.5f} | {r['fp'] / r['target']:.2f} | {r['probes']:,} |")
     w("")
 
-    # ---- the targets of issue 3
+    # ---- the targets (benchmarks/README.md)
     w("## Targets\n")
     best_ours_a = {op: min(a[n][op] for n in ours_names) for op in ("add", "contains")}
     rows: list[str] = []
-    # issue 3 asked for rbloom's time, issue 37 for abloom's in its stable-hash form
+    # against rbloom's time, and abloom's in its stable-hash form (the one comparable to ours)
     for peer in ("rbloom", "abloom serializable=True"):
         if peer in a:
             for op in ("add", "contains"):

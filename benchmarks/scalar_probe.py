@@ -189,7 +189,7 @@ def main() -> int:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-        head = (f"## Scalar calls beside abloom (issue 37)\n\n`scalar_probe.py --keys {args.keys} --rounds {args.rounds}`, "
+        head = (f"## Scalar calls beside abloom\n\n`scalar_probe.py --keys {args.keys} --rounds {args.rounds}`, "
                 f"run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: one process, the contenders taking turns, "
                 f"medians of {args.rounds} rounds, ns per call (the Python loop included). Machine: {cpu}, "
                 f"{os.cpu_count()} CPUs; Python {platform.python_version()}, bloomline {bloomline.__version__} "

@@ -2,10 +2,10 @@
 
     python benchmarks/scrapy_bench.py [memory|crawl|all]
 
-memory (issue 7): Scrapy's RFPDupeFilter beside bloomline's BloomDupeFilter
+memory: Scrapy's RFPDupeFilter beside bloomline's BloomDupeFilter
 at 1M and 10M fingerprints, each in its own process.
 
-crawl (issue 18): real crawls (``scrapy runspider``) of one local site of
+crawl: real crawls (``scrapy runspider``) of one local site of
 5,000 pages with 12 links each (tests/scrapy_site.py), by Scrapy's
 RFPDupeFilter, BloomDupeFilter, scrapy-redis (its scheduler and its
 RFPDupeFilter), and RedisBloomDupeFilter under Scrapy's scheduler and under
@@ -78,7 +78,7 @@ def measure(kind: str, n: int) -> dict[str, float]:
 def memory_section() -> None:
     import scrapy
 
-    lines = ["## Scrapy dupefilter memory (issue 7)\n",
+    lines = ["## Scrapy dupefilter memory\n",
              f"`python benchmarks/scrapy_bench.py`, Scrapy {scrapy.__version__}, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Memory the seen-set holds once full: "
              "RFPDupeFilter's set and its fingerprint objects (tracemalloc), BloomDupeFilter's bits (exact).\n",
@@ -167,7 +167,7 @@ def crawl_section() -> None:
         finally:
             server.stop()
     base = dict(results)["scrapy-redis (its scheduler, RFPDupeFilter)"]
-    lines = ["## Scrapy crawls through each dupefilter (issue 18)\n",
+    lines = ["## Scrapy crawls through each dupefilter\n",
              f"`python benchmarks/scrapy_bench.py crawl`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
              f"Scrapy {scrapy.__version__}, scrapy-redis {scrapy_redis.__version__}, Redis {version} on loopback, "
              f"one site of {CRAWL_PAGES:,} pages with 12 links each, 16 requests at once, default settings of each "

@@ -102,7 +102,7 @@ def main() -> int:
         *rows,
         "",
         "What threads= spreads (parallel.hpp). Lookups: every input, cut into one slice per thread; they "
-        "scale with the cores' memory parallelism. Adds (issue 37): each thread owns a range of the "
+        "scale with the cores' memory parallelism. Adds: each thread owns a range of the "
         "filter's memory in whole 512-slot units and makes every write in it, in input order, so the "
         "answers, counts and bytes are one thread's (tests/test_threaded_adds.py); per super-chunk the keys "
         "are hashed on every thread and sorted to their owners, then each owner adds its keys (the blocked "

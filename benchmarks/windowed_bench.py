@@ -1,5 +1,5 @@
 """WindowedBloomFilter beside a plain BloomFilter of the same capacity and
-error_rate (issue 36: lookups within `generations` times a plain filter's,
+error_rate (the targets: lookups within `generations` times a plain filter's,
 adds within 1.5x).
 
     python benchmarks/windowed_bench.py [--quick]
@@ -179,7 +179,7 @@ def main() -> int:
         "three full runs the same ratio moved by up to a fifth (uint64 lookups at G = 2), and verdicts within a "
         "few percent of a target went either way.",
     ]
-    body = "## Windowed filter beside a plain one (issue 36)\n\n" + "\n".join(lines) + "\n"
+    body = "## Windowed filter beside a plain one\n\n" + "\n".join(lines) + "\n"
     print(body)
     if not args.no_write:
         write_section("windowed", body)

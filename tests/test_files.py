@@ -332,7 +332,7 @@ def test_paths_are_str_bytes_or_pathlike_and_never_hold_nul(tmp_path: Path) -> N
         f.save(3)  # type: ignore[arg-type]
 
 
-# ---- one save path for every kind (issue 26) ---------------------------------------------
+# ---- one save path for every kind ----------------------------------------------------------
 
 
 def _savers(tmp_path: Path) -> dict[str, object]:
@@ -400,7 +400,7 @@ def test_a_save_that_cannot_start_names_the_path_given(tmp_path: Path) -> None:
         assert e.value.filename == str(target) and ".tmp-" not in str(e.value)
 
 
-# ---- pickles name only bloomline (issue 26) -------------------------------------------------
+# ---- pickles name only bloomline ----------------------------------------------------------
 
 
 class OnlyBloomline(pickle.Unpickler):
@@ -433,8 +433,9 @@ def test_pickles_of_every_kind_name_only_bloomline(protocol: int, tmp_path: Path
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("v0_pickle_*.pickle")))
-def test_pickles_written_before_issue_26_still_load(name: str) -> None:
-    # Written by bloomline before issue 26 (5fb566b): a BloomFilter or
+def test_pickles_that_named_core_from_bytes_still_load(name: str) -> None:
+    # Written by bloomline at commit 5fb566b, before pickles named only
+    # bloomline._pickling.restore: a BloomFilter or
     # CountingBloomFilter pickle then named pybind11's reduction of
     # _core.from_bytes (builtins.eval); an unrestricted unpickler still reads it.
     f = pickle.loads((DATA / name).read_bytes())

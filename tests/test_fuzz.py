@@ -254,7 +254,7 @@ def damage(rng: random.Random, data: bytes) -> bytes:
 @pytest.mark.slow
 def test_1000_damaged_journals_keep_every_record_the_damage_missed(
         fast_dir: object, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 26: journals of 10 to 60 records (requests, done records,
+    """Journals of 10 to 60 records (requests, done records,
     requests taken and not finished) damaged at random offsets. Every request
     whose record is untouched comes back (unless an untouched done record
     finished it), no other does, the counts of records kept and bytes set

@@ -203,7 +203,7 @@ def test_bad_elements_in_batches_are_named(bf: BloomFilter) -> None:
         bf.contains_many(iter([1, ("a", [1])]))
     with pytest.raises(TypeError, match=r"keys\[1\] must be .*, got dict"):
         bf.add_many(np.array(["a", {}], dtype=object))
-    # None in a batch is a null (issue 26): refused by its index unless nulls='skip'
+    # None in a batch is a null: refused by its index unless nulls='skip'
     with pytest.raises(ValueError, match=r"keys\[0\] is null; pass nulls='skip'"):
         bf.add_many(np.array([None], dtype=object))
 
@@ -287,7 +287,7 @@ def test_a_look_alike_dtype_without_the_seed_is_not_hashes() -> None:
         BloomFilter(100).add_many(fake)
 
 
-# ---- nulls wherever pandas has them, with and without pyarrow (issue 26) -----------------
+# ---- nulls wherever pandas has them, with and without pyarrow ------------------------------
 
 NULL_CASES = r"""
 import json, sys

@@ -1,6 +1,6 @@
 """What saves and loads do with paths that are not plain files.
 
-The rule (docs/DECISIONS.md, "Paths"): bloomline reads, maps and replaces
+The rule (docs/design/format.md, "Paths: regular files only"): bloomline reads, maps and replaces
 regular files only. A FIFO, a device node, a socket or a directory is
 refused with a ValueError that says what it is, at once (a FIFO is never
 opened: that would block), and never replaced. A symlink is followed, not

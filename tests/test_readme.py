@@ -61,7 +61,7 @@ def test_readme_multiprocessing_example_under_each_start_method(method: str, tmp
     assert len(printed) == len(said) == 2, (printed, said)
     # The first comment: "3: ..." (a, b and c; b new to one worker). Two
     # workers adding b at the same instant may both be told it is new (at
-    # least once between processes, docs/DECISIONS.md): then 4.
+    # least once between processes, docs/design/sharing.md): then 4.
     assert said[0].startswith("3") and printed[0] in ("3", "4"), (printed, said)
     assert printed[1] == said[1]
     assert not list(temp.iterdir())  # the file went with its temporary directory

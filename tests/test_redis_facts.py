@@ -1,6 +1,6 @@
 """Errors that carry their facts, and smaller mends of the Redis filters
-(docs/DECISIONS.md, "Redis: errors that carry their facts, and smaller
-mends"): every error an add raises says which keys were new and which have
+(docs/design/redis.md, "Every error an add raises carries its facts" and
+what follows it): every error an add raises says which keys were new and which have
 no answer, whatever its cause; LOADING is "not run"; a Sentinel client that
 decodes; a chain read in one step; an import that deletes its set only if
 nothing came in since its check, and resumes wherever it stopped; a dump

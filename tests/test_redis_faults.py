@@ -1,4 +1,4 @@
-"""The faults that turned new keys into "seen" (issue 25), one test each,
+"""The faults that turned new keys into "seen", one test each,
 against real redis-servers, a real 3-master cluster and a loopback proxy that
 stalls, swallows or cuts replies. Each failed before bloomline.redis was
 rewritten: the checks use redis-py's base errors where they can, so that

@@ -1,4 +1,4 @@
-"""Filters that travel and crawls that move in (issue 29): a Redis filter or
+"""Filters that travel and crawls that move in: a Redis filter or
 chain dumped to a file and restored on the same server or another, and a
 scrapy-redis fingerprint set imported into the chain RedisBloomDupeFilter
 attaches to. Real redis-servers on loopback; the CLI run as a subprocess."""

@@ -193,7 +193,7 @@ def test_a_small_crawl_keeps_a_small_jobdir_and_reports_its_fill(site: Site, tmp
         assert f"'{name}'" in r.stderr
     summary = [line for line in r.stderr.splitlines() if "[scrapy.dupefilters] INFO: BloomDupeFilter: about" in line]
     assert len(summary) == 1 and "target 0.0001" in summary[0]
-    assert " seen, in 1 stage " in summary[0]  # not "1 stages" (issue 26)
+    assert " seen, in 1 stage " in summary[0]  # not "1 stages"
     assert "Deprecat" not in r.stderr and "Traceback" not in r.stderr
 
 
@@ -242,7 +242,7 @@ def test_resuming_a_jobdir_with_another_rate_names_the_rate_as_written(site: Sit
 
 def test_a_crawl_killed_and_resumed_over_a_damaged_journal_fetches_every_surviving_page(
         site: Site, tmp_path: Path) -> None:
-    """Issue 26: a crawl killed after 400 pages, its journal damaged twice
+    """A crawl killed after 400 pages, its journal damaged twice
     in its first half (200 bytes zeroed in one pending record, one payload
     byte flipped in another). The resumed crawl fetches every page whose
     record survived, sets the damaged bytes aside and says so, no traceback."""
@@ -309,7 +309,7 @@ def tree_site() -> Iterator[Site]:
 
 def test_a_crawl_on_a_full_disk_stops_with_one_error_and_its_resume_misses_nothing(
         tree_site: Site, tmp_path: Path, small_fs: object) -> None:
-    """Issue 33: with JOBDIR on a full file system the crawl finished
+    """With JOBDIR on a full file system the crawl once finished
     "finished", and 21 pages of a tree were never fetched, even on resume:
     a parent counted as done although its children were never journaled.
     Now it stops with one ERROR line and a finish reason that says so, and

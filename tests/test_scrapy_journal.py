@@ -94,7 +94,7 @@ def test_a_torn_tail_is_set_aside_with_a_warning(tmp_path: Path, caplog: pytest.
                                     "damaged magic"])
 def test_damage_loses_only_the_records_it_touches(tmp_path: Path, damage: str,
                                                    caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 26: one damage in the first quarter used to drop every later
+    """One damage in the first quarter used to drop every later
     record, for good; a type (state) byte set to 'done' lost its request
     silently. Now every record the damage did not touch is kept."""
     path = tmp_path / "requests.journal"
@@ -152,8 +152,8 @@ def test_a_damaged_done_record_brings_its_request_back(tmp_path: Path) -> None:
 
 
 def test_journals_of_the_first_format_still_load() -> None:
-    """tests/data/v1_requests.journal: written by bloomline before issue 26
-    (BLMJRNL1, state bytes in place); 12 requests, 3 finished, 1 taken and
+    """tests/data/v1_requests.journal: written by bloomline in the first
+    journal format (BLMJRNL1, state bytes in place); 12 requests, 3 finished, 1 taken and
     not finished (the crawl was killed)."""
     import shutil
     import tempfile
@@ -237,7 +237,7 @@ def test_compaction_keeps_queued_and_taken_requests(tmp_path: Path, monkeypatch:
     assert journal(path).recovered == 49  # the 49 popped above were never finished
 
 
-# ---- a full disk (issue 33) --------------------------------------------------------
+# ---- a full disk -----------------------------------------------------------------
 
 
 def fill(directory: Path, leave: int) -> Path:

@@ -67,7 +67,7 @@ def test_grows_in_redis_and_fetches_the_whole_site(site: Site, tmp_path: Path, r
     assert len(pages) >= PAGES - 2 and max(pages.values()) == 1
     grew = [line for line in our_lines(r.stderr, "INFO") if "added after" in line]
     assert len(grew) >= 3, r.stderr[-3000:]  # 500, 1,000, 2,000, 4,000: at least 4 stages
-    # Each stage logged once (issue 27: the growth was reported twice), in order.
+    # Each stage logged once (the growth was once reported twice), in order.
     numbers = [int(line.split("stage ", 1)[1].split()[0]) for line in grew]
     assert numbers == list(range(1, len(grew) + 1)), grew
     assert stat(r.stderr, "bloomline/stages") == len(grew) + 1
@@ -235,7 +235,7 @@ def test_redis_killed_mid_crawl_stops_it_loudly_and_a_restart_finishes_the_site(
 
 def test_a_crawl_switches_from_scrapy_redis_own_dupefilter_mid_way(site: Site, tmp_path: Path,
                                                                    redis_server: RedisServer) -> None:
-    """Issue 29: scrapy-redis's own dupefilter (a SET of fingerprints) on
+    """scrapy-redis's own dupefilter (a SET of fingerprints) on
     part of the site, its queue and set kept; `bloomline redis import-set`;
     the crawl goes on with DUPEFILTER_CLASS set to ours. Every page fetched,
     none twice."""

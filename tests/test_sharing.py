@@ -265,7 +265,7 @@ print(cycles)
 @many_writers  # (two writers share the file: the flock path takes one)
 @pytest.mark.parametrize("where", ["tmp", "shm"])
 def test_readers_never_call_a_file_that_writers_share_corrupt(tmp_path: Path, where: str) -> None:
-    """Issue 26: 3,000 verified loads (whole reads and verified maps) while two
+    """3,000 verified loads (whole reads and verified maps) while two
     processes open, add and close the file: none reports corruption."""
     base = tmp_path
     if where == "shm":

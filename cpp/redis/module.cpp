@@ -3,7 +3,7 @@
 // Commands over plain Redis strings, each taking a batch of positions
 // computed by the client (positions.hpp) as one bytes argument. The client's
 // side of each command (its arguments, in order, and how it is retried) is
-// python/bloomline/redis/_module.py; docs/DECISIONS.md has the protocol.
+// python/bloomline/redis/_module.py; docs/design/redis.md has the protocol.
 //
 //   BLOOMLINE.ADD shard count answer ttl_ms mode positions
 //       test-and-set every key of the batch in one shard, atomically. Reply:

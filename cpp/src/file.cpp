@@ -414,7 +414,7 @@ public:
         // The flock path has no shared header lock: its one flock is held by
         // the writer for as long as the file is open, so a reader waiting on
         // it would wait for the writer to close, and a reader holding it would
-        // turn a writer away. Readers read unlocked, as docs/DECISIONS.md says.
+        // turn a writer away. Readers read unlocked (docs/design/sharing.md).
 #endif
     }
     ~ReaderLock() {
@@ -535,7 +535,7 @@ MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), wr
     // old btrfs would ask for free space it does not need), and a file that
     // is no filter is refused below without its holes filled. Copy-on-write
     // file systems (btrfs, ZFS) need new blocks at every write anyway: no
-    // reservation can promise them (docs/DECISIONS.md).
+    // reservation can promise them (docs/design/sharing.md).
     unsigned char head[kHeaderSize];
     bool holes = writable && size_ >= kHeaderSize + kTrailerSize &&
                  static_cast<std::uint64_t>(st.st_blocks) * 512 < static_cast<std::uint64_t>(size_) &&

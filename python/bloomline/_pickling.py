@@ -1,7 +1,7 @@
 """Any filter from its bytes (``from_bytes``: every kind, the kind read from
 the header), and what a pickle of any filter names: ``restore``, a
-module-level function of this package, and nothing else (issue 26;
-docs/DECISIONS.md).
+module-level function of this package, and nothing else
+(docs/design/api.md, "Pickling").
 
 Every kind's ``__reduce_ex__`` is ``_reduce_ex``, given to the classes
 here, the one place that names ``restore``: the compiled module and

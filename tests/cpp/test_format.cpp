@@ -231,7 +231,7 @@ TEST("every truncation of a windowed filter is refused") {
     CHECK(all);
 }
 
-TEST("the golden windowed filter (kind 4, issue 36) decodes with its two generations") {
+TEST("the golden windowed filter (kind 4) decodes with its two generations") {
     const std::vector<unsigned char> b = testdata::read_bytes("v1_windowed.blf");
     const Window w = decode_window(b.data(), b.size());
     CHECK(w.generations.size() == 2 && w.generations[0].number == 0 && w.generations[1].number == 1);

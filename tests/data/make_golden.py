@@ -39,7 +39,7 @@ def main() -> None:
 
 
 def windowed() -> None:
-    """v1_windowed.blf (kind 4, added with issue 36), written once, beside the
+    """v1_windowed.blf (kind 4, added after the others), written once, beside the
     others (which are not rewritten): `python make_golden.py windowed`. Its
     window is 10**12 s (about 31,700 years) in 4 generations of 2.5e11 s, so
     its generations 0 and 1 stay live by any system clock for as long as

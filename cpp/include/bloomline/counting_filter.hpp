@@ -11,7 +11,7 @@
 // removal of a key that was never added but tests present (a false
 // positive) does: it lowers counters other keys share. No filter can tell
 // such a key from an added one, so removing only added keys is the caller's
-// promise (README, docs/DECISIONS.md).
+// promise (docs/design/api.md).
 //
 // Kept on the side, exact: nonzero counters (for approx_count, as bits_set),
 // saturated counters, adds that found the key absent.

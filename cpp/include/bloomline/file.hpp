@@ -21,13 +21,13 @@
 //
 // A mapped file that another process truncates kills the mapping process
 // with SIGBUS when it next touches a page past the new end: mmap offers no
-// way to turn that into an error (docs/DECISIONS.md).
+// way to turn that into an error (docs/design/sharing.md).
 //
 // Readers of a file that writers share take the header lock shared while
 // they read (read_file; map_filter's header and verify), so a whole read or
 // a verified map sees the file either clean with no writer in it, or
 // marked dirty: never a clean header over a payload that a writer who
-// opened meanwhile is changing (issue 26).
+// opened meanwhile is changing (docs/design/sharing.md).
 //
 // POSIX only (open, mmap, fsync, rename). I/O errors throw FileError, a
 // std::system_error carrying errno and the path the caller gave (the

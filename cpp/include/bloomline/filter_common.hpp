@@ -44,7 +44,7 @@ constexpr std::size_t kWriterChunk = 2048;
 // it, clear, |=, close), so exclusion is std::mutex's. Taken free it costs
 // one locked exchange and a plain release store, where std::mutex costs two
 // calls into libc and two locked instructions: a scalar add pays it on every
-// call (benchmarks/NOTES.md, issue 37). Held, it is held for at most one
+// call (benchmarks/NOTES.md, "Single calls beside abloom"). Held, it is held for at most one
 // batch chunk, so a waiter spins a little, then yields, then naps.
 class WriterMutex {
 public:

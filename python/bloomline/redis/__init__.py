@@ -45,7 +45,7 @@ silent fresh start:
   add, so N processes keep the false-positive bound one process keeps;
 - a fixed filter past its capacity warns once (``bloomline.CapacityWarning``).
 
-docs/DECISIONS.md ("Redis that loses nothing") has the protocol; each
+docs/design/redis.md has the protocol; each
 module here is one part of it, each importing only those before it:
 ``_wire`` (framing, routing, re-sends), ``_backend`` (the interface, the
 outcome of an add) and one module per backend, ``_registry`` (which

@@ -52,8 +52,8 @@ class RedisBloomFilter(Expiring):
     is reported new again. ``wait_replicas=n`` sends ``WAIT n
     wait_timeout_ms`` after each add (to each node it wrote to): if fewer
     replicas acknowledged, the add raises ``NotDurable``, its ``new`` the
-    primary's answers (docs/DECISIONS.md, "Redis: durability, and the
-    backend a filter was made with").
+    primary's answers (docs/design/redis.md, "Durability: failovers and
+    restarts").
     """
 
     __hash__ = None  # type: ignore[assignment]

@@ -3,8 +3,8 @@
 Every command a Redis filter sends is a ``Job`` framed by ``pack`` (the one
 place that counts a command's arguments: the operands of a batch arrive
 from the core already encoded, with their count) and sent by a ``Sender``,
-the one place that knows what may be sent again. Its rules (docs/DECISIONS.md,
-"Redis that loses nothing"):
+the one place that knows what may be sent again. Its rules
+(docs/design/redis.md):
 
 - A batch's commands are built once, under one batch id, and every re-send
   is the same command: after a dropped connection or a timeout, after

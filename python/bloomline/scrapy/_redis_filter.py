@@ -5,7 +5,7 @@ about. With ``BLOOMLINE_RECRAWL_AFTER`` the fingerprints are kept in a
 ``RedisWindowedFilter`` at a key of its own (``<key>:recrawl``) and there
 is no front filter: the server's clock decides the window for the fleet,
 and a local cache could go on saying "seen" after the server would say
-"new" (docs/DECISIONS.md, "Recrawl windows in the Redis dupefilter").
+"new" (docs/design/scrapy.md, "Recrawl windows").
 What happens when Redis fails is the outage machine's
 (``_outage.Outages``); the settings and the behaviour are documented in
 ``dupefilter.py``, where users name this class."""
