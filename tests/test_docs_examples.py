@@ -172,10 +172,10 @@ def test_console_example_runs(block: Block, request: pytest.FixtureRequest, tmp_
     assert steps, block.id
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     for command, expected in steps:
-        r = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=300,
-                           cwd=tmp_path, env=env)
-        assert r.returncode == 0, (block.id, command, r.stderr)
-        got = (r.stdout + r.stderr).splitlines()
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=300, cwd=tmp_path, env=env)
+        assert r.returncode == 0, (block.id, command, r.stdout)
+        got = r.stdout.splitlines()
         assert len(got) == len(expected), (block.id, command, got, expected)
         for e, g in zip(expected, got):
             assert _matches(e, g), f"{block.id}: `{command}` printed {g!r}, the block shows {e!r}"
@@ -188,8 +188,8 @@ SETTINGS = [b for b in blocks("python") if b.first.startswith("# settings.py")]
 @pytest.mark.parametrize("block", SETTINGS, ids=[b.id for b in SETTINGS])
 def test_scrapy_settings_example_crawls_a_site(block: Block, request: pytest.FixtureRequest, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """The block is the crawl's settings module, as in a Scrapy project; a
-    site of 300 pages is crawled with it, every page once."""
+    """The block is the settings module of a Scrapy project; a site of 300
+    pages is crawled with it, every page once."""
     pytest.importorskip("scrapy")
     if "needs: redis" in block.first:
         pytest.importorskip("redis")
@@ -197,9 +197,10 @@ def test_scrapy_settings_example_crawls_a_site(block: Block, request: pytest.Fix
     from scrapy_site import Site, crawl, twelve_links
 
     text = _pointed(block, _server_for(request, block.first))
+    # A project: scrapy.cfg naming the settings module, which Scrapy finds from the crawl's directory.
     (tmp_path / "docs_settings.py").write_text(text)
-    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "docs_settings")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = docs_settings\n")
+    monkeypatch.delenv("SCRAPY_SETTINGS_MODULE", raising=False)
     names: dict[str, Any] = {}
     exec(compile(text, block.id, "exec"), names)
     settings = Settings({k: v for k, v in names.items() if k.isupper()})
