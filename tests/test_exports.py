@@ -154,7 +154,7 @@ f.close()
 @pytest.mark.skipif(bloomline.file_locks == "flock", reason="this build takes one writer per file (flock locks, as on macOS)")
 @pytest.mark.parametrize("kind", ["BloomFilter", "CountingBloomFilter"])
 def test_a_shared_handle_exports_what_the_other_writers_added(tmp_path: Path, kind: str) -> None:
-    # The README's multiprocessing pattern: the parent holds the file "r+"
+    # The crawl guide's multiprocessing pattern: the parent holds the file "r+"
     # while two workers add through their own handles; then the parent's
     # exports hold the workers' keys and load.
     cls = getattr(bloomline, kind)

@@ -1,4 +1,4 @@
-"""Every key rule (README.md, "Keys"): a value gives the same bytes, and so the same
+"""Every key rule (docs/design/keys.md): a value gives the same bytes, and so the same
 answers, whichever path it arrives by."""
 
 from __future__ import annotations

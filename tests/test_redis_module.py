@@ -173,7 +173,7 @@ def test_acl_key_permissions_see_a_lookup_as_a_read_and_an_add_as_a_write(module
 
 def test_acl_write_denial_covers_the_adds(module_server: RedisServer) -> None:
     # Redis 7.2 and later take the module's ACL categories, so "-@write"
-    # denies the adds; on 7.0 the adds are denied by name (README, Redis).
+    # denies the adds; on 7.0 the adds are denied by name (docs/guides/redis.md, ACLs).
     r = client(module_server)
     make_filter(r)
     blob = positions(np.arange(5, dtype=np.uint64))

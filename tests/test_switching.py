@@ -3,7 +3,7 @@ behaviour), run on bloomline through an adapter that only renames:
 fp_rate -> error_rate, k -> num_hashes, byte_count -> nbytes, bit_count ->
 num_bits. The cases are ours, written from abloom's documented behaviour and
 the failures seen when its own suite was pointed at bloomline; what still
-differs, on purpose, is listed in README.md ("Switching from abloom")."""
+differs, on purpose, is listed in docs/guides/crawl.md ("Coming from abloom")."""
 
 from __future__ import annotations
 
