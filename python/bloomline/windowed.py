@@ -76,7 +76,9 @@ if TYPE_CHECKING:
 __all__ = ["WindowedBloomFilter"]
 
 Clock = Callable[[], float]
+"""A callable returning the time in seconds (time.time by default)."""
 Window = Union[float, int, datetime.timedelta]
+"""A window's span: seconds (float or int) or a datetime.timedelta."""
 
 # More generations cost memory ((G + 1) filters) and lookups (G + 1 probes);
 # past 64 a slice is under 2% of the window, finer than any recrawl needs.
@@ -389,6 +391,7 @@ class WindowedBloomFilter:
 
     @property
     def generations(self) -> int:
+        """G: the window is split into G generations (G + 1 filters are kept: the current one and G before it)."""
         return self._generations
 
     @property
@@ -408,10 +411,12 @@ class WindowedBloomFilter:
 
     @property
     def layout(self) -> Layout:
+        """"blocked" or "standard": the bit layout of every generation."""
         return self._layout
 
     @property
     def seed(self) -> int:
+        """The hash seed of every generation."""
         return self._seed
 
     @property
@@ -431,6 +436,7 @@ class WindowedBloomFilter:
 
     @property
     def clock(self) -> Clock:
+        """The callable giving the time in seconds (time.time unless one was passed)."""
         return self._clock
 
     @property
