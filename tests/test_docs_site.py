@@ -163,7 +163,8 @@ def _chromium() -> str:
 def _browse(tmp_path: Path, page: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
     return subprocess.run(
-        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+         "--no-first-run",
          f"--user-data-dir={tmp_path / 'profile'}", *args, page.as_uri()],
         capture_output=True, text=True, timeout=120,
     )

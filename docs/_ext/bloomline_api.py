@@ -189,8 +189,36 @@ def signatures(src: _Source | None, qual: str, drop_first: bool) -> list[str]:
     found = [n for n in (src.nodes.get(qual, []) if src else [])
              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     overloads = [n for n in found if "overload" in _decorators(n)]
+    impl = [n for n in found if "overload" not in _decorators(n)]
+    if overloads and impl:
+        overloads = [_with_defaults(n, impl[-1]) for n in overloads]
     chosen = overloads or found[-1:]
     return [_format_args(n, drop_first) for n in chosen]
+
+
+def _defaults(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
+    a = node.args
+    positional = a.posonlyargs + a.args
+    out = {arg.arg: d for arg, d in zip(positional[len(positional) - len(a.defaults):], a.defaults)}
+    out.update({arg.arg: d for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    return out
+
+
+def _with_defaults(overload: Any, impl: Any) -> Any:
+    """An overload whose defaults are ``...`` (as overloads write them) given the implementation's."""
+    real = _defaults(impl)
+    node = ast.parse(ast.unparse(overload)).body[0]  # a copy
+    a = node.args
+    positional = a.posonlyargs + a.args
+    first = len(positional) - len(a.defaults)
+    a.defaults = [real.get(positional[first + i].arg, d) if _is_ellipsis(d) else d for i, d in enumerate(a.defaults)]
+    a.kw_defaults = [real.get(arg.arg, d) if d is not None and _is_ellipsis(d) else d
+                     for arg, d in zip(a.kwonlyargs, a.kw_defaults)]
+    return node
+
+
+def _is_ellipsis(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is Ellipsis
 
 
 def class_signature(cls: type) -> str:
