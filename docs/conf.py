@@ -5,7 +5,8 @@ Build it from the repository root (pip install '.[docs]' first):
     sphinx-build -W --keep-going -n -b html docs build/docs
 
 The pages are Markdown (MyST); the API, CLI and Redis-module references are
-generated from the code by the extensions in docs/_ext/.
+generated from the code by the extensions in docs/_ext/, which also point links
+to the repository's files outside docs/ at the repository online.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ extensions = [
     "myst_parser",
     "bloomline_api",
     "bloomline_cli",
+    "bloomline_links",
 ]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
