@@ -319,7 +319,11 @@ class _Writer:
         drop = directive == "method" and not isinstance(raw, staticmethod)
         sigs = signatures(src, qual, drop_first=drop)
         if not sigs:
+            # A Python function written elsewhere may fall back to its own signature; the compiled core's
+            # (pybind11's "capacity: object") never: its stub must have the function.
             try:
+                if not inspect.isfunction(inspect.unwrap(func)):
+                    raise TypeError("compiled")
                 sigs = [str(inspect.signature(obj))]
             except (TypeError, ValueError):
                 logger.warning("bloomline reference: %s has no signature in its stub or source", name,
