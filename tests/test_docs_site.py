@@ -10,6 +10,7 @@ extension that writes the reference, so a name it leaves out fails.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
@@ -19,9 +20,11 @@ import shutil
 import struct
 import subprocess
 import sys
+import textwrap
 import zlib
 from html import unescape
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -216,3 +219,31 @@ def test_api_page_renders(built: Path, tmp_path: Path) -> None:
                    "bloomline.optimal_params"):
         assert f'id="{anchor}"' in dom, anchor
     assert "capacity: int" in _text(dom)
+
+
+# ---- the Redis module page's examples run as written ----
+
+def test_redis_module_page_examples_give_the_replies_they_show(module_server: Any) -> None:
+    """Each ``r.execute_command(...)  # reply`` line of docs/reference/redis-module.md, run in order against a
+    redis-server with the module, gives the reply (or the error) its comment shows."""
+    redis = pytest.importorskip("redis")
+    text = (DOCS / "reference/redis-module.md").read_text()
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)]
+    assert len(blocks) >= 2
+    checked = 0
+    namespace: dict[str, Any] = {}
+    for block in blocks:
+        for line in block.splitlines():
+            m = re.match(r"(r\.execute_command\(.*\))\s+#\s+(.*)$", line)
+            if m is None:
+                exec(line.replace("redis.Redis()", f"redis.Redis(port={module_server.port})"), namespace)
+                continue
+            call, shown = m.groups()
+            if shown.startswith("error: "):
+                with pytest.raises(redis.ResponseError) as caught:
+                    eval(call, namespace)
+                assert str(caught.value) == shown[len("error: "):], line
+            else:
+                assert eval(call, namespace) == ast.literal_eval(shown.split(":")[0]), line
+            checked += 1
+    assert checked >= 5
