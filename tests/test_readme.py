@@ -81,9 +81,7 @@ def test_links_resolve_and_name_no_retired_file_or_issue(path: Path) -> None:
             assert where == "docs/reference/index.md", target
         elif where != "docs/CHANGELOG.md":
             assert file.exists(), f"{path.name}: {target}"
-    for retired in ("DECISIONS.md", "DESIGN.md", "NOTES.md"):
-        assert retired not in text, retired
-    assert not re.search(r"(?i)\bissue \d+|#\d+\b", text)
+    # (files the repository lacks and issue numbers: tests/test_no_dangling.py, over every file)
 
 
 def _multiprocessing_example() -> str:

@@ -16,6 +16,7 @@ from typing_extensions import Buffer, Self, TypeAlias
 # tuples and frozensets of keys.
 Key: TypeAlias = Union[str, bytes, bytearray, memoryview, int, float, np.integer[Any], np.bool_, np.floating[Any],
                        Buffer, tuple[Any, ...], frozenset[Any]]
+"""One key: str (hashed as UTF-8), bytes-like, int, float, or a tuple or frozenset of keys (docs/FORMAT.md, "Keys")."""
 
 class ArrowArrayExportable(Protocol):
     """An Arrow column through the PyCapsule interface (pyarrow Array, ...)."""
@@ -28,6 +29,7 @@ class ArrowStreamExportable(Protocol):
     def __arrow_c_stream__(self, requested_schema: object = None) -> object: ...
 
 Keys: TypeAlias = Union[npt.NDArray[Any], ArrowArrayExportable, ArrowStreamExportable, Iterable[Key]]
+"""A batch of keys: a NumPy array, an Arrow column or stream (pandas, polars, DuckDB), or any iterable of keys."""
 
 class BinaryWriter(Protocol):
     """A binary file object a save writes to (open(..., 'wb'), io.BytesIO)."""
@@ -40,15 +42,22 @@ class BinaryReader(Protocol):
     def read(self, size: int, /) -> bytes: ...
 
 Nulls: TypeAlias = Literal["raise", "skip"]
+"""What a batch does with a null (None, NaN, an Arrow null): "raise" ValueError, or "skip" it (its answer is False)."""
 Layout: TypeAlias = Literal["blocked", "standard"]
+"""Where a key's bits go: "blocked" (all in one 512-bit block: one cache line) or "standard" (over the whole array)."""
 StrPath: TypeAlias = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
+"""A file path: str, bytes or os.PathLike."""
 
 __version__: str
+"""The package's version."""
 # The SIMD code this process uses (integer batch hash, blocked lookups): "avx2" or "portable".
 simd_level: str
+"""The SIMD code this process uses (integer batch hash, blocked lookups): "avx2" or "portable"."""
 # The locks of files mapped for writing: "ofd" (any number of writers per file, Linux) or
 # "flock" (one writer per file at a time, a second refused with ValueError: macOS).
 file_locks: str
+"""The locks of files mapped for writing: "ofd" (Linux: any number of writers per file) or "flock" (macOS: one
+writer per file at a time, a second refused with ValueError)."""
 # Slots per block of the blocked layout (512: one cache line of bits).
 BLOCK_BITS: int
 
@@ -58,7 +67,8 @@ def murmur3_128(data: Key, seed: int = 0) -> int: ...
 def optimal_params(capacity: int, error_rate: float, layout: Layout = "blocked") -> tuple[int, int, float, float]: ...
 def false_positive_rate(n: float, num_bits: int, num_hashes: int, layout: Layout = "blocked") -> float: ...
 def optimal_num_hashes(num_bits: int, n: float, layout: Layout = "blocked") -> int: ...
-def estimate_count(bits_set: int, num_bits: int, num_hashes: int, layout: Layout = "blocked") -> float: ...
+def estimate_count(bits_set: int, num_bits: int, num_hashes: int, layout: Layout = "blocked") -> float:
+    """Distinct keys a filter of this geometry holds, estimated from its bits set (inf when every bit is set)."""
 
 class BloomFilter:
     def __init__(
@@ -300,8 +310,10 @@ class ChainRule:
     def growth(self) -> int: ...
     @property
     def tightening(self) -> float: ...
-    def stage_capacity(self, i: int) -> int: ...
-    def stage_error_rate(self, i: int) -> float: ...
+    def stage_capacity(self, i: int) -> int:
+        """Keys stage i (from 0) is sized for: initial_capacity * growth ** i."""
+    def stage_error_rate(self, i: int) -> float:
+        """The error rate stage i (from 0) is sized for: error_rate * (1 - tightening) * tightening ** i."""
     @property
     def max_stages(self) -> int: ...
     @property

@@ -40,7 +40,9 @@ class Filter(Protocol):
         """True where the key may be present."""
         ...
 
-    def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None: ...
+    def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None:
+        """Add every key of each batch or iterable (set.update's form)."""
+        ...
 
     def add_lines(self, data: Any) -> npt.NDArray[np.bool_]:
         """Add each line of a block of text (bytes-like); True where new."""
@@ -61,7 +63,9 @@ class Filter(Protocol):
         ...
 
     @property
-    def layout(self) -> Layout: ...
+    def layout(self) -> Layout:
+        """"blocked" (a key's bits in one 512-bit block) or "standard" (spread over the whole array)."""
+        ...
 
     @property
     def nbytes(self) -> int:

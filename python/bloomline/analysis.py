@@ -115,6 +115,7 @@ class FPResult:
         return len(self.measured)
 
     def as_dict(self) -> dict[str, npt.NDArray[Any]]:
+        """The fields by name, each a NumPy array (a DataFrame's columns, say)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property

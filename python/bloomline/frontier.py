@@ -19,6 +19,7 @@ from .scalable import ScalableBloomFilter
 __all__ = ["DedupQueue"]
 
 Seen = Union[BloomFilter, ScalableBloomFilter]
+"""The filter a DedupQueue records its keys in."""
 
 
 class DedupQueue:

@@ -60,6 +60,7 @@ class _ChainFacts:
 
     @property
     def initial_capacity(self) -> int:
+        """Keys the first stage holds; each later stage holds growth times more."""
         return self._rule.initial_capacity
 
     @property
@@ -69,22 +70,27 @@ class _ChainFacts:
 
     @property
     def growth(self) -> int:
+        """Each stage's capacity over the previous stage's."""
         return self._rule.growth
 
     @property
     def tightening(self) -> float:
+        """Each stage's error rate over the previous stage's (below 1, so the sum stays under error_rate)."""
         return self._rule.tightening
 
     @property
     def layout(self) -> Layout:
+        """"blocked" or "standard": the bit layout of every stage."""
         return self._layout
 
     @property
     def seed(self) -> int:
+        """The hash seed of every stage (filters compare and merge only with equal seeds)."""
         return self._seed
 
     @property
     def num_stages(self) -> int:
+        """Stages made so far (1 until the first fills)."""
         return len(self._stages)
 
     @property
@@ -113,6 +119,7 @@ class _ChainFacts:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of all the stages' bits."""
         return sum(s.nbytes for s in self._stages)
 
     @property

@@ -57,18 +57,26 @@ class Params(NamedTuple):
     """Geometry that meets an error rate at a capacity (see optimal_params)."""
 
     num_bits: int
+    """m: the filter's size in bits."""
     num_hashes: int
+    """k: bits set and tested per key."""
     bits_per_key: float
+    """num_bits / capacity."""
     expected_fp_rate: float
+    """The false-positive rate at capacity, for this exact geometry and layout."""
 
 
 class ParamsArrays(NamedTuple):
     """optimal_params over arrays: each field an array of the broadcast shape."""
 
     num_bits: npt.NDArray[np.int64]
+    """m of each geometry, in bits."""
     num_hashes: npt.NDArray[np.int64]
+    """k of each geometry."""
     bits_per_key: npt.NDArray[np.float64]
+    """num_bits / capacity, elementwise."""
     expected_fp_rate: npt.NDArray[np.float64]
+    """The false-positive rate at capacity of each geometry."""
 
 
 def _is_scalar(*values: Any) -> bool:

@@ -76,7 +76,9 @@ if TYPE_CHECKING:
 __all__ = ["WindowedBloomFilter"]
 
 Clock = Callable[[], float]
+"""A callable returning the time in seconds (time.time by default)."""
 Window = Union[float, int, datetime.timedelta]
+"""A window's span: seconds (float or int) or a datetime.timedelta."""
 
 # More generations cost memory ((G + 1) filters) and lookups (G + 1 probes);
 # past 64 a slice is under 2% of the window, finer than any recrawl needs.
@@ -248,8 +250,7 @@ class WindowedBloomFilter:
         self._live_at = None
 
     def _current(self, now: int) -> BloomFilter:
-        """The current generation, started now if it was not (its place held
-        a generation G + 1 older: expired)."""
+        """The current generation, started now if it was not (its place held one G + 1 older: expired)."""
         i = now % len(self._ring)
         if self._numbers[i] != now:
             with self._rotating:
@@ -356,8 +357,7 @@ class WindowedBloomFilter:
         return batch_shaped(valid, out)
 
     def contains_many(self, keys: Keys, *, threads: int = 1, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
-        """True where a live generation may have the key; False for nulls
-        with nulls='skip'."""
+        """True where a live generation may have the key; False for nulls with nulls='skip'."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         hit = np.zeros(len(hashed), dtype=bool)
         for g in self._live(self._now()):
@@ -365,8 +365,7 @@ class WindowedBloomFilter:
         return batch_shaped(valid, hit)
 
     def add_lines(self, data: Any, *, refresh: bool = True, threads: int = 1) -> npt.NDArray[np.bool_]:
-        """Add each line of a block of text, as BloomFilter.add_lines reads it;
-        True where the line was new."""
+        """Add each line of a block of text, as BloomFilter.add_lines reads it; True where the line was new."""
         return self.add_many(_core.hash_lines(data, self._seed), refresh=refresh, threads=threads)
 
     def contains_lines(self, data: Any, *, threads: int = 1) -> npt.NDArray[np.bool_]:
@@ -389,6 +388,7 @@ class WindowedBloomFilter:
 
     @property
     def generations(self) -> int:
+        """G: the window is split into G generations (G + 1 filters are kept: the current one and G before it)."""
         return self._generations
 
     @property
@@ -408,10 +408,12 @@ class WindowedBloomFilter:
 
     @property
     def layout(self) -> Layout:
+        """"blocked" or "standard": the bit layout of every generation."""
         return self._layout
 
     @property
     def seed(self) -> int:
+        """The hash seed of every generation."""
         return self._seed
 
     @property
@@ -431,6 +433,7 @@ class WindowedBloomFilter:
 
     @property
     def clock(self) -> Clock:
+        """The callable giving the time in seconds (time.time unless one was passed)."""
         return self._clock
 
     @property
@@ -440,8 +443,7 @@ class WindowedBloomFilter:
 
     @property
     def live_generations(self) -> tuple[tuple[int, BloomFilter], ...]:
-        """(generation number, filter) of the live generations that were
-        started, oldest first (shared, not copies)."""
+        """(generation number, filter) of the live generations started, oldest first (shared, not copies)."""
         now = self._now()
         self._expire(now)
         return tuple(sorted(((g, f) for g, f in zip(self._numbers, self._ring) if g is not None),

@@ -189,6 +189,7 @@ class RedisBloomFilter(Expiring):
         return self.contains_many(self._h.backend.lines(data, self.seed))
 
     def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None:
+        """Add every key of each iterable, in order."""
         for keys in iterables:
             self.add_many(keys, nulls=nulls)
 
@@ -251,6 +252,7 @@ class RedisBloomFilter(Expiring):
 
     @property
     def expected_fp_rate(self) -> float:
+        """The false-positive rate at the current fill (from approx_count; 1.0 once full)."""
         n = self.approx_count
         return 1.0 if math.isinf(n) else _core.false_positive_rate(n, self.num_bits, self.num_hashes, self.layout)
 
@@ -293,38 +295,47 @@ class RedisBloomFilter(Expiring):
 
     @property
     def key(self) -> str:
+        """The filter's name: the key it was made with, under which its Redis keys live."""
         return self._h.name
 
     @property
     def num_bits(self) -> int:
+        """m: bits of the whole filter, over all its shards."""
         return self._h.keys.num_bits
 
     @property
     def num_hashes(self) -> int:
+        """k: bits set and tested per key."""
         return self._h.keys.num_hashes
 
     @property
     def layout(self) -> Layout:
+        """"blocked" or "standard", as recorded when the filter was made."""
         return self._h.keys.layout
 
     @property
     def seed(self) -> int:
+        """The hash seed, as recorded when the filter was made."""
         return self._h.keys.seed
 
     @property
     def shards(self) -> int:
+        """How many Redis strings hold the bits."""
         return max(1, len(self._h.keys.shards))
 
     @property
     def shard_bits(self) -> int:
+        """Bits per shard (a multiple of 512; the last shard may hold fewer)."""
         return self._h.keys.shard_bits
 
     @property
     def capacity(self) -> int:
+        """Keys it was sized for."""
         return self._h.capacity
 
     @property
     def error_rate(self) -> float:
+        """The false-positive rate it was sized for, at capacity."""
         return self._h.error_rate
 
     @property

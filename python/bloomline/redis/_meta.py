@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 META_VERSION = 2
 DEFAULT_SHARD_BITS = 2**31  # 256 MB: far under Redis's 512 MB string limit
+"""Bits per Redis string (shard) unless shard_bits says otherwise: 2**31 bits, 256 MB."""
 FIELDS = ("kind", "layout", "capacity", "error_rate", "seed", "shards", "num_bits", "num_hashes", "shard_bits")
 
 # KEYS: meta    ARGV: field, value, ...

@@ -106,6 +106,7 @@ class RedisStages(Expiring):
     """
 
     shared = True
+    """True: other processes may add stages, so a chain re-reads the count before it grows (the store protocol)."""
 
     def __init__(self, redis: Any, key: str, *, backend: str = "auto", retries: int = DEFAULT_RETRIES,
                  answer_ttl_ms: Optional[int] = None, wait_replicas: int = 0,
@@ -137,6 +138,7 @@ class RedisStages(Expiring):
 
     @property
     def stages_key(self) -> str:
+        """The Redis key holding the chain's stage count."""
         return f"{self._base}:stages"
 
     def count_key(self, i: int) -> str:
@@ -307,4 +309,5 @@ class RedisStages(Expiring):
         self._handles, self._stages = [], []
 
     def close(self) -> None:
+        """Nothing to release: the Redis connection is the caller's (the store protocol asks for close)."""
         pass

@@ -433,6 +433,7 @@ class RedisWindowedFilter:
 
     @property
     def generations(self) -> int:
+        """G: the window is split into G generations (G + 1 are live)."""
         return self._w.generations
 
     @property
@@ -457,22 +458,27 @@ class RedisWindowedFilter:
 
     @property
     def num_hashes(self) -> int:
+        """k: bits set and tested per key, in each generation."""
         return self._w.num_hashes
 
     @property
     def layout(self) -> Layout:
+        """"blocked" or "standard", as recorded when the filter was made."""
         return self._w.layout
 
     @property
     def seed(self) -> int:
+        """The hash seed, as recorded when the filter was made."""
         return self._w.seed
 
     @property
     def key(self) -> str:
+        """The filter's name: the key it was made with, under which its Redis keys live."""
         return self._key
 
     @property
     def backend(self) -> str:
+        """Which backend runs: 'plain' (neither the module nor 'bf' has windowed commands yet)."""
         return self._b.name
 
     @property

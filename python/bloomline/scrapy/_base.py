@@ -28,6 +28,7 @@ class _DupeFilter(_CrawlStop, BaseDupeFilter):
     seen: Any  # the filter whose facts the summary reports
 
     logger = logger  # Scrapy's and scrapy-redis's dupefilters have one
+    """The dupefilters' logger, Scrapy's own ("scrapy.dupefilters")."""
 
     def _init_common(self, fingerprinter: Any, debug: bool, stats: Any) -> None:
         if fingerprinter is None:
@@ -75,6 +76,7 @@ class _DupeFilter(_CrawlStop, BaseDupeFilter):
         return self._by_rule_or_fingerprinter(request)
 
     def log(self, request: Request, spider: Any) -> None:
+        """A dropped request: logged at DEBUG (every one with DUPEFILTER_DEBUG, else the first) and counted in the stats."""
         if self.debug:
             self.logger.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
                               {"request": request, "referer": referer_str(request)}, extra={"spider": spider})

@@ -32,7 +32,9 @@ class _CrawlStop:
     or failed; JournalScheduler when its journal cannot be read)."""
 
     label = "bloomline"
+    """The component's name at the start of its log lines."""
     error_log = logger  # where the one ERROR line goes
+    """The logger of the one ERROR line that stops the crawl."""
 
     def _init_stop(self) -> None:
         self.crawler: Any = None

@@ -76,6 +76,7 @@ class RedisBloomDupeFilter(_DupeFilter):
     Redis shared by many crawl processes (see the module doc)."""
 
     label = "RedisBloomDupeFilter"
+    """The name at the start of this filter's log lines."""
 
     def __init__(
         self,
@@ -391,6 +392,7 @@ class RedisBloomDupeFilter(_DupeFilter):
         return not new
 
     def log(self, request: Request, spider: Any) -> None:
+        """A dropped request, logged and counted as BloomDupeFilter's are; one kept aside during a Redis outage is no duplicate and is not logged."""
         if self._outages.was_just_spilled(request):  # kept to check later: not a duplicate
             return
         super().log(request, spider)

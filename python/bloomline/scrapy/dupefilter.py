@@ -132,6 +132,7 @@ class BloomDupeFilter(_DupeFilter):
     """Scrapy's duplicate filter on a growing Bloom filter (see the module doc)."""
 
     label = "BloomDupeFilter"
+    """The name at the start of this filter's log lines."""
 
     def __init__(
         self,
@@ -186,6 +187,7 @@ class BloomDupeFilter(_DupeFilter):
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> BloomDupeFilter:
+        """Scrapy's scheduler makes the filter from the crawl's settings (the BLOOMLINE settings, JOBDIR)."""
         return cls._build(crawler.settings, crawler)
 
     @classmethod
@@ -218,6 +220,7 @@ class BloomDupeFilter(_DupeFilter):
         return self
 
     def request_seen(self, request: Request) -> bool:
+        """True to drop the request: its fingerprint was recorded before (or is a false positive); records it otherwise."""
         if self.refused is not None:
             return False  # queued, never fetched: the crawl is closing
         return not self.record_fingerprint(self.fingerprint(request))
@@ -242,6 +245,7 @@ class BloomDupeFilter(_DupeFilter):
         self._saved_at = time.monotonic()
 
     def close(self, reason: str = "") -> None:
+        """Scrapy's scheduler, at the end: logs the summary; the filter is saved (BLOOMLINE_RECRAWL_AFTER) or closed (a JOBDIR's file flushed)."""
         if getattr(self, "seen", None) is not None:
             self._summary()
             if isinstance(self.seen, WindowedBloomFilter):

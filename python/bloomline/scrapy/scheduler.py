@@ -72,6 +72,7 @@ class JournalScheduler(Scheduler):
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> JournalScheduler:
+        """Scrapy's engine makes the scheduler; ValueError when JournalDoneMiddleware is not in SPIDER_MIDDLEWARES."""
         middlewares = crawler.settings.getwithbase("SPIDER_MIDDLEWARES")
         if not any(_is_middleware(k) and v is not None for k, v in middlewares.items()):
             raise ValueError(
@@ -83,6 +84,7 @@ class JournalScheduler(Scheduler):
         return scheduler
 
     fifo = False
+    """True when SCHEDULER_DISK_QUEUE names a FIFO queue: requests of one priority leave in the order they came."""
     _refusal: Optional[_CrawlStop] = None  # the journal cannot be read: the crawl stops at its start
     _failure: Optional[_CrawlStop] = None  # the journal could not be written: the crawl stops
     _reserve: Optional[Path] = None
@@ -93,6 +95,7 @@ class JournalScheduler(Scheduler):
         return jobdir or None
 
     def open(self, spider: Any) -> Any:
+        """Scrapy's engine, at the start: opens the dupefilter and, with a JOBDIR, the request journal, resuming the requests it holds."""
         self.spider = spider
         self.mqs = self._mq()
         self.dqs = None
@@ -130,6 +133,7 @@ class JournalScheduler(Scheduler):
         return result
 
     def close(self, reason: str) -> Any:
+        """Scrapy's engine, at the end: closes the journal (what is pending stays in JOBDIR for the next run), then the dupefilter."""
         if self.dqs is not None:
             try:
                 self.dqs.close()
@@ -140,6 +144,7 @@ class JournalScheduler(Scheduler):
         return self.df.close(reason)
 
     def enqueue_request(self, request: Request) -> bool:
+        """Schedule a request unless the dupefilter drops it; True when scheduled. With a JOBDIR it is journaled before its fingerprint is recorded."""
         kept = self._enqueue(request)
         # Reached only if the request was journaled, filtered or refused: an
         # exception leaves the request that yielded it unfinished (fetched again).
@@ -319,6 +324,7 @@ class JournalDoneMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> JournalDoneMiddleware:
+        """Scrapy makes the middleware for the crawl."""
         return cls(crawler)
 
     @staticmethod
@@ -336,6 +342,7 @@ class JournalDoneMiddleware:
             self.crawler.signals.send_catch_log(signal=request_yielded, request_id=rid, request=item)
 
     def process_spider_output(self, response: Response, result: Iterable[Any], spider: Any = None) -> Iterator[Any]:
+        """Passes the callback's output through, telling the scheduler which requests it yielded and when it ended."""
         rid = self._rid(response)
         try:
             for item in result:
@@ -347,6 +354,7 @@ class JournalDoneMiddleware:
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: Any = None
     ) -> AsyncIterator[Any]:
+        """The same for an asynchronous callback."""
         rid = self._rid(response)
         try:
             async for item in result:
@@ -356,4 +364,5 @@ class JournalDoneMiddleware:
             self._finished(response)
 
     def process_spider_exception(self, response: Response, exception: BaseException, spider: Any = None) -> None:
+        """A callback that raised has finished too: the scheduler marks its request done."""
         self._finished(response)
