@@ -33,7 +33,7 @@ extensions = [
 ]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-# DECISIONS.md is on its way out (its content moves to design/); the rest are not pages.
+# Not pages: build outputs, notebook checkpoints, the extensions.
 exclude_patterns = ["_build", "**/.ipynb_checkpoints", "_ext"]
 
 myst_heading_anchors = 3  # links such as FORMAT.md#positions resolve to headings

@@ -93,6 +93,7 @@ class _Source:
     """One module's definitions by qualified name: their AST nodes and docstrings."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self.nodes: dict[str, list[ast.AST]] = {}
         self.docs: dict[str, str] = {}
         self.order: dict[str, int] = {}
@@ -134,6 +135,9 @@ def source_of(modname: str) -> _Source | None:
         file = getattr(module, "__file__", None)
         if file:
             stub = Path(file).parent / (modname.rsplit(".", 1)[-1] + ".pyi")
+            if not stub.exists() and "." in modname:  # an editable install keeps the compiled module elsewhere
+                package = importlib.import_module(modname.rsplit(".", 1)[0])
+                stub = Path(package.__file__ or "").parent / stub.name
             path = stub if stub.exists() else (Path(file) if file.endswith(".py") else None)
         _sources[modname] = _Source(path) if path else None
     return _sources[modname]
@@ -445,7 +449,7 @@ class TypeAliases(SphinxDirective):
         assert src is not None
         writer = _Writer(self)
         writer.lines += [f".. py:module:: {CORE}", ""]
-        tree = ast.parse((Path(importlib.import_module(CORE).__file__).parent / "_core.pyi").read_text())
+        tree = ast.parse(src.path.read_text())
         for node in tree.body:
             if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
                     and ast.unparse(node.annotation) == "TypeAlias" and node.value is not None):
