@@ -235,7 +235,15 @@ void for_each_element(PyObject* seq, bool array, const char* param, Fn&& fn) {
             __builtin_prefetch(ahead, 0, 3);
             __builtin_prefetch(ahead + 64, 0, 3);
         }
-        const py::object item = py::reinterpret_borrow<py::object>(items[i]);
+        PyObject* const raw = items[i];
+        // An exact str, bytes or int is read without running Python code,
+        // so the list holds it throughout: no reference of our own, which
+        // would write to every key object's cache line twice.
+        if (PyUnicode_CheckExact(raw) || PyBytes_CheckExact(raw) || PyLong_CheckExact(raw)) {
+            fn(raw, static_cast<std::size_t>(i));
+            continue;
+        }
+        const py::object item = py::reinterpret_borrow<py::object>(raw);
         fn(item.ptr(), static_cast<std::size_t>(i));
     }
 }
@@ -442,7 +450,10 @@ struct HashVisitor {
         valid.reserve(n);
     }
     void key(PyObject* item, std::size_t i) {
-        hashes.push_back(hash_item(item, seed, param, i));
+        // (an ASCII str, bytes or a 64-bit int inline, as a scalar add's)
+        hashes.push_back(PyUnicode_CheckExact(item) && PyUnicode_IS_COMPACT_ASCII(item)
+                             ? murmur3_128(PyUnicode_DATA(item), static_cast<std::size_t>(PyUnicode_GET_LENGTH(item)), seed)
+                             : hash_item(item, seed, param, i));
         valid.push_back(1);
     }
     void null(std::size_t) {
