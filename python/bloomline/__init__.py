@@ -9,7 +9,7 @@ Quick tour::
     >>> "https://example.com/" in bf
     True
 
-See README.md for batches (NumPy), set algebra, pickling and the file format.
+See docs/quickstart.md and the guides in docs/guides/ for batches (NumPy, Arrow), set algebra, pickling and files; docs/FORMAT.md for the file format.
 """
 
 from __future__ import annotations
