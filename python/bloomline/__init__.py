@@ -9,7 +9,8 @@ Quick tour::
     >>> "https://example.com/" in bf
     True
 
-See docs/quickstart.md and the guides in docs/guides/ for batches (NumPy, Arrow), set algebra, pickling and files; docs/FORMAT.md for the file format.
+See docs/quickstart.md and the guides in docs/guides/ for batches (NumPy,
+Arrow), set algebra, pickling and files; docs/FORMAT.md for the file format.
 """
 
 from __future__ import annotations
