@@ -559,3 +559,25 @@ def test_recrawl_after_a_generation_gone_from_redis_fails_the_crawl(redis_server
     assert "refused a check" in error and bits.decode() in error and "is gone" in error, error
     assert list(tmp_path.glob("gone_dupefilter.*.unchecked.journal"))
     df.close()
+
+
+def test_a_project_without_scrapy_cfg_spills_under_dot_scrapy(redis_server: Any, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """SCRAPY_SETTINGS_MODULE set by hand and no scrapy.cfg: Scrapy's
+    data_path has no project data dir and raises NotConfigured; the filter
+    starts, its spill directory where Scrapy puts data outside a project."""
+    from scrapy.settings import Settings
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    (tmp_path / "someproject").mkdir()
+    (tmp_path / "someproject" / "__init__.py").write_text("")
+    (tmp_path / "someproject" / "settings.py").write_text("BOT_NAME = 'someproject'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "someproject.settings")
+    df = RedisBloomDupeFilter.from_settings(Settings({"REDIS_URL": redis_server.url, "BLOOMLINE_REDIS_KEY": "nocfg"}))
+    try:
+        assert df._outages.spill_dir == Path(".scrapy", "bloomline")
+    finally:
+        df.close("finished")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
 
 from scrapy import signals
+from scrapy.exceptions import NotConfigured
 from scrapy.http import Request
 from scrapy.utils.job import job_dir
 from scrapy.utils.project import data_path
@@ -60,6 +61,16 @@ FRONT_SEED = 0x9E3779B97F4A7C15  # not the Redis chain's seed: their false posit
 # and deleting one (RedisStages.reset) never deletes the other.
 RECRAWL_SUFFIX = ":recrawl"
 
+
+
+def _default_spill_dir() -> Path:
+    """Scrapy's project data dir (.scrapy/bloomline beside scrapy.cfg). A
+    project run without a scrapy.cfg (SCRAPY_SETTINGS_MODULE set by hand)
+    has none: Scrapy's own fallback outside a project, .scrapy/ here."""
+    try:
+        return Path(data_path("bloomline"))
+    except NotConfigured:
+        return Path(".scrapy", "bloomline")
 
 class KindMismatch(ValueError):
     """The dupefilter key holds the other kind of filter (a chain where a
@@ -124,7 +135,7 @@ class RedisBloomDupeFilter(_DupeFilter):
         self.retry_timeout_s = float(retry_timeout_s)
         self.delete_on_close = not persist
         self._target = error_rate
-        self._outages = Outages(self, Path(spill_dir) if spill_dir else Path(data_path("bloomline")))
+        self._outages = Outages(self, Path(spill_dir) if spill_dir else _default_spill_dir())
         self._queue_in_redis = False  # scrapy-redis: the scheduler pushes a new request to Redis after the check
         self.redis_checks = 0  # checks the front filter could not answer (a recrawl window: all): sent to Redis
         # Two re-sends of a check whose reply was lost, then it is spilled;
