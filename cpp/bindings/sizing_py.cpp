@@ -17,7 +17,7 @@ void register_sizing(py::module_& m) {
     m.def(
         "optimal_params",
         [](py::handle capacity, py::handle error_rate, py::handle layout) {
-            const auto n = py_args::to_u64(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
+            const auto n = py_args::to_count(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
             const double p = py_args::to_double(error_rate, "error_rate");
             const Params r = optimal_params(static_cast<double>(n), p, py_args::to_layout(layout));
             return py::make_tuple(r.num_bits, r.num_hashes, r.bits_per_key, r.expected_fp_rate);
