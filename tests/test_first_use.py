@@ -274,3 +274,23 @@ def test_redis_filters_take_a_float_capacity_and_are_false_while_empty(redis_ser
     assert w
     w.clear()
     assert not w
+
+
+def test_converted_arguments_still_reach_the_method(tmp_path: Any) -> None:
+    """The overload that names a bad keyword matches any call in pybind11's
+    first, non-converting pass: a method must not need that pass's
+    conversions (an int for a bool) to be reached."""
+    import numpy as np
+
+    path = tmp_path / "f.blf"
+    f = BloomFilter(1000)
+    f.add("a")
+    f.save(path)
+    for flag in (1, np.True_):
+        g = BloomFilter.load(path, mmap=flag)
+        assert "a" in g and g.read_only
+        g.close()
+    with BloomFilter.open(path, "r", verify=1) as h:
+        assert "a" in h
+    with pytest.raises(TypeError, match="mode must be 'r' or 'r\\+', got int"):
+        BloomFilter.open(path, 1)  # type: ignore[arg-type]

@@ -43,6 +43,9 @@ private:
 // docstrings, what a parameter takes (capacity: int, not object), as the
 // stubs (_core.pyi) do. Each accepts any object: the binding checks it
 // (to_u64, to_double, ...) and its errors name the parameter and value.
+// A public method takes only these (and filters), never a C++ bool, double
+// or string: those need pybind11's converting pass, which explain_bad_calls'
+// overload would pre-empt (it matches in the first, non-converting pass).
 inline int any_object(PyObject*) { return 1; }
 #define BLOOMLINE_HINT(Name)                                 \
     class Name : public py::object {                         \
@@ -61,6 +64,8 @@ BLOOMLINE_HINT(Keys)
 BLOOMLINE_HINT(Buffer)
 BLOOMLINE_HINT(PathOrFile)
 BLOOMLINE_HINT(OptBool)
+BLOOMLINE_HINT(Bool)
+BLOOMLINE_HINT(ModeName)
 #undef BLOOMLINE_HINT
 
 // pybind11 answers a call that fits no overload with its "incompatible
@@ -106,5 +111,7 @@ BLOOMLINE_HINT_NAME(Keys, "Keys")
 BLOOMLINE_HINT_NAME(Buffer, "collections.abc.Buffer")
 BLOOMLINE_HINT_NAME(PathOrFile, "str | os.PathLike | typing.BinaryIO")
 BLOOMLINE_HINT_NAME(OptBool, "bool | None")
+BLOOMLINE_HINT_NAME(Bool, "bool")
+BLOOMLINE_HINT_NAME(ModeName, "typing.Literal['r', 'r+']")
 #undef BLOOMLINE_HINT_NAME
 }  // namespace pybind11::detail

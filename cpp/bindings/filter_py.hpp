@@ -429,7 +429,8 @@ Handle<T> mapped(const std::string& path, bool writable, bool verify) {
 // A path, or a binary file object (one filter read at its position: a
 // stream may hold several); a file object cannot be mapped.
 template <class T>
-Handle<T> load(py_args::PathOrFile path, bool mmap, py_args::OptBool verify) {
+Handle<T> load(py_args::PathOrFile path, py_args::Bool mmap_arg, py_args::OptBool verify) {
+    const bool mmap = mmap_arg.cast<bool>();
     if (!py_files::is_path(path)) {
         if (mmap) throw std::invalid_argument("mmap=True needs a path, got a file object (" +
                                         py::type::handle_of(path).attr("__name__").cast<std::string>() + ")");
@@ -707,7 +708,11 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
                     "filter is read at its position, and nothing past it.")
         .def_static(
             "open",
-            [](py_args::PathOrFile path, const std::string& mode, bool verify) {
+            [](py_args::PathOrFile path, py_args::ModeName mode_arg, py_args::Bool verify_arg) {
+                if (!PyUnicode_Check(mode_arg.ptr()))
+                    throw py::type_error("mode must be 'r' or 'r+', got " + py_keys::type_name(mode_arg.ptr()));
+                const std::string mode = mode_arg.cast<std::string>();
+                const bool verify = verify_arg.cast<bool>();
                 if (mode != "r+" && mode != "r")
                     throw std::invalid_argument("mode must be 'r' or 'r+', got '" + mode + "'");
                 const std::string p = py_files::fs_path(path);
