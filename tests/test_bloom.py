@@ -120,7 +120,7 @@ def test_standard_layout_takes_any_num_bits() -> None:
     [
         ((0,), {}, ValueError, r"capacity must be in \[1, 2\*\*48\], got 0"),
         ((-1,), {}, ValueError, r"capacity must be in \[1, 2\*\*48\], got -1"),
-        ((1e6,), {}, TypeError, r"capacity must be an int, got float"),
+        ((1e6 + 0.5,), {}, ValueError, r"capacity must be a whole number .* got 1000000.5"),
         (("10",), {}, TypeError, r"capacity must be an int, got str"),
         ((100, 0.0), {}, ValueError, r"error_rate must be in \(0, 1\), got 0"),
         ((100, 1.0), {}, ValueError, r"error_rate must be in \(0, 1\), got 1"),
@@ -230,7 +230,7 @@ def test_comparisons_with_other_types(kind: type) -> None:
     assert (None == bf) is False and bf not in [None] and None not in [bf]  # noqa: E711
     with pytest.raises(TypeError, match="unsupported operand"):
         _ = bf | None
-    with pytest.raises(TypeError, match="incompatible function arguments"):
+    with pytest.raises(TypeError, match=r"approx_jaccard\(\) got arguments of the wrong type \(NoneType\)"):
         bf.approx_jaccard(None)
 
 

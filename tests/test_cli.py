@@ -80,7 +80,6 @@ def test_dedup_counts_false_positives_honestly(tmp_path: Path) -> None:
         (["dedup", "--capacity", "0"], "argument --capacity: must be a positive integer, got '0'"),
         (["dedup", "--error-rate", "1.5"], "argument --error-rate: must be in (0, 1), got '1.5'"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
-        ([], "the following arguments are required: COMMAND"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(args: list[str], message: str) -> None:
@@ -1070,3 +1069,69 @@ def test_the_cli_docstring_names_every_command() -> None:
             assert f"\n  {command} " in doc, command
     for action in ("dump", "restore", "import-set"):
         assert f"\n  redis {action} " in doc, action
+
+
+@pytest.mark.parametrize(("args", "head"), [([], "usage: bloomline [-h] [--version] COMMAND"),
+                                            (["redis"], "usage: bloomline redis [-h] ACTION")])
+def test_no_command_prints_the_whole_help_and_exits_2(args: list[str], head: str) -> None:
+    r = run(*args)
+    assert r.returncode == 2 and r.stderr == b""
+    out = r.stdout.decode()
+    assert out.startswith(head) and "options:" in out and "required" not in out
+
+
+def test_help_texts_say_why_and_show_percent_once() -> None:
+    imp = run("redis", "import-set", "--help").stdout.decode()
+    assert "%(spider)s:dupefilter" in " ".join(imp.split()) and "%%" not in imp
+    dedup = " ".join(run("dedup", "--help").stdout.decode().split())
+    assert "default 1e-6, low because each false positive silently drops a new line" in dedup
+    build = " ".join(run("build", "--help").stdout.decode().split())
+    assert "default 0.01: the file answers later lookups" in build
+
+
+def test_info_prints_the_estimated_count_as_a_whole_number(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.txt"
+    keys.write_text("".join(f"k{i}\n" for i in range(3000)))
+    out = tmp_path / "f.blf"
+    assert run("build", "-q", "--error-rate", "0.5", str(out), str(keys)).returncode == 0
+    (line,) = [x for x in run("info", str(out)).stdout.decode().splitlines() if x.startswith("approx_count")]
+    assert re.fullmatch(r"approx_count\s+about \d{1,3}(,\d{3})*", line), line
+    assert "e+" not in run("info", str(out)).stdout.decode()
+
+
+def test_dedup_rounds_its_expected_false_positives() -> None:
+    data = "".join(f"{i}\n" for i in range(100_000)).encode() * 2
+    r = run("dedup", "--capacity", "10000", "--error-rate", "0.5", stdin=data)
+    err = r.stderr.decode()
+    m = re.search(r"of which about ([\d,.]+) may be false positives", err)
+    assert m is not None and "." not in m.group(1) and int(m.group(1).replace(",", "")) > 10, err
+    assert "CapacityWarning" not in err and "warnings.warn" not in err
+    assert len([x for x in err.splitlines() if "warning:" in x]) == 1
+
+
+def test_a_full_filter_restored_says_so_not_a_traceback(tmp_path: Path, redis_server: Any) -> None:
+    keys = tmp_path / "keys.txt"
+    keys.write_text("".join(f"k{i}\n" for i in range(3000)))
+    out = tmp_path / "full.blf"
+    assert run("build", "-q", "--capacity", "100", str(out), str(keys)).returncode == 0
+    r = run("redis", "restore", str(out), redis_server.url, "full")
+    assert r.returncode == 0 and b"every bit set" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_a_warning_in_the_cli_is_one_line() -> None:
+    """A warning the command does not word itself (here an EvictionWarning-
+    like UserWarning raised while the command runs) is one line."""
+    code = (
+        "import sys, warnings\n"
+        "from bloomline import cli\n"
+        "from bloomline.cli import _local\n"
+        "real = _local.cmd_params\n"
+        "def params(args):\n"
+        "    warnings.warn('the false-positive rate is\\nnow above what it was made for', UserWarning)\n"
+        "    return real(args)\n"
+        "cli.COMMANDS['params'] = params\n"
+        "sys.exit(cli.main(['params', '--capacity', '1e6', '--error-rate', '0.01']))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert r.returncode == 0
+    assert r.stderr == b"bloomline: warning: the false-positive rate is now above what it was made for\n"

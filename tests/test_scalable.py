@@ -94,7 +94,7 @@ def test_corrupt_container_is_refused() -> None:
     ("kwargs", "exc", "message"),
     [
         ({"initial_capacity": 0}, ValueError, "initial_capacity must be >= 1, got 0"),
-        ({"initial_capacity": 1.5}, TypeError, "initial_capacity must be an int, got float"),
+        ({"initial_capacity": 1.5}, ValueError, "initial_capacity must be a whole number .* got 1.5"),
         ({"initial_capacity": 10, "error_rate": 1.5}, ValueError, r"error_rate must be in \(0, 1\), got 1.5"),
         ({"initial_capacity": 10, "growth": 3}, ValueError, "growth must be 2 or 4, got 3"),
         ({"initial_capacity": 10, "tightening": 1.0}, ValueError, r"tightening must be in \(0, 1\), got 1.0"),

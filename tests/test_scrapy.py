@@ -230,6 +230,19 @@ def test_a_bad_setting_of_the_local_filter_is_one_error_line(site: Site, tmp_pat
     assert "Traceback" not in r.stderr and not site.pages()
 
 
+def test_a_bad_setting_with_a_feed_export_is_still_one_error_line(site: Site, tmp_path: Path) -> None:
+    """With -O / FEEDS the feed is stored while the spider closes, and the
+    engine still schedules the start request: OffsiteMiddleware's handler
+    of request_scheduled read a crawler with no spider and logged a
+    traceback, until the spider was taken away only once the close was done."""
+    r = crawl(tmp_path, site, "DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter", "BLOOMLINE_ERROR_RATE=abc",
+              'FEEDS={"out.jsonl": {"format": "jsonlines"}}')
+    assert r.returncode == 1
+    errors = [line for line in r.stderr.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1 and "BLOOMLINE_ERROR_RATE must be in (0, 1), got 'abc'" in errors[0], r.stderr[-3000:]
+    assert "Traceback" not in r.stderr and (tmp_path / "out.jsonl").exists() and not site.pages()
+
+
 def test_resuming_a_jobdir_with_another_rate_names_the_rate_as_written(site: Site, tmp_path: Path) -> None:
     job = tmp_path / "job"
     base = ("DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter", f"JOBDIR={job}", "CLOSESPIDER_PAGECOUNT=20")

@@ -114,7 +114,7 @@ def test_estimate_count_inverts_the_fill() -> None:
     [
         ({"capacity": 0, "error_rate": 0.01}, ValueError, r"capacity must be in \[1, 2\*\*48\], got 0"),
         ({"capacity": -5, "error_rate": 0.01}, ValueError, r"capacity must be in \[1, 2\*\*48\], got -5"),
-        ({"capacity": 1.5, "error_rate": 0.01}, TypeError, r"capacity must be an int, got float"),
+        ({"capacity": 1.5, "error_rate": 0.01}, ValueError, r"capacity must be a whole number .* got 1.5"),
         ({"capacity": 10, "error_rate": 1.5}, ValueError, r"error_rate must be in \(0, 1\), got 1.5"),
         ({"capacity": 10, "error_rate": 0}, ValueError, r"error_rate must be in \(0, 1\), got 0"),
         ({"capacity": 10, "error_rate": float("nan")}, ValueError, r"error_rate must be in \(0, 1\), got nan"),

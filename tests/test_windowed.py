@@ -349,7 +349,7 @@ def test_capacity_warning_names_the_generation() -> None:
         ({"window": 60, "error_rate": float("nan")}, ValueError, "error_rate .* got nan"),
         ({"window": 60, "error_rate": "0.1"}, TypeError, "error_rate must be a float, got str"),
         ({"window": 60, "capacity": 0}, ValueError, "capacity must be in .* got 0"),
-        ({"window": 60, "capacity": 1.5}, TypeError, "capacity"),
+        ({"window": 60, "capacity": 1.5}, ValueError, "capacity must be a whole number .* got 1.5"),
         ({"window": 60, "layout": "odd"}, ValueError, "layout"),
         ({"window": 60, "seed": -1}, (ValueError, OverflowError), "seed"),
         ({"window": 60, "clock": 5}, TypeError, r"clock must be a callable returning seconds, got int \(5\)"),

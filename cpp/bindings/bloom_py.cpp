@@ -30,7 +30,7 @@ are 5 and np.int32(5). layout="blocked" keeps all of a key's bits in one
 whole array (k cache lines, ~3% less memory at 1%).
 )doc");
 
-    cls.def(py::init([](py::handle capacity, py::handle error_rate, py::handle layout, py::handle seed) {
+    cls.def(py::init([](py_args::Int capacity, py_args::Float error_rate, py_args::LayoutName layout, py_args::Int seed) {
                 const Target t = parse_target(capacity, error_rate, layout, seed);
                 return H(std::make_unique<BloomFilter>(
                     Geometry{t.layout, t.params.num_bits, t.params.num_hashes, t.seed}, t.capacity, t.error_rate));
@@ -39,22 +39,22 @@ whole array (k cache lines, ~3% less memory at 1%).
             py::arg("seed") = 0)
         .def_static(
             "from_params",
-            [](py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed) {
+            [](py_args::Int num_bits, py_args::Int num_hashes, py_args::LayoutName layout, py_args::Int seed) {
                 return H(std::make_unique<BloomFilter>(parse_geometry(num_bits, num_hashes, layout, seed), 0, 0.0));
             },
             py::arg("num_bits"), py::arg("num_hashes"), py::kw_only(), py::arg("layout") = "blocked",
             py::arg("seed") = 0, "A filter with explicit num_bits (m) and num_hashes (k); capacity and error_rate are None.")
         .def_static(
             "from_buffer",
-            [](py::handle payload, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed,
-               py::handle capacity, py::handle error_rate, py::handle insert_count) {
+            [](py_args::Buffer payload, py_args::Int num_bits, py_args::Int num_hashes, py_args::LayoutName layout,
+               py_args::Int seed, py_args::OptInt capacity, py_args::OptFloat error_rate, py_args::Int insert_count) {
                 const Geometry g = parse_geometry(num_bits, num_hashes, layout, seed);
                 const std::uint64_t inserted =
                     py_args::to_u64(insert_count, "insert_count", 0, ~std::uint64_t{0}, "[0, 2**64)");
                 std::uint64_t cap = 0;
                 double rate = 0.0;
                 if (!capacity.is_none()) {
-                    cap = py_args::to_u64(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
+                    cap = py_args::to_count(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
                     rate = py_args::to_double(error_rate, "error_rate");
                     check_error_rate(rate);
                 }

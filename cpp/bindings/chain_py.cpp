@@ -21,7 +21,7 @@ void register_chain(py::module_& m) {
         .def(py::init([](py::handle initial_capacity, py::handle error_rate, py::handle growth,
                          py::handle tightening) {
                  return ChainRule::make(
-                     py_args::to_u64(initial_capacity, "initial_capacity", 0, ~std::uint64_t{0}, "[0, 2**64)"),
+                     py_args::to_count(initial_capacity, "initial_capacity", 0, ~std::uint64_t{0}, "[0, 2**64)"),
                      py_args::to_double(error_rate, "error_rate"),
                      static_cast<std::uint32_t>(py_args::to_u64(growth, "growth", 0, 64, "{2, 4}")),
                      py_args::to_double(tightening, "tightening"));

@@ -40,8 +40,8 @@ a key's counters sit where a BloomFilter puts its bits: to_bloom() gives
 the BloomFilter of the same keys.
 )doc");
 
-    cls.def(py::init([](py::handle capacity, py::handle error_rate, py::handle counter_bits, py::handle layout,
-                        py::handle seed) {
+    cls.def(py::init([](py_args::Int capacity, py_args::Float error_rate, py_args::CounterBits counter_bits,
+                        py_args::LayoutName layout, py_args::Int seed) {
                 const unsigned bits = parse_counter_bits(counter_bits);
                 check_counter_bits(bits);
                 const Target t = parse_target(capacity, error_rate, layout, seed);
@@ -52,8 +52,8 @@ the BloomFilter of the same keys.
             py::arg("layout") = "blocked", py::arg("seed") = 0)
         .def_static(
             "from_params",
-            [](py::handle num_counters, py::handle num_hashes, py::handle counter_bits, py::handle layout,
-               py::handle seed) {
+            [](py_args::Int num_counters, py_args::Int num_hashes, py_args::CounterBits counter_bits,
+               py_args::LayoutName layout, py_args::Int seed) {
                 const unsigned bits = parse_counter_bits(counter_bits);
                 check_counter_bits(bits);
                 return H(std::make_unique<CountingBloomFilter>(
@@ -63,7 +63,7 @@ the BloomFilter of the same keys.
             py::arg("layout") = "blocked", py::arg("seed") = 0, "A filter with explicit m and k.")
         .def(
             "remove",
-            [](H& h, py::handle key) {
+            [](H& h, py_args::Key key) {
                 if (!h->remove(py_keys::hash_key(key.ptr(), h->geometry().seed))) raise_key_error(key);
             },
             py::arg("key"),
@@ -74,16 +74,16 @@ the BloomFilter of the same keys.
             "absent raises it.")
         .def(
             "discard",
-            [](H& h, py::handle key) { return h->remove(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
+            [](H& h, py_args::Key key) { return h->remove(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
             py::arg("key"), "Remove one occurrence if present. Returns whether something was removed.")
         .def(
             "count",
-            [](const H& h, py::handle key) { return h->count(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
+            [](const H& h, py_args::Key key) { return h->count(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
             py::arg("key"),
             "The smallest of the key's counters: an upper bound on its adds minus removes (0: certainly absent).")
         .def(
             "remove_many",
-            [](H& h, py::handle keys, py::handle nulls) {
+            [](H& h, py_args::Keys keys, py_args::NullsName nulls) {
                 CountingBloomFilter& f = *h;
                 return py_keys::with_batch_hashes(
                     keys, f.geometry().seed, "keys",
@@ -95,7 +95,7 @@ the BloomFilter of the same keys.
             "key was certainly absent (nothing changed for it) or null (nulls='skip').")
         .def(
             "count_many",
-            [](const H& h, py::handle keys, py::handle nulls) {
+            [](const H& h, py_args::Keys keys, py_args::NullsName nulls) {
                 const CountingBloomFilter& f = *h;
                 return py_keys::with_batch_hashes<std::uint32_t>(
                     keys, f.geometry().seed, "keys",

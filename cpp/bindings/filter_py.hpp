@@ -62,7 +62,7 @@ struct Target {
 
 inline Target parse_target(py::handle capacity, py::handle error_rate, py::handle layout, py::handle seed) {
     Target t{};
-    t.capacity = py_args::to_u64(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
+    t.capacity = py_args::to_count(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
     t.error_rate = py_args::to_double(error_rate, "error_rate");
     check_error_rate(t.error_rate);
     t.layout = py_args::to_layout(layout);
@@ -172,6 +172,58 @@ void def_set_operator(py::class_<Handle<T>>& cls, const char* name, const char* 
             return self;
         },
         py::is_operator());
+}
+
+// union(), intersection() and issubset(): set's names for |, & and a
+// containment test, with the same checks (a ValueError naming what differs).
+template <class T>
+void def_set_names(py::class_<Handle<T>>& cls) {
+    using H = Handle<T>;
+    constexpr bool bits = std::is_same_v<T, BloomFilter>;
+    cls.def(
+        "union",
+        [](const H& a, const H& b) {
+            check_compatible(*a, *b);
+            auto r = a->copy();
+            r->union_with(*b);
+            return H(std::move(r));
+        },
+        py::arg("other"),
+        bits ? "A new filter of the keys of both: self | other (bits OR). Both must have the same layout, num_bits, "
+               "num_hashes and seed (ValueError naming what differs)."
+             : "A new filter of the keys of both: self | other, each counter the sum of the two (saturating at its "
+               "maximum). The sum, not the larger, because it is the multiset of both filters' adds: a key added to "
+               "each can then be removed once for each add, and no removal makes a key that is still in either "
+               "test absent. Both must have the same geometry and counter_bits (ValueError naming what differs).");
+    cls.def(
+        "intersection",
+        [](const H& a, const H& b) {
+            check_compatible(*a, *b);
+            auto r = a->copy();
+            r->intersect_with(*b);
+            return H(std::move(r));
+        },
+        py::arg("other"),
+        bits ? "A new filter of the bits set in both: self & other (bits AND). Every key of both tests present in it; "
+               "it may also hold bits that no common key set (a key of only one filter can still test present, more "
+               "often than in a filter built from the common keys). Same geometry required, as union()."
+             : "A new filter whose counters are the smaller of the two: self & other, the multiset intersection. Every "
+               "key of both tests present. Same geometry and counter_bits required, as union().");
+    cls.def(
+        "issubset",
+        [](const H& a, const H& b) {
+            check_compatible(*a, *b);
+            return a->within(*b);
+        },
+        py::arg("other"),
+        bits ? "True when every bit set in self is set in other: then every key added to self tests present in "
+               "other. Not a true subset test: a key of self that was never added to other answers True if other's "
+               "bits happen to cover it (a false positive of other). False is certain: some key of self was never "
+               "added to other. Same geometry required, as union()."
+             : "True when no counter of self is above other's: then every key of self tests present in other, and "
+               "counts there at least as often as here (up to the false positives of counters, as count() has). "
+               "Not a true subset test (see BloomFilter.issubset); False is certain. Same geometry and counter_bits "
+               "required, as union().");
 }
 
 // ---- set estimates ------------------------------------------------------------
@@ -312,11 +364,19 @@ template <class T>
 void refuse_second_init(py::class_<Handle<T>>& cls) {
     py::object init = cls.attr("__init__");
     const std::string kind = py::str(cls.attr("__name__"));
+    py_args::Signature sig;
+    if (!py_args::signature_of(init, kind, true, sig)) throw std::logic_error("__init__ is not a pybind11 function");
+    // help() shows the constructor's own signature, not this wrapper's.
+    py::options no_signature;
+    no_signature.disable_function_signatures();
     cls.attr("__init__") = py::cpp_function(
-        [init, kind](py::handle self, py::args args, py::kwargs kwargs) {
+        [init, kind, sig](py::handle self, py::args args, py::kwargs kwargs) {
             if (reinterpret_cast<py::detail::instance*>(self.ptr())->get_value_and_holder().holder_constructed())
                 throw py::type_error(kind + ".__init__ was called on a filter that is already initialised: make a new "
                                             "filter (or clear() this one)");
+            // A misspelled keyword is named as Python names it, where
+            // pybind11 would print its "incompatible constructor arguments".
+            py_args::check_call(sig, args, kwargs);
             init(self, *args, **kwargs);
         },
         // Not named "__init__": pybind11 treats a function of that name as a
@@ -369,7 +429,8 @@ Handle<T> mapped(const std::string& path, bool writable, bool verify) {
 // A path, or a binary file object (one filter read at its position: a
 // stream may hold several); a file object cannot be mapped.
 template <class T>
-Handle<T> load(py::handle path, bool mmap, py::handle verify) {
+Handle<T> load(py_args::PathOrFile path, py_args::Bool mmap_arg, py_args::OptBool verify) {
+    const bool mmap = mmap_arg.cast<bool>();
     if (!py_files::is_path(path)) {
         if (mmap) throw std::invalid_argument("mmap=True needs a path, got a file object (" +
                                         py::type::handle_of(path).attr("__name__").cast<std::string>() + ")");
@@ -423,7 +484,7 @@ void close(Handle<T>& h) {
 // over the mapped file would send later adds to the unlinked old one). A
 // binary file object is written at its position.
 template <class T>
-void save(Handle<T>& h, py::handle path) {
+void save(Handle<T>& h, py_args::PathOrFile path) {
     if (!py_files::is_path(path)) return py_files::write_stream(path, to_bytes(*h));
     const std::string p = py_files::fs_path(path);
     h->check_open();
@@ -474,7 +535,7 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
     using H = Handle<T>;
     cls.def(
            "add_many",
-           [](H& h, py::handle keys, py::handle threads, py::handle nulls) {
+           [](H& h, py_args::Keys keys, py_args::Int threads, py_args::NullsName nulls) {
                T& f = *h;
                const unsigned t = parse_threads(threads);
                py::array_t<bool> r = py_keys::with_batch_hashes(
@@ -491,7 +552,7 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
            "by default a null is a ValueError.")
         .def(
             "contains_many",
-            [](const H& h, py::handle keys, py::handle threads, py::handle nulls) {
+            [](const H& h, py_args::Keys keys, py_args::Int threads, py_args::NullsName nulls) {
                 const T& f = *h;
                 const unsigned t = parse_threads(threads);
                 return py_keys::with_batch_hashes(
@@ -507,7 +568,7 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             "null is a ValueError.")
         .def(
             "add_lines",
-            [](H& h, py::handle data, py::handle threads) {
+            [](H& h, py_args::Buffer data, py_args::Int threads) {
                 T& f = *h;
                 const unsigned t = parse_threads(threads);
                 py::array_t<bool> r = py_keys::with_line_hashes(data, f.geometry().seed, "data",
@@ -524,7 +585,7 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             "bloomline.select_lines(data, new) gives those lines.")
         .def(
             "contains_lines",
-            [](const H& h, py::handle data, py::handle threads) {
+            [](const H& h, py_args::Buffer data, py_args::Int threads) {
                 const T& f = *h;
                 const unsigned t = parse_threads(threads);
                 return py_keys::with_line_hashes(data, f.geometry().seed, "data",
@@ -536,7 +597,7 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             "Test each line of a block of text, as add_lines reads it. Returns a bool array, one per line.")
         .def(
             "update",
-            [](H& h, py::args others, py::handle nulls) {
+            [](H& h, py::args others, py_args::NullsName nulls) {
                 T& f = *h;
                 const py_keys::Nulls how = py_keys::parse_nulls(nulls);
                 for (py::handle other : others) {
@@ -562,7 +623,7 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             "|= adds them). nulls='skip' leaves nulls (None) out.")
         .def(
             "__contains__",
-            [](const H& h, py::handle key) { return h->contains(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
+            [](const H& h, py_args::Key key) { return h->contains(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
             py::arg("key"))
         .def(
             "approx_union_count", [](const H& a, const H& b) { return approx_union_count(*a, *b); }, py::arg("other"),
@@ -592,7 +653,9 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             py::is_operator())
         .def(
             "__bool__", [](const H& h) { return h->approx_count() > 0; },
-            "False while no key was added (no bit, or counter, is set), as an empty set is.")
+            "False while the filter is empty, as an empty set is: no key was added, or clear() emptied it (no bit, or "
+            "counter, is set; a CountingBloomFilter whose keys were all removed is empty again, and so may be the "
+            "result of & of filters with no key in common).")
         .def(
             "copy", [](const H& h) { return H(h->copy()); }, "An independent copy.")
         .def("__copy__", [](const H& h) { return H(h->copy()); })
@@ -628,7 +691,7 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
         .def(
             "to_bytes", [](const H& h) { return to_bytes(*h); },
             "The filter in the versioned, checksummed bloomline format (docs/FORMAT.md).")
-        .def_static("from_bytes", &from_bytes<T>, py::arg("data"),
+        .def_static("from_bytes", [](py_args::Buffer data) { return from_bytes<T>(data); }, py::arg("data"),
                     "Read a filter written by to_bytes; ValueError says what is wrong with bad data.")
         .def(
             "save", &save<T>, py::arg("path"),
@@ -645,7 +708,11 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
                     "filter is read at its position, and nothing past it.")
         .def_static(
             "open",
-            [](py::handle path, const std::string& mode, bool verify) {
+            [](py_args::PathOrFile path, py_args::ModeName mode_arg, py_args::Bool verify_arg) {
+                if (!PyUnicode_Check(mode_arg.ptr()))
+                    throw py::type_error("mode must be 'r' or 'r+', got " + py_keys::type_name(mode_arg.ptr()));
+                const std::string mode = mode_arg.cast<std::string>();
+                const bool verify = verify_arg.cast<bool>();
                 if (mode != "r+" && mode != "r")
                     throw std::invalid_argument("mode must be 'r' or 'r+', got '" + mode + "'");
                 const std::string p = py_files::fs_path(path);
@@ -684,10 +751,12 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
     // bindings import nothing of the package.
     def_set_operator(cls, "__or__", "__ior__", [](T& r, const T& o) { r.union_with(o); });
     def_set_operator(cls, "__and__", "__iand__", [](T& r, const T& o) { r.intersect_with(o); });
+    def_set_names(cls);
     cls.attr("__hash__") = py::none();
     cls.attr("__module__") = "bloomline";
     refuse_second_init(cls);
     install_fast_paths(cls, add_doc);
+    py_args::explain_bad_calls(cls);
 }
 
 }  // namespace bloomline::py_filter

@@ -18,7 +18,7 @@ namespace py = pybind11;
 void register_hashing(py::module_& m) {
     m.def(
         "key_positions",
-        [](py::handle keys, py::handle num_bits, py::handle num_hashes, py::handle layout, py::handle seed) {
+        [](py_args::Keys keys, py_args::Int num_bits, py_args::Int num_hashes, py_args::LayoutName layout, py_args::Int seed) {
             // The slot indices each key sets, as an (n, k) uint64 array: what
             // a filter of this geometry touches (for study, or a store of
             // one's own).
@@ -38,7 +38,7 @@ void register_hashing(py::module_& m) {
 
     m.def(
         "hash_many",
-        [](py::handle keys, py::handle seed) {
+        [](py_args::Keys keys, py_args::Int seed) {
             const std::uint64_t s = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
             // Hashed once by the key rules; the result is a batch of keys
             // like any other, for filters with the same seed.
@@ -50,7 +50,7 @@ void register_hashing(py::module_& m) {
 
     m.def(
         "hash_valid",
-        [](py::handle keys, py::handle seed, py::handle nulls) {
+        [](py_args::Keys keys, py_args::Int seed, py_args::NullsName nulls) {
             const std::uint64_t s = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
             py::array valid;
             py::array hashed = py_keys::hashes_into_array(s, [&](auto body) {
@@ -63,7 +63,7 @@ void register_hashing(py::module_& m) {
         "shape, True where the key is not null. With nulls='raise' (the default), valid is all True.");
 
     m.def(
-        "offers_arrow", [](py::handle keys) { return py_keys::offers_arrow(keys); }, py::arg("keys"),
+        "offers_arrow", [](py_args::Keys keys) { return py_keys::offers_arrow(keys); }, py::arg("keys"),
         "Whether keys offer the Arrow PyCapsule interface (__arrow_c_array__ or __arrow_c_stream__).");
 }
 

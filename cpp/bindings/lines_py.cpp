@@ -17,7 +17,7 @@ namespace py = pybind11;
 void register_lines(py::module_& m) {
     m.def(
         "hash_lines",
-        [](py::handle data, py::handle seed) {
+        [](py_args::Buffer data, py_args::Int seed) {
             const std::uint64_t s = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
             return py_keys::hashes_into_array(s, [&](auto body) { py_keys::with_line_hashes(data, s, "data", body); });
         },
@@ -26,7 +26,7 @@ void register_lines(py::module_& m) {
 
     m.def(
         "select_lines",
-        [](py::handle data, py::array_t<bool, py::array::c_style | py::array::forcecast> mask) {
+        [](py_args::Buffer data, py::array_t<bool, py::array::c_style | py::array::forcecast> mask) {
             const py_args::BytesView view(data, "data");
             LineSpans lines;
             std::string out;

@@ -76,7 +76,7 @@ PYBIND11_MODULE(_core, m) {
 
     m.def(
         "murmur3_128",
-        [](py::handle data, py::handle seed) {
+        [](bloomline::py_args::Key data, bloomline::py_args::Int seed) {
             const std::uint64_t s =
                 bloomline::py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
             const bloomline::Hash128 h = bloomline::py_keys::hash_key(data.ptr(), s, "data");

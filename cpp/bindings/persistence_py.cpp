@@ -16,7 +16,7 @@ namespace py = pybind11;
 void register_persistence(py::module_& m) {
     m.def(
         "from_bytes",
-        [](py::handle data) -> py::object {
+        [](py_args::Buffer data) -> py::object {
             Kind kind;
             {
                 const py_args::BytesView view(data, "data");
@@ -31,7 +31,7 @@ void register_persistence(py::module_& m) {
 
     m.def(
         "read_header",
-        [](py::handle data) {
+        [](py_args::Buffer data) {
             const py_args::BytesView view(data, "data");
             const Header h = decode_header(view.data(), view.size());
             checked_payload(view.data(), view.size(), h);

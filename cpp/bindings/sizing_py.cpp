@@ -16,8 +16,8 @@ void register_sizing(py::module_& m) {
     m.attr("BLOCK_BITS") = BlockedLayout::kBits;
     m.def(
         "optimal_params",
-        [](py::handle capacity, py::handle error_rate, py::handle layout) {
-            const auto n = py_args::to_u64(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
+        [](py_args::Int capacity, py_args::Float error_rate, py_args::LayoutName layout) {
+            const auto n = py_args::to_count(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
             const double p = py_args::to_double(error_rate, "error_rate");
             const Params r = optimal_params(static_cast<double>(n), p, py_args::to_layout(layout));
             return py::make_tuple(r.num_bits, r.num_hashes, r.bits_per_key, r.expected_fp_rate);
@@ -25,7 +25,7 @@ void register_sizing(py::module_& m) {
         py::arg("capacity"), py::arg("error_rate"), py::arg("layout") = "blocked");
     m.def(
         "false_positive_rate",
-        [](py::handle n, py::handle num_bits, py::handle num_hashes, py::handle layout) {
+        [](py_args::Float n, py_args::Int num_bits, py_args::Int num_hashes, py_args::LayoutName layout) {
             return false_positive_rate(py_args::to_double(n, "n"),
                                        py_args::to_u64(num_bits, "num_bits", 1, kMaxBits, "[1, 2**48]"),
                                        static_cast<std::uint32_t>(
@@ -35,14 +35,14 @@ void register_sizing(py::module_& m) {
         py::arg("n"), py::arg("num_bits"), py::arg("num_hashes"), py::arg("layout") = "blocked");
     m.def(
         "optimal_num_hashes",
-        [](py::handle num_bits, py::handle n, py::handle layout) {
+        [](py_args::Int num_bits, py_args::Float n, py_args::LayoutName layout) {
             return optimal_num_hashes(py_args::to_u64(num_bits, "num_bits", 1, kMaxBits, "[1, 2**48]"),
                                       py_args::to_double(n, "n"), py_args::to_layout(layout));
         },
         py::arg("num_bits"), py::arg("n"), py::arg("layout") = "blocked");
     m.def(
         "estimate_count",
-        [](py::handle bits_set, py::handle num_bits, py::handle num_hashes, py::handle layout) {
+        [](py_args::Int bits_set, py_args::Int num_bits, py_args::Int num_hashes, py_args::LayoutName layout) {
             return estimate_count(py_args::to_u64(bits_set, "bits_set", 0, kMaxBits, "[0, 2**48]"),
                                   py_args::to_u64(num_bits, "num_bits", 1, kMaxBits, "[1, 2**48]"),
                                   static_cast<std::uint32_t>(

@@ -32,7 +32,7 @@ void register_window(py::module_& m) {
            py::handle seed, const std::vector<const Handle<BloomFilter>*>& filters,
            const std::vector<std::uint64_t>& counts, const std::vector<std::int64_t>& numbers) {
             WindowHeader p;
-            p.capacity = py_args::to_u64(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
+            p.capacity = py_args::to_count(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
             p.error_rate = py_args::to_double(error_rate, "error_rate");
             p.generations = static_cast<std::uint32_t>(
                 py_args::to_u64(generations, "generations", 1, kMaxGenerations, "[1, 64]"));

@@ -36,7 +36,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ._core import BloomFilter, CapacityWarning
-from .sizing import BLOCK_BITS, false_positive_rate
+from ._optional import install_hint
+from .sizing import BLOCK_BITS, false_positive_rate, optimal_params
 
 if TYPE_CHECKING:
     from ._core import Layout
@@ -157,7 +158,7 @@ class FPResult:
         try:
             import pandas as pd  # type: ignore[import-untyped, unused-ignore]
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("to_pandas() needs pandas: pip install pandas") from exc
+            raise ImportError(f"to_pandas() needs pandas: {install_hint('pandas')}") from exc
         data = self.as_dict()
         data["layout"] = data["layout"].astype(object)
         return pd.DataFrame(data)
@@ -335,12 +336,15 @@ def fp_experiment(
             raise ValueError(f"fills must be >= 0, got {fill}")
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
-    for capacity in capacities:
+    for given in capacities:
+        # (checked as the filters check it: 1e5 is taken, 1.5 refused, never truncated)
+        optimal_params(given, 0.5)
+        capacity = int(given)
         for error_rate in error_rates:
             for layout in layouts:
                 for fill in fills:
                     n = int(round(fill * capacity))
-                    row = _row(lambda s: BloomFilter(int(capacity), float(error_rate), layout=layout, seed=s),
+                    row = _row(lambda s: BloomFilter(capacity, float(error_rate), layout=layout, seed=s),
                                n, int(probes), int(trials), rng)
                     row.update(capacity=capacity, error_rate=error_rate, layout=layout, fill=fill, keys=n,
                                bits_per_key=row["num_bits"] / max(n, 1))
@@ -397,7 +401,7 @@ def _axes(ax: Any) -> Any:
     try:
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("plots need matplotlib: pip install matplotlib (or pip install '.[plot]' from a checkout)") from exc
+        raise ImportError(f"plots need matplotlib: {install_hint('matplotlib')}") from exc
     return plt.subplots(figsize=(7, 4.5))[1]
 
 

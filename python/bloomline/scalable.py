@@ -50,6 +50,18 @@ class _ChainFacts:
     _stages: list[BloomFilter]
     _counts: list[int]
 
+    def union(self, other: ScalableBloomFilter) -> ScalableBloomFilter:
+        """A new chain of the keys of both: self | other, stage by stage, for
+        chains of the same rule (ValueError names what differs). (Here, with
+        the facts, for want of room in ScalableBloomFilter.) A chain has no
+        intersection() nor issubset(): a key sits in the stage that was
+        current when it came, so the same key may sit in stage 1 of one
+        chain and stage 3 of the other, and a stage-by-stage AND or
+        containment test would lose it or call it missing."""
+        if not isinstance(other, ScalableBloomFilter):
+            raise TypeError(f"union() takes a ScalableBloomFilter, got {type(other).__name__}")
+        return cast(ScalableBloomFilter, self) | other
+
     def _sync(self) -> None:
         """Read the stages again where another process may have grown them."""
 
@@ -518,7 +530,7 @@ class ScalableBloomFilter(_ChainFacts):
         return self.to_bytes() == other.to_bytes()
 
     def __bool__(self) -> bool:
-        """False while no key was added, as an empty set is."""
+        """False while no key was added (or after clear()), as an empty set is."""
         return any(stage for stage in self.stages)
 
     # ---- bytes and pickle ---------------------------------------------------------------

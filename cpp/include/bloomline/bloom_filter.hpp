@@ -194,6 +194,17 @@ public:
         for (std::size_t i = 0, n = bits_.nbytes() / 8; i < n; ++i) set += popcount64(atomic_load(a + i) | atomic_load(b + i));
         return set;
     }
+    // Whether every bit set here is set in o (caller checks compatibility):
+    // then every key added here tests present in o.
+    bool within(const BloomFilter& o) const {
+        check_open();
+        o.check_open();
+        const std::uint64_t* a = bits_.words();
+        const std::uint64_t* b = o.bits_.words();
+        for (std::size_t i = 0, n = bits_.nbytes() / 8; i < n; ++i)
+            if ((atomic_load(a + i) & ~atomic_load(b + i)) != 0) return false;
+        return true;
+    }
     bool same_content(const BloomFilter& o) const {
         return std::memcmp(bits_.bytes(), o.bits_.bytes(), bits_.nbytes()) == 0;
     }

@@ -170,6 +170,16 @@ public:
         return std::make_unique<BloomFilter>(geo_, capacity_, error_rate_, std::move(mem), insert_count());
     }
 
+    // Whether no counter here is above o's (caller checks compatibility):
+    // every key counts no more here than there.
+    bool within(const CountingBloomFilter& o) const {
+        check_open();
+        o.check_open();
+        for (std::uint64_t i = 0; i < geo_.num_slots; ++i)
+            if (counters_.get(i) > o.counters_.get(i)) return false;
+        return true;
+    }
+
     bool same_content(const CountingBloomFilter& o) const {
         return std::memcmp(counters_.bytes(), o.counters_.bytes(), counters_.nbytes()) == 0;
     }

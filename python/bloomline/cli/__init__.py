@@ -42,6 +42,7 @@ import signal
 import sys
 import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 from .. import CapacityWarning
 from ._demo import cmd_demo
@@ -68,6 +69,13 @@ COMMANDS = {
 }
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: TextIO | None = None, line: str | None = None) -> None:
+    """warnings.showwarning for the command: `bloomline: warning: ...`, the
+    message on one line, without the file and line of the code that warned."""
+    (file or sys.stderr).write(f"{PROG}: warning: {' '.join(str(message).split())}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Errors are one line, ``bloomline: error: ...``, exit status 2 for bad
     usage and 1 for a failure while working; a closed output pipe ends the
@@ -77,8 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     whole_text_writes()
     try:
         with warnings.catch_warnings():
-            # dedup and build say it in one line of their own, naming where the capacity came from
-            warnings.simplefilter("ignore", CapacityWarning)
+            # A warning is one line, as an error is, not Python's two (message, then the source line).
+            warnings.showwarning = _one_line_warning
+            if args.command in ("dedup", "build"):
+                # they say it in one line of their own, naming where the capacity came from
+                warnings.simplefilter("ignore", CapacityWarning)
             status = COMMANDS[args.command](args)
         if sys.stdout is not None:
             sys.stdout.flush()  # here, where a failure is one line, not at exit

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import stat
@@ -186,7 +187,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     if not args.quiet:
         sys.stderr.write(
             f"{PROG} dedup: {count(read, 'line')} read, {written:,} written, {read - written:,} dropped as seen "
-            + (f"(of which about {expected_fp:,.1f} may be false positives)\n" if expected_fp >= 0.05
+            + (f"(of which about {_about(expected_fp)} may be false positives)\n" if expected_fp >= 0.05
                else "(no false positive expected at this fill)\n")
         )
         _report_filter("dedup", f, "line")
@@ -228,6 +229,12 @@ def _peak_rss() -> str:
     except OSError:
         pass
     return format_bytes(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # KiB on Linux
+
+
+def _about(x: float) -> str:
+    """An expected or estimated count as a person reads one: 104,836 (not
+    104,836.1 nor 1.04836e+05), one decimal below 10 (0.3, 2.5)."""
+    return f"{x:,.1f}" if x < 10 else f"{round(x):,}"
 
 
 def _warn_capacity(command: str, f: Filter, what: str, source: tuple[str, str]) -> None:
@@ -328,7 +335,12 @@ def cmd_info(args: argparse.Namespace) -> int:
         return 0
     width = max(len(k) for k in header)
     for k, v in header.items():
-        text = f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else (f"{v:.6g}" if isinstance(v, float) else v)
+        if k == "approx_count":  # an estimate of a count of keys: a whole number (--json keeps the float)
+            text = f"about {_about(v)}" if math.isfinite(v) else "inf (every bit set)"
+        elif isinstance(v, int) and not isinstance(v, bool):
+            text = f"{v:,}"
+        else:
+            text = f"{v:.6g}" if isinstance(v, float) else v
         sys.stdout.write(f"{k:<{width}}  {text}\n")
     return 0
 

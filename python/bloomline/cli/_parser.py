@@ -5,6 +5,7 @@ option."""
 from __future__ import annotations
 
 import argparse
+import sys
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -82,6 +83,11 @@ class _Parser(argparse.ArgumentParser):
     _intermixing = False
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        if message.endswith(("required: COMMAND", "required: ACTION")):
+            # `bloomline` (or `bloomline redis`) alone: the whole help, as
+            # git prints it, still with the exit status of bad usage.
+            self.print_help(sys.stdout)
+            self.exit(2)
         # One line, exit status 2, as Unix tools do (argparse prints usage too).
         self.exit(2, f"{PROG}: error: {message}\n")
 
@@ -128,8 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
         "state file's)"
     )
     dedup.add_argument(
-        "--error-rate", type=_rate, help="false-positive rate at capacity (default 1e-6; with --state, the state "
-        "file's)"
+        "--error-rate", type=_rate, help="false-positive rate at capacity (default 1e-6, low because each false "
+        "positive silently drops a new line from the output; with --state, the state file's)"
     )
     dedup.add_argument("--quiet", "-q", action="store_true", help="no summary on stderr")
     dedup.add_argument("--state", metavar="FILE", help="keep the filter in FILE between runs (loaded if it exists, "
@@ -160,7 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("files", nargs="*", default=[], metavar="FILE", help="key files (default or '-': stdin)")
     build.add_argument("--capacity", type=_positive_int,
                        help="keys expected (default: the number of input lines, counted first; needed for stdin)")
-    build.add_argument("--error-rate", type=_rate, default=0.01, help="false-positive rate at capacity (default 0.01)")
+    build.add_argument("--error-rate", type=_rate, default=0.01, help="false-positive rate at capacity (default 0.01: the file answers "
+                       "later lookups, where a false positive is a 'maybe present' for a key never added, one in a "
+                       "hundred; lower it where such an answer costs more)")
     build.add_argument("--layout", choices=["blocked", "standard"], default="blocked")
     build.add_argument("--counting", action="store_true", help="a CountingBloomFilter (4-bit counters)")
     build.add_argument("--threads", type=_threads, default=1, metavar="N",
@@ -219,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         "import-set", help="import a scrapy-redis fingerprint set into RedisBloomDupeFilter's filter",
         description="Read the scrapy-redis fingerprint set at SET_KEY with SSCAN and add its fingerprints to the "
         "growing filter RedisBloomDupeFilter attaches to (INTO, by default the same name, as both default to "
-        "%%(spider)s:dupefilter). The filter records the rule the fingerprints were made by, and the dupefilter "
+        "%(spider)s:dupefilter). The filter records the rule the fingerprints were made by, and the dupefilter "
         "fingerprints requests by it. Interrupted, it resumes where it stopped; at the end every member is looked "
         "up in the filter, and the set is deleted only with --delete-set after that check passes.")
     imp.add_argument("url", metavar="URL", help="the Redis server (redis://host:port/db)")

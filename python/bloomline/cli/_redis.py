@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from .. import ScalableBloomFilter
+from .._optional import install_hint
 from .._redis_module import module_path
 from .._units import count, format_bytes
 from ._errors import PROG, CliError
@@ -53,8 +54,15 @@ def _redis_dump(args: argparse.Namespace) -> int:
         local = dump(args.url, args.key, args.output)
     what = (f"the chain at {args.key!r} ({count(local.num_stages, 'stage')})" if isinstance(local, ScalableBloomFilter)
             else f"the filter at {args.key!r}")
-    note(f"wrote {what}, about {count(round(local.approx_count), 'key')}, to {args.output}")
+    note(f"wrote {what}, {_about_keys(local.approx_count)}, to {args.output}")
     return 0
+
+
+def _about_keys(estimate: float) -> str:
+    """The keys a filter holds by its bits; a full one's estimate is inf."""
+    if estimate == float("inf"):
+        return "every bit set (too full to estimate its keys)"
+    return f"about {count(round(estimate), 'key')}"
 
 
 def _redis_restore(args: argparse.Namespace) -> int:
@@ -62,7 +70,7 @@ def _redis_restore(args: argparse.Namespace) -> int:
 
     source: Any = sys.stdin.buffer if args.input == "-" else args.input
     restored = restore(source, args.url, args.key, replace=args.replace, backend=args.backend)
-    note(f"restored {args.input} into Redis at {args.key!r}: about {count(round(restored.approx_count), 'key')}")
+    note(f"restored {args.input} into Redis at {args.key!r}: {_about_keys(restored.approx_count)}")
     return 0
 
 
@@ -70,7 +78,7 @@ def _redis_import(args: argparse.Namespace) -> int:
     try:
         from ..scrapy.migrate import import_set  # needs Scrapy (optional)
     except ImportError as e:
-        raise CliError(f"import-set needs Scrapy (for the fingerprint rules): pip install scrapy ({e})") from None
+        raise CliError(f"import-set needs Scrapy (for the fingerprint rules): {install_hint('scrapy')} ({e})") from None
     shown = [0.0]
     tty = sys.stderr.isatty()
 

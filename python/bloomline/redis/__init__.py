@@ -65,6 +65,10 @@ bits).
 
 from __future__ import annotations
 
+from .._optional import require
+
+require("redis", "bloomline.redis")  # before the modules that import it: the message names the extra
+
 from .._redis_module import module_path
 from ._errors import EvictionWarning, MissingKeyError, NotDurable, UnknownOutcome
 from ._filter import RedisBloomFilter

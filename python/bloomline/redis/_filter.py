@@ -90,7 +90,8 @@ class RedisBloomFilter(Expiring):
         wanted: dict[str, Any] = {}
         if capacity is not None or error_rate is not None:
             wanted.update(layout=layout or "blocked", seed=0 if seed is None else seed)
-            wanted.update({k: v for k, v in (("capacity", capacity), ("error_rate", error_rate), ("shards", shards))
+            wanted.update({k: v for k, v in (("capacity", new and new["capacity"]), ("error_rate", error_rate),
+                                                             ("shards", shards))
                            if v is not None})
         wanted.update({k: v for k, v in (("layout", layout), ("seed", seed)) if v is not None})
         self._setup(Handle.open(sender, key, new, wanted, backend, eviction_policy(client), f"the filter at {key!r}"))
@@ -217,6 +218,11 @@ class RedisBloomFilter(Expiring):
         return delete_matching(client_of(redis), key_patterns(key))
 
     # ---- facts ----------------------------------------------------------------------
+
+    def __bool__(self) -> bool:
+        """False while no key was added (or after clear()): no bit is set, as
+        an empty set is false. One read of the filter's fill from Redis."""
+        return self.approx_count > 0
 
     @property
     def bits_set(self) -> int:

@@ -56,6 +56,7 @@ def plan(capacity: int, error_rate: float, layout: Layout, seed: int, shards: Op
     """A new filter's parameters (checked, each error naming its parameter),
     its shards as the backend that keeps its kind lays them out."""
     params = optimal_params(capacity, error_rate, layout)  # checks capacity, error_rate, layout
+    capacity = int(capacity)  # (1e6 is taken, as the local filters take it; the meta records 1000000)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
         raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
     if isinstance(shard_bits, bool) or not isinstance(shard_bits, int) or shard_bits % 512 or not (

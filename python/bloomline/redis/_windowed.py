@@ -387,6 +387,11 @@ class RedisWindowedFilter:
         that were started, oldest first."""
         return tuple(sorted((n, c) for _s, n, c, _b in self._live()[1]))
 
+    def __bool__(self) -> bool:
+        """False while no live generation holds a key: none was added, or
+        all have expired, or after clear(), as an empty set is false."""
+        return self.approx_count > 0
+
     @property
     def approx_count(self) -> float:
         """Estimated distinct keys in the live generations (the estimate of

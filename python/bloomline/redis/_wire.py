@@ -35,8 +35,10 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
+import socket
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,6 +58,10 @@ _MAX_REDIRECTS = 64  # MOVED, ASK, TRYAGAIN... rounds for one batch
 _FIRST_PAUSE_S, _MAX_PAUSE_S = 0.05, 2.0
 _PENDING: Any = object()
 _REDIRECTED = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "NOSCRIPT")  # not run: send again
+# The connection pools this process has exchanged commands through: a
+# server reached once is a session, whose faults are retried; one that
+# refuses the very first connection is not there (wrong URL, not started).
+_REACHED: "weakref.WeakSet[Any]" = weakref.WeakSet()
 # Error replies: redis-py raises LOADING's as a ConnectionError (BusyLoadingError).
 _REPLY_ERRORS = (_redis.ResponseError, _redis.exceptions.BusyLoadingError)
 
@@ -173,6 +179,25 @@ def _read(conn: Any) -> Any:
     except BaseException:
         conn.disconnect()  # (a fault, or an interrupt mid-read: never reused half read)
         raise
+
+
+def _not_there(e: Exception) -> bool:
+    """A connection that never opened because nothing listens there or the
+    name does not resolve (redis-py's ConnectionError over the OSError)."""
+    seen: Optional[BaseException] = e
+    while seen is not None:
+        if isinstance(seen, (ConnectionRefusedError, FileNotFoundError, socket.gaierror)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _where(pool: Any) -> str:
+    """The server a pool connects to, as a URL (no password)."""
+    kw = getattr(pool, "connection_kwargs", {})
+    if kw.get("path"):
+        return f"unix://{kw['path']}"
+    return f"redis://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
 
 
 def _error_code(e: Exception) -> str:
@@ -296,6 +321,7 @@ class Sender:
                         conn.read_response()  # +OK
                     replies.append(_read(conn))
                 self._wrote_on(pool, conn)
+                _REACHED.add(pool)
                 return replies, None, True
             except (_redis.ConnectionError, _redis.TimeoutError, OSError) as e:
                 conn.disconnect()
@@ -344,6 +370,7 @@ class Sender:
             time.sleep(_FIRST_PAUSE_S)
             return self._run(jobs, states, faults=1)
         self._wrote_on(pool, conn)
+        _REACHED.add(pool)
         pool.release(conn)
         codes = [_error_code(r) if isinstance(r, _REPLY_ERRORS) else "" for r in replies]
         if not any(code in _REDIRECTED for code in codes):
@@ -388,7 +415,15 @@ class Sender:
                 payloads = [(pack(jobs[i], resend=states[i].maybe_ran, by_text=states[i].by_text),
                              states[i].ask is not None) for i in sendable]
                 self.stats["resent"] += sum(states[i].maybe_ran for i in sendable)
-                replies, fault, sent = self._exchange(self._pool(node), payloads)
+                pool = self._pool(node)
+                replies, fault, sent = self._exchange(pool, payloads)
+                if fault is not None and not sent and pool not in _REACHED and _not_there(fault):
+                    # The first contact refused: no session to resume, nothing sent (so nothing is
+                    # in doubt), and retrying for seconds would only delay this answer.
+                    for i in sendable:
+                        results[i] = _redis.ConnectionError(
+                            f"cannot connect to Redis at {_where(pool)} (is a server running there?): {fault}")
+                    continue
                 for i, reply in zip(sendable, replies):
                     st = states[i]
                     st.ask = None

@@ -41,6 +41,7 @@ class _CrawlStop:
         self.refused: Optional[_Refused] = None
         self.failed = False  # the crawl must end with a non-zero exit
         self._closed = False
+        self._closing = False  # _close_spider started the close: it marks the crawl failed when the close is done
 
     def _watch(self, crawler: Any) -> None:
         self.crawler = crawler
@@ -74,13 +75,26 @@ class _CrawlStop:
         if engine is None:
             return
         engine.pause()
+        self._closing = True
         if hasattr(engine, "close_spider_async"):  # Scrapy 2.14+
             done = deferred_from_coro(engine.close_spider_async(reason=reason))
         else:  # pragma: no cover - Scrapy 2.13
             done = engine.close_spider(engine.spider, reason)
         done.addErrback(lambda f: logger.error("%s: closing the spider failed: %s", self.label, f.value))
+        done.addBoth(self._closed_by_us)
+
+    def _closed_by_us(self, result: Any) -> Any:
+        # Only now, with every spider_closed handler done, is the spider
+        # taken away: a feed export stores its file meanwhile, and the
+        # engine may still schedule a start request, whose request_scheduled
+        # handlers (OffsiteMiddleware's) read crawler.spider.
+        self._closed = True
+        self._mark_failed_crawl()
+        return result
 
     def _note_closed(self, spider: Any = None, reason: str = "") -> None:
+        if self._closing:
+            return  # _closed_by_us marks it, once the whole close is done
         self._closed = True
         if self.failed:
             # (engine_stopped does not follow every close: Scrapy 2.19 sends

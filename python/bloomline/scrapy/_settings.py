@@ -12,6 +12,7 @@ from scrapy.utils.misc import load_object
 
 from .._core import ChainRule
 from ..scalable import ChainMismatch
+from .._optional import require
 from ._crawl import REASON_SETTINGS, _Refused
 
 if TYPE_CHECKING:
@@ -121,12 +122,13 @@ def _redis_client(settings: Any) -> Any:
     params.pop("decode_responses", None)  # the filter reads bytes
     params.pop("encoding", None)
     cls: Any = params.pop("redis_cls", None)
+    if cls is None:  # (redis is optional; the local filter does without it)
+        try:
+            cls = require("redis", "RedisBloomDupeFilter").Redis
+        except ImportError as e:
+            raise _Refused(REASON_SETTINGS, str(e)) from None
     try:
-        if cls is None:
-            import redis  # here: redis is optional; the local filter does without it
-
-            cls = redis.Redis
-        elif isinstance(cls, str):
+        if isinstance(cls, str):
             cls = load_object(cls)
     except (ImportError, NameError, ValueError) as e:
         raise _Refused(REASON_SETTINGS, f"REDIS_PARAMS['redis_cls'] cannot be loaded, got {cls!r}: {e}") from None
