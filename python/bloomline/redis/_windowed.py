@@ -119,6 +119,20 @@ return redis.call('HGETALL', KEYS[1])
 _COMPARED = ("kind", "capacity", "error_rate", "window", "generations", "layout", "seed")
 
 
+def _check(key: str, stored: dict[str, str], wanted: dict[str, Any]) -> None:
+    """The parameters stored at key are those wanted, or a ValueError naming the field."""
+    for field in _COMPARED:
+        have, want = stored.get(field, ""), str(wanted[field])
+        same = (have == want if field not in ("error_rate", "window")
+                else bool(have) and float(have) == float(want))
+        if not same:
+            if field == "kind":
+                raise ValueError(f"key {key!r} holds a Redis filter of kind {have or 'unknown'!r}, not a "
+                                 "windowed filter: another key, or delete that one first")
+            raise ValueError(f"the windowed filter at key {key!r} differs in {field} (stored {have} != "
+                             f"given {want})")
+
+
 class RedisWindowedFilter:
     """Keys seen within the last ``window`` (seconds or a timedelta), shared
     by every process attached to ``key`` (the module doc has the design).
@@ -187,7 +201,7 @@ class RedisWindowedFilter:
         meta = f"{base}:meta"
         life_ms = math.ceil((g + 1) * (window_s / g) * 1000) + MARGIN_MS
         stored = as_dict(self._sender.script(_CLAIM, [meta], [life_ms, *_flat(fields)]))
-        self._check(stored, fields)
+        _check(key, stored, fields)
         if stored.get("sig") != f"{params_sig}|{stored.get('ident')}":
             raise ValueError(f"the windowed filter at key {self._key!r} was made by another version of bloomline "
                              f"(meta version {stored.get('version', '?')}, this one {META_VERSION}): delete it first")
@@ -209,18 +223,6 @@ class RedisWindowedFilter:
         """This making of the filter: a filter deleted and made again has
         another, and handles attached before are refused (MissingKeyError)."""
         return self._w.sig.rsplit("|", 1)[1]
-
-    def _check(self, stored: dict[str, str], wanted: dict[str, Any]) -> None:
-        for field in _COMPARED:
-            have, want = stored.get(field, ""), str(wanted[field])
-            same = (have == want if field not in ("error_rate", "window")
-                    else bool(have) and float(have) == float(want))
-            if not same:
-                if field == "kind":
-                    raise ValueError(f"key {self._key!r} holds a Redis filter of kind {have or 'unknown'!r}, not a "
-                                     "windowed filter: another key, or delete that one first")
-                raise ValueError(f"the windowed filter at key {self._key!r} differs in {field} (stored {have} != "
-                                 f"given {want})")
 
     # ---- adds ----------------------------------------------------------------------
 
