@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -311,3 +312,16 @@ def test_cli_import_set(two_servers: tuple[RedisServer, RedisServer]) -> None:
     assert "every fingerprint of the set is in the filter; the set was deleted" in text
     assert b"fingerprints (" in out.stderr and b"/s, ETA" in out.stderr  # progress with a rate and an ETA
     assert not r.exists("cli:dupefilter")
+    # The set's memory is measured before --delete-set deletes it (it read 0 B).
+    memory = next(line for line in text.splitlines() if line.startswith("memory: "))
+    assert re.fullmatch(r"memory: the set [0-9.]+ KiB, the filter [0-9.]+ KiB \([0-9.]+x less\)", memory), memory
+
+
+def test_import_set_memory_ratio_reads_both_ways() -> None:
+    from bloomline.cli._redis import _ratio_words
+
+    assert _ratio_words(120_000, 1_000) == " (120x less)"
+    assert _ratio_words(3_500, 1_000) == " (3.5x less)"
+    assert _ratio_words(1_000, 3_500) == " (3.5x more)"
+    assert _ratio_words(232, 4_915) == " (21x more)"
+    assert _ratio_words(0, 1_000) == ""

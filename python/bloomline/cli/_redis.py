@@ -112,7 +112,7 @@ def _redis_import(args: argparse.Namespace) -> int:
               f"fingerprint and {'was' if r.invalid == 1 else 'were'} not imported: "
               + ", ".join(repr(e) for e in r.invalid_examples) + (", ..." if r.invalid > len(r.invalid_examples) else ""))
     print(f"memory: the set {format_bytes(r.set_bytes)}, the filter {format_bytes(r.filter_bytes)}"
-          + (f" ({r.set_bytes / r.filter_bytes:.0f}x less)" if r.filter_bytes else ""))
+          + _ratio_words(r.set_bytes, r.filter_bytes))
     if r.missing:
         raise CliError(f"the check failed: {count(r.missing, 'fingerprint')} of the set {'is' if r.missing == 1 else 'are'} "
                        "not in the filter; the set was left as it is")
@@ -123,3 +123,14 @@ def _redis_import(args: argparse.Namespace) -> int:
     print("check: every fingerprint of the set is in the filter; " +
           ("the set was deleted" if r.deleted else "the set was left as it is (--delete-set deletes it)"))
     return 0
+
+
+def _ratio_words(set_bytes: int, filter_bytes: int) -> str:
+    """" (120x less)" where the filter is smaller, " (3.5x more)" where a small
+    set's filter, sized for the whole crawl to come, is the larger."""
+    if not set_bytes or not filter_bytes:
+        return ""
+    ratio = set_bytes / filter_bytes
+    if ratio >= 1:
+        return f" ({ratio:.0f}x less)" if ratio >= 10 else f" ({ratio:.1f}x less)"
+    return f" ({1 / ratio:.0f}x more)" if ratio <= 0.1 else f" ({1 / ratio:.1f}x more)"

@@ -181,6 +181,7 @@ def import_set(
         _import_pass(client, chain, set_key, state_key, cursor, chunk, report, tally, started, progress)
         # The check: every member that is a fingerprint is in the filter.
         size = int(client.scard(set_key))
+        report.set_bytes = _memory(client, [set_key])  # (measured before --delete-set deletes it)
         report.missing = _check(client, chain, set_key, into, chunk)
         if not delete_set or report.missing:
             break
@@ -191,7 +192,6 @@ def import_set(
         report.rounds += 1
         report.members, cursor = grown, 0  # what came in since: imported (re-adds are not new), checked again
     client.hset(state_key, mapping={"done": "1"})
-    report.set_bytes = _memory(client, [set_key])
     report.filter_bytes = _memory(client, store.keys())
     report.seconds = time.monotonic() - started
     return report
