@@ -1,11 +1,16 @@
 // Python face of the windowed filter's core parts (bloomline/windowed.py
-// builds the ring on them): its generation rate (sizing.hpp) and its kind-4
-// codec (filter_io.hpp).
+// builds the ring on them): its generation rate (sizing.hpp), its kind-4
+// codec (filter_io.hpp) and its ring mapped from a shared file
+// (window_file.hpp).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+
 #include "args_py.hpp"
 #include "bloomline/filter_io.hpp"
+#include "bloomline/window_file.hpp"
+#include "files_py.hpp"
 #include "filter_py.hpp"
 #include "register.hpp"
 
@@ -54,6 +59,80 @@ void register_window(py::module_& m) {
         py::arg("seed"), py::arg("filters"), py::arg("counts"), py::arg("numbers"),
         "The kind-4 bytes of a windowed filter: its parameters, and its live generations (oldest first) with their "
         "counts of new keys and generation numbers.");
+
+    m.def(
+        "encode_window_ring",
+        [](py::handle capacity, py::handle error_rate, py::handle generations, double window, py::handle layout,
+           py::handle seed, const std::vector<const Handle<BloomFilter>*>& filters,
+           const std::vector<std::uint64_t>& counts, const std::vector<std::optional<std::int64_t>>& numbers) {
+            WindowHeader p;
+            p.capacity = py_args::to_u64(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
+            p.error_rate = py_args::to_double(error_rate, "error_rate");
+            p.generations = static_cast<std::uint32_t>(
+                py_args::to_u64(generations, "generations", 1, kMaxGenerations, "[1, 64]"));
+            p.window = window;
+            p.layout = py_args::to_layout(layout);
+            p.seed = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
+            std::vector<const BloomFilter*> gens;
+            for (const auto* h : filters) {
+                (*h)->check_open();
+                gens.push_back(h->f.get());
+            }
+            std::vector<std::int64_t> nums;
+            for (const auto& n : numbers) nums.push_back(n ? *n : kGenerationNone);
+            const std::size_t len = window_encoded_size(gens, true);
+            py::bytes out(nullptr, static_cast<py::ssize_t>(len));
+            encode_window_ring(p, gens, counts, nums, reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr())),
+                               len);
+            return out;
+        },
+        py::arg("capacity"), py::arg("error_rate"), py::arg("generations"), py::arg("window"), py::arg("layout"),
+        py::arg("seed"), py::arg("filters"), py::arg("counts"), py::arg("numbers"),
+        "The kind-4 bytes of a windowed filter in its ring form: every place of the ring (generations + 1 filters, "
+        "in place order), its count and its generation number (None: holds none).");
+
+    // A ring mapped from a shared file: the places' filters are handed out
+    // once (Python owns them); the numbers are read and rotations made here.
+    using MW = MappedWindow;
+    py::class_<MW, std::shared_ptr<MW>>(m, "MappedWindow")
+        .def(py::init([](py::handle path, bool writable, bool verify) {
+                 const std::string p = py_files::fs_path(path);
+                 py::gil_scoped_release nogil;
+                 return std::make_shared<MW>(p, writable, verify);
+             }),
+             py::arg("path"), py::arg("writable"), py::arg("verify"))
+        .def_property_readonly("params",
+                               [](const MW& w) {
+                                   const WindowHeader& p = w.params();
+                                   return py::make_tuple(p.capacity, p.error_rate, p.generations, p.window,
+                                                         layout_name(p.layout), p.seed);
+                               })
+        .def("place_filters",
+             [](const MW& w) {
+                 py::list out;
+                 for (std::size_t i = 0; i < w.places(); ++i) out.append(Handle<BloomFilter>(w.place_filter(i)));
+                 return out;
+             })
+        .def("numbers",
+             [](const MW& w) {
+                 py::list out;
+                 for (std::size_t i = 0; i < w.places(); ++i) {
+                     const std::int64_t n = w.number(i);
+                     if (n == kGenerationNone || n == kGenerationStarting)
+                         out.append(py::none());
+                     else
+                         out.append(n);
+                 }
+                 return out;
+             })
+        .def("start", &MW::start_generation, py::arg("number"), py::arg("adds"),
+             py::call_guard<py::gil_scoped_release>())
+        .def("clear", &MW::clear, py::arg("adds"), py::call_guard<py::gil_scoped_release>())
+        .def("flush", &MW::flush, py::arg("adds"), py::arg("final"), py::call_guard<py::gil_scoped_release>())
+        .def("is_file", [](const MW& w, py::handle path) { return w.file().is(py_files::fs_path(path)); })
+        .def_property_readonly("path", [](const MW& w) { return w.file().path(); })
+        .def_property_readonly("writable", &MW::writable)
+        .def_property_readonly("released", &MW::released);
 
     m.def(
         "decode_window",

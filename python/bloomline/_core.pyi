@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any, Literal, Protocol, SupportsIndex, Union
+from typing import Any, Literal, Optional, Protocol, SupportsIndex, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -328,6 +328,36 @@ def encode_window(
 def decode_window(
     data: Buffer,
 ) -> tuple[int, float, int, float, Layout, int, list[tuple[int, BloomFilter, int]]]: ...
+def encode_window_ring(
+    capacity: int,
+    error_rate: float,
+    generations: int,
+    window: float,
+    layout: Layout,
+    seed: int,
+    filters: Sequence[BloomFilter],
+    counts: Sequence[int],
+    numbers: Sequence[Optional[int]],
+) -> bytes: ...
+
+class MappedWindow:
+    """A windowed filter's ring mapped from a shared file (window_file.hpp)."""
+
+    def __init__(self, path: StrPath, writable: bool, verify: bool) -> None: ...
+    @property
+    def params(self) -> tuple[int, float, int, float, Layout, int]: ...
+    def place_filters(self) -> list[BloomFilter]: ...
+    def numbers(self) -> list[Optional[int]]: ...
+    def start(self, number: int, adds: int) -> int: ...
+    def clear(self, adds: Sequence[int]) -> None: ...
+    def flush(self, adds: Sequence[int], final: bool) -> None: ...
+    def is_file(self, path: StrPath) -> bool: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def writable(self) -> bool: ...
+    @property
+    def released(self) -> bool: ...
 
 def read_file(path: StrPath) -> bytes:
     """A whole file, read under its header lock (shared) as load() reads one."""

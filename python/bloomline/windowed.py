@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import numbers
 import threading
 import time
@@ -78,86 +79,12 @@ __all__ = ["WindowedBloomFilter"]
 Clock = Callable[[], float]
 Window = Union[float, int, datetime.timedelta]
 
-# More generations cost memory ((G + 1) filters) and lookups (G + 1 probes);
-# past 64 a slice is under 2% of the window, finer than any recrawl needs.
-MAX_GENERATIONS = 64
-# Below a millisecond a window is no use to a crawler, and a clock's seconds
-# divided by its slices could pass the 64-bit generation numbers.
-MIN_WINDOW = 1e-3
-# Generation numbers are stored as signed 64-bit integers (docs/FORMAT.md).
-_GEN_LIMIT = 2**63
+# (its checks, fixed facts and shared file's ring live in _window_parts)
+from ._window_parts import (_GEN_LIMIT, RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
+                            _past_capacity, _take, _union_bits_set, window_seconds)
 
 
-def window_seconds(window: object) -> float:
-    """A window in seconds from a positive number or a timedelta; ValueError
-    or TypeError naming the parameter and the value otherwise."""
-    if isinstance(window, datetime.timedelta):
-        seconds = window.total_seconds()
-    elif isinstance(window, numbers.Real) and not isinstance(window, (bool, np.bool_)):
-        seconds = float(window)
-    else:
-        raise TypeError(f"window must be a positive number of seconds or a timedelta, got {type(window).__name__} "
-                        f"({window!r})")
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"window must be a positive number of seconds or a timedelta, got {window!r}")
-    if seconds < MIN_WINDOW:
-        raise ValueError(f"window must be at least {MIN_WINDOW:g} s, got {window!r}")
-    return seconds
-
-
-def _take(hashed: npt.NDArray[Any], which: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """hashed[which], copied as 16 raw bytes a key (NumPy copies a record
-    dtype field by field, several times slower)."""
-    out: npt.NDArray[Any] = hashed.view("V16")[which].view(hashed.dtype)
-    return out
-
-
-# Bits set per byte value: a popcount that every supported NumPy has.
-_POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
-_UNION_CHUNK = 1 << 20  # bytes of the union held at once
-
-
-def _union_bits_set(filters: list[BloomFilter]) -> int:
-    """Bits set in the union of filters of one geometry, read through their
-    buffers a chunk at a time (no copy of a whole filter). The views go
-    with this call's locals."""
-    bits = [np.frombuffer(memoryview(f), dtype=np.uint8) for f in filters]
-    total = 0
-    for start in range(0, len(bits[0]), _UNION_CHUNK):
-        acc = bits[0][start:start + _UNION_CHUNK].copy()
-        for other in bits[1:]:
-            np.bitwise_or(acc, other[start:start + _UNION_CHUNK], out=acc)
-        total += int(_POPCOUNT8[acc].sum(dtype=np.uint64))
-    return total
-
-
-def _past_capacity(gen: BloomFilter, now: int, span: float, window: float, capacity: int) -> str:
-    """The capacity warning of a generation, which names it."""
-    return (f"WindowedBloomFilter generation {now} (from {now * span:g} s, one {span:g} s slice of the {window:g} s "
-            f"window) has taken {gen.insert_count:,} new keys, past its capacity of {capacity:,}: its expected "
-            f"false-positive rate is {gen.expected_fp_rate:.3g} now (sized for {gen.error_rate:g}), so more new keys "
-            "will be reported seen. Make the filter with a larger capacity (the distinct keys of any window).")
-
-
-def _check_generations(generations: object) -> int:
-    if not isinstance(generations, numbers.Integral) or isinstance(generations, (bool, np.bool_)):
-        raise TypeError(f"generations must be an int, got {type(generations).__name__} ({generations!r})")
-    generations = int(generations)
-    if not 1 <= generations <= MAX_GENERATIONS:
-        raise ValueError(f"generations must be in [1, {MAX_GENERATIONS}], got {generations}")
-    return generations
-
-
-def _check_error_rate(error_rate: object) -> float:
-    if not isinstance(error_rate, numbers.Real) or isinstance(error_rate, (bool, np.bool_)):
-        raise TypeError(f"error_rate must be a float, got {type(error_rate).__name__} ({error_rate!r})")
-    rate = float(error_rate)
-    if not 0 < rate < 1:
-        raise ValueError(f"error_rate must be in (0, 1), got {error_rate!r}")
-    return rate
-
-
-class WindowedBloomFilter:
+class WindowedBloomFilter(RingParams, SharedFile):
     """Keys seen within the last ``window`` (seconds or a timedelta).
 
     >>> now = [0.0]
@@ -205,11 +132,15 @@ class WindowedBloomFilter:
         self._rotating = threading.Lock()
         self._live_at: Optional[tuple[int, list[BloomFilter]]] = None  # (now, _live(now)) until the ring changes
         self._version = 0  # changes of the ring (under _rotating where threads may race)
+        self._shared: Optional[SharedRing] = None  # the ring of a mapped file (open)
 
     # ---- time ------------------------------------------------------------------
 
     def _now(self) -> int:
-        """The current generation number (never less than one seen before)."""
+        """The current generation number (never less than one seen before,
+        here or, in a shared file, by any handle)."""
+        if self._shared is not None:
+            self._shared.sync(self)
         t = self._clock()
         try:
             g = math.floor(t / self._span)
@@ -253,7 +184,9 @@ class WindowedBloomFilter:
         i = now % len(self._ring)
         if self._numbers[i] != now:
             with self._rotating:
-                if self._numbers[i] != now:
+                if self._shared is not None:  # (started once, whoever asks: the file's lock)
+                    self._shared.start(self, i, now)
+                elif self._numbers[i] != now:
                     if self._numbers[i] is not None:
                         self._ring[i].clear()
                     self._warned.discard(now)
@@ -262,7 +195,10 @@ class WindowedBloomFilter:
         return self._ring[i]
 
     def _expire(self, now: int) -> None:
-        """Forget the generations that are no longer live."""
+        """Forget the generations that are no longer live (a shared file's
+        places are emptied only by starting a generation there)."""
+        if self._shared is not None:
+            return
         with self._rotating:
             for i, g in enumerate(self._numbers):
                 if g is not None and not now - self._generations <= g <= now:
@@ -383,57 +319,6 @@ class WindowedBloomFilter:
     # ---- facts -----------------------------------------------------------------
 
     @property
-    def window(self) -> float:
-        """The window in seconds."""
-        return self._window
-
-    @property
-    def generations(self) -> int:
-        return self._generations
-
-    @property
-    def capacity(self) -> int:
-        """Distinct keys per window (each generation is sized for them)."""
-        return self._capacity
-
-    @property
-    def error_rate(self) -> float:
-        """The compound false-positive rate of a lookup over the live generations."""
-        return self._error_rate
-
-    @property
-    def generation_error_rate(self) -> float:
-        """The rate each generation is sized for: G + 1 of them compound to error_rate."""
-        return self._ring[0].error_rate or 0.0
-
-    @property
-    def layout(self) -> Layout:
-        return self._layout
-
-    @property
-    def seed(self) -> int:
-        return self._seed
-
-    @property
-    def num_bits(self) -> int:
-        """Bits of the whole ring: G + 1 generations."""
-        return sum(g.num_bits for g in self._ring)
-
-    @property
-    def num_hashes(self) -> int:
-        """Hashes per key in each generation."""
-        return self._ring[0].num_hashes
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the whole ring (G + 1 generations, allocated when made)."""
-        return sum(g.nbytes for g in self._ring)
-
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    @property
     def current_generation(self) -> int:
         """The generation number adds go to now: floor(clock() / (window / generations))."""
         return self._now()
@@ -444,8 +329,8 @@ class WindowedBloomFilter:
         started, oldest first (shared, not copies)."""
         now = self._now()
         self._expire(now)
-        return tuple(sorted(((g, f) for g, f in zip(self._numbers, self._ring) if g is not None),
-                            key=lambda gf: gf[0]))
+        return tuple(sorted(((g, f) for g, f in zip(self._numbers, self._ring)
+                             if g is not None and now - self._generations <= g <= now), key=lambda gf: gf[0]))
 
     @property
     def fill_ratio(self) -> float:
@@ -473,6 +358,9 @@ class WindowedBloomFilter:
 
     def clear(self) -> None:
         """Forget every key (the clock's newest generation is kept: it never goes back)."""
+        if self._shared is not None:
+            with self._rotating:
+                return self._shared.clear(self)
         with self._rotating:
             for i, g in enumerate(self._ring):
                 g.clear()
@@ -546,11 +434,23 @@ class WindowedBloomFilter:
         w._live_at = None
         return w
 
-    def save(self, path: StrPath | BinaryWriter) -> None:
+    def save(self, path: StrPath | BinaryWriter, *, shared: bool = False) -> None:
         """Write to path atomically (temporary file, fsync, rename), through
         the one atomic writer every save uses; or to_bytes() at a binary file
-        object's position."""
-        _core.save_bytes(path, self.to_bytes())
+        object's position. shared=True writes the ring form that open(path,
+        'r+') maps (every place of the ring, G + 1 filters; load reads both).
+        A filter opened from path saved to path is flushed in place."""
+        if self._shared is not None and isinstance(path, (str, bytes, os.PathLike)) and self._shared.file.is_file(path):
+            if not self._shared.file.writable:
+                raise ValueError(f"'{os.fsdecode(path)}' is this filter's own file, mapped read-only: nothing to save")
+            return self.flush()
+        if not shared:
+            return _core.save_bytes(path, self.to_bytes())
+        now = self._now()
+        numbers = [g if g is not None and now - self._generations <= g <= now else None for g in self._numbers]
+        _core.save_bytes(path, _core.encode_window_ring(
+            self._capacity, self._error_rate, self._generations, self._window, self._layout, self._seed, self._ring,
+            [f.insert_count if g is not None else 0 for f, g in zip(self._ring, numbers)], numbers))
 
     @classmethod
     def load(cls, path: StrPath | BinaryReader, *, clock: Optional[Clock] = None) -> WindowedBloomFilter:
