@@ -7,9 +7,13 @@
 
 #include <optional>
 
+#include <pybind11/numpy.h>
+
 #include "args_py.hpp"
 #include "bloomline/filter_io.hpp"
 #include "bloomline/window_file.hpp"
+#include "bloomline/window_ring.hpp"
+#include "keys_py.hpp"
 #include "files_py.hpp"
 #include "filter_py.hpp"
 #include "register.hpp"
@@ -18,6 +22,17 @@ namespace bloomline {
 
 namespace py = pybind11;
 using py_filter::Handle;
+
+namespace {
+
+// The keys' hashes of a hash_valid array (16 bytes each, contiguous).
+const Hash128* hashes_of(const py::array& hashed) {
+    if (hashed.ndim() != 1 || hashed.itemsize() != 16 || !(hashed.flags() & py::array::c_style))
+        throw std::invalid_argument("hashed must be a 1-D contiguous array of 16-byte hashes (hash_valid's)");
+    return reinterpret_cast<const Hash128*>(hashed.data());
+}
+
+}  // namespace
 
 void register_window(py::module_& m) {
     m.def(
@@ -133,6 +148,60 @@ void register_window(py::module_& m) {
         .def_property_readonly("path", [](const MW& w) { return w.file().path(); })
         .def_property_readonly("writable", &MW::writable)
         .def_property_readonly("released", &MW::released);
+
+    // The one loop of the ring's lookups and adds (window_ring.hpp): a probe
+    // over some generations (the live ones, or the older ones for an add),
+    // kept by windowed.py until the ring changes. Batches take the hashes of
+    // hash_valid; single keys are hashed here, once.
+    py::class_<WindowProbe>(m, "WindowProbe")
+        .def(py::init([](const std::vector<Handle<BloomFilter>*>& gens) {
+                 std::vector<const BloomFilter*> fs;
+                 for (auto* h : gens) fs.push_back(h->f.get());
+                 return WindowProbe(std::move(fs));
+             }),
+             py::arg("generations"), py::keep_alive<1, 2>())
+        .def("__len__", &WindowProbe::size)
+        .def(
+            "contains",
+            [](const WindowProbe& p, py::handle key, std::uint64_t seed) {
+                return p.contains(py_keys::hash_scalar_key(key.ptr(), seed));
+            },
+            py::arg("key"), py::arg("seed"))
+        .def(
+            "contains_many",
+            [](const WindowProbe& p, const py::array& hashed) {
+                const auto* hs = hashes_of(hashed);
+                const auto n = static_cast<std::size_t>(hashed.size());
+                py::array_t<bool> out(static_cast<py::ssize_t>(n));
+                bool* o = out.mutable_data();
+                {
+                    py::gil_scoped_release nogil;
+                    p.contains_batch(hs, n, o);
+                }
+                return out;
+            },
+            py::arg("hashed"))
+        .def(
+            "add",
+            [](const WindowProbe& p, Handle<BloomFilter>& cur, py::handle key, bool refresh) {
+                return p.add(*cur, py_keys::hash_scalar_key(key.ptr(), cur->geometry().seed), refresh);
+            },
+            py::arg("current"), py::arg("key"), py::arg("refresh"))
+        .def(
+            "add_many",
+            [](const WindowProbe& p, Handle<BloomFilter>& cur, const py::array& hashed, bool refresh) {
+                const auto* hs = hashes_of(hashed);
+                const auto n = static_cast<std::size_t>(hashed.size());
+                py::array_t<bool> out(static_cast<py::ssize_t>(n));
+                bool* o = out.mutable_data();
+                BloomFilter& f = *cur;
+                {
+                    py::gil_scoped_release nogil;
+                    p.add_batch(f, hs, n, refresh, o);
+                }
+                return out;
+            },
+            py::arg("current"), py::arg("hashed"), py::arg("refresh"));
 
     m.def(
         "decode_window",

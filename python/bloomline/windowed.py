@@ -130,7 +130,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         # Starting a generation clears its place in the ring: two threads must
         # not both do it (the second would clear the first one's adds).
         self._rotating = threading.Lock()
-        self._live_at: Optional[tuple[int, list[BloomFilter]]] = None  # (now, _live(now)) until the ring changes
+        self._live_at: Optional[tuple[int, list[BloomFilter], _core.WindowProbe, _core.WindowProbe]] = None
         self._version = 0  # changes of the ring (under _rotating where threads may race)
         self._shared: Optional[SharedRing] = None  # the ring of a mapped file (open)
 
@@ -156,22 +156,31 @@ class WindowedBloomFilter(RingParams, SharedFile):
         return g
 
     def _live(self, now: int) -> list[BloomFilter]:
-        """The live generations, newest first (those not started skipped);
-        kept until the ring changes (callers do not change the list)."""
+        """The live generations, newest first (those not started skipped)."""
+        return self._live_state(now)[1]
+
+    def _live_state(self, now: int) -> tuple[int, list[BloomFilter], _core.WindowProbe, _core.WindowProbe]:
+        """(now, the live generations newest first, a probe of them, a
+        probe of those older than now's): the core's one loop over the ring
+        (window_ring.hpp). Kept until the ring changes (callers do not
+        change the list)."""
         cached = self._live_at
         if cached is not None and cached[0] == now:
-            return cached[1]
+            return cached
         version = self._version
-        out = []
+        out, older = [], []
         for back in range(self._generations + 1):
             g = now - back
             i = g % len(self._ring)
             if self._numbers[i] == g:
                 out.append(self._ring[i])
+                if back:
+                    older.append(self._ring[i])
+        state = (now, out, _core.WindowProbe(out), _core.WindowProbe(older))
         with self._rotating:  # (kept only if the ring did not change while it was read)
             if self._version == version:
-                self._live_at = (now, out)
-        return out
+                self._live_at = state
+        return state
 
     def _changed(self) -> None:
         """The ring's generations changed: _live reads them again."""
@@ -231,24 +240,13 @@ class WindowedBloomFilter(RingParams, SharedFile):
         from its first add)."""
         now = self._now()
         cur = self._current(now)
-        seen = False
-        for g in self._live(now):
-            if g is not cur and key in g:
-                seen = True
-                break
-        if seen and not refresh:
-            return False
+        older = self._live_state(now)[3]  # (one core call: the lookups, then the add)
         if cur.insert_count < self._capacity:  # (within capacity: no warning to make)
-            new = cur.add(key)
-        else:
-            new = self._guarded_add(cur, now, 1, lambda: cur.add(key))
-        return bool(new) and not seen
+            return older.add(cur, key, refresh)
+        return bool(self._guarded_add(cur, now, 1, lambda: older.add(cur, key, refresh)))
 
     def __contains__(self, key: object) -> bool:
-        for g in self._live(self._now()):  # (a loop: a generator expression costs more than a probe)
-            if key in g:
-                return True
-        return False
+        return self._live_state(self._now())[2].contains(key, self._seed)
 
     # ---- batches ---------------------------------------------------------------
 
@@ -260,6 +258,11 @@ class WindowedBloomFilter(RingParams, SharedFile):
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         now = self._now()
         cur = self._current(now)
+        if threads == 1:  # the core's one pass (window_ring.hpp)
+            probe = self._live_state(now)[3]
+            return batch_shaped(valid, self._guarded_add(cur, now, len(hashed),
+                                                         lambda: probe.add_many(cur, hashed, refresh)))
+        # (threads=: the generations' own threaded calls, one after another)
         older = [g for g in self._live(now) if g is not cur]
         if refresh:
             # Every key goes into the current generation; only those new to it
@@ -295,6 +298,8 @@ class WindowedBloomFilter(RingParams, SharedFile):
         """True where a live generation may have the key; False for nulls
         with nulls='skip'."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
+        if threads == 1:
+            return batch_shaped(valid, self._live_state(self._now())[2].contains_many(hashed))
         hit = np.zeros(len(hashed), dtype=bool)
         for g in self._live(self._now()):
             hit |= g.contains_many(hashed, threads=threads)
