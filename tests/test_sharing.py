@@ -609,3 +609,38 @@ def test_a_windowed_file_saved_to_itself_is_flushed_in_place(tmp_path: Path) -> 
         w.save(tmp_path / "copy.blf")  # elsewhere: the compact form
     for saved in (path, tmp_path / "copy.blf"):
         assert "kept" in WindowedBloomFilter.load(saved, clock=lambda: 0.0)
+
+
+WINDOW_FORK = r"""
+import os, sys, bloomline
+t = [0.0]
+w = bloomline.WindowedBloomFilter.open(sys.argv[1], "r+", clock=lambda: t[0])
+w.add("parent")
+pid = os.fork()
+if pid == 0:
+    for doing in ("add", "rotate"):
+        try:
+            if doing == "rotate":
+                t[0] = 60.0  # a new generation: starting it would clear a place of the file
+            w.add("child")
+        except ValueError as e:
+            print("child", doing, "refused:", e, flush=True)
+    w.close()  # lets go of its copy only
+    os._exit(0)
+os.waitpid(pid, 0)
+w.add("parent again")
+w.close()
+print("parent closed", flush=True)
+"""
+
+
+def test_a_forked_child_cannot_write_or_rotate_through_its_parents_windowed_file(tmp_path: Path) -> None:
+    path = tmp_path / "w.blf"
+    new_windowed_file(path)
+    r = subprocess.run([sys.executable, "-c", WINDOW_FORK, str(path)], capture_output=True, text=True, timeout=120)
+    assert "child add refused: this filter's memory was opened for writing by a parent" in r.stdout, r.stdout + r.stderr
+    assert "child rotate refused:" in r.stdout and "before a fork" in r.stdout, r.stdout
+    assert "parent closed" in r.stdout and r.returncode == 0, r.stderr
+    back = WindowedBloomFilter.load(path, clock=lambda: 0.0)  # clean: the child's close released nothing
+    assert "parent" in back and "parent again" in back and "child" not in back
+    assert not bloomline.read_header(path.read_bytes())["dirty"]
