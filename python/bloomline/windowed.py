@@ -50,6 +50,15 @@ generation's number, count of new keys and kind-1 encoding. A filter read
 back at a later time drops the generations that expired meanwhile. A
 pickle carries no clock (a callable would make unpickling run arbitrary
 code): the restored filter reads the system clock.
+
+**Shared files.** ``save(path, shared=True)`` writes the ring form of kind
+4, which ``WindowedBloomFilter.open(path, "r+")`` maps: several processes
+then share one ring, the current generation being the newest of each one's
+clock and of the file's (``_window_parts`` says how a rotation is made once).
+
+**Speed.** A key is hashed once, and its lookups and add over the
+generations are one core call (``_core.WindowProbe``, window_ring.hpp), for
+batches on one thread and for single keys alike.
 """
 
 from __future__ import annotations

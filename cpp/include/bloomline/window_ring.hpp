@@ -60,30 +60,44 @@ public:
         check_open();
         std::fill(out, out + n, false);
         if (gens_.empty() || n == 0) return;
+        // (bools as bytes 0/1: the loops below are branch-free and vectorise)
+        auto* o = reinterpret_cast<unsigned char*>(out);
+        const auto* want = reinterpret_cast<const unsigned char*>(only);
+        std::unique_ptr<bool[]> got_owner(new bool[n]);
+        auto* got = reinterpret_cast<unsigned char*>(got_owner.get());
         std::vector<Hash128> part;
         std::vector<std::size_t> where;
-        std::unique_ptr<bool[]> got(new bool[n]);
         for (std::size_t l = 0; l < gens_.size(); ++l) {
             // The keys still to probe: all of them (no copy) while most are.
             std::size_t pending = 0;
-            for (std::size_t i = 0; i < n; ++i) pending += !out[i] && (only == nullptr || only[i]);
+            if (want == nullptr)
+                for (std::size_t i = 0; i < n; ++i) pending += o[i] ^ 1u;
+            else
+                for (std::size_t i = 0; i < n; ++i) pending += want[i] & (o[i] ^ 1u);
             if (pending == 0) return;
             if (pending * 4 >= n * 3) {
                 Prehashed src{hs};
-                gens_[l]->contains_keys(src, 0, n, got.get());
-                for (std::size_t i = 0; i < n; ++i) out[i] = out[i] || (got[i] && (only == nullptr || only[i]));
+                if (l == 0 && want == nullptr) {
+                    gens_[l]->contains_keys(src, 0, n, out);  // (the first pass answers in place)
+                    continue;
+                }
+                gens_[l]->contains_keys(src, 0, n, got_owner.get());
+                if (want == nullptr)
+                    for (std::size_t i = 0; i < n; ++i) o[i] |= got[i];
+                else
+                    for (std::size_t i = 0; i < n; ++i) o[i] |= got[i] & want[i];
                 continue;
             }
             part.clear();
             where.clear();
             for (std::size_t i = 0; i < n; ++i)
-                if (!out[i] && (only == nullptr || only[i])) {
+                if (!o[i] && (want == nullptr || want[i])) {
                     part.push_back(hs[i]);
                     where.push_back(i);
                 }
             Prehashed src{part.data()};
-            gens_[l]->contains_keys(src, 0, part.size(), got.get());
-            for (std::size_t j = 0; j < part.size(); ++j) out[where[j]] = got[j];
+            gens_[l]->contains_keys(src, 0, part.size(), got_owner.get());
+            for (std::size_t j = 0; j < part.size(); ++j) o[where[j]] = got[j];
         }
     }
 
@@ -113,8 +127,17 @@ public:
             return;
         }
         contains_batch(hs, n, out);
+        std::size_t seen = 0;
+        for (std::size_t i = 0; i < n; ++i) seen += out[i];
+        if (seen == 0) {  // all fresh: the batch itself is added, no copy
+            Prehashed src{hs};
+            cur.add_keys(src, n, out);
+            return;
+        }
         std::vector<Hash128> fresh;
         std::vector<std::size_t> where;
+        fresh.reserve(n - seen);
+        where.reserve(n - seen);
         for (std::size_t i = 0; i < n; ++i) {
             if (out[i]) {
                 out[i] = false;
