@@ -644,3 +644,55 @@ def test_a_forked_child_cannot_write_or_rotate_through_its_parents_windowed_file
     back = WindowedBloomFilter.load(path, clock=lambda: 0.0)  # clean: the child's close released nothing
     assert "parent" in back and "parent again" in back and "child" not in back
     assert not bloomline.read_header(path.read_bytes())["dirty"]
+
+
+# A rotator moves its own clock a generation at a time, refreshing a set S
+# into each new generation and adding fresh keys; a reader in another
+# process, its clock at 0 (it follows the file), checks S over and over.
+ROTATOR = r"""
+import sys, numpy as np, bloomline
+t = [0.0]
+w = bloomline.WindowedBloomFilter.open(sys.argv[1], "r+", clock=lambda: t[0])
+stable = np.arange(0, 3000, dtype=np.uint64)
+for g in range(int(sys.argv[2])):
+    t[0] = g * 25.0 + 1.0  # window 100 s, 4 generations: one generation a step
+    w.add_many(stable)  # refreshed into every generation: never expires
+    w.add_many(np.arange(10**6 * (g + 1), 10**6 * (g + 1) + 20000, dtype=np.uint64))
+w.close()
+print("rotated", flush=True)
+"""
+READER = r"""
+import os, sys, numpy as np, bloomline
+w = bloomline.WindowedBloomFilter.open(sys.argv[1], "r", clock=lambda: 0.0)
+stable = np.arange(0, 3000, dtype=np.uint64)
+checks = misses = 0
+while not os.path.exists(sys.argv[2]):
+    checks += 1
+    misses += int((~w.contains_many(stable)).sum()) + sum(int(k) not in w for k in stable[:50])
+print(checks, misses, w.current_generation, flush=True)
+"""
+
+
+@many_writers
+def test_a_rotation_never_hides_a_live_key_from_a_reader_in_another_process(tmp_path: Path) -> None:
+    path, stop = tmp_path / "w.blf", tmp_path / "stop"
+    new_windowed_file(path, capacity=50_000)
+    with WindowedBloomFilter.open(path, clock=lambda: 0.0) as w:
+        w.add_many(np.arange(0, 3000, dtype=np.uint64))
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(path), str(stop)], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        rotator = subprocess.run([sys.executable, "-c", ROTATOR, str(path), "60"], capture_output=True, text=True,
+                                 timeout=300)
+        assert rotator.stdout == "rotated\n", rotator.stderr
+        assert rotator.stderr == ""  # no capacity warning: a place started afresh counts its keys from zero
+    finally:
+        stop.touch()
+        out, _ = reader.communicate(timeout=60)
+    checks, misses, seen_generation = (int(x) for x in out.split())
+    assert checks >= 20 and misses == 0, out  # 59 rotations under its lookups, none hid a key of S
+    assert seen_generation == 59  # the reader's clock says 0: the file's newest generation
+    back = WindowedBloomFilter.load(path, clock=lambda: 59 * 25.0)
+    assert [g for g, _ in back.live_generations] == list(range(55, 60))
+    for _, gen in back.live_generations:  # the counts the rotator flushed: 3,000 refreshed + 20,000 fresh each
+        assert 22_900 <= gen.insert_count <= 23_000, gen.insert_count

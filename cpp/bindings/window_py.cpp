@@ -204,6 +204,11 @@ void register_window(py::module_& m) {
             py::arg("current"), py::arg("hashed"), py::arg("refresh"));
 
     m.def(
+        "restart_counts", [](Handle<BloomFilter>& h) { h->restart_counts(); }, py::arg("filter"),
+        "A shared windowed file's place started afresh by a rotation: its bits set counted anew, its count of new "
+        "keys from zero (the bits untouched).");
+
+    m.def(
         "decode_window",
         [](py::handle data) {
             Window w;

@@ -69,7 +69,7 @@ MappedWindow::MappedWindow(const std::string& path, bool writable, bool verify)
         heads_.push_back(static_cast<std::size_t>(r.data - base) - kRingRecordHead);
         headers_.push_back(h);
         counted_number_.push_back(n);
-        counted_.push_back(h.insert_count);
+        counted_.push_back(0);  // (the places' filters count this handle's adds from zero: restart_counts)
     }
     if (!writable) return;
     join_writers(*file_);  // a writer, until its final flush

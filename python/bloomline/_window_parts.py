@@ -181,6 +181,8 @@ class SharedRing:
     def __init__(self, path: StrPath, writable: bool, verify: bool) -> None:
         self.file = _core.MappedWindow(path, writable, verify)
         self.places: list[BloomFilter] = self.file.place_filters()
+        for g in self.places:  # (each counts this handle's own adds, from zero: flush adds them to the file's)
+            _core.restart_counts(g)
 
     def sync(self, w: WindowedBloomFilter) -> None:
         """Read the ring's numbers from the file into w (its view changes
@@ -189,6 +191,9 @@ class SharedRing:
             raise ValueError("I/O operation on a closed filter")
         got: list[Optional[int]] = self.file.numbers()
         if got != w._numbers:
+            for place, (was, now) in enumerate(zip(w._numbers, got)):
+                if was != now:  # (a place started afresh: its counts restart, here as in the handle that did it)
+                    _core.restart_counts(self.places[place])
             w._numbers = got
             w._changed()
         newest = max((g for g in got if g is not None), default=None)
@@ -198,12 +203,12 @@ class SharedRing:
     def start(self, w: WindowedBloomFilter, place: int, number: int) -> None:
         """Start generation number at its place (once, whoever asks), then
         read the ring again."""
-        self.file.start(number, self.places[place].insert_count)
+        self.file.start(number, 0)  # (this handle's count of the place restarts at sync, from zero)
         w._warned.discard(number)
         self.sync(w)
 
     def clear(self, w: WindowedBloomFilter) -> None:
-        self.file.clear([g.insert_count for g in self.places])
+        self.file.clear([0] * len(self.places))
         w._warned.clear()
         self.sync(w)
 
