@@ -24,8 +24,11 @@
 //  - A rotator killed while it cleared leaves its place starting: the next
 //    start there, or the last writer's close, clears it again.
 // Counts are each handle's own adds, added to the record head at its
-// flushes (a count is lost when another handle restarts the place first):
-// the last close cuts each to its bits set and makes every checksum current.
+// flushes (adds not yet flushed when another handle restarts the place are
+// not counted; every handle's filter of a restarted place counts from zero:
+// restart_counts, called from Python when it sees the number change): the
+// last close cuts each to its bits set and makes every checksum current. A
+// handle's capacity warning counts its own adds to a generation only.
 #pragma once
 
 #include <cstdint>
