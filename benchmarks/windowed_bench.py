@@ -5,8 +5,8 @@ adds within 1.5x).
     python benchmarks/windowed_bench.py [--quick]
 
 The windowed filter is measured at its worst: all G + 1 live generations
-filled to capacity, so a lookup probes every one (a key that hits early
-still costs the others: each generation is probed for the whole batch).
+filled to capacity, and absent keys, so a lookup probes every one (a key
+found early skips the later generations).
 Adds go to a fresh current generation with the G older ones full; with
 refresh=True (the default: G lookups then one add) and refresh=False (the
 same lookups, then an add of the keys not seen). Keys: uint64 arrays, and
@@ -120,6 +120,18 @@ def scalar_case(capacity: int, error_rate: float, generations: int, keys: list[s
     return {k: statistics.median(v) / len(keys) * 1e9 for k, v in out.items()}
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux), else the processor string."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -134,7 +146,7 @@ def main() -> int:
     urls = [f"https://site{int(i) % 977}.example/path/{int(i)}" for i in ints]
     lines = [
         f"capacity {capacity:,} at error_rate {error_rate}; {n:,} keys a call; medians of {repeats} runs, ns/key. "
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}, "
+        f"Machine: {cpu_model()} ({platform.machine()}), {os.cpu_count()} CPUs, {platform.python_version()}, "
         f"simd {bloomline.simd_level}. Windowed: G + 1 live generations each full (lookups), a new "
         "generation over G full ones (adds).",
         "",
@@ -159,25 +171,26 @@ def main() -> int:
         f"One call per key (a Python loop over {n // 5:,} str URLs, G = 4): `add` {scalar['plain add']:.0f} ns "
         f"plain, {scalar['windowed add']:.0f} windowed ({scalar['windowed add'] / scalar['plain add']:.1f}x); `in` "
         f"(absent keys) {scalar['plain in']:.0f} plain, {scalar['windowed in']:.0f} windowed "
-        f"({scalar['windowed in'] / scalar['plain in']:.1f}x). The windowed filter is Python over the generations' "
-        "own calls (the clock, the ring, one probe call per generation): use the batch calls where speed matters.",
+        f"({scalar['windowed in'] / scalar['plain in']:.1f}x). A windowed call is one core call over the "
+        "generations (`WindowProbe`: the key hashed once) behind Python's clock and ring (the clock read, the "
+        "generation number, the cached probe): use the batch calls where speed matters.",
     ]
     print(lines[-1])
     lines += [
         "",
         "Why: a lookup hashes once and probes each of the G + 1 live generations (the plain filter probes one), so "
         "the ratio is about (hash + (G + 1) probes) / (hash + 1 probe): lower where hashing is a large share "
-        "(str keys) than for uint64 keys, whose hash is cheap; and G + 1 generations share the caches that one "
-        "filter has to itself (with 8, a probe costs more than with 2). Probing the generations chunk by chunk "
-        "(the hashed keys kept in cache) was tried and was slower. "
-        "An add with refresh=True is one add to the current generation and G lookups in the older ones for the "
-        "keys new to it (all of them here): over 1.5x whenever G probes cost more than half a plain add. With "
-        "refresh=False the lookups come first and the keys not seen are copied out before the add (false "
-        "positives of the older generations make some seen in every batch). Meeting both targets would need a "
-        "probe loop over several filters at once in the core (one pass per key, the generations' lines fetched "
-        "together), not done here. The machine these were measured on has 2 CPUs shared with other work: across "
-        "three full runs the same ratio moved by up to a fifth (uint64 lookups at G = 2), and verdicts within a "
-        "few percent of a target went either way.",
+        "(str keys) than for uint64 keys, whose hash is cheap. Since issue 36's second part the lookups and adds "
+        "over the generations are one core call (`WindowProbe`, window_ring.hpp): a batch is probed a generation "
+        "at a time, each generation's own AVX2 batch lookup over the keys not found yet, and an add puts the batch "
+        "into the current generation and looks up the keys new to it in the older ones in the same call. One pass "
+        "per key over every generation's lines at once (prefetched together) was measured 2x slower "
+        "(benchmarks/window_probe.cpp, NOTES.md): a pass keeps one generation in the caches, where G + 1 do not "
+        "fit. So for absent uint64 keys the batch ratios stay near G + 1 probes over one (for uint64 keys the "
+        "lookup targets are missed at G = 2 and 8, the add target at every G), and the core call's gain is in single keys and in keys found early. The "
+        "machine these were measured on has 2 CPUs shared with other work (four other jobs ran beside these): "
+        "run to run the same ratio moved by up to a third, and verdicts near a target went either way "
+        "(benchmarks/NOTES.md has the ranges over four runs, beside the Python ring's).",
     ]
     body = "## Windowed filter beside a plain one\n\n" + "\n".join(lines) + "\n"
     print(body)

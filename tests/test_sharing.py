@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import bloomline
-from bloomline import BloomFilter, CountingBloomFilter
+from bloomline import BloomFilter, CountingBloomFilter, WindowedBloomFilter
 
 # core: run by CI's wheel, clang/flock and sanitizer jobs (.ci/run); slow: many processes, killed and
 # restarted, left out of the fast subset (pytest -m "not slow")
@@ -407,3 +407,292 @@ def test_a_killed_writer_releases_the_file_and_the_next_open_repairs_it(tmp_path
         f = BloomFilter.load(path)
         assert not bloomline.read_header(path.read_bytes())["dirty"]
         assert f.contains_many(keys_of(0, reported)).all()
+
+
+# ---- a windowed filter in one file, shared by processes --------------------
+
+# A process holding a windowed file open for writing, its clock read from a
+# file of its own (so that the test moves each process's time), answering
+# commands on stdin: "add LO N" and "has LO N" print how many keys were new
+# or present, "gen" the current generation, "close" closes and exits.
+WINDOW_WORKER = r"""
+import sys, numpy as np, bloomline
+path, clock_file = sys.argv[1], sys.argv[2]
+def clock():
+    with open(clock_file) as f:
+        return float(f.read())
+w = bloomline.WindowedBloomFilter.open(path, "r+", clock=clock)
+print("ready", flush=True)
+for line in sys.stdin:
+    cmd, *args = line.split()
+    if cmd in ("add", "has"):
+        lo, n = int(args[0]), int(args[1])
+        keys = np.arange(lo, lo + n, dtype=np.uint64)
+        if cmd == "add" and len(args) > 2:  # one key at a time, by the scalar path
+            print(sum(w.add(int(k)) for k in keys), flush=True)
+        else:
+            print(int((w.add_many(keys) if cmd == "add" else w.contains_many(keys)).sum()), flush=True)
+    elif cmd == "gen":
+        print(w.current_generation, flush=True)
+    elif cmd == "close":
+        w.close()
+        print("closed", flush=True)
+        break
+"""
+
+
+class WindowProcess:
+    """A WINDOW_WORKER process with its own clock file."""
+
+    def __init__(self, path: Path, clock_file: Path, at: float = 0.0) -> None:
+        self.clock_file = clock_file
+        self.set_clock(at)
+        self.p = subprocess.Popen([sys.executable, "-c", WINDOW_WORKER, str(path), str(clock_file)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert next_line(self.p) == "ready\n"
+
+    def set_clock(self, t: float) -> None:
+        self.clock_file.write_text(repr(t))
+
+    def send(self, line: str) -> None:
+        assert self.p.stdin is not None
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+
+    def ask(self, line: str) -> int:
+        self.send(line)
+        return int(next_line(self.p))
+
+    def close(self) -> None:
+        self.send("close")
+        assert next_line(self.p) == "closed\n"
+        self.p.communicate(timeout=60)  # (closes the pipes)
+        assert self.p.returncode == 0
+
+
+def new_windowed_file(path: Path, capacity: int = 100_000, generations: int = 4) -> None:
+    bloomline.WindowedBloomFilter(capacity, 0.001, window=100.0, generations=generations,
+                                  clock=lambda: 0.0).save(path, shared=True)
+
+
+@many_writers
+def test_a_windowed_file_shared_by_two_processes_one_window_at_a_time(tmp_path: Path) -> None:
+    """Window 100 s, 4 generations of 25 s. Keys are new once per window
+    across the processes; a generation one process starts is the current one
+    of the other, whose clock stays behind; the file loads afterwards with
+    the newest generation kept."""
+    path = tmp_path / "w.blf"
+    new_windowed_file(path)
+    a = WindowProcess(path, tmp_path / "clock-a")
+    b = WindowProcess(path, tmp_path / "clock-b")  # its clock stays at 0 throughout
+    assert a.ask("add 0 5000") >= 4990  # (false positives of a fresh filter: a few at most)
+    assert b.ask("add 2500 5000") <= 2510  # half of them a's: seen
+    assert b.ask("add 0 300 scalar") == 0  # the scalar path says the same
+    assert a.ask("has 0 7500") == 7500
+    a.set_clock(60.0)  # generation 2: a starts it
+    assert a.ask("add 10000 1000") >= 998
+    assert b.ask("gen") == 2  # b's clock says 0: the file says 2
+    assert b.ask("has 10000 1000") == 1000
+    assert b.ask("add 10000 1000") == 0
+    a.set_clock(124.0)  # generation 4: keys of generation 0 still seen (within window + window / 4)
+    assert a.ask("add 0 5000") == 0
+    a.set_clock(130.0)  # generation 5: generation 0 has gone, and with it what only it held
+    assert b.ask("has 0 2500") == 2500  # (a refreshed them into generation 4 just now)
+    assert a.ask("gen") == 5 and b.ask("gen") == 4  # a generation is the file's once a handle starts it
+    assert a.ask("add 20000 10") == 10  # (an add starts it)
+    assert b.ask("gen") == 5
+    assert b.ask("has 5000 2500") < 10  # b's own adds of generation 0 (not refreshed) have gone
+    b.close()
+    a.close()
+    header = bloomline.read_header(path.read_bytes())
+    assert not header["dirty"] and header["num_slots"] == 5
+    back = WindowedBloomFilter.load(path, clock=lambda: 0.0)  # verified; the clock state kept
+    assert back.current_generation == 5
+    assert [g for g, _ in back.live_generations] == [2, 4, 5]
+    assert back.contains_many(keys_of(0, 5000)).all() and back.contains_many(keys_of(5000, 2500)).sum() < 10
+    assert back.contains_many(keys_of(10000, 1000)).all()
+
+
+@many_writers
+def test_a_new_generation_is_started_once_however_many_processes_ask_10_times(tmp_path: Path) -> None:
+    """Three processes move to a generation whose place holds an expired
+    one, at the same moment, and add: no process's rotation clears another's
+    adds (each key they added is there), and the expired keys are gone."""
+    for run in range(10):
+        path = tmp_path / f"w{run}.blf"
+        new_windowed_file(path, capacity=200_000)
+        procs = [WindowProcess(path, tmp_path / f"clock-{run}-{i}") for i in range(3)]
+        assert procs[0].ask("add 0 20000") >= 19_990  # generation 0, place 0
+        for p in procs:
+            p.set_clock(126.0)  # generation 5: place 0 again
+        for i, p in enumerate(procs):
+            p.send(f"add {10**9 * (i + 1)} 20000")
+        news = [int(next_line(p.p)) for p in procs]
+        assert min(news) >= 19_990, (run, news)
+        for i, p in enumerate(procs):
+            assert p.ask(f"has {10**9 * (i + 1)} 20000") == 20000, run
+            assert procs[(i + 1) % 3].ask(f"has {10**9 * (i + 1)} 20000") == 20000, run
+        assert procs[0].ask("has 0 20000") < 100  # generation 0 cleared (but for false positives)
+        for p in procs:
+            p.close()
+        back = WindowedBloomFilter.load(path, clock=lambda: 126.0)
+        assert [g for g, _ in back.live_generations] == [5]
+
+
+@many_writers
+def test_two_processes_adding_the_same_keys_at_once_each_key_new_at_least_once(tmp_path: Path) -> None:
+    path = tmp_path / "w.blf"
+    new_windowed_file(path, capacity=300_000)
+    procs = [WindowProcess(path, tmp_path / f"clock-{i}", at=30.0) for i in range(2)]
+    for p in procs:
+        p.send("add 0 200000")
+    news = [int(next_line(p.p)) for p in procs]
+    assert sum(news) >= 200_000 - 20 and max(news) <= 200_000  # at least once; duplicates allowed
+    for p in procs:
+        p.close()
+    back = WindowedBloomFilter.load(path, clock=lambda: 30.0)
+    assert back.contains_many(keys_of(0, 200_000)).all()
+    assert back.add_many(keys_of(0, 200_000)).sum() == 0
+
+
+def test_a_windowed_file_killed_writer_loads_and_the_next_close_cleans_it(tmp_path: Path) -> None:
+    path = tmp_path / "w.blf"
+    new_windowed_file(path)
+    p = WindowProcess(path, tmp_path / "clock", at=10.0)
+    assert p.ask("add 0 5000") >= 4990
+    p.p.send_signal(signal.SIGKILL)
+    p.p.communicate(timeout=30)
+    assert bloomline.read_header(path.read_bytes())["dirty"]
+    dirty = WindowedBloomFilter.load(path, clock=lambda: 10.0)  # dirty: not checked, still read
+    assert dirty.contains_many(keys_of(0, 5000)).all()
+    with WindowedBloomFilter.open(path, "r+", clock=lambda: 10.0) as w:
+        assert w.contains_many(keys_of(0, 5000)).all()
+        assert w.mapped and not w.read_only and not w.closed
+    assert w.closed
+    with pytest.raises(ValueError, match="closed"):
+        w.add("x")
+    assert not bloomline.read_header(path.read_bytes())["dirty"]
+    assert WindowedBloomFilter.load(path, clock=lambda: 10.0).contains_many(keys_of(0, 5000)).all()
+
+
+def test_a_windowed_file_damaged_or_compact_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "w.blf"
+    w = WindowedBloomFilter(1000, 0.01, window=100.0, clock=lambda: 0.0)
+    w.add("a")
+    w.save(path)  # the compact form: loads, is not mapped
+    with pytest.raises(ValueError, match=r"compact form.*save\(path, shared=True\)"):
+        WindowedBloomFilter.open(path)
+    w.save(path, shared=True)
+    good = path.read_bytes()
+    for offset in (200, len(good) // 2, len(good) - 20):
+        bad = bytearray(good)
+        bad[offset] ^= 0x10
+        path.write_bytes(bytes(bad))
+        with pytest.raises(ValueError, match="invalid bloomline data"):
+            WindowedBloomFilter.load(path)
+        with pytest.raises(ValueError, match="invalid bloomline data"):
+            WindowedBloomFilter.open(path, "r+")  # the first writer of a clean file checks every byte
+    path.write_bytes(good)
+    with WindowedBloomFilter.open(path, "r", clock=lambda: 0.0) as ro:
+        assert "a" in ro and ro.read_only
+        with pytest.raises(ValueError, match="read-only"):
+            ro.add("a")
+
+
+def test_a_windowed_file_saved_to_itself_is_flushed_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "w.blf"
+    new_windowed_file(path)
+    with WindowedBloomFilter.open(path, clock=lambda: 0.0) as w:
+        w.add("kept")
+        w.save(path)  # its own file: flushed, not replaced
+        assert bloomline.read_header(path.read_bytes())["dirty"]
+        w.save(tmp_path / "copy.blf")  # elsewhere: the compact form
+    for saved in (path, tmp_path / "copy.blf"):
+        assert "kept" in WindowedBloomFilter.load(saved, clock=lambda: 0.0)
+
+
+WINDOW_FORK = r"""
+import os, sys, bloomline
+t = [0.0]
+w = bloomline.WindowedBloomFilter.open(sys.argv[1], "r+", clock=lambda: t[0])
+w.add("parent")
+pid = os.fork()
+if pid == 0:
+    for doing in ("add", "rotate"):
+        try:
+            if doing == "rotate":
+                t[0] = 60.0  # a new generation: starting it would clear a place of the file
+            w.add("child")
+        except ValueError as e:
+            print("child", doing, "refused:", e, flush=True)
+    w.close()  # lets go of its copy only
+    os._exit(0)
+os.waitpid(pid, 0)
+w.add("parent again")
+w.close()
+print("parent closed", flush=True)
+"""
+
+
+def test_a_forked_child_cannot_write_or_rotate_through_its_parents_windowed_file(tmp_path: Path) -> None:
+    path = tmp_path / "w.blf"
+    new_windowed_file(path)
+    r = subprocess.run([sys.executable, "-c", WINDOW_FORK, str(path)], capture_output=True, text=True, timeout=120)
+    assert "child add refused: this filter's memory was opened for writing by a parent" in r.stdout, r.stdout + r.stderr
+    assert "child rotate refused:" in r.stdout and "before a fork" in r.stdout, r.stdout
+    assert "parent closed" in r.stdout and r.returncode == 0, r.stderr
+    back = WindowedBloomFilter.load(path, clock=lambda: 0.0)  # clean: the child's close released nothing
+    assert "parent" in back and "parent again" in back and "child" not in back
+    assert not bloomline.read_header(path.read_bytes())["dirty"]
+
+
+# A rotator moves its own clock a generation at a time, refreshing a set S
+# into each new generation and adding fresh keys; a reader in another
+# process, its clock at 0 (it follows the file), checks S over and over.
+ROTATOR = r"""
+import sys, numpy as np, bloomline
+t = [0.0]
+w = bloomline.WindowedBloomFilter.open(sys.argv[1], "r+", clock=lambda: t[0])
+stable = np.arange(0, 3000, dtype=np.uint64)
+for g in range(int(sys.argv[2])):
+    t[0] = g * 25.0 + 1.0  # window 100 s, 4 generations: one generation a step
+    w.add_many(stable)  # refreshed into every generation: never expires
+    w.add_many(np.arange(10**6 * (g + 1), 10**6 * (g + 1) + 20000, dtype=np.uint64))
+w.close()
+print("rotated", flush=True)
+"""
+READER = r"""
+import os, sys, numpy as np, bloomline
+w = bloomline.WindowedBloomFilter.open(sys.argv[1], "r", clock=lambda: 0.0)
+stable = np.arange(0, 3000, dtype=np.uint64)
+checks = misses = 0
+while not os.path.exists(sys.argv[2]):
+    checks += 1
+    misses += int((~w.contains_many(stable)).sum()) + sum(int(k) not in w for k in stable[:50])
+print(checks, misses, w.current_generation, flush=True)
+"""
+
+
+@many_writers
+def test_a_rotation_never_hides_a_live_key_from_a_reader_in_another_process(tmp_path: Path) -> None:
+    path, stop = tmp_path / "w.blf", tmp_path / "stop"
+    new_windowed_file(path, capacity=50_000)
+    with WindowedBloomFilter.open(path, clock=lambda: 0.0) as w:
+        w.add_many(np.arange(0, 3000, dtype=np.uint64))
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(path), str(stop)], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        rotator = subprocess.run([sys.executable, "-c", ROTATOR, str(path), "60"], capture_output=True, text=True,
+                                 timeout=300)
+        assert rotator.stdout == "rotated\n", rotator.stderr
+        assert rotator.stderr == ""  # no capacity warning: a place started afresh counts its keys from zero
+    finally:
+        stop.touch()
+        out, _ = reader.communicate(timeout=60)
+    checks, misses, seen_generation = (int(x) for x in out.split())
+    assert checks >= 20 and misses == 0, out  # 59 rotations under its lookups, none hid a key of S
+    assert seen_generation == 59  # the reader's clock says 0: the file's newest generation
+    back = WindowedBloomFilter.load(path, clock=lambda: 59 * 25.0)
+    assert [g for g, _ in back.live_generations] == list(range(55, 60))
+    for _, gen in back.live_generations:  # the counts the rotator flushed: 3,000 refreshed + 20,000 fresh each
+        assert 22_900 <= gen.insert_count <= 23_000, gen.insert_count

@@ -378,23 +378,6 @@ bool locked_by_a_writer(int fd, const std::string& path) {
 }
 #endif
 
-// The header lock, for one read-modify-write of the header.
-class HeaderLock {
-public:
-    explicit HeaderLock(const MappedFile& f) : f_(f) { file_lock(f_.fd(), F_WRLCK, kHeaderLockByte, true, f_.path()); }
-    ~HeaderLock() {
-        try {
-            file_lock(f_.fd(), F_UNLCK, kHeaderLockByte, false, f_.path());
-        } catch (...) {  // unlocking cannot fail on an open descriptor; the fd's close drops it anyway
-        }
-    }
-    HeaderLock(const HeaderLock&) = delete;
-    HeaderLock& operator=(const HeaderLock&) = delete;
-
-private:
-    const MappedFile& f_;
-};
-
 // A reader's shared hold on the header lock, for as long as it reads the
 // header and (for a whole read or a verify) the payload: writers cannot
 // open, flush or close the file meanwhile, so a clean header it sees has no
@@ -433,14 +416,6 @@ private:
     bool held_ = false;
 };
 
-// Holding the header lock and a shared writer lock: is this the only
-// writer alive? (The writer lock is shared again afterwards.)
-bool sole_writer(const MappedFile& f) {
-    if (!file_lock(f.fd(), F_WRLCK, kWriterLockByte, false, f.path())) return false;
-    file_lock(f.fd(), F_RDLCK, kWriterLockByte, false, f.path());
-    return true;
-}
-
 // A killed writer never added its new keys to the header's insert count:
 // make it at least the estimate from the fill.
 void repair_insert_count(Header& h) {
@@ -455,6 +430,25 @@ void write_header(const MappedFile& f, const Header& h) {
 }
 
 }  // namespace
+
+HeaderLock::HeaderLock(const MappedFile& f) : f_(f) { file_lock(f_.fd(), F_WRLCK, kHeaderLockByte, true, f_.path()); }
+HeaderLock::~HeaderLock() {
+    try {
+        file_lock(f_.fd(), F_UNLCK, kHeaderLockByte, false, f_.path());
+    } catch (...) {  // unlocking cannot fail on an open descriptor; the fd's close drops it anyway
+    }
+}
+
+// Holding the header lock and a shared writer lock: is this the only
+// writer alive? (The writer lock is shared again afterwards.)
+bool sole_writer(const MappedFile& f) {
+    if (!file_lock(f.fd(), F_WRLCK, kWriterLockByte, false, f.path())) return false;
+    file_lock(f.fd(), F_RDLCK, kWriterLockByte, false, f.path());
+    return true;
+}
+
+void join_writers(const MappedFile& f) { file_lock(f.fd(), F_RDLCK, kWriterLockByte, false, f.path()); }
+void leave_writers(const MappedFile& f) { file_lock(f.fd(), F_UNLCK, kWriterLockByte, false, f.path()); }
 
 std::size_t read_whole_file(const std::string& path, const std::function<unsigned char*(std::size_t)>& alloc) {
     const int fd = open_regular(path, O_RDONLY, "reads");
@@ -622,7 +616,7 @@ void flush_mapped(MappedFile& file, std::uint64_t insert_count, const std::funct
     write_header(file, h);
     file.sync();
     if (final) {
-        file_lock(file.fd(), F_UNLCK, kWriterLockByte, false, file.path());
+        leave_writers(file);
         file.release();
     }
 }
@@ -661,7 +655,7 @@ MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) 
         fill_known = true;
     }
     if (writable) {
-        file_lock(file->fd(), F_RDLCK, kWriterLockByte, false, path);  // a writer, until close
+        join_writers(*file);  // a writer, until close
         if (!was_dirty) {
             h.flags |= kFlagDirty;
             h.writers = 1;

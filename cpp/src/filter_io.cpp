@@ -188,7 +188,7 @@ void encode_container(const Header& h, const std::vector<const BloomFilter*>& re
                       const std::vector<std::uint64_t>& counts, const std::vector<std::int64_t>& numbers,
                       unsigned char* out, std::size_t len) {
     const std::vector<std::size_t> lens = record_lengths(records);
-    if (container_size(h.kind, lens) != len)
+    if (container_size(h.kind, lens, (h.flags & kFlagRing) != 0) != len)
         throw std::invalid_argument(std::string("encoding a ") + kind_name(h.kind) + ": the buffer has the wrong size");
     const std::vector<std::size_t> at = start_container(h, lens, counts, numbers, out);
     for (std::size_t i = 0; i < records.size(); ++i) encode_filter(*records[i], out + at[i]);
@@ -254,8 +254,79 @@ Chain decode_chain(const unsigned char* data, std::size_t len) {
     return chain;
 }
 
-std::size_t window_encoded_size(const std::vector<const BloomFilter*>& generations) {
-    return container_size(Kind::windowed, record_lengths(generations));
+namespace {
+
+// The ring form (kFlagRing): record i is place i of the ring, holding
+// generation n (n mod (G + 1) == i) or none. The live generations are those
+// within G of the newest held anywhere (a place keeps an expired generation
+// until the ring comes round to it); a place being started when its writer
+// died holds none. A dirty file's counts are not kept exactly (several
+// processes count their own adds, at least once): each is cut to its bits.
+Window decode_ring(Window& w, const std::vector<StageBytes>& records, double rate, const Params& want) {
+    const WindowHeader& p = w.params;
+    const auto places = static_cast<std::int64_t>(p.generations) + 1;
+    std::int64_t newest = kGenerationNone;
+    for (std::uint32_t i = 0; i < records.size(); ++i) {
+        const std::int64_t n = records[i].number;
+        if (n == kGenerationNone || n == kGenerationStarting) continue;
+        if (((n % places) + places) % places != i)
+            bad("generation " + fmt(i) + " has number " + std::to_string(n) + ", which is not its place's (" +
+                std::to_string(n) + " mod " + std::to_string(places) + " is not " + fmt(i) + ")");
+        newest = std::max(newest, n);
+    }
+    std::uint64_t total = 0;
+    std::vector<WindowGeneration> live;
+    for (std::uint32_t i = 0; i < records.size(); ++i) {
+        const StageBytes& r = records[i];
+        std::unique_ptr<BloomFilter> gen = decode_record(r, "generation ", i);
+        const Geometry& g = gen->geometry();
+        if (gen->capacity() != p.capacity || gen->error_rate() != rate || g.num_slots != want.num_bits ||
+            g.num_hashes != want.num_hashes || g.layout != p.layout || g.seed != p.seed)
+            bad("generation " + fmt(i) + " does not match the window's parameters (capacity " + fmt(p.capacity) +
+                ", error rate " + fmt(rate) + " per generation, " + layout_name(p.layout) + ", seed " + fmt(p.seed) +
+                ")");
+        std::uint64_t count = r.count;
+        if (count > gen->bits_set()) {
+            if (!p.dirty)
+                bad("generation " + fmt(i) + " count " + fmt(r.count) + " exceeds its bits set " +
+                    fmt(gen->bits_set()) + " (each new key sets a bit)");
+            count = gen->bits_set();
+        }
+        total += r.count;
+        const std::int64_t n = r.number;
+        if (n == kGenerationNone || n == kGenerationStarting) continue;
+        // (unsigned: the difference of two int64 with n <= newest fits)
+        if (static_cast<std::uint64_t>(newest) - static_cast<std::uint64_t>(n) > p.generations) continue;
+        live.push_back({n, count, std::move(gen)});
+    }
+    if (!p.dirty && total != p.insert_count)
+        bad("insert_count " + fmt(p.insert_count) + " is not the sum of the generations' counts (" + fmt(total) + ")");
+    std::sort(live.begin(), live.end(),
+              [](const WindowGeneration& a, const WindowGeneration& b) { return a.number < b.number; });
+    w.generations = std::move(live);
+    w.params.insert_count = 0;
+    for (const WindowGeneration& g : w.generations) w.params.insert_count += g.count;
+    return std::move(w);
+}
+
+}  // namespace
+
+void encode_window_ring(WindowHeader params, const std::vector<const BloomFilter*>& places,
+                        const std::vector<std::uint64_t>& counts, const std::vector<std::int64_t>& numbers,
+                        unsigned char* out, std::size_t len) {
+    if (places.size() != params.generations + std::size_t{1})
+        throw std::invalid_argument("a windowed filter's ring form holds all " +
+                                    std::to_string(params.generations + 1) + " places, got " +
+                                    std::to_string(places.size()));
+    params.insert_count = 0;
+    for (std::uint64_t n : counts) params.insert_count += n;
+    params.ring = true;
+    params.dirty = false;
+    encode_container(window_header(params), places, counts, numbers, out, len);
+}
+
+std::size_t window_encoded_size(const std::vector<const BloomFilter*>& generations, bool ring) {
+    return container_size(Kind::windowed, record_lengths(generations), ring);
 }
 
 void encode_window(WindowHeader params, const std::vector<const BloomFilter*>& generations,
@@ -284,6 +355,7 @@ Window decode_window(const unsigned char* data, std::size_t len) {
     } catch (const std::invalid_argument& e) {
         bad(e.what());
     }
+    if (p.ring) return decode_ring(w, records, rate, want);
     for (std::uint32_t i = 1; i < records.size(); ++i)
         if (records[i].number <= records[i - 1].number)
             bad("generation " + fmt(i) + " has number " + std::to_string(records[i].number) + ", not above " +

@@ -123,7 +123,10 @@ Header parse_header(const unsigned char* in) {
     h.num_hashes = get<std::uint32_t>(in, 32);
     h.flags = get<std::uint32_t>(in, 36);
     const bool container = h.kind == Kind::scalable || h.kind == Kind::windowed;
-    if ((h.flags & ~kFlagDirty) != 0 || (h.flags != 0 && container)) bad("unknown flags set");
+    const std::uint32_t allowed = h.kind == Kind::windowed ? (kFlagRing | kFlagDirty) : container ? 0 : kFlagDirty;
+    if ((h.flags & ~allowed) != 0) bad("unknown flags set");
+    if (h.kind == Kind::windowed && (h.flags & kFlagDirty) && !(h.flags & kFlagRing))
+        bad("a windowed filter is dirty (open for writing) only in its ring form (flags 2)");
     h.capacity = get<std::uint64_t>(in, 40);
     h.error_rate = bits_double(get<std::uint64_t>(in, 48));
     h.insert_count = get<std::uint64_t>(in, 56);
@@ -151,6 +154,9 @@ Header parse_header(const unsigned char* in) {
         if (h.num_slots > h.num_hashes + std::uint64_t{1})
             bad("a windowed filter of " + fmt(h.num_hashes) + " generations keeps at most " + fmt(h.num_hashes + 1) +
                 ", got " + fmt(h.num_slots));
+        if ((h.flags & kFlagRing) && h.num_slots != h.num_hashes + std::uint64_t{1})
+            bad("a windowed filter's ring form holds all " + fmt(h.num_hashes + 1) + " places of its ring, got " +
+                fmt(h.num_slots));
         if (h.capacity < 1 || h.capacity > kMaxBits) bad("capacity must be in [1, 2**48], got " + fmt(h.capacity));
         if (!(h.error_rate > 0)) bad("error_rate must be in (0, 1), got " + fmt(h.error_rate));
         const double w = bits_double(h.fill);
@@ -199,7 +205,9 @@ std::uint64_t window_payload_bound(const Header& h) {
     } catch (const std::invalid_argument& e) {
         bad(e.what());
     }
-    return h.num_slots * (kGenerationRecordHead + kHeaderSize + payload_bytes(p.num_bits, 1) + kTrailerSize);
+    const std::size_t len = kHeaderSize + payload_bytes(p.num_bits, 1) + kTrailerSize;
+    const bool ring = (h.flags & kFlagRing) != 0;
+    return h.num_slots * (record_head_size(Kind::windowed, ring) + len + record_padding(len, ring));
 }
 
 }  // namespace
@@ -244,11 +252,15 @@ void write_filter(const Header& h, const unsigned char* payload, unsigned char* 
     put<std::uint64_t>(out, kHeaderSize + h.payload_len, checksum64(out + kHeaderSize, h.payload_len));
 }
 
-std::size_t record_head_size(Kind kind) { return kind == Kind::windowed ? kGenerationRecordHead : kStageRecordHead; }
+std::size_t record_head_size(Kind kind, bool ring) {
+    if (ring) return kRingRecordHead;
+    return kind == Kind::windowed ? kGenerationRecordHead : kStageRecordHead;
+}
+std::size_t record_padding(std::size_t len, bool ring) { return ring ? (64 - len % 64) % 64 : 0; }
 
-std::size_t container_size(Kind kind, const std::vector<std::size_t>& record_lens) {
+std::size_t container_size(Kind kind, const std::vector<std::size_t>& record_lens, bool ring) {
     std::size_t total = kHeaderSize + kTrailerSize;
-    for (std::size_t len : record_lens) total += record_head_size(kind) + len;
+    for (std::size_t len : record_lens) total += record_head_size(kind, ring) + len + record_padding(len, ring);
     return total;
 }
 
@@ -260,19 +272,24 @@ std::vector<std::size_t> start_container(Header h, const std::vector<std::size_t
         throw std::invalid_argument("start_container: " + std::to_string(record_lens.size()) + " records, " +
                                     std::to_string(counts.size()) + " counts, " + std::to_string(numbers.size()) +
                                     " numbers");
-    const std::size_t head = record_head_size(h.kind);
+    const bool ring = (h.flags & kFlagRing) != 0;
+    const std::size_t head = record_head_size(h.kind, ring);
     h.slot_bits = 1;
     h.num_slots = record_lens.size();
-    h.payload_len = container_size(h.kind, record_lens) - kHeaderSize - kTrailerSize;
+    h.payload_len = container_size(h.kind, record_lens, ring) - kHeaderSize - kTrailerSize;
     encode_header(h, out);
     std::vector<std::size_t> offsets;
     std::size_t pos = kHeaderSize;
     for (std::size_t i = 0; i < record_lens.size(); ++i) {
+        std::memset(out + pos, 0, head);
         put<std::uint64_t>(out, pos, record_lens[i]);
         put<std::uint64_t>(out, pos + 8, counts[i]);
         if (windowed) put<std::uint64_t>(out, pos + 16, static_cast<std::uint64_t>(numbers[i]));
         offsets.push_back(pos + head);
         pos += head + record_lens[i];
+        const std::size_t pad = record_padding(record_lens[i], ring);
+        std::memset(out + pos, 0, pad);
+        pos += pad;
     }
     return offsets;
 }
@@ -286,7 +303,8 @@ Header read_container(const unsigned char* data, std::size_t len, Kind kind, std
     if (h.kind != kind) bad(std::string("this holds a ") + kind_name(h.kind) + ", not a " + kind_name(kind));
     checked_payload(data, len, h);
     const char* what = kind == Kind::windowed ? "generation " : "stage ";
-    const std::size_t head = record_head_size(kind);
+    const bool ring = (h.flags & kFlagRing) != 0;
+    const std::size_t head = record_head_size(kind, ring);
     records->clear();
     std::size_t pos = kHeaderSize;
     const std::size_t end = kHeaderSize + h.payload_len;
@@ -299,8 +317,15 @@ Header read_container(const unsigned char* data, std::size_t len, Kind kind, std
         if (record_len > end - pos)
             bad(what + fmt(i) + " claims " + fmt(record_len) + " bytes, " + fmt(static_cast<std::uint64_t>(end - pos)) +
                 " left");
+        for (std::size_t b = pos - head + 24; b < pos; ++b)
+            if (data[b] != 0) bad(what + fmt(i) + ": its head's reserved bytes are not zero");
         records->push_back({count, number, data + pos, static_cast<std::size_t>(record_len)});
         pos += record_len;
+        const std::size_t pad = record_padding(static_cast<std::size_t>(record_len), ring);
+        if (end - pos < pad) bad(what + fmt(i) + " is truncated (its padding)");
+        for (std::size_t b = pos; b < pos + pad; ++b)
+            if (data[b] != 0) bad(what + fmt(i) + ": its padding is not zero");
+        pos += pad;
     }
     if (pos != end) bad(std::string("bytes left over after the last ") + (kind == Kind::windowed ? "generation" : "stage"));
     return h;
@@ -346,6 +371,7 @@ Header window_header(const WindowHeader& w) {
     h.error_rate = w.error_rate;
     h.insert_count = w.insert_count;
     h.fill = double_bits(w.window);
+    h.flags = (w.ring ? kFlagRing : 0) | (w.dirty ? kFlagDirty : 0);
     return h;
 }
 
@@ -361,6 +387,8 @@ WindowHeader read_window(const unsigned char* data, std::size_t len, std::vector
     w.generations = h.num_hashes;
     w.window = bits_double(h.fill);
     w.insert_count = h.insert_count;
+    w.ring = (h.flags & kFlagRing) != 0;
+    w.dirty = (h.flags & kFlagDirty) != 0;
     return w;
 }
 

@@ -50,12 +50,22 @@ generation's number, count of new keys and kind-1 encoding. A filter read
 back at a later time drops the generations that expired meanwhile. A
 pickle carries no clock (a callable would make unpickling run arbitrary
 code): the restored filter reads the system clock.
+
+**Shared files.** ``save(path, shared=True)`` writes the ring form of kind
+4, which ``WindowedBloomFilter.open(path, "r+")`` maps: several processes
+then share one ring, the current generation being the newest of each one's
+clock and of the file's (``_window_parts`` says how a rotation is made once).
+
+**Speed.** A key is hashed once, and its lookups and add over the
+generations are one core call (``_core.WindowProbe``, window_ring.hpp), for
+batches on one thread and for single keys alike.
 """
 
 from __future__ import annotations
 
 import datetime
 import math
+import os
 import numbers
 import threading
 import time
@@ -80,86 +90,12 @@ Clock = Callable[[], float]
 Window = Union[float, int, datetime.timedelta]
 """A window's span: seconds (float or int) or a datetime.timedelta."""
 
-# More generations cost memory ((G + 1) filters) and lookups (G + 1 probes);
-# past 64 a slice is under 2% of the window, finer than any recrawl needs.
-MAX_GENERATIONS = 64
-# Below a millisecond a window is no use to a crawler, and a clock's seconds
-# divided by its slices could pass the 64-bit generation numbers.
-MIN_WINDOW = 1e-3
-# Generation numbers are stored as signed 64-bit integers (docs/FORMAT.md).
-_GEN_LIMIT = 2**63
+# (its checks, fixed facts and shared file's ring live in _window_parts)
+from ._window_parts import (_GEN_LIMIT, RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
+                            _past_capacity, _take, _union_bits_set, window_seconds)
 
 
-def window_seconds(window: object) -> float:
-    """A window in seconds from a positive number or a timedelta; ValueError
-    or TypeError naming the parameter and the value otherwise."""
-    if isinstance(window, datetime.timedelta):
-        seconds = window.total_seconds()
-    elif isinstance(window, numbers.Real) and not isinstance(window, (bool, np.bool_)):
-        seconds = float(window)
-    else:
-        raise TypeError(f"window must be a positive number of seconds or a timedelta, got {type(window).__name__} "
-                        f"({window!r})")
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"window must be a positive number of seconds or a timedelta, got {window!r}")
-    if seconds < MIN_WINDOW:
-        raise ValueError(f"window must be at least {MIN_WINDOW:g} s, got {window!r}")
-    return seconds
-
-
-def _take(hashed: npt.NDArray[Any], which: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """hashed[which], copied as 16 raw bytes a key (NumPy copies a record
-    dtype field by field, several times slower)."""
-    out: npt.NDArray[Any] = hashed.view("V16")[which].view(hashed.dtype)
-    return out
-
-
-# Bits set per byte value: a popcount that every supported NumPy has.
-_POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
-_UNION_CHUNK = 1 << 20  # bytes of the union held at once
-
-
-def _union_bits_set(filters: list[BloomFilter]) -> int:
-    """Bits set in the union of filters of one geometry, read through their
-    buffers a chunk at a time (no copy of a whole filter). The views go
-    with this call's locals."""
-    bits = [np.frombuffer(memoryview(f), dtype=np.uint8) for f in filters]
-    total = 0
-    for start in range(0, len(bits[0]), _UNION_CHUNK):
-        acc = bits[0][start:start + _UNION_CHUNK].copy()
-        for other in bits[1:]:
-            np.bitwise_or(acc, other[start:start + _UNION_CHUNK], out=acc)
-        total += int(_POPCOUNT8[acc].sum(dtype=np.uint64))
-    return total
-
-
-def _past_capacity(gen: BloomFilter, now: int, span: float, window: float, capacity: int) -> str:
-    """The capacity warning of a generation, which names it."""
-    return (f"WindowedBloomFilter generation {now} (from {now * span:g} s, one {span:g} s slice of the {window:g} s "
-            f"window) has taken {gen.insert_count:,} new keys, past its capacity of {capacity:,}: its expected "
-            f"false-positive rate is {gen.expected_fp_rate:.3g} now (sized for {gen.error_rate:g}), so more new keys "
-            "will be reported seen. Make the filter with a larger capacity (the distinct keys of any window).")
-
-
-def _check_generations(generations: object) -> int:
-    if not isinstance(generations, numbers.Integral) or isinstance(generations, (bool, np.bool_)):
-        raise TypeError(f"generations must be an int, got {type(generations).__name__} ({generations!r})")
-    generations = int(generations)
-    if not 1 <= generations <= MAX_GENERATIONS:
-        raise ValueError(f"generations must be in [1, {MAX_GENERATIONS}], got {generations}")
-    return generations
-
-
-def _check_error_rate(error_rate: object) -> float:
-    if not isinstance(error_rate, numbers.Real) or isinstance(error_rate, (bool, np.bool_)):
-        raise TypeError(f"error_rate must be a float, got {type(error_rate).__name__} ({error_rate!r})")
-    rate = float(error_rate)
-    if not 0 < rate < 1:
-        raise ValueError(f"error_rate must be in (0, 1), got {error_rate!r}")
-    return rate
-
-
-class WindowedBloomFilter:
+class WindowedBloomFilter(RingParams, SharedFile):
     """Keys seen within the last ``window`` (seconds or a timedelta).
 
     >>> now = [0.0]
@@ -205,13 +141,17 @@ class WindowedBloomFilter:
         # Starting a generation clears its place in the ring: two threads must
         # not both do it (the second would clear the first one's adds).
         self._rotating = threading.Lock()
-        self._live_at: Optional[tuple[int, list[BloomFilter]]] = None  # (now, _live(now)) until the ring changes
+        self._live_at: Optional[tuple[int, list[BloomFilter], _core.WindowProbe, _core.WindowProbe]] = None
         self._version = 0  # changes of the ring (under _rotating where threads may race)
+        self._shared: Optional[SharedRing] = None  # the ring of a mapped file (open)
 
     # ---- time ------------------------------------------------------------------
 
     def _now(self) -> int:
-        """The current generation number (never less than one seen before)."""
+        """The current generation number (never less than one seen before,
+        here or, in a shared file, by any handle)."""
+        if self._shared is not None:
+            self._shared.sync(self)
         t = self._clock()
         try:
             g = math.floor(t / self._span)
@@ -227,22 +167,31 @@ class WindowedBloomFilter:
         return g
 
     def _live(self, now: int) -> list[BloomFilter]:
-        """The live generations, newest first (those not started skipped);
-        kept until the ring changes (callers do not change the list)."""
+        """The live generations, newest first (those not started skipped)."""
+        return self._live_state(now)[1]
+
+    def _live_state(self, now: int) -> tuple[int, list[BloomFilter], _core.WindowProbe, _core.WindowProbe]:
+        """(now, the live generations newest first, a probe of them, a
+        probe of those older than now's): the core's one loop over the ring
+        (window_ring.hpp). Kept until the ring changes (callers do not
+        change the list)."""
         cached = self._live_at
         if cached is not None and cached[0] == now:
-            return cached[1]
+            return cached
         version = self._version
-        out = []
+        out, older = [], []
         for back in range(self._generations + 1):
             g = now - back
             i = g % len(self._ring)
             if self._numbers[i] == g:
                 out.append(self._ring[i])
+                if back:
+                    older.append(self._ring[i])
+        state = (now, out, _core.WindowProbe(out), _core.WindowProbe(older))
         with self._rotating:  # (kept only if the ring did not change while it was read)
             if self._version == version:
-                self._live_at = (now, out)
-        return out
+                self._live_at = state
+        return state
 
     def _changed(self) -> None:
         """The ring's generations changed: _live reads them again."""
@@ -254,7 +203,9 @@ class WindowedBloomFilter:
         i = now % len(self._ring)
         if self._numbers[i] != now:
             with self._rotating:
-                if self._numbers[i] != now:
+                if self._shared is not None:  # (started once, whoever asks: the file's lock)
+                    self._shared.start(self, i, now)
+                elif self._numbers[i] != now:
                     if self._numbers[i] is not None:
                         self._ring[i].clear()
                     self._warned.discard(now)
@@ -263,7 +214,10 @@ class WindowedBloomFilter:
         return self._ring[i]
 
     def _expire(self, now: int) -> None:
-        """Forget the generations that are no longer live."""
+        """Forget the generations that are no longer live (a shared file's
+        places are emptied only by starting a generation there)."""
+        if self._shared is not None:
+            return
         with self._rotating:
             for i, g in enumerate(self._numbers):
                 if g is not None and not now - self._generations <= g <= now:
@@ -296,24 +250,13 @@ class WindowedBloomFilter:
         from its first add)."""
         now = self._now()
         cur = self._current(now)
-        seen = False
-        for g in self._live(now):
-            if g is not cur and key in g:
-                seen = True
-                break
-        if seen and not refresh:
-            return False
+        older = self._live_state(now)[3]  # (one core call: the lookups, then the add)
         if cur.insert_count < self._capacity:  # (within capacity: no warning to make)
-            new = cur.add(key)
-        else:
-            new = self._guarded_add(cur, now, 1, lambda: cur.add(key))
-        return bool(new) and not seen
+            return older.add(cur, key, refresh)
+        return bool(self._guarded_add(cur, now, 1, lambda: older.add(cur, key, refresh)))
 
     def __contains__(self, key: object) -> bool:
-        for g in self._live(self._now()):  # (a loop: a generator expression costs more than a probe)
-            if key in g:
-                return True
-        return False
+        return self._live_state(self._now())[2].contains(key, self._seed)
 
     # ---- batches ---------------------------------------------------------------
 
@@ -325,6 +268,11 @@ class WindowedBloomFilter:
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         now = self._now()
         cur = self._current(now)
+        if threads == 1:  # the core's one pass (window_ring.hpp)
+            probe = self._live_state(now)[3]
+            return batch_shaped(valid, self._guarded_add(cur, now, len(hashed),
+                                                         lambda: probe.add_many(cur, hashed, refresh)))
+        # (threads=: the generations' own threaded calls, one after another)
         older = [g for g in self._live(now) if g is not cur]
         if refresh:
             # Every key goes into the current generation; only those new to it
@@ -359,6 +307,8 @@ class WindowedBloomFilter:
     def contains_many(self, keys: Keys, *, threads: int = 1, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """True where a live generation may have the key; False for nulls with nulls='skip'."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
+        if threads == 1:
+            return batch_shaped(valid, self._live_state(self._now())[2].contains_many(hashed))
         hit = np.zeros(len(hashed), dtype=bool)
         for g in self._live(self._now()):
             hit |= g.contains_many(hashed, threads=threads)
@@ -382,61 +332,6 @@ class WindowedBloomFilter:
     # ---- facts -----------------------------------------------------------------
 
     @property
-    def window(self) -> float:
-        """The window in seconds."""
-        return self._window
-
-    @property
-    def generations(self) -> int:
-        """G: the window is split into G generations (G + 1 filters are kept: the current one and G before it)."""
-        return self._generations
-
-    @property
-    def capacity(self) -> int:
-        """Distinct keys per window (each generation is sized for them)."""
-        return self._capacity
-
-    @property
-    def error_rate(self) -> float:
-        """The compound false-positive rate of a lookup over the live generations."""
-        return self._error_rate
-
-    @property
-    def generation_error_rate(self) -> float:
-        """The rate each generation is sized for: G + 1 of them compound to error_rate."""
-        return self._ring[0].error_rate or 0.0
-
-    @property
-    def layout(self) -> Layout:
-        """"blocked" or "standard": the bit layout of every generation."""
-        return self._layout
-
-    @property
-    def seed(self) -> int:
-        """The hash seed of every generation."""
-        return self._seed
-
-    @property
-    def num_bits(self) -> int:
-        """Bits of the whole ring: G + 1 generations."""
-        return sum(g.num_bits for g in self._ring)
-
-    @property
-    def num_hashes(self) -> int:
-        """Hashes per key in each generation."""
-        return self._ring[0].num_hashes
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the whole ring (G + 1 generations, allocated when made)."""
-        return sum(g.nbytes for g in self._ring)
-
-    @property
-    def clock(self) -> Clock:
-        """The callable giving the time in seconds (time.time unless one was passed)."""
-        return self._clock
-
-    @property
     def current_generation(self) -> int:
         """The generation number adds go to now: floor(clock() / (window / generations))."""
         return self._now()
@@ -446,8 +341,8 @@ class WindowedBloomFilter:
         """(generation number, filter) of the live generations started, oldest first (shared, not copies)."""
         now = self._now()
         self._expire(now)
-        return tuple(sorted(((g, f) for g, f in zip(self._numbers, self._ring) if g is not None),
-                            key=lambda gf: gf[0]))
+        return tuple(sorted(((g, f) for g, f in zip(self._numbers, self._ring)
+                             if g is not None and now - self._generations <= g <= now), key=lambda gf: gf[0]))
 
     @property
     def fill_ratio(self) -> float:
@@ -475,6 +370,9 @@ class WindowedBloomFilter:
 
     def clear(self) -> None:
         """Forget every key (the clock's newest generation is kept: it never goes back)."""
+        if self._shared is not None:
+            with self._rotating:
+                return self._shared.clear(self)
         with self._rotating:
             for i, g in enumerate(self._ring):
                 g.clear()
@@ -548,11 +446,23 @@ class WindowedBloomFilter:
         w._live_at = None
         return w
 
-    def save(self, path: StrPath | BinaryWriter) -> None:
+    def save(self, path: StrPath | BinaryWriter, *, shared: bool = False) -> None:
         """Write to path atomically (temporary file, fsync, rename), through
         the one atomic writer every save uses; or to_bytes() at a binary file
-        object's position."""
-        _core.save_bytes(path, self.to_bytes())
+        object's position. shared=True writes the ring form that open(path,
+        'r+') maps (every place of the ring, G + 1 filters; load reads both).
+        A filter opened from path saved to path is flushed in place."""
+        if self._shared is not None and isinstance(path, (str, bytes, os.PathLike)) and self._shared.file.is_file(path):
+            if not self._shared.file.writable:
+                raise ValueError(f"'{os.fsdecode(path)}' is this filter's own file, mapped read-only: nothing to save")
+            return self.flush()
+        if not shared:
+            return _core.save_bytes(path, self.to_bytes())
+        now = self._now()
+        numbers = [g if g is not None and now - self._generations <= g <= now else None for g in self._numbers]
+        _core.save_bytes(path, _core.encode_window_ring(
+            self._capacity, self._error_rate, self._generations, self._window, self._layout, self._seed, self._ring,
+            [f.insert_count if g is not None else 0 for f, g in zip(self._ring, numbers)], numbers))
 
     @classmethod
     def load(cls, path: StrPath | BinaryReader, *, clock: Optional[Clock] = None) -> WindowedBloomFilter:

@@ -218,6 +218,45 @@ TEST("a windowed filter's generation numbers must rise and stay within G of the 
     }
 }
 
+namespace {
+// The ring form: all G + 1 = 5 places, numbers by place (kGenerationNone: none).
+std::vector<unsigned char> ring_bytes(const std::vector<std::int64_t>& numbers) {
+    const double rate = window_generation_error_rate(0.01, 4);
+    std::vector<std::unique_ptr<BloomFilter>> gens;
+    std::vector<const BloomFilter*> ptrs;
+    std::vector<std::uint64_t> counts;
+    for (std::size_t i = 0; i < numbers.size(); ++i) {
+        gens.push_back(generation(i * 50, numbers[i] == kGenerationNone ? 0 : 50, rate));
+        ptrs.push_back(gens.back().get());
+        counts.push_back(gens.back()->insert_count());
+    }
+    std::vector<unsigned char> out(window_encoded_size(ptrs, true));
+    encode_window_ring(params(), ptrs, counts, numbers, out.data(), out.size());
+    return out;
+}
+}  // namespace
+
+TEST("a windowed filter's ring form keeps every place 64-byte aligned and reads its live generations") {
+    // Generation n lives at place n mod 5: 5, 6, none, 8, 4 (4 below the newest, 8: still live).
+    const std::vector<unsigned char> b = ring_bytes({5, 6, kGenerationNone, 8, 4});
+    CHECK((b[36] & kFlagRing) != 0);
+    std::vector<StageBytes> records;
+    read_window(b.data(), b.size(), &records);
+    CHECK(records.size() == 5);
+    for (const StageBytes& r : records) CHECK((r.data - b.data()) % 64 == 0);  // each place's header, so its payload
+    const Window w = decode_window(b.data(), b.size());
+    CHECK(w.generations.size() == 4);
+    CHECK(w.generations[0].number == 4 && w.generations[1].number == 5 && w.generations[3].number == 8);
+    CHECK(w.generations[3].filter->contains(murmur3_128_u64(160, 3)));  // place 3 holds keys 150..199
+    // A place more than 4 below the newest (10) holds an expired generation: left out, not refused.
+    const std::vector<unsigned char> later = ring_bytes({10, 6, kGenerationNone, 8, 4});
+    const Window w2 = decode_window(later.data(), later.size());
+    CHECK(w2.generations.size() == 3 && w2.generations[0].number == 6 && w2.generations[2].number == 10);
+    // A number that is not its place's is refused.
+    const std::vector<unsigned char> wrong = ring_bytes({5, 6, kGenerationNone, 8, 3});
+    CHECK_THROWS(decode_window(wrong.data(), wrong.size()), "not its place's");
+}
+
 TEST("every truncation of a windowed filter is refused") {
     const std::vector<unsigned char> b = window_bytes({0, 1}, params());
     bool all = true;

@@ -225,6 +225,14 @@ public:
     std::uint64_t bits_set() const { return bits_set_.load(std::memory_order_relaxed); }
     double approx_count() const { return estimate_count(bits_set(), geo_.num_slots, geo_.num_hashes, geo_.layout); }
     const BitArray& bits() const { return bits_; }
+    // Another handle emptied this memory and started it afresh (a shared
+    // windowed file's rotation, window_file.hpp): the bits set counted anew
+    // and this filter's count of new keys from zero. The bits are untouched.
+    void restart_counts() {
+        std::lock_guard<WriterMutex> lock(writer_);
+        bits_set_ = bits_.popcount();
+        insert_count_ = 0;
+    }
     // Writer mutex held: count the bits set anew (other writers' too).
     std::uint64_t recount_fill_locked() {
         bits_set_ = bits_.popcount();

@@ -162,6 +162,26 @@ private:
     bool writable_ = false;
 };
 
+// The locks of a file mapped for writing (file.cpp), for writers of a
+// file whose header is not a filter's alone (a windowed file's ring,
+// window_file.hpp). The header lock: exclusive, held for each
+// read-modify-write of anything that must change in one piece.
+class HeaderLock {
+public:
+    explicit HeaderLock(const MappedFile& f);
+    ~HeaderLock();
+    HeaderLock(const HeaderLock&) = delete;
+    HeaderLock& operator=(const HeaderLock&) = delete;
+
+private:
+    const MappedFile& f_;
+};
+// The writers' lock: each writer holds it shared from its open to its final
+// flush. Holding the header lock: is this handle the only writer alive?
+void join_writers(const MappedFile& f);
+bool sole_writer(const MappedFile& f);
+void leave_writers(const MappedFile& f);
+
 // A filter whose memory is a mapped file's payload, and that file.
 template <class T>
 struct MappedFilter {

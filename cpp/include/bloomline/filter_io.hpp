@@ -126,11 +126,17 @@ struct Window {
     std::vector<WindowGeneration> generations;  // oldest first
 };
 
-std::size_t window_encoded_size(const std::vector<const BloomFilter*>& generations);
+std::size_t window_encoded_size(const std::vector<const BloomFilter*>& generations, bool ring = false);
 // The parameters' insert_count is set here (the sum of counts).
 void encode_window(WindowHeader params, const std::vector<const BloomFilter*>& generations,
                    const std::vector<std::uint64_t>& counts, const std::vector<std::int64_t>& numbers,
                    unsigned char* out, std::size_t len);
+// The ring form (kFlagRing, docs/FORMAT.md): all G + 1 places of the ring
+// in place order, each with its generation number or kGenerationNone; what
+// open(path, "r+") maps (window_file.hpp).
+void encode_window_ring(WindowHeader params, const std::vector<const BloomFilter*>& places,
+                        const std::vector<std::uint64_t>& counts, const std::vector<std::int64_t>& numbers,
+                        unsigned char* out, std::size_t len);
 // Read a window, checking the container and every generation: its
 // geometry is what the parameters make, its number is above the one
 // before it and within `generations` of the newest, its count is at most

@@ -62,6 +62,15 @@ constexpr std::size_t kTrailerSize = 8;
 constexpr std::uint8_t kHashMurmur3 = 1;
 
 constexpr std::uint32_t kFlagDirty = 1;
+// Kind 4 only: the ring form, every place of the ring at a fixed offset
+// (record i holds generations i, i + G + 1, ...), which open(path, "r+")
+// maps and several processes share (docs/FORMAT.md). Only the ring form may
+// be dirty among containers.
+constexpr std::uint32_t kFlagRing = 2;
+// A ring place's generation number when it holds none: never started (or
+// cleared), or being started (its bits being cleared) by a rotation.
+constexpr std::int64_t kGenerationNone = INT64_MIN;
+constexpr std::int64_t kGenerationStarting = INT64_MIN + 1;
 
 struct Header {
     std::uint32_t flags = 0;
@@ -128,8 +137,16 @@ constexpr std::uint32_t kMaxGenerations = 64;
 constexpr std::size_t kStageRecordHead = 16;
 constexpr std::size_t kGenerationRecordHead = 24;
 
-// A record's head size for a container kind (3 or 4).
-std::size_t record_head_size(Kind kind);
+// The ring form's record: a 64-byte head (byte length, count, number, 40
+// zero bytes), the encoding, then zero bytes up to a multiple of 64, so
+// that every place's payload is 64-byte aligned in the file, as a mapped
+// filter's memory must be.
+constexpr std::size_t kRingRecordHead = 64;
+
+// A record's head size for a container kind (3 or 4; ring: the ring form),
+// and the padding after an encoding of len bytes.
+std::size_t record_head_size(Kind kind, bool ring = false);
+std::size_t record_padding(std::size_t len, bool ring);
 
 struct ChainHeader {
     Layout layout = Layout::blocked;
@@ -149,6 +166,8 @@ struct WindowHeader {
     std::uint32_t generations = 4;
     double window = 0;  // seconds
     std::uint64_t insert_count = 0;
+    bool ring = false;   // the ring form (kFlagRing): every place, in place order
+    bool dirty = false;  // (ring form) open for writing, or its writer died
 };
 
 // One record: its count of new keys, its generation number (kind 4; 0 in
@@ -161,7 +180,7 @@ struct StageBytes {
 };
 
 // Bytes of a container of records whose encodings have these lengths.
-std::size_t container_size(Kind kind, const std::vector<std::size_t>& record_lens);
+std::size_t container_size(Kind kind, const std::vector<std::size_t>& record_lens, bool ring = false);
 // Write the header h (its kind, 3 or 4, says the record head; its
 // payload_len is set here) and the records' heads; record i's encoding goes
 // at out + offsets[i] (written by the caller, so no record is copied

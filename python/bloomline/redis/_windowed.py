@@ -79,7 +79,7 @@ import redis as _redis
 from .. import _core, optimal_params
 from .._core import CapacityWarning
 from .._facts import batch_shaped
-from ..windowed import _check_error_rate, _check_generations, window_seconds
+from .._window_parts import _check_error_rate, _check_generations, window_seconds
 from ._backend import NEW, ONE, AddOutcome, Part, replicated, windows
 from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import as_dict, delete_matching, eviction_policy

@@ -1,0 +1,175 @@
+// The one loop of a windowed filter's lookups and adds (bloomline/windowed.py):
+// its live generations are BloomFilters of one geometry, so one hash of a key
+// serves them all. A key is hashed once (by the caller); a single key is
+// probed in each generation in turn, stopping at the first that has it; a
+// batch is probed a generation at a time (contains_batch says why). Adds look
+// up in the older generations and add to the current one, in one call.
+// Batches and single keys (the scalar `in` and `add`) go through here alike.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "bloomline/bloom_filter.hpp"
+
+namespace bloomline {
+
+class WindowProbe {
+public:
+    // gens: the generations probed (any order; the newest first stops
+    // earliest on recent keys), all of one geometry; may be empty.
+    explicit WindowProbe(std::vector<const BloomFilter*> gens) : gens_(std::move(gens)) {
+        for (const BloomFilter* f : gens_) {
+            const Geometry& g = f->geometry();
+            const Geometry& first = gens_.front()->geometry();
+            if (g.layout != first.layout || g.num_slots != first.num_slots || g.num_hashes != first.num_hashes ||
+                g.seed != first.seed)
+                throw std::invalid_argument("the generations of a window must share one geometry");
+        }
+    }
+
+    std::size_t size() const { return gens_.size(); }
+    const std::vector<const BloomFilter*>& generations() const { return gens_; }
+
+    void check_open() const {
+        for (const BloomFilter* f : gens_) f->check_open();
+    }
+
+    // Does any generation have the key?
+    bool contains(const Hash128& h) const {
+        check_open();
+        for (const BloomFilter* f : gens_)
+            if (probe(*f, h)) return true;
+        return false;
+    }
+
+    // out[i] = any generation has key i, for the keys [0, n) with only[i]
+    // (every key when only is null); out[i] is false for the others.
+    //
+    // One generation at a time over the whole batch (each generation's own
+    // batch lookup, AVX2 where the CPU has it), then the next over the keys
+    // not found yet: a pass keeps one generation's lines in the caches. One
+    // pass per key over every generation's lines at once (all prefetched
+    // together) was measured 2x slower (benchmarks/NOTES.md): G + 1
+    // generations do not fit where one does.
+    void contains_batch(const Hash128* hs, std::size_t n, bool* out, const bool* only = nullptr) const {
+        check_open();
+        std::fill(out, out + n, false);
+        if (gens_.empty() || n == 0) return;
+        // (bools as bytes 0/1: the loops below are branch-free and vectorise)
+        auto* o = reinterpret_cast<unsigned char*>(out);
+        const auto* want = reinterpret_cast<const unsigned char*>(only);
+        std::unique_ptr<bool[]> got_owner(new bool[n]);
+        auto* got = reinterpret_cast<unsigned char*>(got_owner.get());
+        std::vector<Hash128> part;
+        std::vector<std::size_t> where;
+        for (std::size_t l = 0; l < gens_.size(); ++l) {
+            // The keys still to probe: all of them (no copy) while most are.
+            std::size_t pending = 0;
+            if (want == nullptr)
+                for (std::size_t i = 0; i < n; ++i) pending += o[i] ^ 1u;
+            else
+                for (std::size_t i = 0; i < n; ++i) pending += want[i] & (o[i] ^ 1u);
+            if (pending == 0) return;
+            if (pending * 4 >= n * 3) {
+                Prehashed src{hs};
+                if (l == 0 && want == nullptr) {
+                    gens_[l]->contains_keys(src, 0, n, out);  // (the first pass answers in place)
+                    continue;
+                }
+                gens_[l]->contains_keys(src, 0, n, got_owner.get());
+                if (want == nullptr)
+                    for (std::size_t i = 0; i < n; ++i) o[i] |= got[i];
+                else
+                    for (std::size_t i = 0; i < n; ++i) o[i] |= got[i] & want[i];
+                continue;
+            }
+            part.clear();
+            where.clear();
+            for (std::size_t i = 0; i < n; ++i)
+                if (!o[i] && (want == nullptr || want[i])) {
+                    part.push_back(hs[i]);
+                    where.push_back(i);
+                }
+            Prehashed src{part.data()};
+            gens_[l]->contains_keys(src, 0, part.size(), got_owner.get());
+            for (std::size_t j = 0; j < part.size(); ++j) o[where[j]] = got[j];
+        }
+    }
+
+    // Add key h at the current generation cur (not among these, the older
+    // ones): true when no generation had it. refresh=false leaves a key an
+    // older generation has where it is.
+    bool add(BloomFilter& cur, const Hash128& h, bool refresh) const {
+        check_compatible(cur);
+        const bool seen = contains(h);
+        if (seen && !refresh) return false;
+        return cur.add(h) && !seen;
+    }
+
+    // The same for keys [0, n) in order: out[i] true when key i was new to
+    // the window (at its first place in the batch only). With refresh every
+    // key goes into cur, and only those new to it are looked up here; else
+    // the lookups come first and the keys not seen are added.
+    void add_batch(BloomFilter& cur, const Hash128* hs, std::size_t n, bool refresh, bool* out) const {
+        check_compatible(cur);
+        if (refresh) {
+            Prehashed src{hs};
+            cur.add_keys(src, n, out);
+            if (gens_.empty()) return;
+            std::unique_ptr<bool[]> seen(new bool[n]);
+            contains_batch(hs, n, seen.get(), out);
+            for (std::size_t i = 0; i < n; ++i) out[i] = out[i] && !seen[i];
+            return;
+        }
+        contains_batch(hs, n, out);
+        std::size_t seen = 0;
+        for (std::size_t i = 0; i < n; ++i) seen += out[i];
+        if (seen == 0) {  // all fresh: the batch itself is added, no copy
+            Prehashed src{hs};
+            cur.add_keys(src, n, out);
+            return;
+        }
+        std::vector<Hash128> fresh;
+        std::vector<std::size_t> where;
+        fresh.reserve(n - seen);
+        where.reserve(n - seen);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (out[i]) {
+                out[i] = false;
+                continue;
+            }
+            fresh.push_back(hs[i]);
+            where.push_back(i);
+        }
+        if (fresh.empty()) return;
+        std::unique_ptr<bool[]> added(new bool[fresh.size()]);
+        Prehashed src{fresh.data()};
+        cur.add_keys(src, fresh.size(), added.get());
+        for (std::size_t j = 0; j < fresh.size(); ++j) out[where[j]] = added[j];
+    }
+
+private:
+    static bool probe(const BloomFilter& f, const Hash128& h) {
+        const Geometry& g = f.geometry();
+        const std::uint64_t* words = f.bits().words();
+        if (g.layout == Layout::blocked) return BlockedLayout::contains(words, g.num_blocks(), g.num_hashes, h);
+        return StandardLayout::contains(words, g.num_slots, g.num_hashes, h);
+    }
+    void check_compatible(const BloomFilter& cur) const {
+        if (gens_.empty()) return;
+        const Geometry& g = cur.geometry();
+        const Geometry& first = gens_.front()->geometry();
+        if (g.layout != first.layout || g.num_slots != first.num_slots || g.num_hashes != first.num_hashes ||
+            g.seed != first.seed)
+            throw std::invalid_argument("the generations of a window must share one geometry");
+    }
+
+    std::vector<const BloomFilter*> gens_;
+};
+
+}  // namespace bloomline

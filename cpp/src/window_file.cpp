@@ -1,0 +1,219 @@
+#include "bloomline/window_file.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "bloomline/filter_io.hpp"
+#include "bloomline/words.hpp"
+
+namespace bloomline {
+
+namespace {
+
+// A record head's fields (format.hpp): byte length, count, number.
+constexpr std::size_t kCountAt = 8, kNumberAt = 16;
+
+std::int64_t load_number(const unsigned char* head) {
+    const auto* p = reinterpret_cast<const std::uint64_t*>(head + kNumberAt);
+    return static_cast<std::int64_t>(to_le64(__atomic_load_n(p, __ATOMIC_ACQUIRE)));
+}
+void store_number(unsigned char* head, std::int64_t n) {
+    auto* p = reinterpret_cast<std::uint64_t*>(head + kNumberAt);
+    __atomic_store_n(p, to_le64(static_cast<std::uint64_t>(n)), __ATOMIC_RELEASE);
+}
+std::uint64_t load_count(const unsigned char* head) {
+    return to_le64(atomic_load(reinterpret_cast<const std::uint64_t*>(head + kCountAt)));
+}
+void store_count(unsigned char* head, std::uint64_t n) {
+    atomic_store(reinterpret_cast<std::uint64_t*>(head + kCountAt), to_le64(n));
+}
+
+std::int64_t place_of(std::int64_t n, std::size_t places) {
+    const auto p = static_cast<std::int64_t>(places);
+    return ((n % p) + p) % p;
+}
+
+}  // namespace
+
+MappedWindow::MappedWindow(const std::string& path, bool writable, bool verify)
+    : file_(std::make_shared<MappedFile>(path, writable)) {
+    unsigned char* base = file_->data();
+    // Writers check and mark the file under the header lock; a read-only map
+    // reads it as it is (a dirty file is checked as a reader would).
+    std::unique_ptr<HeaderLock> lock;
+    if (writable) lock = std::make_unique<HeaderLock>(*file_);
+    std::vector<StageBytes> records;
+    params_ = read_window(base, file_->size(), &records);
+    if (!params_.ring)
+        throw std::invalid_argument("'" + path + "' holds a windowed filter in its compact form, which cannot be "
+                                    "mapped: write it with save(path, shared=True) first");
+    const bool was_dirty = params_.dirty;
+    // The first writer of a clean file checks every byte (its last close
+    // must not bless damage); decode_window checks each place's geometry.
+    if (verify || (writable && !was_dirty)) decode_window(base, file_->size());
+    const double rate = window_generation_error_rate(params_.error_rate, params_.generations);
+    const Params want = optimal_params(static_cast<double>(params_.capacity), rate, params_.layout);
+    for (std::size_t i = 0; i < records.size(); ++i) {
+        const StageBytes& r = records[i];
+        const Header h = decode_header(r.data, r.len);
+        if (h.kind != Kind::bloom || h.capacity != params_.capacity || h.error_rate != rate ||
+            h.num_slots != want.num_bits || h.num_hashes != want.num_hashes || h.layout != params_.layout ||
+            h.seed != params_.seed)
+            throw std::invalid_argument("invalid bloomline data: generation " + fmt(i) +
+                                        " does not match the window's parameters");
+        const std::int64_t n = r.number;
+        if (n != kGenerationNone && n != kGenerationStarting && place_of(n, records.size()) != static_cast<std::int64_t>(i))
+            throw std::invalid_argument("invalid bloomline data: generation " + fmt(i) + " has number " +
+                                        std::to_string(n) + ", not its place's");
+        heads_.push_back(static_cast<std::size_t>(r.data - base) - kRingRecordHead);
+        headers_.push_back(h);
+        counted_number_.push_back(n);
+        counted_.push_back(0);  // (the places' filters count this handle's adds from zero: restart_counts)
+    }
+    if (!writable) return;
+    join_writers(*file_);  // a writer, until its final flush
+    Header top = decode_header(base, file_->size());
+    if (!was_dirty) {
+        top.writers = 1;
+    } else if (sole_writer(*file_)) {
+        top.writers = 1;  // dirty with no writer alive: they were killed; the last close repairs
+    } else {
+        top.writers += 1;
+    }
+    top.flags = kFlagRing | kFlagDirty;
+    unsigned char buf[kHeaderSize];
+    encode_header(top, buf);
+    std::memcpy(base, buf, kHeaderSize);
+    for (std::size_t i = 0; i < headers_.size(); ++i) {
+        Header h = headers_[i];
+        h.flags = kFlagDirty;
+        encode_header(h, buf);
+        std::memcpy(head(i) + kRingRecordHead, buf, kHeaderSize);
+    }
+    file_->sync();
+}
+
+std::unique_ptr<BloomFilter> MappedWindow::place_filter(std::size_t i) const {
+    const Header& h = headers_.at(i);
+    Memory payload;
+    payload.data = head(i) + kRingRecordHead + kHeaderSize;
+    payload.size = h.payload_len;
+    payload.owner = file_;
+    std::unique_ptr<BloomFilter> f = filter_over<BloomFilter>(h, std::move(payload), false);
+    if (file_->writable())
+        f->share_memory();
+    else
+        f->set_read_only("mapped read-only from '" + file_->path() + "'; use copy(), or open(path, 'r+') to write");
+    return f;
+}
+
+std::int64_t MappedWindow::number(std::size_t i) const { return load_number(head(i)); }
+
+void MappedWindow::check_writer(const char* doing) const {
+    if (!file_->writable())
+        throw std::invalid_argument("cannot " + std::string(doing) + ": '" + file_->path() + "' is mapped read-only");
+    if (file_->released()) throw std::invalid_argument("I/O operation on a closed filter");
+    if (file_->inherited())
+        throw std::invalid_argument("'" + file_->path() +
+                                    "' was opened for writing by a parent of this process, before a fork: a child "
+                                    "must not write through its parent's handle; open the file again in this "
+                                    "process with open(path, 'r+')");
+}
+
+void MappedWindow::empty_place(std::size_t i, std::int64_t mark) {
+    unsigned char* h = head(i);
+    store_number(h, kGenerationStarting);  // nobody probes nor adds to it from here
+    auto* words = reinterpret_cast<std::uint64_t*>(h + kRingRecordHead + kHeaderSize);
+    for (std::size_t w = 0, n = headers_[i].payload_len / 8; w < n; ++w) atomic_store(words + w, 0);
+    store_count(h, 0);
+    store_number(h, mark);
+}
+
+std::int64_t MappedWindow::start_generation(std::int64_t n, std::uint64_t adds) {
+    check_writer("start a generation");
+    if (n == kGenerationNone || n == kGenerationStarting) throw std::invalid_argument("no such generation number");
+    const auto i = static_cast<std::size_t>(place_of(n, heads_.size()));
+    HeaderLock lock(*file_);
+    const std::int64_t held = number(i);
+    if (held != kGenerationNone && held != kGenerationStarting && held >= n) return held;
+    empty_place(i, n);
+    counted_number_[i] = n;
+    counted_[i] = adds;  // this handle's adds to the place count from here
+    return n;
+}
+
+void MappedWindow::clear(const std::vector<std::uint64_t>& adds) {
+    check_writer("clear");
+    HeaderLock lock(*file_);
+    for (std::size_t i = 0; i < heads_.size(); ++i) {
+        empty_place(i, kGenerationNone);
+        counted_number_[i] = kGenerationNone;
+        counted_[i] = adds.at(i);
+    }
+}
+
+void MappedWindow::count_adds(const std::vector<std::uint64_t>& adds) {
+    if (adds.size() != heads_.size()) throw std::invalid_argument("flush: one insert count per place");
+    for (std::size_t i = 0; i < heads_.size(); ++i) {
+        const std::int64_t n = number(i);
+        // Adds made since this handle last counted go to the place's
+        // generation if it is still the one they were counted for.
+        if (n == counted_number_[i] && n != kGenerationNone && n != kGenerationStarting && adds[i] >= counted_[i])
+            store_count(head(i), load_count(head(i)) + (adds[i] - counted_[i]));
+        counted_number_[i] = n;
+        counted_[i] = adds[i];
+    }
+}
+
+void MappedWindow::flush(const std::vector<std::uint64_t>& adds, bool final) {
+    if (!file_->writable() || file_->released()) return;
+    if (file_->inherited()) {
+        if (final) return file_->release();  // a forked child lets go of its copy only
+        check_writer("flush");
+    }
+    HeaderLock lock(*file_);
+    count_adds(adds);
+    unsigned char* base = file_->data();
+    Header top = decode_header(base, file_->size());
+    if (final && sole_writer(*file_)) {
+        // The last writer out: every place's header and checksum current,
+        // a place left starting by a killed rotator emptied, counts cut to
+        // the bits they set, the container clean.
+        std::uint64_t total = 0;
+        unsigned char buf[kHeaderSize];
+        for (std::size_t i = 0; i < heads_.size(); ++i) {
+            if (number(i) == kGenerationStarting) empty_place(i, kGenerationNone);
+            unsigned char* rec = head(i) + kRingRecordHead;
+            Header h = headers_[i];
+            h.flags = 0;
+            h.writers = 0;
+            h.fill = payload_fill(h, rec + kHeaderSize);
+            const std::uint64_t count = std::min(load_count(head(i)), h.fill);
+            store_count(head(i), count);
+            h.insert_count = count;
+            total += count;
+            encode_header(h, buf);
+            std::memcpy(rec, buf, kHeaderSize);
+            write_u64(rec, trailer_offset(h), checksum64(rec + kHeaderSize, h.payload_len));
+        }
+        top.flags = kFlagRing;
+        top.writers = 0;
+        top.insert_count = total;
+        encode_header(top, buf);
+        std::memcpy(base, buf, kHeaderSize);
+        finish_container(base, file_->size());
+    } else if (final) {
+        top.writers = top.writers > 1 ? top.writers - 1 : 1;
+        unsigned char buf[kHeaderSize];
+        encode_header(top, buf);
+        std::memcpy(base, buf, kHeaderSize);
+    }
+    file_->sync();
+    if (final) {
+        leave_writers(*file_);
+        file_->release();
+    }
+}
+
+}  // namespace bloomline

@@ -1,0 +1,290 @@
+"""The windowed filter's parts that are not its class: argument checks, the
+union's bits, and the ring of a shared mapped file (``SharedRing``, behind
+``WindowedBloomFilter.open``).
+
+**A shared file.** ``WindowedBloomFilter.open(path, "r+")`` maps a file in
+the ring form of kind 4 (docs/FORMAT.md; written by ``save(path,
+shared=True)``): every place of the ring is a BloomFilter at a fixed offset,
+its generation number in the file, so every process that maps it sees one
+ring (the rules: ``cpp/include/bloomline/window_file.hpp``). Each handle's
+current generation is the newest of its clock's and of every number in the
+file, read at each call: a generation started by one process is the current
+one of all. A generation is started once, under the file's header lock; a
+place being cleared is neither probed nor added to. "New" across processes
+is at least once, as for a BloomFilter file.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import numbers
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _core
+from ._core import BloomFilter
+
+if TYPE_CHECKING:
+    from ._core import Layout, StrPath
+    from .windowed import WindowedBloomFilter
+
+# More generations cost memory ((G + 1) filters) and lookups (G + 1 probes);
+# past 64 a slice is under 2% of the window, finer than any recrawl needs.
+MAX_GENERATIONS = 64
+# Below a millisecond a window is no use to a crawler, and a clock's seconds
+# divided by its slices could pass the 64-bit generation numbers.
+MIN_WINDOW = 1e-3
+# Generation numbers are stored as signed 64-bit integers (docs/FORMAT.md).
+_GEN_LIMIT = 2**63
+
+
+def window_seconds(window: object) -> float:
+    """A window in seconds from a positive number or a timedelta; ValueError
+    or TypeError naming the parameter and the value otherwise."""
+    if isinstance(window, datetime.timedelta):
+        seconds = window.total_seconds()
+    elif isinstance(window, numbers.Real) and not isinstance(window, (bool, np.bool_)):
+        seconds = float(window)
+    else:
+        raise TypeError(f"window must be a positive number of seconds or a timedelta, got {type(window).__name__} "
+                        f"({window!r})")
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"window must be a positive number of seconds or a timedelta, got {window!r}")
+    if seconds < MIN_WINDOW:
+        raise ValueError(f"window must be at least {MIN_WINDOW:g} s, got {window!r}")
+    return seconds
+
+
+def _take(hashed: npt.NDArray[Any], which: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """hashed[which], copied as 16 raw bytes a key (NumPy copies a record
+    dtype field by field, several times slower)."""
+    out: npt.NDArray[Any] = hashed.view("V16")[which].view(hashed.dtype)
+    return out
+
+
+# Bits set per byte value: a popcount that every supported NumPy has.
+_POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+_UNION_CHUNK = 1 << 20  # bytes of the union held at once
+
+
+def _union_bits_set(filters: list[BloomFilter]) -> int:
+    """Bits set in the union of filters of one geometry, read through their
+    buffers a chunk at a time (no copy of a whole filter). The views go
+    with this call's locals."""
+    bits = [np.frombuffer(memoryview(f), dtype=np.uint8) for f in filters]
+    total = 0
+    for start in range(0, len(bits[0]), _UNION_CHUNK):
+        acc = bits[0][start:start + _UNION_CHUNK].copy()
+        for other in bits[1:]:
+            np.bitwise_or(acc, other[start:start + _UNION_CHUNK], out=acc)
+        total += int(_POPCOUNT8[acc].sum(dtype=np.uint64))
+    return total
+
+
+def _past_capacity(gen: BloomFilter, now: int, span: float, window: float, capacity: int) -> str:
+    """The capacity warning of a generation, which names it."""
+    return (f"WindowedBloomFilter generation {now} (from {now * span:g} s, one {span:g} s slice of the {window:g} s "
+            f"window) has taken {gen.insert_count:,} new keys, past its capacity of {capacity:,}: its expected "
+            f"false-positive rate is {gen.expected_fp_rate:.3g} now (sized for {gen.error_rate:g}), so more new keys "
+            "will be reported seen. Make the filter with a larger capacity (the distinct keys of any window).")
+
+
+def _check_generations(generations: object) -> int:
+    if not isinstance(generations, numbers.Integral) or isinstance(generations, (bool, np.bool_)):
+        raise TypeError(f"generations must be an int, got {type(generations).__name__} ({generations!r})")
+    generations = int(generations)
+    if not 1 <= generations <= MAX_GENERATIONS:
+        raise ValueError(f"generations must be in [1, {MAX_GENERATIONS}], got {generations}")
+    return generations
+
+
+def _check_error_rate(error_rate: object) -> float:
+    if not isinstance(error_rate, numbers.Real) or isinstance(error_rate, (bool, np.bool_)):
+        raise TypeError(f"error_rate must be a float, got {type(error_rate).__name__} ({error_rate!r})")
+    rate = float(error_rate)
+    if not 0 < rate < 1:
+        raise ValueError(f"error_rate must be in (0, 1), got {error_rate!r}")
+    return rate
+
+
+class RingParams:
+    """What a windowed filter was made with (WindowedBloomFilter's facts
+    that never change)."""
+
+    _window: float
+    _generations: int
+    _capacity: int
+    _error_rate: float
+    _layout: Layout
+    _seed: int
+    _ring: list[BloomFilter]
+    _clock: Callable[[], float]
+
+    @property
+    def window(self) -> float:
+        """The window in seconds."""
+        return self._window
+
+    @property
+    def generations(self) -> int:
+        """G: the window is split into G generations (G + 1 filters are kept: the current one and G before it)."""
+        return self._generations
+
+    @property
+    def capacity(self) -> int:
+        """Distinct keys per window (each generation is sized for them)."""
+        return self._capacity
+
+    @property
+    def error_rate(self) -> float:
+        """The compound false-positive rate of a lookup over the live generations."""
+        return self._error_rate
+
+    @property
+    def generation_error_rate(self) -> float:
+        """The rate each generation is sized for: G + 1 of them compound to error_rate."""
+        return self._ring[0].error_rate or 0.0
+
+    @property
+    def layout(self) -> Layout:
+        """"blocked" or "standard": the bit layout of every generation."""
+        return self._layout
+
+    @property
+    def seed(self) -> int:
+        """The hash seed of every generation."""
+        return self._seed
+
+    @property
+    def num_bits(self) -> int:
+        """Bits of the whole ring: G + 1 generations."""
+        return sum(g.num_bits for g in self._ring)
+
+    @property
+    def num_hashes(self) -> int:
+        """Hashes per key in each generation."""
+        return self._ring[0].num_hashes
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole ring (G + 1 generations, allocated when made)."""
+        return sum(g.nbytes for g in self._ring)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The callable giving the time in seconds (time.time unless one was passed)."""
+        return self._clock
+
+
+class SharedRing:
+    """A windowed filter's ring in a mapped file (the module's doc)."""
+
+    def __init__(self, path: StrPath, writable: bool, verify: bool) -> None:
+        self.file = _core.MappedWindow(path, writable, verify)
+        self.places: list[BloomFilter] = self.file.place_filters()
+        for g in self.places:  # (each counts this handle's own adds, from zero: flush adds them to the file's)
+            _core.restart_counts(g)
+
+    def sync(self, w: WindowedBloomFilter) -> None:
+        """Read the ring's numbers from the file into w (its view changes
+        only when they did), and the newest into w's clock state."""
+        if self.file.released:
+            raise ValueError("I/O operation on a closed filter")
+        got: list[Optional[int]] = self.file.numbers()
+        if got != w._numbers:
+            for place, (was, now) in enumerate(zip(w._numbers, got)):
+                if was != now:  # (a place started afresh: its counts restart, here as in the handle that did it)
+                    _core.restart_counts(self.places[place])
+            w._numbers = got
+            w._changed()
+        newest = max((g for g in got if g is not None), default=None)
+        if newest is not None and (w._newest is None or newest > w._newest):
+            w._newest = newest
+
+    def start(self, w: WindowedBloomFilter, place: int, number: int) -> None:
+        """Start generation number at its place (once, whoever asks), then
+        read the ring again."""
+        self.file.start(number, 0)  # (this handle's count of the place restarts at sync, from zero)
+        w._warned.discard(number)
+        self.sync(w)
+
+    def clear(self, w: WindowedBloomFilter) -> None:
+        self.file.clear([0] * len(self.places))
+        w._warned.clear()
+        self.sync(w)
+
+    def flush(self, final: bool) -> None:
+        if self.file.released:
+            if not final:
+                raise ValueError("I/O operation on a closed filter")
+            return
+        self.file.flush([g.insert_count for g in self.places], final)
+        if final:
+            for g in self.places:
+                g.close()
+
+
+_W = TypeVar("_W", bound="SharedFile")
+
+
+class SharedFile:
+    """WindowedBloomFilter's face of a shared file (SharedRing): open, flush,
+    close, and what a mapped filter says of itself."""
+
+    _shared: Optional[SharedRing]
+    _ring: list[BloomFilter]
+
+
+    @classmethod
+    def open(cls: type[_W], path: StrPath, mode: str = "r+", *, clock: Optional[Callable[[], float]] = None,
+             verify: bool = False) -> _W:
+        """Map a file written by save(path, shared=True); with 'r+' every
+        process that opens it shares one ring: adds go straight to the file,
+        a generation started by one is the current one of all, and the
+        newest generation is kept in the file (the clock never goes back).
+        flush() writes the counts and syncs; the last writer's close() makes
+        every checksum current. "New" across processes is at least once. A
+        context manager."""
+        if mode not in ("r", "r+"):
+            raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
+        ring = SharedRing(path, mode == "r+", verify)
+        capacity, error_rate, generations, window, layout, seed = ring.file.params
+        w = cast(Any, cls)(capacity, error_rate, window=window, generations=generations, clock=clock, layout=layout,
+                           seed=seed)
+        w._ring = ring.places
+        w._shared = ring
+        ring.sync(w)
+        return cast(_W, w)
+
+    def flush(self) -> None:
+        """A shared file: write this handle's counts and sync (a no-op otherwise)."""
+        if self._shared is not None:
+            self._shared.flush(False)
+
+    def close(self) -> None:
+        """A shared file: flush and leave it (the last writer makes it clean); later use raises."""
+        if self._shared is not None:
+            self._shared.flush(True)
+
+    def __enter__(self: _W) -> _W:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def mapped(self) -> bool:
+        """True when the ring lives in a mapped file (open)."""
+        return self._shared is not None
+
+    @property
+    def closed(self) -> bool:
+        return self._shared is not None and self._shared.file.released
+
+    @property
+    def read_only(self) -> bool:
+        """True when mapped read-only (open(path, 'r'))."""
+        return self._shared is not None and not self._shared.file.writable
