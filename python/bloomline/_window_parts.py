@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +28,8 @@ from . import _core
 from ._core import BloomFilter
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
+
     from ._core import Layout, StrPath
     from .windowed import WindowedBloomFilter
 
@@ -227,9 +229,6 @@ class SharedRing:
                 g.close()
 
 
-_W = TypeVar("_W", bound="SharedFile")
-
-
 class SharedFile:
     """WindowedBloomFilter's face of a shared file (SharedRing): open, flush,
     close, and what a mapped filter says of itself."""
@@ -239,8 +238,8 @@ class SharedFile:
 
 
     @classmethod
-    def open(cls: type[_W], path: StrPath, mode: str = "r+", *, clock: Optional[Callable[[], float]] = None,
-             verify: bool = False) -> _W:
+    def open(cls, path: StrPath, mode: str = "r+", *, clock: Optional[Callable[[], float]] = None,
+             verify: bool = False) -> Self:
         """Map a file written by save(path, shared=True); with 'r+' every
         process that opens it shares one ring: adds go straight to the file,
         a generation started by one is the current one of all, and the
@@ -257,7 +256,7 @@ class SharedFile:
         w._ring = ring.places
         w._shared = ring
         ring.sync(w)
-        return cast(_W, w)
+        return cast("Self", w)
 
     def flush(self) -> None:
         """A shared file: write this handle's counts and sync (a no-op otherwise)."""
@@ -269,7 +268,7 @@ class SharedFile:
         if self._shared is not None:
             self._shared.flush(True)
 
-    def __enter__(self: _W) -> _W:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -282,6 +281,7 @@ class SharedFile:
 
     @property
     def closed(self) -> bool:
+        """True after close() of a mapped filter (its later use raises)."""
         return self._shared is not None and self._shared.file.released
 
     @property
