@@ -180,7 +180,7 @@ def main() -> int:
         "",
         "Why: a lookup hashes once and probes each of the G + 1 live generations (the plain filter probes one), so "
         "the ratio is about (hash + (G + 1) probes) / (hash + 1 probe): lower where hashing is a large share "
-        "(str keys) than for uint64 keys, whose hash is cheap. Since issue 36's second part the lookups and adds "
+        "(str keys) than for uint64 keys, whose hash is cheap. The lookups and adds "
         "over the generations are one core call (`WindowProbe`, window_ring.hpp): a batch is probed a generation "
         "at a time, each generation's own AVX2 batch lookup over the keys not found yet, and an add puts the batch "
         "into the current generation and looks up the keys new to it in the older ones in the same call. One pass "
