@@ -32,6 +32,31 @@ const Hash128* hashes_of(const py::array& hashed) {
     return reinterpret_cast<const Hash128*>(hashed.data());
 }
 
+// A windowed filter's parameters as both encoders take them, each checked
+// and named.
+WindowHeader window_params(py::handle capacity, py::handle error_rate, py::handle generations, double window,
+                           py::handle layout, py::handle seed) {
+    WindowHeader p;
+    p.capacity = py_args::to_count(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
+    p.error_rate = py_args::to_double(error_rate, "error_rate");
+    p.generations =
+        static_cast<std::uint32_t>(py_args::to_u64(generations, "generations", 1, kMaxGenerations, "[1, 64]"));
+    p.window = window;
+    p.layout = py_args::to_layout(layout);
+    p.seed = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
+    return p;
+}
+
+// The generations' filters, each refused if closed.
+std::vector<const BloomFilter*> open_generations(const std::vector<const Handle<BloomFilter>*>& filters) {
+    std::vector<const BloomFilter*> gens;
+    for (const auto* h : filters) {
+        (*h)->check_open();
+        gens.push_back(h->f.get());
+    }
+    return gens;
+}
+
 }  // namespace
 
 void register_window(py::module_& m) {
@@ -51,19 +76,8 @@ void register_window(py::module_& m) {
         [](py::handle capacity, py::handle error_rate, py::handle generations, double window, py::handle layout,
            py::handle seed, const std::vector<const Handle<BloomFilter>*>& filters,
            const std::vector<std::uint64_t>& counts, const std::vector<std::int64_t>& numbers) {
-            WindowHeader p;
-            p.capacity = py_args::to_count(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
-            p.error_rate = py_args::to_double(error_rate, "error_rate");
-            p.generations = static_cast<std::uint32_t>(
-                py_args::to_u64(generations, "generations", 1, kMaxGenerations, "[1, 64]"));
-            p.window = window;
-            p.layout = py_args::to_layout(layout);
-            p.seed = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
-            std::vector<const BloomFilter*> gens;
-            for (const auto* h : filters) {
-                (*h)->check_open();
-                gens.push_back(h->f.get());
-            }
+            const WindowHeader p = window_params(capacity, error_rate, generations, window, layout, seed);
+            const std::vector<const BloomFilter*> gens = open_generations(filters);
             const std::size_t len = window_encoded_size(gens);
             py::bytes out(nullptr, static_cast<py::ssize_t>(len));
             encode_window(p, gens, counts, numbers, reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr())),
@@ -80,19 +94,8 @@ void register_window(py::module_& m) {
         [](py::handle capacity, py::handle error_rate, py::handle generations, double window, py::handle layout,
            py::handle seed, const std::vector<const Handle<BloomFilter>*>& filters,
            const std::vector<std::uint64_t>& counts, const std::vector<std::optional<std::int64_t>>& numbers) {
-            WindowHeader p;
-            p.capacity = py_args::to_u64(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
-            p.error_rate = py_args::to_double(error_rate, "error_rate");
-            p.generations = static_cast<std::uint32_t>(
-                py_args::to_u64(generations, "generations", 1, kMaxGenerations, "[1, 64]"));
-            p.window = window;
-            p.layout = py_args::to_layout(layout);
-            p.seed = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
-            std::vector<const BloomFilter*> gens;
-            for (const auto* h : filters) {
-                (*h)->check_open();
-                gens.push_back(h->f.get());
-            }
+            const WindowHeader p = window_params(capacity, error_rate, generations, window, layout, seed);
+            const std::vector<const BloomFilter*> gens = open_generations(filters);
             std::vector<std::int64_t> nums;
             for (const auto& n : numbers) nums.push_back(n ? *n : kGenerationNone);
             const std::size_t len = window_encoded_size(gens, true);

@@ -256,6 +256,20 @@ Chain decode_chain(const unsigned char* data, std::size_t len) {
 
 namespace {
 
+// Record i of a windowed filter, decoded: a generation of the window's
+// parameters (the rate and geometry each generation is made with), or bad().
+std::unique_ptr<BloomFilter> decode_generation(const StageBytes& r, std::uint32_t i, const WindowHeader& p,
+                                               double rate, const Params& want) {
+    std::unique_ptr<BloomFilter> gen = decode_record(r, "generation ", i);
+    const Geometry& g = gen->geometry();
+    if (gen->capacity() != p.capacity || gen->error_rate() != rate || g.num_slots != want.num_bits ||
+        g.num_hashes != want.num_hashes || g.layout != p.layout || g.seed != p.seed)
+        bad("generation " + fmt(i) + " does not match the window's parameters (capacity " + fmt(p.capacity) +
+            ", error rate " + fmt(rate) + " per generation, " + layout_name(p.layout) + ", seed " + fmt(p.seed) +
+            ")");
+    return gen;
+}
+
 // The ring form (kFlagRing): record i is place i of the ring, holding
 // generation n (n mod (G + 1) == i) or none. The live generations are those
 // within G of the newest held anywhere (a place keeps an expired generation
@@ -278,13 +292,7 @@ Window decode_ring(Window& w, const std::vector<StageBytes>& records, double rat
     std::vector<WindowGeneration> live;
     for (std::uint32_t i = 0; i < records.size(); ++i) {
         const StageBytes& r = records[i];
-        std::unique_ptr<BloomFilter> gen = decode_record(r, "generation ", i);
-        const Geometry& g = gen->geometry();
-        if (gen->capacity() != p.capacity || gen->error_rate() != rate || g.num_slots != want.num_bits ||
-            g.num_hashes != want.num_hashes || g.layout != p.layout || g.seed != p.seed)
-            bad("generation " + fmt(i) + " does not match the window's parameters (capacity " + fmt(p.capacity) +
-                ", error rate " + fmt(rate) + " per generation, " + layout_name(p.layout) + ", seed " + fmt(p.seed) +
-                ")");
+        std::unique_ptr<BloomFilter> gen = decode_generation(r, i, p, rate, want);
         std::uint64_t count = r.count;
         if (count > gen->bits_set()) {
             if (!p.dirty)
@@ -363,13 +371,7 @@ Window decode_window(const unsigned char* data, std::size_t len) {
     std::uint64_t total = 0;
     for (std::uint32_t i = 0; i < records.size(); ++i) {
         const StageBytes& r = records[i];
-        std::unique_ptr<BloomFilter> gen = decode_record(r, "generation ", i);
-        const Geometry& g = gen->geometry();
-        if (gen->capacity() != p.capacity || gen->error_rate() != rate || g.num_slots != want.num_bits ||
-            g.num_hashes != want.num_hashes || g.layout != p.layout || g.seed != p.seed)
-            bad("generation " + fmt(i) + " does not match the window's parameters (capacity " + fmt(p.capacity) +
-                ", error rate " + fmt(rate) + " per generation, " + layout_name(p.layout) + ", seed " + fmt(p.seed) +
-                ")");
+        std::unique_ptr<BloomFilter> gen = decode_generation(r, i, p, rate, want);
         // (unsigned: the difference of two ascending int64 fits)
         if (static_cast<std::uint64_t>(records.back().number) - static_cast<std::uint64_t>(r.number) > p.generations)
             bad("generation " + fmt(i) + " (number " + std::to_string(r.number) + ") is more than " +
