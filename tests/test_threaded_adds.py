@@ -85,6 +85,22 @@ def test_threads_give_one_threads_answers_counts_and_bytes(name: str, layout: st
     same_state(one, many)
 
 
+@pytest.mark.parametrize("threads", [8, 16])
+def test_many_threads_take_larger_chunks_with_one_threads_answers(threads: int) -> None:
+    """From 8 threads a super-chunk is 2**19 keys, from 16 2**20: a batch
+    of 2.5 of them (repeats across their edges) and a second batch on top."""
+    rng = np.random.default_rng(threads)
+    n = (1 << 18) * (threads // 4) * 5 // 2
+    keys = rng.integers(0, n // 2, size=n, dtype=np.uint64)  # about 43% repeats, across chunk edges
+    for layout in ("blocked", "standard"):
+        one, many = BloomFilter(n, 0.01, layout=layout), BloomFilter(n, 0.01, layout=layout)
+        assert one.add_many(keys).tolist() == many.add_many(keys, threads=threads).tolist()
+        same_state(one, many)
+        more = rng.integers(0, n, size=n // 3, dtype=np.uint64)
+        assert one.add_many(more).tolist() == many.add_many(more, threads=threads).tolist()
+        same_state(one, many)
+
+
 def test_nulls_and_counts_of_counters_past_saturation() -> None:
     keys: list[Any] = [None if i % 11 == 0 else f"k{i % 5000}" for i in range(100_000)]
     for make in (lambda: BloomFilter(50_000, 0.01), lambda: CountingBloomFilter(50_000, 0.01, counter_bits=4)):
@@ -116,10 +132,33 @@ def test_threads_zero_is_one_per_cpu_and_small_batches_stay_on_one() -> None:
     same_state(one, many)
 
 
+@pytest.mark.parametrize("last_newline", [True, False])
+def test_select_lines_on_threads_is_one_threads_bytes(last_newline: bool) -> None:
+    """select_lines(threads=N): each thread copies a range of lines into its
+    place in one output; the bytes are one thread's and those of a plain
+    Python reference (endings kept, CRLF too, a last line given \\n)."""
+    rng = np.random.default_rng(5)
+    n = 120_000  # several ranges of 16,384 lines
+    ends = [b"\r\n" if r < 0.2 else b"\n" for r in rng.random(n)]
+    parts = [(b"line-%d" % i) * int(k) + e for i, (k, e) in enumerate(zip(rng.integers(0, 4, n), ends))]
+    if not last_newline:
+        parts[-1] = parts[-1].rstrip(b"\r\n")
+    data = b"".join(parts)
+    for mask in (rng.random(n) < 0.5, np.ones(n, bool), np.zeros(n, bool), np.arange(n) == n - 1):
+        expected = b"".join(p if p.endswith(b"\n") else p + b"\n" for p, k in zip(parts, mask) if k)
+        for t in (1, 2, 3, 8, 0):
+            assert bloomline.select_lines(data, mask, threads=t) == expected, t
+    with pytest.raises(ValueError, match="threads must be in"):
+        bloomline.select_lines(data, np.ones(n, bool), threads=-1)
+
+
 @pytest.mark.slow
 def test_cli_dedup_and_build_are_identical_byte_for_byte(tmp_path: Path) -> None:
     lines = tmp_path / "in.txt"
-    lines.write_text("\n".join(_urls(400_000)) + "\n")
+    # Blocks of a threaded run are larger (1 MiB a thread): the lines cross
+    # block edges differently; CRLF endings and a last line without one too.
+    text = "\n".join(u + "\r" if i % 5 == 0 else u for i, u in enumerate(_urls(400_000)))
+    lines.write_bytes(text.encode())
     outs = {}
     for t in ("1", "2", "0"):
         run = subprocess.run([sys.executable, "-m", "bloomline", "dedup", "-q", "--threads", t, str(lines)],

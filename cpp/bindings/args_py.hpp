@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bloomline/common.hpp"
@@ -94,6 +95,18 @@ void check_call(const Signature& sig, const py::tuple& args, const py::dict& kwa
 void explain_bad_calls(py::handle cls);
 
 }  // namespace bloomline::py_args
+
+namespace bloomline {
+
+// threads= of the batch calls: 0 means one per CPU.
+inline unsigned parse_threads(pybind11::handle threads) {
+    const auto t = static_cast<unsigned>(py_args::to_u64(threads, "threads", 0, 1024, "[0, 1024]"));
+    if (t != 0) return t;
+    const unsigned cpus = std::thread::hardware_concurrency();
+    return cpus == 0 ? 1 : cpus;
+}
+
+}  // namespace bloomline
 
 namespace pybind11::detail {
 #define BLOOMLINE_HINT_NAME(Name, text) \

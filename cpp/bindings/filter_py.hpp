@@ -519,14 +519,6 @@ std::string repr(const T& f, const char* kind, const char* slots, const std::str
 
 // ---- everything shared -----------------------------------------------------------
 
-// threads= of the batch calls: 0 means one per CPU.
-inline unsigned parse_threads(py::handle threads) {
-    const auto t = static_cast<unsigned>(py_args::to_u64(threads, "threads", 0, 1024, "[0, 1024]"));
-    if (t != 0) return t;
-    const unsigned cpus = std::thread::hardware_concurrency();
-    return cpus == 0 ? 1 : cpus;
-}
-
 // Everything both kinds bind the same way, then the scalar fast paths
 // (which must come last: install_fast_paths). Each kind calls it once,
 // after its own defs.

@@ -145,12 +145,12 @@ public:
         const Owners owners(threads, g.num_slots);
         // Each super-chunk under the writer mutex, its counts taken there,
         // and the blocked add form for the next chunk chosen as add_keys does.
-        auto in_lock = [this](auto&& add_chunk) {
+        auto in_lock = [this, chunk = parallel_chunk(threads)](auto&& add_chunk) {
             std::lock_guard<WriterMutex> lock(writer_);
             check_write();
             const AddCounts c = add_chunk();
             bump(c);
-            form_ = c.keys * 2 < kParallelChunk ? AddForm::look_first : AddForm::blind;
+            form_ = c.keys * 2 < chunk ? AddForm::look_first : AddForm::blind;
         };
         if (g.layout == Layout::blocked) {
             const std::uint64_t blocks = g.num_blocks();

@@ -60,9 +60,7 @@ private:
         for (unsigned spins = 0;; ++spins) {
             if (try_lock()) return;
             if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-                __builtin_ia32_pause();
-#endif
+                cpu_relax();
             } else if (spins < 128) {
                 std::this_thread::yield();
             } else {

@@ -47,6 +47,40 @@ inline void split_lines(const unsigned char* p, std::size_t n, LineSpans* out) {
     }
 }
 
+// The lines [lo, hi) that keep[i] names, as select_lines writes them: each
+// with its own ending, and a last line without one given '\n'.
+// selected_bytes is their size; copy_selected writes them at dst (one
+// memcpy per run of kept lines) and returns the end. Cut into ranges of
+// lines, several threads each write their own part of one output.
+inline bool last_line_needs_newline(const unsigned char* p, std::size_t n) { return n > 0 && p[n - 1] != '\n'; }
+
+inline std::size_t selected_bytes(const unsigned char* p, std::size_t n, const LineSpans& lines, const bool* keep,
+                                  std::size_t lo, std::size_t hi) {
+    std::size_t total = 0;
+    for (std::size_t i = lo; i < hi; ++i)
+        if (keep[i]) total += lines.end_with_newline(i, n) - lines.begin[i];
+    if (hi == lines.size() && hi > lo && keep[hi - 1] && last_line_needs_newline(p, n)) ++total;
+    return total;
+}
+
+inline unsigned char* copy_selected(const unsigned char* p, std::size_t n, const LineSpans& lines, const bool* keep,
+                                    std::size_t lo, std::size_t hi, unsigned char* dst) {
+    for (std::size_t i = lo; i < hi;) {
+        if (!keep[i]) {
+            ++i;
+            continue;
+        }
+        std::size_t j = i + 1;
+        while (j < hi && keep[j]) ++j;
+        const std::uint64_t b = lines.begin[i], e = lines.end_with_newline(j - 1, n);
+        std::memcpy(dst, p + b, e - b);
+        dst += e - b;
+        if (j == lines.size() && last_line_needs_newline(p, n)) *dst++ = '\n';
+        i = j;
+    }
+    return dst;
+}
+
 // The lines as a key source (key_source.hpp).
 struct LineKeys {
     const unsigned char* p;

@@ -20,11 +20,15 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,41 +42,127 @@ inline std::size_t part_begin(std::size_t n, unsigned parts, unsigned t) {
     return n / parts * t + std::min<std::size_t>(t, n % parts);
 }
 
-// f(t) for t in [0, threads): t = 0 on the calling thread, the others on new
-// threads. An exception from any of them is rethrown after all have ended.
+// A team of threads kept for one threaded call: each phase (f(t) for t in
+// [0, size)) runs on all of them, t = 0 on the calling thread. A threaded
+// add runs three phases per super-chunk; starting threads for each phase
+// cost tens of microseconds a thread, which at 16 threads outweighed a
+// chunk's work. Here a phase starts with one atomic store, and an idle
+// member spins briefly (the next phase is usually microseconds away), then
+// sleeps on a condition variable, so an oversubscribed machine loses little
+// to spinning. An exception from any member is rethrown by run() after the
+// phase has ended on all of them.
+class Team {
+public:
+    explicit Team(unsigned threads) : size_(std::max(1u, threads)), errors_(size_) {
+        workers_.reserve(size_ - 1);
+        try {
+            for (unsigned t = 1; t < size_; ++t) workers_.emplace_back([this, t] { work(t); });
+        } catch (...) {  // a thread could not be started
+            stop();
+            throw;
+        }
+    }
+    Team(const Team&) = delete;
+    Team& operator=(const Team&) = delete;
+    ~Team() { stop(); }
+
+    unsigned size() const { return size_; }
+
+    template <class F>
+    void run(F&& f) {
+        if (workers_.empty()) {
+            f(0u);
+            return;
+        }
+        using Fn = std::remove_reference_t<F>;
+        ctx_ = const_cast<void*>(static_cast<const void*>(&f));
+        call_ = [](void* c, unsigned t) { (*static_cast<Fn*>(c))(t); };
+        left_.store(static_cast<unsigned>(workers_.size()), std::memory_order_relaxed);
+        {
+            std::lock_guard<std::mutex> lk(m_);  // so that a member about to sleep sees it
+            phase_.fetch_add(1, std::memory_order_release);
+        }
+        start_.notify_all();
+        try {
+            f(0u);
+        } catch (...) {
+            errors_[0] = std::current_exception();
+        }
+        for (unsigned spins = 0; left_.load(std::memory_order_acquire) != 0 && spins < kSpins; ++spins) cpu_relax();
+        if (left_.load(std::memory_order_acquire) != 0) {
+            std::unique_lock<std::mutex> lk(m_);
+            done_.wait(lk, [this] { return left_.load(std::memory_order_acquire) == 0; });
+        }
+        for (auto& e : errors_)
+            if (e) {
+                std::exception_ptr first = e;
+                for (auto& x : errors_) x = nullptr;
+                std::rethrow_exception(first);
+            }
+    }
+
+private:
+    static constexpr unsigned kSpins = 4096;
+
+    void work(unsigned t) {
+        std::uint64_t seen = 0;
+        for (;;) {
+            std::uint64_t p = phase_.load(std::memory_order_acquire);
+            for (unsigned spins = 0; p == seen && spins < kSpins; ++spins) {
+                cpu_relax();
+                p = phase_.load(std::memory_order_acquire);
+            }
+            if (p == seen) {
+                std::unique_lock<std::mutex> lk(m_);
+                start_.wait(lk, [&] { return (p = phase_.load(std::memory_order_acquire)) != seen; });
+            }
+            seen = p;
+            if (stopping_.load(std::memory_order_acquire)) return;
+            try {
+                call_(ctx_, t);
+            } catch (...) {
+                errors_[t] = std::current_exception();
+            }
+            if (left_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                { std::lock_guard<std::mutex> lk(m_); }  // the caller is waiting, or will see left_ == 0
+                done_.notify_one();
+            }
+        }
+    }
+
+    void stop() {
+        stopping_.store(true, std::memory_order_release);
+        {
+            std::lock_guard<std::mutex> lk(m_);
+            phase_.fetch_add(1, std::memory_order_release);
+        }
+        start_.notify_all();
+        for (auto& th : workers_) th.join();
+        workers_.clear();
+    }
+
+    const unsigned size_;
+    std::vector<std::exception_ptr> errors_;  // [member]: what its part of this phase threw
+    std::vector<std::thread> workers_;
+    std::mutex m_;
+    std::condition_variable start_, done_;
+    std::atomic<std::uint64_t> phase_{0};
+    std::atomic<unsigned> left_{0};  // members other than the caller still in this phase
+    std::atomic<bool> stopping_{false};
+    void (*call_)(void*, unsigned) = nullptr;
+    void* ctx_ = nullptr;
+};
+
+// f(t) for t in [0, threads), once: t = 0 on the calling thread, the others
+// on a team's threads. An exception from any of them is rethrown after all
+// have ended.
 template <class F>
 void run_on_threads(unsigned threads, F&& f) {
     if (threads <= 1) {
         f(0u);
         return;
     }
-    std::vector<std::exception_ptr> errors(threads);
-    std::vector<std::thread> pool;
-    pool.reserve(threads - 1);
-    auto join_all = [&pool] {
-        for (auto& th : pool) th.join();
-    };
-    try {
-        for (unsigned t = 1; t < threads; ++t)
-            pool.emplace_back([&f, &errors, t] {
-                try {
-                    f(t);
-                } catch (...) {
-                    errors[t] = std::current_exception();
-                }
-            });
-    } catch (...) {  // a thread could not be started
-        join_all();
-        throw;
-    }
-    try {
-        f(0u);
-    } catch (...) {
-        errors[0] = std::current_exception();
-    }
-    join_all();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    Team(threads).run(f);
 }
 
 // The threads worth starting for n items: starting one costs tens of
@@ -115,9 +205,15 @@ struct Owners {
 };
 
 // Keys per super-chunk of a threaded add: hashed and sorted to owners, then
-// added. Large enough that starting threads (twice per chunk) costs little,
-// small enough that its hashes and indices stay near the cache.
+// added. Large enough that each owner's share is a long run (the phases'
+// starts and the slowest owner cost the same per chunk), small enough that
+// the chunk's hashes stay in the caches: 2**18 keys up to 7 threads, then
+// 2**18 per 4 threads, up to 2**20 (on 16 cores, 2**20 added 1.17x as fast
+// as 2**18: benchmarks/RESULTS.md, "Adds on every core").
 constexpr std::size_t kParallelChunk = std::size_t{1} << 18;
+inline std::size_t parallel_chunk(unsigned threads) {
+    return kParallelChunk * std::min<std::size_t>(4, std::max<std::size_t>(1, threads / 4));
+}
 
 // The hashes of keys [start, start + m), hashed on `threads` threads into
 // buf where they are not in memory already.
@@ -133,29 +229,28 @@ const Hash128* hashes_of_chunk(Src& src, std::size_t start, std::size_t m, unsig
     }
 }
 
+// The chunk's hashes once hashes_of_chunk has made them: in place, or buf.
+template <class Src>
+const Hash128* hashes_of_chunk_again(Src& src, std::size_t start, const std::vector<Hash128>& buf) {
+    if constexpr (has_in_place<Src>::value) {
+        return src.in_place(start);
+    } else {
+        (void)start;
+        return buf.data();
+    }
+}
+
 // What each thread of a threaded add keeps, on cache lines of its own: the
 // vectors' headers change with every key sorted, and two threads writing
 // one line would pass it back and forth at every write.
 template <class Item>
 struct alignas(64) PerThread {
     std::vector<std::vector<Item>> to;  // [owner]: this thread's slice, sorted to owners
-    std::vector<std::uint32_t> run;     // as an owner: its keys, slice after slice
+    std::vector<Item> run;              // as an owner: its keys, slice after slice
     std::unique_ptr<bool[]> answers;    // as an owner: its keys' answers, in that order
     std::size_t answer_room = 0;
     std::vector<std::uint8_t> changed;  // as an owner (slot by slot): which keys it changed a slot of
     AddCounts counts;
-};
-
-// An owner's keys for a compiled batch loop: their hashes gathered from the
-// chunk's, a small run at a time, into the loop's own ring (no copy of them
-// all first).
-struct GatheredKeys {
-    const Hash128* hashes;
-    const std::uint32_t* run;
-    static void hash(const void* ctx, std::size_t first, std::size_t m, Hash128* out) {
-        const auto* g = static_cast<const GatheredKeys*>(ctx);
-        for (std::size_t j = 0; j < m; ++j) out[j] = g->hashes[g->run[first + j]];
-    }
 };
 
 // Threaded adds where every key has one owner (the blocked layout's bits):
@@ -163,45 +258,50 @@ struct GatheredKeys {
 // (BatchKeys), in order, on its thread and returns their counts. in_lock(f) runs f, which adds a
 // super-chunk and returns its counts, holding the filter's writer mutex,
 // and counts them there (so other writers take turns chunk by chunk).
+// A thread sorts the hashes themselves to their owners, not their indices:
+// an owner then reads its keys as a few sequential runs, where gathering
+// them one by one from the chunk's hashes (written by every thread, so
+// mostly in other cores' caches) stalled it on each. The answers go back
+// by walking the slice again: key i's answer is the next of its owner's.
 // Each thread writes the answers of its own slice, so that no two threads
 // write one line of out.
 template <class Src, class Owner, class AddRun, class InLock>
 void add_by_key_owner(Src& src, std::size_t n, bool* out, unsigned threads, Owner&& owner, AddRun&& add_run,
                       InLock&& in_lock) {
-    std::vector<Hash128> buf(has_in_place<Src>::value ? 0 : std::min(n, kParallelChunk));
-    std::vector<PerThread<std::uint32_t>> per(threads);
+    const std::size_t keys_per_chunk = parallel_chunk(threads);
+    std::vector<Hash128> buf(has_in_place<Src>::value ? 0 : std::min(n, keys_per_chunk));
+    std::vector<PerThread<Hash128>> per(threads);
     for (auto& p : per) p.to.resize(threads);
-    for (std::size_t start = 0; start < n; start += kParallelChunk) {
-        const std::size_t m = std::min(kParallelChunk, n - start);
+    Team team(threads);
+    for (std::size_t start = 0; start < n; start += keys_per_chunk) {
+        const std::size_t m = std::min(keys_per_chunk, n - start);
         in_lock([&] {
-            const Hash128* h = nullptr;
-            run_on_threads(threads, [&](unsigned t) {
+            team.run([&](unsigned t) {
                 const Hash128* mine = hashes_of_chunk(src, start, m, t, threads, buf);
-                if (t == 0) h = mine;
                 auto& to = per[t].to;
                 for (auto& v : to) v.clear();
                 for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i)
-                    to[owner(mine[i])].push_back(static_cast<std::uint32_t>(i));
+                    to[owner(mine[i])].push_back(mine[i]);
             });
-            run_on_threads(threads, [&](unsigned o) {
-                PerThread<std::uint32_t>& me = per[o];
+            team.run([&](unsigned o) {
+                PerThread<Hash128>& me = per[o];
                 me.run.clear();
                 for (unsigned t = 0; t < threads; ++t) me.run.insert(me.run.end(), per[t].to[o].begin(), per[t].to[o].end());
                 if (out && me.answer_room < me.run.size()) {
                     me.answers.reset(new bool[me.run.size()]);
                     me.answer_room = me.run.size();
                 }
-                const GatheredKeys gathered{h, me.run.data()};
-                me.counts = add_run(BatchKeys{nullptr, KeyHasher{&gathered, &GatheredKeys::hash}}, me.run.size(),
-                                    out ? me.answers.get() : nullptr);
+                me.counts = add_run(BatchKeys{me.run.data(), {}}, me.run.size(), out ? me.answers.get() : nullptr);
             });
             if (out) {
-                run_on_threads(threads, [&](unsigned t) {
-                    for (unsigned o = 0; o < threads; ++o) {
-                        std::size_t j = 0;  // where slice t's keys start in owner o's answers
-                        for (unsigned before = 0; before < t; ++before) j += per[before].to[o].size();
-                        const bool* a = per[o].answers.get();
-                        for (std::uint32_t i : per[t].to[o]) out[start + i] = a[j++];
+                team.run([&](unsigned t) {
+                    std::vector<std::size_t> next(threads, 0);  // [owner]: slice t's next answer in its answers
+                    for (unsigned o = 0; o < threads; ++o)
+                        for (unsigned before = 0; before < t; ++before) next[o] += per[before].to[o].size();
+                    const Hash128* mine = hashes_of_chunk_again(src, start, buf);
+                    for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i) {
+                        const unsigned o = owner(mine[i]);
+                        out[start + i] = per[o].answers[next[o]++];
                     }
                 });
             }
@@ -231,17 +331,18 @@ void add_by_slot_owner(Src& src, std::size_t n, bool* out, unsigned threads, con
     std::vector<PerThread<Pair>> per(threads);
     for (auto& p : per) p.to.resize(threads);
     std::vector<AddCounts> news(threads);
+    Team team(threads);
     for (std::size_t start = 0; start < n; start += kChunk) {
         const std::size_t m = std::min(kChunk, n - start);
         in_lock([&] {
-            run_on_threads(threads, [&](unsigned t) {
+            team.run([&](unsigned t) {
                 const Hash128* h = hashes_of_chunk(src, start, m, t, threads, buf);
                 auto& to = per[t].to;
                 for (auto& v : to) v.clear();
                 for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i)
                     slots(h[i], [&](std::uint64_t s) { to[owners.of_slot(s)].push_back(s << 16 | i); });
             });
-            run_on_threads(threads, [&](unsigned o) {
+            team.run([&](unsigned o) {
                 PerThread<Pair>& me = per[o];
                 me.changed.assign(m, 0);
                 std::uint64_t slots_changed = 0;
@@ -258,7 +359,7 @@ void add_by_slot_owner(Src& src, std::size_t n, bool* out, unsigned threads, con
                 }
                 me.counts = AddCounts{slots_changed, 0};
             });
-            run_on_threads(threads, [&](unsigned t) {
+            team.run([&](unsigned t) {
                 std::uint64_t count = 0;
                 for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i) {
                     std::uint8_t any = 0;

@@ -21,8 +21,8 @@ from .. import (BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedB
 from .._protocol import Filter
 from .._units import count, format_bytes
 from ._errors import PROG, CliError, UsageError
-from ._input import (Interrupt, LineBlocks, Progress, count_lines, filter_bytes, input_name, input_stat, open_filter,
-                     what_it_is)
+from ._input import (BLOCK, Interrupt, LineBlocks, Progress, count_lines, filter_bytes, input_name, input_stat,
+                     open_filter, what_it_is)
 from ._output import OutputError, check_output, note, refuse_same_file, write_all, write_filter
 
 
@@ -95,6 +95,14 @@ def _add_lines(f: Any, block: Any, args: argparse.Namespace) -> Any:
     return f.add_lines(block, **options)
 
 
+def _line_blocks(files: list[str], threads: int) -> LineBlocks:
+    """The input in blocks of BLOCK bytes a thread (--threads 0: a CPU), up
+    to 32: a threaded add cuts a block into parts of at least 16,384 lines,
+    so one thread's block would keep the others idle."""
+    per_cpu = threads or os.cpu_count() or 1
+    return LineBlocks(files, BLOCK * max(1, min(per_cpu, 32)))
+
+
 def _clock(args: argparse.Namespace) -> Any:
     """--now, fixed for the whole run, or the system clock."""
     now = args.now
@@ -153,7 +161,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     f = _dedup_filter(args)
     read = written = 0
     expected_fp = 0.0
-    blocks = LineBlocks(args.files)
+    blocks = _line_blocks(args.files, args.threads)
     progress = Progress(blocks.total_bytes, args.quiet)
     with Interrupt() as interrupt:
         kept = 0
@@ -165,7 +173,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                 except Exception as exc:
                     raise (_redis_errors(exc) or exc) from None
                 kept = int(new.sum())
-                out = select_lines(block, new)
+                out = select_lines(block, new, threads=args.threads)
                 try:
                     # Whole before the next block is read: --state is saved only after every line in it was
                     # written (a failure leaves the old state as it was).
@@ -278,7 +286,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     kind = CountingBloomFilter if args.counting else BloomFilter
     f = _new_filter(kind, capacity, args.error_rate, args.layout, source[0])
     keys = 0
-    blocks = LineBlocks(files)
+    blocks = _line_blocks(files, args.threads)
     progress = Progress(blocks.total_bytes, args.quiet)
     for block in blocks:
         keys += len(f.add_lines(block, threads=args.threads))

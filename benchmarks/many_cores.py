@@ -1,0 +1,370 @@
+"""Adds on every core of a many-core machine: threads= against one thread,
+a 1-billion-key build against the threaded atomic-OR probe, and
+`bloomline dedup --threads N` on a 400 MB URL file.
+
+    python benchmarks/many_cores.py measure --out DIR [--scale 1.0]
+        measures (about 3 minutes on 16 cores at scale 1) and writes
+        DIR/many_cores.json; --scale shrinks every size for a trial run
+    python benchmarks/many_cores.py write [benchmarks/many_cores.json]
+        writes the "many-cores" section of benchmarks/RESULTS.md from it
+
+Every threaded result is checked against one thread's in the same run:
+the add answers and the filter's bytes, and dedup's output byte for byte.
+The probe is benchmarks/threads_probe.cpp, compiled by this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+TARGET_SCALING = 8.0  # adds at 16 threads against one
+TARGET_PROBE = 1.5  # a 1B-key build against the 16-thread probe
+TARGET_DEDUP_GBS = 1.0
+
+
+def thread_counts() -> list[int]:
+    cpus = os.cpu_count() or 1
+    return sorted({t for t in (1, 2, 4, 8, 16) if t <= cpus} | {cpus})
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    kb = int(Path("/proc/meminfo").read_text().split()[1])
+    import bloomline
+
+    return {"cpu": cpu, "cpus": os.cpu_count(), "memory_gib": round(kb / 2**20), "kernel": platform.release(),
+            "python": platform.python_version(), "numpy": np.__version__, "bloomline": bloomline.__version__,
+            "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def seconds(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def random_u64(n: int, seed: int) -> np.ndarray:
+    return np.random.PCG64(seed).random_raw(n).astype(np.uint64, copy=False)
+
+
+def url_array(n: int, seed: int) -> np.ndarray:
+    """n distinct URL-like keys, 55 to 65 bytes, as a NumPy S array, built
+    without a Python loop: a template whose host number and 12 hex digits
+    of id are filled in column by column; the id is the key's index times
+    an odd constant mod 2**48 (distinct), its tail cut at random."""
+    template = b"https://www.site00000.example.com/articles/000000000000/page.html"
+    width = len(template)
+    rng = np.random.default_rng(seed)
+    m = np.empty((n, width), dtype=np.uint8)
+    m[:] = np.frombuffer(template, dtype=np.uint8)
+    host = rng.integers(0, 100_000, n)
+    for j in range(5):
+        m[:, 20 - j] = 48 + (host // 10**j) % 10
+    ident = (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4B)) & np.uint64((1 << 48) - 1)
+    hexdig = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+    for j in range(12):
+        m[:, 54 - j] = hexdig[((ident >> np.uint64(4 * j)) & np.uint64(15)).astype(np.intp)]
+    cut = rng.integers(0, 11, n)
+    cols = np.arange(width)
+    m[cols[None, :] >= (width - cut)[:, None]] = 0
+    return m.view(f"S{width}").ravel()
+
+
+def add_scaling(name: str, keys: Any, capacity: int, layout: str, repeats: int) -> dict[str, Any]:
+    """add_many(keys, threads=t) into a fresh filter (pages touched first,
+    so page faults are not counted), thread counts taking turns; then the
+    same for contains_many on the filled filter. Checks each thread
+    count's answers and bytes against one thread's."""
+    import bloomline
+
+    counts = thread_counts()
+    n = len(keys)
+    add: dict[int, list[float]] = {t: [] for t in counts}
+    look: dict[int, list[float]] = {t: [] for t in counts}
+    reference_answers: Any = None
+    reference_bits: Any = None
+    same = True
+    for _ in range(repeats):
+        for t in counts:
+            bf = bloomline.BloomFilter(capacity, 0.01, layout=layout)
+            bf.clear()
+            out: list[Any] = []
+            add[t].append(seconds(lambda: out.append(bf.add_many(keys, threads=t))))
+            look[t].append(seconds(lambda: bf.contains_many(keys, threads=t)))
+            bits = np.frombuffer(bf, dtype=np.uint8)
+            if reference_answers is None:
+                reference_answers, reference_bits = out[0], bits.copy()
+            else:
+                same = same and bool(np.array_equal(out[0], reference_answers)) and bool(
+                    np.array_equal(bits, reference_bits))
+            del bf, bits, out
+        print(f"{name} {layout}: " + ", ".join(f"{t}: {add[t][-1] / n * 1e9:.1f}" for t in counts), flush=True)
+    rows = []
+    for t in counts:
+        rows.append({"threads": t, "add_ns": statistics.median(add[t]) / n * 1e9,
+                     "add_speedup": statistics.median(a / b for a, b in zip(add[counts[0]], add[t])),
+                     "contains_ns": statistics.median(look[t]) / n * 1e9,
+                     "contains_speedup": statistics.median(a / b for a, b in zip(look[counts[0]], look[t]))})
+    return {"keys": name, "n": n, "layout": layout, "capacity": capacity, "repeats": repeats,
+            "mb": bloomline.BloomFilter(capacity, 0.01, layout=layout).nbytes / 1e6, "rows": rows,
+            "same_as_one_thread": same}
+
+
+def build_probe(tmp: Path) -> Path:
+    exe = tmp / "threads_probe"
+    subprocess.run(["g++", "-O3", "-std=c++17", "-pthread", str(HERE / "threads_probe.cpp"), "-o", str(exe)],
+                   check=True)
+    return exe
+
+
+def probe(exe: Path, size: int, keys: int, repeats: int, counts: list[int]) -> list[dict[str, Any]]:
+    out = subprocess.run([str(exe), str(size), str(keys), str(repeats), *map(str, counts)], check=True,
+                         capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def billion(exe: Path, n: int) -> dict[str, Any]:
+    """A 1B-key build on every core, from a fresh filter as a user makes it
+    (its page faults counted), against the probe on an array of the same
+    size on as many threads."""
+    import bloomline
+
+    cpus = os.cpu_count() or 1
+    keys = random_u64(n, 11)
+    bf = bloomline.BloomFilter(n, 0.01)
+    size = bf.nbytes
+    build = seconds(lambda: bf.add_many(keys, threads=cpus))
+    approx = bf.approx_count
+    sample = keys[:: max(1, n // 1_000_000)]
+    all_found = bool(bf.contains_many(sample).all())
+    absent = random_u64(1_000_000, 12)
+    fp = float(bf.contains_many(absent, threads=cpus).mean())
+    # The same filter again, pages touched first: the add alone.
+    bf.clear()
+    add_only = seconds(lambda: bf.add_many(keys, threads=cpus))
+    del bf, keys
+    p = probe(exe, size, n, 1, [cpus])[0]
+    return {"n": n, "threads": cpus, "nbytes": size, "build_s": build, "add_only_s": add_only,
+            "approx_count": approx, "all_found": all_found, "fp_rate": fp, "probe": p}
+
+
+def dedup(byte_target: int, repeats: int) -> dict[str, Any]:
+    """A URL file of about byte_target bytes (URLs drawn at random, with repeats), in the
+    page cache; `python -m bloomline dedup --threads t` on it, output to a
+    file, thread counts taking turns. Outputs compared byte for byte."""
+    counts = thread_counts()
+    with tempfile.TemporaryDirectory(prefix="bloomline-many-") as tmp:
+        d = Path(tmp)
+        lines = byte_target // 61
+        distinct = lines * 6 // 10  # about half the lines are first sightings
+        urls = url_array(distinct, 40)
+        order = np.random.default_rng(41).integers(0, distinct, lines)  # draws with repeats
+        src = d / "urls.txt"
+        with open(src, "wb") as out:
+            for lo in range(0, lines, 1_000_000):
+                out.write(b"\n".join(urls[order[lo: lo + 1_000_000]].tolist()) + b"\n")
+        size = src.stat().st_size
+        src.read_bytes()  # into the page cache
+        times: dict[int, list[float]] = {t: [] for t in counts}
+        for _ in range(repeats):
+            for t in counts:
+                with open(d / f"out{t}.txt", "wb") as out:
+                    start = time.perf_counter()
+                    subprocess.run([sys.executable, "-m", "bloomline", "dedup", "--threads", str(t), str(src)],
+                                   stdout=out, stderr=subprocess.DEVNULL, check=True)
+                    times[t].append(time.perf_counter() - start)
+        identical = all(filecmp.cmp(d / f"out{counts[0]}.txt", d / f"out{t}.txt", shallow=False) for t in counts)
+        written = sum(1 for _ in open(d / f"out{counts[0]}.txt", "rb"))
+    return {"bytes": size, "lines": lines, "written": written, "repeats": repeats,
+            "runs": [{"threads": t, "wall_s": statistics.median(times[t]),
+                      "gb_per_s": size / statistics.median(times[t]) / 1e9} for t in counts],
+            "identical": identical}
+
+
+PARTS = ("probe", "uint64", "uint64_standard", "S", "billion", "dedup")
+
+
+def measure(out_dir: Path, scale: float, parts: list[str], repeats: int) -> None:
+    def sized(n: float) -> int:
+        return max(10_000, int(n * scale))
+
+    result: dict[str, Any] = {"machine": machine(), "scale": scale}
+    print(result["machine"], flush=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def keep(part: str, value: Any) -> None:  # written as it goes: a run cut short keeps its parts
+        result[part] = value
+        print(part, json.dumps(value), flush=True)
+        (out_dir / "many_cores.json").write_text(json.dumps(result, indent=1) + "\n")
+
+    import bloomline
+
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = build_probe(Path(tmp)) if {"probe", "billion"} & set(parts) else Path()
+        if "probe" in parts:
+            size_1b = bloomline.BloomFilter(sized(1e9), 0.01).nbytes
+            keep("probe", probe(exe, size_1b, sized(1e8), repeats, thread_counts()))
+        if {"uint64", "uint64_standard"} & set(parts):
+            ints = random_u64(sized(2e8), 8)
+            if "uint64" in parts:
+                keep("uint64", add_scaling("uint64", ints, sized(2e8), "blocked", repeats))
+            if "uint64_standard" in parts:
+                keep("uint64_standard", add_scaling("uint64", ints[: sized(5e7)], sized(5e7), "standard", 1))
+            del ints
+        if "S" in parts:
+            keep("S", add_scaling("S (URLs)", url_array(sized(2e7), 9), sized(2e7), "blocked", repeats))
+        if "billion" in parts:
+            keep("billion", billion(exe, sized(1e9)))
+    if "dedup" in parts:
+        keep("dedup", dedup(sized(4e8), 2))
+
+
+def verdict(ok: bool) -> str:
+    return "**met**" if ok else "**missed**"
+
+
+def before_table(r: dict[str, Any], before: dict[str, Any], label: str) -> list[str]:
+    """The adds of an earlier build, measured in the same run, beside these."""
+    lines = [f"The same adds with {label}, built and measured in the same run on the same machine:", "",
+             "| keys | layout | threads | add_many ns/key, before | now | speed-up over one thread, before | now |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for part in ("uint64", "uint64_standard", "S"):
+        if part not in before or part not in r:
+            continue
+        for old, new in zip(before[part]["rows"], r[part]["rows"]):
+            lines.append(f"| {r[part]['n']:,} {r[part]['keys']} | {r[part]['layout']} | {new['threads']} | "
+                         f"{old['add_ns']:.1f} | {new['add_ns']:.1f} | {old['add_speedup']:.2f}x | "
+                         f"{new['add_speedup']:.2f}x |")
+    return lines + [""]
+
+
+def write(path: Path, before_path: Path | None, before_label: str) -> None:
+    sys.path.insert(0, str(HERE))
+    from _sections import write_section
+
+    r = json.loads(path.read_text())
+    m = r["machine"]
+    top = max(row["threads"] for row in r["uint64"]["rows"])
+    lines = [
+        f"## Adds on every core: a {m['cpus']}-CPU machine",
+        "",
+        f"`python benchmarks/many_cores.py measure`, {m['when']}, on a lent machine: {m['cpu']}, {m['cpus']} CPUs, "
+        f"{m['memory_gib']} GiB, Linux {m['kernel']}, Python {m['python']}, NumPy {m['numpy']}, bloomline "
+        f"{m['bloomline']}, built there by pip. Raw figures: benchmarks/many_cores.json.",
+        "",
+        "### threads= on add_many and contains_many",
+        "",
+        "Fresh filter at 1% per add (pages touched first); thread counts take turns within each repeat; "
+        "ns/key and speed-ups are medians (speed-up: of per-repeat ratios to one thread). Every thread "
+        "count's answers and filter bytes were compared with one thread's in the same run.",
+        "",
+        "| keys | layout | filter MB | threads | add_many ns/key | speed-up | contains_many ns/key | speed-up |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for part in ("uint64", "uint64_standard", "S"):
+        s = r[part]
+        for row in s["rows"]:
+            lines.append(f"| {s['n']:,} {s['keys']} | {s['layout']} | {s['mb']:.0f} | {row['threads']} | "
+                         f"{row['add_ns']:.1f} | {row['add_speedup']:.2f}x | {row['contains_ns']:.1f} | "
+                         f"{row['contains_speedup']:.2f}x |")
+    same = all(r[p]["same_as_one_thread"] for p in ("uint64", "uint64_standard", "S"))
+    lines += ["", f"Answers and bytes equal to one thread's at every count: **{'yes' if same else 'NO'}**.", ""]
+    if before_path is not None:
+        lines += before_table(r, json.loads(before_path.read_text()), before_label)
+    lines += ["The probe (`threads_probe.cpp`, one random atomic OR, or read, per key, on an array the size "
+              f"of a 1B-key filter, {r['probe'][0]['size_bytes'] / 1e9:.2f} GB):", "",
+              "| threads | atomic OR ns/key | read ns/key |", "|---:|---:|---:|"]
+    lines += [f"| {p['threads']} | {p['atomic_or_ns_per_key']:.2f} | {p['read_ns_per_key']:.2f} |" for p in r["probe"]]
+    b = r["billion"]
+    probe_s = b["probe"]["atomic_or_ns_per_key"] * b["n"] / 1e9
+    lines += [
+        "",
+        f"### A {b['n']:,}-key build on {b['threads']} threads",
+        "",
+        "| step | seconds | ns/key |",
+        "|---|---:|---:|",
+        f"| add_many(threads={b['threads']}) into a fresh BloomFilter({b['n']:,}, 0.01), "
+        f"{b['nbytes'] / 1e9:.2f} GB, its page faults counted | {b['build_s']:.2f} | {b['build_s'] / b['n'] * 1e9:.2f} |",
+        f"| the same add into the filter again, pages touched | {b['add_only_s']:.2f} | "
+        f"{b['add_only_s'] / b['n'] * 1e9:.2f} |",
+        f"| the probe: one atomic OR per key, {b['threads']} threads, same size | {probe_s:.2f} | "
+        f"{b['probe']['atomic_or_ns_per_key']:.2f} |",
+        "",
+        f"approx_count {round(b['approx_count']):,}; a sample of 1,000,000 added keys all found: "
+        f"{'yes' if b['all_found'] else 'NO'}; false-positive rate on 1,000,000 absent keys {b['fp_rate']:.4%}.",
+        "",
+    ]
+    d = r["dedup"]
+    lines += [
+        f"### `bloomline dedup --threads N`, {d['bytes'] / 1e6:.0f} MB of URL lines",
+        "",
+        f"{d['lines']:,} lines (URLs drawn with repeats), {d['written']:,} written; the file in the page cache, output "
+        f"to a file; median of {d['repeats']} runs each, taking turns; the whole command, Python's start included.",
+        "",
+        "| threads | wall s | GB/s |", "|---:|---:|---:|",
+        *[f"| {x['threads']} | {x['wall_s']:.2f} | {x['gb_per_s']:.2f} |" for x in d["runs"]],
+        "",
+        f"Output identical byte for byte across thread counts: **{'yes' if d['identical'] else 'NO'}**.",
+        "",
+        "### Targets",
+        "",
+    ]
+    for part, label in (("uint64", "uint64"), ("S", "S (URLs)")):
+        row = next(x for x in r[part]["rows"] if x["threads"] == top)
+        lines.append(f"- Adds at {top} threads at least {TARGET_SCALING:g}x one thread, {label}: "
+                     f"{row['add_speedup']:.2f}x, {verdict(row['add_speedup'] >= TARGET_SCALING)}.")
+    ratio = b["build_s"] / probe_s
+    lines.append(f"- A 1B-key build within {TARGET_PROBE:g}x of the {b['threads']}-thread probe: {ratio:.2f}x "
+                 f"({b['add_only_s'] / probe_s:.2f}x with the pages touched first), {verdict(ratio <= TARGET_PROBE)}.")
+    best = max(x["gb_per_s"] for x in d["runs"])
+    lines.append(f"- `dedup --threads {top}` at least {TARGET_DEDUP_GBS:g} GB/s: {best:.2f} GB/s, "
+                 f"{verdict(best >= TARGET_DEDUP_GBS)}.")
+    write_section("many-cores", "\n".join(lines))
+    print("wrote the many-cores section of benchmarks/RESULTS.md")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--scale", type=float, default=1.0)
+    m.add_argument("--parts", default=",".join(PARTS), help="comma-separated, of: " + ", ".join(PARTS))
+    m.add_argument("--repeats", type=int, default=3)
+    w = sub.add_parser("write")
+    w.add_argument("json", type=Path, nargs="?", default=HERE / "many_cores.json")
+    w.add_argument("--before", type=Path, help="an earlier build's JSON (its adds), shown beside")
+    w.add_argument("--before-label", default="the earlier build", help="what the earlier build was")
+    args = ap.parse_args(argv)
+    if args.cmd == "measure":
+        parts = [p for p in args.parts.split(",") if p]
+        unknown = sorted(set(parts) - set(PARTS))
+        if unknown:
+            ap.error(f"--parts: unknown {', '.join(unknown)}; the parts are {', '.join(PARTS)}")
+        measure(args.out, args.scale, parts, args.repeats)
+    else:
+        write(args.json, args.before, args.before_label)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
