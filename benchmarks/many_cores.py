@@ -7,6 +7,8 @@ a 1-billion-key build against the threaded atomic-OR probe, and
         DIR/many_cores.json; --scale shrinks every size for a trial run
     python benchmarks/many_cores.py write [benchmarks/many_cores.json]
         writes the "many-cores" section of benchmarks/RESULTS.md from it
+        (and from benchmarks/many_cores_steps.json: earlier builds, each
+        measured beside the next in one run)
 
 Every threaded result is checked against one thread's in the same run:
 the add answers and the filter's bytes, and dedup's output byte for byte.
@@ -242,22 +244,25 @@ def verdict(ok: bool) -> str:
     return "**met**" if ok else "**missed**"
 
 
-def before_table(r: dict[str, Any], before: dict[str, Any], label: str) -> list[str]:
-    """The adds of an earlier build, measured in the same run, beside these."""
-    lines = [f"The same adds with {label}, built and measured in the same run on the same machine:", "",
-             "| keys | layout | threads | add_many ns/key, before | now | speed-up over one thread, before | now |",
-             "|---|---|---:|---:|---:|---:|---:|"]
-    for part in ("uint64", "uint64_standard", "S"):
-        if part not in before or part not in r:
-            continue
-        for old, new in zip(before[part]["rows"], r[part]["rows"]):
-            lines.append(f"| {r[part]['n']:,} {r[part]['keys']} | {r[part]['layout']} | {new['threads']} | "
-                         f"{old['add_ns']:.1f} | {new['add_ns']:.1f} | {old['add_speedup']:.2f}x | "
-                         f"{new['add_speedup']:.2f}x |")
+def steps_table(steps: dict[str, Any]) -> list[str]:
+    """The threaded add's steps, each measured beside the one before in one
+    run (many_cores_steps.json): add_many ns/key and speed-up over one
+    thread, at 1 and 16 threads."""
+    lines = ["### The steps, each beside the one before in one run", "", steps["about"], "",
+             "| run | build | keys | add ns/key, 1 thread | 16 threads | speed-up |", "|---|---|---|---:|---:|---:|"]
+    for run in ("run1", "run2"):
+        for build, r in steps[run].items():
+            for part in ("uint64", "S"):
+                if part not in r:
+                    continue
+                rows = {row["threads"]: row for row in r[part]["rows"]}
+                top = max(rows)
+                lines.append(f"| {run} | {build} | {r[part]['keys']} | {rows[1]['add_ns']:.1f} | "
+                             f"{rows[top]['add_ns']:.2f} | {rows[top]['add_speedup']:.2f}x |")
     return lines + [""]
 
 
-def write(path: Path, before_path: Path | None, before_label: str) -> None:
+def write(path: Path, steps_path: Path) -> None:
     sys.path.insert(0, str(HERE))
     from _sections import write_section
 
@@ -270,6 +275,7 @@ def write(path: Path, before_path: Path | None, before_label: str) -> None:
         f"`python benchmarks/many_cores.py measure`, {m['when']}, on a lent machine: {m['cpu']}, {m['cpus']} CPUs, "
         f"{m['memory_gib']} GiB, Linux {m['kernel']}, Python {m['python']}, NumPy {m['numpy']}, bloomline "
         f"{m['bloomline']}, built there by pip. Raw figures: benchmarks/many_cores.json.",
+        *([""] + [f"- {parts}: {src}." for parts, src in r["parts_from"].items()] if "parts_from" in r else []),
         "",
         "### threads= on add_many and contains_many",
         "",
@@ -288,8 +294,8 @@ def write(path: Path, before_path: Path | None, before_label: str) -> None:
                          f"{row['contains_speedup']:.2f}x |")
     same = all(r[p]["same_as_one_thread"] for p in ("uint64", "uint64_standard", "S"))
     lines += ["", f"Answers and bytes equal to one thread's at every count: **{'yes' if same else 'NO'}**.", ""]
-    if before_path is not None:
-        lines += before_table(r, json.loads(before_path.read_text()), before_label)
+    if steps_path.exists():
+        lines += steps_table(json.loads(steps_path.read_text()))
     lines += ["The probe (`threads_probe.cpp`, one random atomic OR, or read, per key, on an array the size "
               f"of a 1B-key filter, {r['probe'][0]['size_bytes'] / 1e9:.2f} GB):", "",
               "| threads | atomic OR ns/key | read ns/key |", "|---:|---:|---:|"]
@@ -352,8 +358,8 @@ def main(argv: list[str]) -> int:
     m.add_argument("--repeats", type=int, default=3)
     w = sub.add_parser("write")
     w.add_argument("json", type=Path, nargs="?", default=HERE / "many_cores.json")
-    w.add_argument("--before", type=Path, help="an earlier build's JSON (its adds), shown beside")
-    w.add_argument("--before-label", default="the earlier build", help="what the earlier build was")
+    w.add_argument("--steps", type=Path, default=HERE / "many_cores_steps.json",
+                   help="earlier builds measured beside each other (shown when the file exists)")
     args = ap.parse_args(argv)
     if args.cmd == "measure":
         parts = [p for p in args.parts.split(",") if p]
@@ -362,7 +368,7 @@ def main(argv: list[str]) -> int:
             ap.error(f"--parts: unknown {', '.join(unknown)}; the parts are {', '.join(PARTS)}")
         measure(args.out, args.scale, parts, args.repeats)
     else:
-        write(args.json, args.before, args.before_label)
+        write(args.json, args.steps)
     return 0
 
 
