@@ -133,17 +133,28 @@ def test_threads_zero_is_one_per_cpu_and_small_batches_stay_on_one() -> None:
 
 
 @pytest.mark.parametrize("last_newline", [True, False])
-def test_select_lines_on_threads_is_one_threads_bytes(last_newline: bool) -> None:
-    """select_lines(threads=N): each thread copies a range of lines into its
-    place in one output; the bytes are one thread's and those of a plain
-    Python reference (endings kept, CRLF too, a last line given \\n)."""
+def test_lines_on_threads_are_one_threads(last_newline: bool) -> None:
+    """Lines added, looked up or selected on N threads: one thread's answers,
+    bits and bytes, and select_lines equals a plain Python reference
+    (endings kept, CRLF too, a last line given \\n), with lines far longer
+    than the others among them."""
     rng = np.random.default_rng(5)
-    n = 120_000  # several ranges of 16,384 lines
+    n = 120_000
     ends = [b"\r\n" if r < 0.2 else b"\n" for r in rng.random(n)]
     parts = [(b"line-%d" % i) * int(k) + e for i, (k, e) in enumerate(zip(rng.integers(0, 4, n), ends))]
+    for i in (0, 1, 40_000, 40_001, n - 1):
+        parts[i] = b"L%d" % i + b"x" * 300_000 + ends[i]
     if not last_newline:
         parts[-1] = parts[-1].rstrip(b"\r\n")
     data = b"".join(parts)
+    one = BloomFilter(n, 0.001)
+    first = one.add_lines(data)
+    assert first.sum() == len(set(p.rstrip(b"\r\n") for p in parts))
+    for t in (2, 3, 8, 0):
+        many = BloomFilter(n, 0.001)
+        assert many.add_lines(data, threads=t).tolist() == first.tolist(), t
+        same_state(one, many)
+        assert many.contains_lines(data, threads=t).all()
     for mask in (rng.random(n) < 0.5, np.ones(n, bool), np.zeros(n, bool), np.arange(n) == n - 1):
         expected = b"".join(p if p.endswith(b"\n") else p + b"\n" for p, k in zip(parts, mask) if k)
         for t in (1, 2, 3, 8, 0):
