@@ -135,6 +135,27 @@ def test_dump_names_what_it_cannot_move(two_servers: tuple[RedisServer, RedisSer
         restore(b"BLOOMLINE but not really", _client(a), "junk")
 
 
+def test_a_windowed_filter_is_named_not_taken_for_nothing(two_servers: tuple[RedisServer, RedisServer],
+                                                         tmp_path: Path) -> None:
+    """A windowed filter's generations do not travel: dump says what the key
+    holds (not "no filter"), and restore refuses to write over it, even with
+    replace=True (its ring and meta are not a filter's or a chain's keys)."""
+    from bloomline.redis import RedisWindowedFilter
+
+    a, _ = two_servers
+    r = _client(a)
+    w = RedisWindowedFilter(r, "win", 1000, 0.01, window=3600)
+    w.add("a")
+    with pytest.raises(ValueError, match="key 'win' holds a RedisWindowedFilter: dump and restore carry"):
+        dump(r, "win", tmp_path / "w.blf")
+    assert not (tmp_path / "w.blf").exists()
+    small = bloomline.BloomFilter(1000, 0.01)
+    for replace in (False, True):
+        with pytest.raises(ValueError, match="holds a RedisWindowedFilter.*delete"):
+            restore(small.to_bytes(), r, "win", replace=replace)
+    assert "a" in w and not r.exists("win:meta")
+
+
 def test_the_servers_own_bloom_filters_are_refused_with_the_way_to_move_them(tmp_path: Path) -> None:
     server = RedisServer(tmp_path, *module_args("bf"))
     try:

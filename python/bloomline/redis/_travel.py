@@ -19,12 +19,14 @@ from .. import _core, from_bytes
 from .._core import BloomFilter, CapacityWarning
 from ..scalable import ScalableBloomFilter
 from ._filter import RedisBloomFilter
-from ._names import client_of
+from ._names import client_of, tag_of_chain
 from ._stages import RedisStages
 
 if TYPE_CHECKING:
     from .._core import StrPath
 
+_WINDOWED = ("key {key!r} holds a RedisWindowedFilter: dump and restore carry BloomFilters and chains, and a "
+             "windowed filter's generations do not travel")
 _NOISE = 0.03  # the bits' estimate of a stage's keys: within 3% of its capacity (tests/test_redis_faults.py)
 
 
@@ -48,10 +50,12 @@ def _honest_count(stage: BloomFilter, count: int, index: int, key: str) -> int:
 
 
 def _what_is_at(client: Any, key: str) -> Optional[str]:
-    """'filter', 'chain' or None: what a name holds in Redis."""
+    """'filter', 'chain', 'windowed filter' or None: what a name holds in Redis."""
     store = RedisStages(client, key)
     if client.exists(f"{key}:meta"):
         return "filter"
+    if client.hget(f"{tag_of_chain(key)}:meta", "kind") in (b"windowed", "windowed"):
+        return "windowed filter"
     if client.exists(store.stages_key) or client.exists(store.chain_key):
         return "chain"
     return None
@@ -73,6 +77,8 @@ def dump(redis: Any, key: str, file: Union[StrPath, BinaryIO]) -> Union[BloomFil
     found = _what_is_at(client, key)
     if found is None:
         raise ValueError(f"no filter or chain at key {key!r}")
+    if found == "windowed filter":
+        raise ValueError(_WINDOWED.format(key=key))
     local: Union[BloomFilter, ScalableBloomFilter]
     if found == "filter":
         local = RedisBloomFilter(client, key).to_filter()  # (a backend without bloomline's bits refuses)
@@ -114,6 +120,8 @@ def restore(file: Union[StrPath, BinaryIO, bytes], redis: Any, key: str, *, repl
         raise ValueError(f"the file holds a {type(local).__name__}: Redis keeps BloomFilters and "
                          "ScalableBloomFilters")
     found = _what_is_at(client, key)
+    if found == "windowed filter":
+        raise ValueError(_WINDOWED.format(key=key) + " (RedisWindowedFilter.delete() drops it)")
     if found is not None and not replace:
         raise ValueError(f"a {found} already exists at key {key!r}: pass replace=True (--replace) to drop it first")
     if found == "filter":
