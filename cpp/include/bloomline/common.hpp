@@ -74,9 +74,6 @@ inline std::uint64_t mul_hi(std::uint64_t a, std::uint64_t b) {
 #endif
 }
 
-// Shortest text that reads back as the same double, as Python's repr
-// writes it where they agree ("1.5", "0.01", "1e-300", and "1.0" for a
-// whole number): errors show a value as the user typed it.
 // A spinning waiter's pause: it lets the other hyperthread run and keeps the
 // loop from flooding the memory system with loads.
 inline void cpu_relax() {
@@ -87,6 +84,9 @@ inline void cpu_relax() {
 #endif
 }
 
+// Shortest text that reads back as the same double, as Python's repr
+// writes it where they agree ("1.5", "0.01", "1e-300", and "1.0" for a
+// whole number): errors show a value as the user typed it.
 inline std::string fmt(double v) {
     char buf[32];
     auto r = std::to_chars(buf, buf + sizeof buf, v);
