@@ -86,3 +86,44 @@ TEST("a long block of many lines splits into all of them") {
     CHECK_EQ(k[9999], std::string("line-9999"));
     CHECK_EQ(k[4242], std::string("line-4242"));
 }
+
+TEST("select: the size planned and the bytes copied agree even if the block's last byte changes between them") {
+    // The bindings size the output, allocate it, then copy, with the GIL
+    // released around both: a bytearray's last byte may change in between.
+    // Before the fix the copy read it again and wrote one byte past.
+    std::string block = "a\nb\n";
+    const auto* p = reinterpret_cast<const unsigned char*>(block.data());
+    LineSpans s;
+    split_lines(p, block.size(), &s);
+    const bool keep[] = {true, true};
+    const bool add_newline = last_line_needs_newline(p, block.size());
+    const std::size_t size = selected_bytes(block.size(), s, keep, add_newline, 0, 2);
+    CHECK_EQ(size, std::size_t{4});
+    block[3] = 'c';  // "a\nbc": a last line without its newline now
+    std::vector<unsigned char> out(size + 8, 0xEE);
+    const unsigned char* end = copy_selected(p, block.size(), s, keep, add_newline, 0, 2, out.data());
+    CHECK_EQ(static_cast<std::size_t>(end - out.data()), size);
+    CHECK_EQ(out[size], 0xEE);  // nothing written past the planned size
+}
+
+TEST("select: ranges of lines copied one after another make the whole selection, a last line given its newline") {
+    const std::string block = "a\r\nbb\n\nccc\r";
+    const auto* p = reinterpret_cast<const unsigned char*>(block.data());
+    LineSpans s;
+    split_lines(p, block.size(), &s);
+    const bool keep[] = {true, false, true, true};
+    const bool add_newline = last_line_needs_newline(p, block.size());
+    std::string whole;
+    for (std::size_t cut = 0; cut <= s.size(); ++cut) {
+        const std::size_t a = selected_bytes(block.size(), s, keep, add_newline, 0, cut);
+        const std::size_t b = selected_bytes(block.size(), s, keep, add_newline, cut, s.size());
+        std::string out(a + b, '?');
+        auto* dst = reinterpret_cast<unsigned char*>(&out[0]);
+        CHECK(copy_selected(p, block.size(), s, keep, add_newline, 0, cut, dst) == dst + a);
+        CHECK(copy_selected(p, block.size(), s, keep, add_newline, cut, s.size(), dst + a) == dst + a + b);
+        CHECK_EQ(out, std::string("a\r\n\nccc\r\n"));
+    }
+    LineSpans none;
+    split_lines(p, 0, &none);
+    CHECK_EQ(selected_bytes(0, none, keep, last_line_needs_newline(p, 0), 0, 0), std::size_t{0});
+}

@@ -48,23 +48,27 @@ inline void split_lines(const unsigned char* p, std::size_t n, LineSpans* out) {
 }
 
 // The lines [lo, hi) that keep[i] names, as select_lines writes them: each
-// with its own ending, and a last line without one given '\n'.
-// selected_bytes is their size; copy_selected writes them at dst (one
-// memcpy per run of kept lines) and returns the end. Cut into ranges of
-// lines, several threads each write their own part of one output.
+// with its own ending, and the block's last line given '\n' where
+// add_newline says it lacks one. selected_bytes is their size;
+// copy_selected writes them at dst (one memcpy per run of kept lines) and
+// returns the end. Cut into ranges of lines, several threads each write
+// their own part of one output. The size reads only the spans, keep and
+// add_newline, never the data: the bindings size the output, then copy,
+// with the GIL released around both, and a bytearray's last byte changing
+// in between must not change how much is written.
 inline bool last_line_needs_newline(const unsigned char* p, std::size_t n) { return n > 0 && p[n - 1] != '\n'; }
 
-inline std::size_t selected_bytes(const unsigned char* p, std::size_t n, const LineSpans& lines, const bool* keep,
+inline std::size_t selected_bytes(std::size_t n, const LineSpans& lines, const bool* keep, bool add_newline,
                                   std::size_t lo, std::size_t hi) {
     std::size_t total = 0;
     for (std::size_t i = lo; i < hi; ++i)
         if (keep[i]) total += lines.end_with_newline(i, n) - lines.begin[i];
-    if (hi == lines.size() && hi > lo && keep[hi - 1] && last_line_needs_newline(p, n)) ++total;
+    if (hi == lines.size() && hi > lo && keep[hi - 1] && add_newline) ++total;
     return total;
 }
 
 inline unsigned char* copy_selected(const unsigned char* p, std::size_t n, const LineSpans& lines, const bool* keep,
-                                    std::size_t lo, std::size_t hi, unsigned char* dst) {
+                                    bool add_newline, std::size_t lo, std::size_t hi, unsigned char* dst) {
     for (std::size_t i = lo; i < hi;) {
         if (!keep[i]) {
             ++i;
@@ -75,7 +79,7 @@ inline unsigned char* copy_selected(const unsigned char* p, std::size_t n, const
         const std::uint64_t b = lines.begin[i], e = lines.end_with_newline(j - 1, n);
         std::memcpy(dst, p + b, e - b);
         dst += e - b;
-        if (j == lines.size() && last_line_needs_newline(p, n)) *dst++ = '\n';
+        if (j == lines.size() && add_newline) *dst++ = '\n';
         i = j;
     }
     return dst;
