@@ -179,9 +179,6 @@ struct ArrowKeys {
         return murmur3_128_u64(integer_at(*c, j), seed);
     }
 
-    // Integer, boolean and float columns hash as NumPy's do (key_source.hpp).
-    bool cheap_to_hash() const { return !is_bytes(*c); }
-
     // Integer columns hash runs at once (hash_batch.hpp), as NumPy's do.
     void range(std::size_t first, std::size_t m, Hash128* out) const {
         const std::size_t j = c->offset + first;
@@ -222,9 +219,6 @@ struct ArrowChunkedKeys {
         const std::size_t c = static_cast<std::size_t>(std::upper_bound(starts, starts + n_chunks + 1, i) - starts) - 1;
         return ArrowKeys{columns + c, seed}(i - starts[c]);
     }
-
-    // The chunks of one column share its type.
-    bool cheap_to_hash() const { return n_chunks > 0 && !is_bytes(columns[0]); }
 
     void range(std::size_t first, std::size_t m, Hash128* out) const {
         std::size_t c = static_cast<std::size_t>(std::upper_bound(starts, starts + n_chunks + 1, first) - starts) - 1;

@@ -9,10 +9,6 @@
 //                          hash_batch.hpp); optional
 //   src.in_place(first)    a pointer to hash `first`, where the hashes already
 //                          sit in memory (lists): nothing is copied; optional
-//   src.cheap_to_hash()    true where hashing a key costs less than the add
-//                          loop's memory access (integer keys: their batch
-//                          hash); threads= then leaves the hashing inside the
-//                          one-thread add loop (parallel.hpp); optional, false
 //
 // Compiled loops (the blocked layout's, layout_blocked.cpp) cannot be templates over
 // every source, so they take BatchKeys: hashes in place, or a KeyHasher (a
@@ -42,20 +38,6 @@ template <class Src, class = void>
 struct has_in_place : std::false_type {};
 template <class Src>
 struct has_in_place<Src, std::void_t<decltype(std::declval<Src&>().in_place(std::size_t{}))>> : std::true_type {};
-
-template <class Src, class = void>
-struct has_cheap_flag : std::false_type {};
-template <class Src>
-struct has_cheap_flag<Src, std::void_t<decltype(std::declval<const Src&>().cheap_to_hash())>> : std::true_type {};
-
-template <class Src>
-bool cheap_to_hash(const Src& src) {
-    if constexpr (has_cheap_flag<Src>::value) {
-        return src.cheap_to_hash();
-    } else {
-        return false;
-    }
-}
 
 // Hashes of keys [first, first + m) into out.
 template <class Src>
@@ -89,8 +71,6 @@ struct IntKeys {
     }
 
     Hash128 operator()(std::size_t i) const { return murmur3_128_u64(value(i), seed); }
-
-    static constexpr bool cheap_to_hash() { return true; }
 
     void range(std::size_t first, std::size_t m, Hash128* out) const {
         if constexpr (sizeof(T) == 8) {
