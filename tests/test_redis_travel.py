@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import re
 import subprocess
 import sys
@@ -135,25 +136,80 @@ def test_dump_names_what_it_cannot_move(two_servers: tuple[RedisServer, RedisSer
         restore(b"BLOOMLINE but not really", _client(a), "junk")
 
 
-def test_a_windowed_filter_is_named_not_taken_for_nothing(two_servers: tuple[RedisServer, RedisServer],
-                                                         tmp_path: Path) -> None:
-    """A windowed filter's generations do not travel: dump says what the key
-    holds (not "no filter"), and restore refuses to write over it, even with
-    replace=True (its ring and meta are not a filter's or a chain's keys)."""
+def test_a_windowed_filter_travels_with_its_live_generations(two_servers: tuple[RedisServer, RedisServer],
+                                                             tmp_path: Path) -> None:
+    """dump writes the generations live by the server's clock (read in one
+    step) as a kind-4 file that loads locally with the same answers;
+    restore on another server makes a windowed filter that answers as the
+    first did, each generation in its slot with its count, and that its
+    writers go on adding to (a key seen stays seen, a new one is new)."""
+    import time
+
     from bloomline.redis import RedisWindowedFilter
+
+    a, b = two_servers
+    ra, rb = _client(a), _client(b)
+    w = RedisWindowedFilter(ra, "win", 20_000, 0.01, window=3600, generations=3)
+    keys = [f"https://example.com/{i}" for i in range(5000)]
+    w.add_many(keys)
+    absent = [f"https://other.example/{i}" for i in range(20_000)]
+    before = w.contains_many(keys + absent)
+    local = dump(ra, "win", tmp_path / "w.blf")
+    assert isinstance(local, bloomline.WindowedBloomFilter)
+    loaded = bloomline.WindowedBloomFilter.load(tmp_path / "w.blf")
+    assert loaded.current_generation == math.floor(time.time() / 1200)
+    np.testing.assert_array_equal(loaded.contains_many(keys + absent), before)
+    assert [(n, g.insert_count) for n, g in loaded.live_generations] == list(w.live_generations)
+    assert w.to_filter() == loaded
+    moved = restore(tmp_path / "w.blf", rb, "win")
+    assert isinstance(moved, RedisWindowedFilter)
+    np.testing.assert_array_equal(moved.contains_many(keys + absent), before)
+    assert moved.live_generations == w.live_generations
+    assert all(rb.pttl(k) > 3_600_000 for k in moved.redis_keys() if rb.exists(k))  # each expires with its generation
+    assert moved.add_many(keys[:10] + ["fresh"]).tolist() == [False] * 10 + [True]
+    # a key that holds one is refused unless replace=True, which drops it whole
+    with pytest.raises(ValueError, match="a windowed filter already exists at key 'win'"):
+        restore(tmp_path / "w.blf", rb, "win")
+    small = bloomline.BloomFilter(1000, 0.01)
+    small.add("a")
+    plain = restore(small.to_bytes(), rb, "win", replace=True)
+    assert isinstance(plain, RedisBloomFilter) and "a" in plain
+    assert not [k for k in redis.Redis(port=b.port).keys("*") if k.startswith(b"{win}")]
+    with pytest.raises(ValueError, match="a filter already exists"):
+        restore(tmp_path / "w.blf", rb, "win")
+    assert isinstance(restore(tmp_path / "w.blf", rb, "win", replace=True), RedisWindowedFilter)
+
+
+def test_a_windowed_restore_keeps_only_what_the_servers_clock_still_has(two_servers: tuple[RedisServer, RedisServer],
+                                                                        tmp_path: Path) -> None:
+    """Generation numbers are the server's: a file's generations that the
+    server's clock has left behind are not written (they would have expired),
+    and a file whose generations are ahead of the server's clock is refused,
+    leaving nothing at the key."""
+    import time
 
     a, _ = two_servers
     r = _client(a)
-    w = RedisWindowedFilter(r, "win", 1000, 0.01, window=3600)
-    w.add("a")
-    with pytest.raises(ValueError, match="key 'win' holds a RedisWindowedFilter: dump and restore carry"):
-        dump(r, "win", tmp_path / "w.blf")
-    assert not (tmp_path / "w.blf").exists()
-    small = bloomline.BloomFilter(1000, 0.01)
-    for replace in (False, True):
-        with pytest.raises(ValueError, match="holds a RedisWindowedFilter.*delete"):
-            restore(small.to_bytes(), r, "win", replace=replace)
-    assert "a" in w and not r.exists("win:meta")
+    now = time.time()
+    old = bloomline.WindowedBloomFilter(1000, 0.01, window=60, generations=2, clock=lambda: now - 3600)
+    old.add("gone")
+    stale = restore(old.to_bytes(), r, "stale")
+    assert "gone" not in stale and stale.live_generations == ()
+    ahead = bloomline.WindowedBloomFilter(1000, 0.01, window=60, generations=2, clock=lambda: now + 3600)
+    ahead.add("later")
+    with pytest.raises(ValueError, match="ahead of the server's clock"):
+        restore(ahead.to_bytes(), r, "ahead")
+    assert not [k for k in redis.Redis(port=a.port).keys("*") if k.startswith(b"{ahead}")]
+    # A ring another writer added to since it was made is never merged into.
+    from bloomline.redis import RedisWindowedFilter
+
+    busy = RedisWindowedFilter(r, "busy", 1000, 0.01, window=60, generations=2)
+    busy.add("x")
+    fresh = bloomline.WindowedBloomFilter(1000, 0.01, window=60, generations=2)
+    fresh.add("y")
+    with pytest.raises(ValueError, match="written to by another writer"):
+        busy._upload_generations(bloomline._core.decode_window(fresh.to_bytes())[-1])
+    assert "x" in busy and "y" not in busy
 
 
 def test_the_servers_own_bloom_filters_are_refused_with_the_way_to_move_them(tmp_path: Path) -> None:
@@ -193,6 +249,14 @@ def test_cli_dump_and_restore_through_a_pipe(two_servers: tuple[RedisServer, Red
     assert missing.returncode == 1 and b"no filter or chain at key 'nope'" in missing.stderr
     down = cli("redis", "dump", "redis://127.0.0.1:1/0", "k", str(tmp_path / "k.blf"))
     assert down.returncode == 1 and b"redis:" in down.stderr and b"Traceback" not in down.stderr
+    from bloomline.redis import RedisWindowedFilter
+
+    RedisWindowedFilter(_client(a), "recent", 1000, 0.01, window=86400).add_many(["x", "y"])
+    win = cli("redis", "dump", a.url, "recent", "-")
+    assert win.returncode == 0 and b"wrote the windowed filter at 'recent' (1 live generation)" in win.stderr
+    assert cli("redis", "restore", "-", b.url, "recent", stdin=win.stdout).returncode == 0
+    assert RedisWindowedFilter(_client(b), "recent", 1000, 0.01, window=86400).contains_many(
+        ["x", "y", "z"]).tolist() == [True, True, False]
 
 
 # ---- importing a scrapy-redis fingerprint set ----------------------------------------------

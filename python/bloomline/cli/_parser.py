@@ -203,16 +203,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     rd = sub.add_parser(
         "redis", help="move filters into, out of and between Redis servers",
-        description="Filters that travel: dump a Redis filter or chain to a file, restore one, or import a "
+        description="Filters that travel: dump a Redis filter, chain or windowed filter to a file, restore one, or "
+        "import a "
         "scrapy-redis fingerprint set into the filter RedisBloomDupeFilter uses.")
     rsub = rd.add_subparsers(dest="redis_command", metavar="ACTION", parser_class=_Parser)
     rsub.required = True
     dump = rsub.add_parser(
-        "dump", help="write a Redis filter or chain to a file",
-        description="Write the filter or growing chain at KEY to FILE, a bloomline file (a chain as kind 3), "
-        "which `restore` puts back on any server and ScalableBloomFilter.load (or BloomFilter.load) reads locally.")
+        "dump", help="write a Redis filter, chain or windowed filter to a file",
+        description="Write the filter, growing chain or windowed filter at KEY to FILE, a bloomline file (a chain "
+        "as kind 3; a windowed filter as kind 4, its generations live by the server's clock), which `restore` puts "
+        "back on any server and BloomFilter.load, ScalableBloomFilter.load or WindowedBloomFilter.load reads "
+        "locally.")
     dump.add_argument("url", metavar="URL", help="the Redis server (redis://host:port/db)")
-    dump.add_argument("key", metavar="KEY", help="the filter's or chain's key")
+    dump.add_argument("key", metavar="KEY", help="the filter's key")
     dump.add_argument("output", metavar="FILE", help="the file to write, atomically ('-': stdout)")
     restore = rsub.add_parser(
         "restore", help="put a filter file into Redis",
@@ -221,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("input", metavar="FILE", help="the filter file ('-': stdin)")
     restore.add_argument("url", metavar="URL", help="the Redis server (redis://host:port/db)")
     restore.add_argument("key", metavar="KEY", help="where to put it")
-    restore.add_argument("--replace", action="store_true", help="drop a filter or chain already at KEY first")
+    restore.add_argument("--replace", action="store_true", help="drop a filter, chain or windowed filter already at KEY first")
     restore.add_argument("--backend", choices=["auto", "module", "plain"], default="auto")
     imp = rsub.add_parser(
         "import-set", help="import a scrapy-redis fingerprint set into RedisBloomDupeFilter's filter",

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from .. import ScalableBloomFilter
+from .. import ScalableBloomFilter, WindowedBloomFilter
 from .._optional import install_hint
 from .._redis_module import module_path
 from .._units import count, format_bytes
@@ -52,8 +52,12 @@ def _redis_dump(args: argparse.Namespace) -> int:
     else:
         check_output(args.output)
         local = dump(args.url, args.key, args.output)
-    what = (f"the chain at {args.key!r} ({count(local.num_stages, 'stage')})" if isinstance(local, ScalableBloomFilter)
-            else f"the filter at {args.key!r}")
+    if isinstance(local, ScalableBloomFilter):
+        what = f"the chain at {args.key!r} ({count(local.num_stages, 'stage')})"
+    elif isinstance(local, WindowedBloomFilter):
+        what = f"the windowed filter at {args.key!r} ({count(len(local.live_generations), 'live generation')})"
+    else:
+        what = f"the filter at {args.key!r}"
     note(f"wrote {what}, {_about_keys(local.approx_count)}, to {args.output}")
     return 0
 

@@ -179,6 +179,14 @@ class Backend:
         [slot, number, count, bits set], read at the server's time."""
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
+    def window_dump_job(self, w: WindowKeys) -> Job:
+        """The current generation's number and each live one's [number, count, bits], at the server's time."""
+        raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
+
+    def window_upload_job(self, w: WindowKeys, generations: Sequence[tuple[int, int, bytes]]) -> Job:
+        """(number, count, bits) written into an empty ring, those live at the server's time (_window_travel)."""
+        raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
+
     # A single key (add, in): one part, made without the batch's arrays.
     def add_one(self, f: FilterKeys, key: Any, batch_id: str, ttl_ms: int) -> Part:
         raise NotImplementedError

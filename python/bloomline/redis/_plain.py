@@ -8,6 +8,7 @@ function that builds their command."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -150,6 +151,15 @@ class PlainBackend(BitsBackend):
     def window_live_job(self, w: WindowKeys) -> Job:
         return Job(w.meta.encode(), _WINDOW_LIVE, (w.meta, *w.bits, *w.gens),
                    (w.nbytes, repr(w.span), len(w.bits), w.sig))
+
+    def window_dump_job(self, w: WindowKeys) -> Job:
+        return Job(w.meta.encode(), _WINDOW_DUMP, (w.meta, *w.bits, *w.gens),
+                   (w.nbytes, repr(w.span), len(w.bits), w.sig))
+
+    def window_upload_job(self, w: WindowKeys, generations: Sequence[tuple[int, int, bytes]]) -> Job:
+        flat = [x for number, count, bits in generations for x in (number, count, bits)]
+        return Job(w.meta.encode(), _WINDOW_UPLOAD, (w.meta, *w.bits, *w.gens),
+                   (w.nbytes, repr(w.span), len(w.bits), w.sig, w.margin_ms, *flat))
 
     def has_jobs(self, f: FilterKeys, shard: int, body: bytes,
                  count: int) -> tuple[list[Job], Callable[[list[Any]], npt.NDArray[np.bool_]]]:
@@ -404,4 +414,59 @@ for i = 0, ring - 1 do
   end
 end
 return out
+""")
+
+# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G    ARGV: bytes, span, ring, sig
+_WINDOW_DUMP = Script(_WINDOW_PRELUDE + r"""
+local e = meta_error(ARGV[4])
+if e then return e end
+local size, span, ring = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local c, numbers, lost = now_and_ring(2, ring, span)
+if lost then return redis.error_reply('MISSING ' .. lost) end
+local out = {fmt(c)}
+for i = 0, ring - 1 do
+  if numbers[i] and numbers[i] > c - ring then
+    e = bits_error(KEYS[2 + i], size)
+    if e then return e end
+    out[#out + 1] = {fmt(numbers[i]), redis.call('HGET', KEYS[2 + ring + i], 'count') or '0',
+                     redis.call('GET', KEYS[2 + i])}
+  end
+end
+return out
+""")
+
+# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G
+# ARGV: bytes, span, ring, sig, margin_ms, then per generation: number, count, bits
+_WINDOW_UPLOAD = Script(_WINDOW_PRELUDE + r"""
+local e = meta_error(ARGV[4])
+if e then return e end
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('MISSING ' .. KEYS[1]) end
+local size, span, ring, margin = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[5])
+local c, numbers, lost = now_and_ring(2, ring, span)
+if lost then return redis.error_reply('MISSING ' .. lost) end
+for i = 0, ring - 1 do
+  if numbers[i] or redis.call('EXISTS', KEYS[2 + i]) == 1 or redis.call('HEXISTS', KEYS[1], 'slot' .. i) == 1 then
+    return redis.error_reply('TAKEN ' .. KEYS[1])
+  end
+end
+for j = 6, #ARGV, 3 do
+  if tonumber(ARGV[j]) > c + 1 then return redis.error_reply('AHEAD ' .. ARGV[j] .. ' ' .. fmt(c)) end
+end
+local written, newest = 0, c
+for j = 6, #ARGV, 3 do
+  local n = tonumber(ARGV[j])
+  if n > c - ring then
+    local s = n % ring
+    local finish = math.ceil((n + ring) * span * 1000) + margin
+    redis.call('SET', KEYS[2 + s], ARGV[j + 2])
+    redis.call('HSET', KEYS[2 + ring + s], 'number', fmt(n), 'count', ARGV[j + 1])
+    redis.call('HSET', KEYS[1], 'slot' .. s, fmt(n))
+    redis.call('PEXPIREAT', KEYS[2 + s], finish)
+    redis.call('PEXPIREAT', KEYS[2 + ring + s], finish)
+    if n > newest then newest = n end
+    written = written + 1
+  end
+end
+redis.call('PEXPIREAT', KEYS[1], math.ceil((newest + ring) * span * 1000) + margin)
+return {fmt(c), written}
 """)

@@ -1,8 +1,10 @@
 """Filters that travel: a local BloomFilter uploaded to a new Redis filter,
-and any Redis filter or chain dumped to a bloomline file and restored, on
-the same server or another (a cluster included). The file format is the
-local one (docs/FORMAT.md): a fixed filter is kind 1, a chain kind 3, so a
-dump also loads locally (BloomFilter.load or ScalableBloomFilter.load, bloomline.from_bytes). The bits travel as
+and any Redis filter, chain or windowed filter dumped to a bloomline file
+and restored, on the same server or another (a cluster included). The file
+format is the local one (docs/FORMAT.md): a fixed filter is kind 1, a chain
+kind 3, a windowed filter kind 4 (_window_travel.py), so a dump also loads
+locally (BloomFilter.load, ScalableBloomFilter.load, WindowedBloomFilter.load,
+bloomline.from_bytes). The bits travel as
 they are, byte for byte the shards' contents; a filter kept by the server's
 own BF commands (backend 'bf') holds RedisBloom's data, not bloomline's
 bits, and does not travel this way (RedisBloom has BF.SCANDUMP for it)."""
@@ -18,15 +20,15 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
 from .. import _core, from_bytes
 from .._core import BloomFilter, CapacityWarning
 from ..scalable import ScalableBloomFilter
+from ..windowed import WindowedBloomFilter
 from ._filter import RedisBloomFilter
 from ._names import client_of, tag_of_chain
 from ._stages import RedisStages
+from ._windowed import RedisWindowedFilter
 
 if TYPE_CHECKING:
     from .._core import StrPath
 
-_WINDOWED = ("key {key!r} holds a RedisWindowedFilter: dump and restore carry BloomFilters and chains, and a "
-             "windowed filter's generations do not travel")
 _NOISE = 0.03  # the bits' estimate of a stage's keys: within 3% of its capacity (tests/test_redis_faults.py)
 
 
@@ -69,18 +71,49 @@ def attached_chain(store: Any, info: dict[str, str]) -> ScalableBloomFilter:
                                seed=int(info["seed"]), store=store)
 
 
-def dump(redis: Any, key: str, file: Union[StrPath, BinaryIO]) -> Union[BloomFilter, ScalableBloomFilter]:
-    """Write the Redis filter or chain at `key` to a bloomline file (a path,
-    written atomically, or a binary file object); returns the local copy
-    that was written."""
+def attached_window(client: Any, key: str) -> RedisWindowedFilter:
+    """A handle of the windowed filter at key, made with the parameters its meta holds."""
+    meta = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
+            for k, v in client.hgetall(f"{tag_of_chain(key)}:meta").items()}
+    if meta.get("kind") != "windowed":
+        raise ValueError(f"no windowed filter at key {key!r}")
+    return RedisWindowedFilter(client, key, int(meta["capacity"]), float(meta["error_rate"]),
+                               window=float(meta["window"]), generations=int(meta["generations"]),
+                               layout=meta["layout"], seed=int(meta["seed"]))  # type: ignore[arg-type]
+
+
+def _restore_window(data: bytes, client: Any, key: str, backend: str) -> RedisWindowedFilter:
+    """A kind-4 file into a windowed filter made at key: the generations
+    live by the server's clock; the filter is deleted again where the
+    upload is refused (nothing is left half restored)."""
+    capacity, error_rate, generations, window, layout, seed, live = _core.decode_window(data)
+    h = RedisWindowedFilter(client, key, capacity, error_rate, window=window, generations=generations,
+                            layout=layout, seed=seed, backend=backend)
+    try:
+        h._upload_generations([(number, f, count) for number, f, count in live])
+    except BaseException:
+        h.delete()
+        raise
+    return h
+
+
+def dump(redis: Any, key: str,
+         file: Union[StrPath, BinaryIO]) -> Union[BloomFilter, ScalableBloomFilter, WindowedBloomFilter]:
+    """Write the Redis filter, chain or windowed filter at `key` to a
+    bloomline file (a path, written atomically, or a binary file object);
+    returns the local copy that was written. A windowed filter's file holds
+    the generations live by the server's clock, read in one step; loaded
+    locally, it runs on the local clock."""
     client = client_of(redis)
     found = _what_is_at(client, key)
     if found is None:
         raise ValueError(f"no filter or chain at key {key!r}")
+    local: Union[BloomFilter, ScalableBloomFilter, WindowedBloomFilter]
     if found == "windowed filter":
-        raise ValueError(_WINDOWED.format(key=key))
-    local: Union[BloomFilter, ScalableBloomFilter]
-    if found == "filter":
+        # Its generations live by the server's clock, read in one step.
+        data = attached_window(client, key)._to_filter_bytes()
+        local = WindowedBloomFilter.from_bytes(data)
+    elif found == "filter":
         local = RedisBloomFilter(client, key).to_filter()  # (a backend without bloomline's bits refuses)
         data = local.to_bytes()
     else:
@@ -103,11 +136,13 @@ def dump(redis: Any, key: str, file: Union[StrPath, BinaryIO]) -> Union[BloomFil
 
 
 def restore(file: Union[StrPath, BinaryIO, bytes], redis: Any, key: str, *, replace: bool = False,
-            backend: str = "auto") -> Union[RedisBloomFilter, ScalableBloomFilter]:
-    """Put a bloomline file (a BloomFilter, or a ScalableBloomFilter: what
-    dump writes) into Redis at `key`, as a filter or a chain answering
-    exactly as the file does. A key that holds a filter or chain is refused
-    unless replace=True (it is then dropped first)."""
+            backend: str = "auto") -> Union[RedisBloomFilter, ScalableBloomFilter, RedisWindowedFilter]:
+    """Put a bloomline file (a BloomFilter, a ScalableBloomFilter or a
+    WindowedBloomFilter: what dump writes) into Redis at `key`, as a filter,
+    a chain or a windowed filter answering exactly as the file does (a
+    windowed file: its generations still live by the server's clock). A key
+    that holds any of them is refused unless replace=True (it is then
+    dropped first)."""
     client = client_of(redis)
     if isinstance(file, (bytes, bytearray, memoryview)):
         data = bytes(file)
@@ -116,18 +151,20 @@ def restore(file: Union[StrPath, BinaryIO, bytes], redis: Any, key: str, *, repl
     else:
         data = file.read()
     local = from_bytes(data)
-    if not isinstance(local, (BloomFilter, ScalableBloomFilter)):
-        raise ValueError(f"the file holds a {type(local).__name__}: Redis keeps BloomFilters and "
-                         "ScalableBloomFilters")
+    if not isinstance(local, (BloomFilter, ScalableBloomFilter, WindowedBloomFilter)):
+        raise ValueError(f"the file holds a {type(local).__name__}: Redis keeps BloomFilters, "
+                         "ScalableBloomFilters and WindowedBloomFilters")
     found = _what_is_at(client, key)
-    if found == "windowed filter":
-        raise ValueError(_WINDOWED.format(key=key) + " (RedisWindowedFilter.delete() drops it)")
     if found is not None and not replace:
         raise ValueError(f"a {found} already exists at key {key!r}: pass replace=True (--replace) to drop it first")
     if found == "filter":
         RedisBloomFilter.drop(client, key)
     elif found == "chain":
         RedisStages(client, key).reset()
+    elif found == "windowed filter":
+        attached_window(client, key).delete()
+    if isinstance(local, WindowedBloomFilter):
+        return _restore_window(data, client, key, backend)
     if isinstance(local, BloomFilter):
         return RedisBloomFilter.from_filter(local, client, key, backend=backend)
     store = RedisStages(client, key, backend=backend)

@@ -80,15 +80,17 @@ from .. import _core, optimal_params
 from .._core import CapacityWarning
 from .._facts import batch_shaped
 from .._window_parts import _check_error_rate, _check_generations, window_seconds
+from ..windowed import WindowedBloomFilter
 from ._backend import NEW, ONE, AddOutcome, Part, replicated, windows
 from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import as_dict, delete_matching, eviction_policy
 from ._names import WindowKeys, batch_ids, client_of, tag_of_chain
 from ._registry import window_backend
+from ._window_travel import download, upload
 from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Script, Sender, _error_code
 
 if TYPE_CHECKING:
-    from .._core import Keys, Layout, Nulls
+    from .._core import BloomFilter, Keys, Layout, Nulls
     from ..windowed import Window
 
 __all__ = ["RedisWindowedFilter"]
@@ -385,13 +387,23 @@ class RedisWindowedFilter:
 
     @property
     def live_generations(self) -> tuple[tuple[int, int], ...]:
-        """(generation number, count of new keys) of the live generations
-        that were started, oldest first."""
+        """(generation number, count of new keys) of the live generations that were started, oldest first."""
         return tuple(sorted((n, c) for _s, n, c, _b in self._live()[1]))
 
+    def to_filter(self) -> WindowedBloomFilter:
+        """Download into a local WindowedBloomFilter (on the system clock): the generations live by the server's."""
+        return WindowedBloomFilter.from_bytes(self._to_filter_bytes())
+
+    def _to_filter_bytes(self) -> bytes:
+        """What to_filter reads, as a kind-4 file's bytes: the generations live by the server's clock, in one step."""
+        return download(self._sender, self._b, self._w, self._error, self._capacity, self._error_rate, self._window)
+
+    def _upload_generations(self, generations: list[tuple[int, BloomFilter, int]]) -> int:
+        """Write (number, bits, count) generations live by the server's clock into this filter's empty ring."""
+        return upload(self._sender, self._b, self._w, self._error, generations)
+
     def __bool__(self) -> bool:
-        """False while no live generation holds a key: none was added, or
-        all have expired, or after clear(), as an empty set is false."""
+        """False while no live generation holds a key (none added, all expired, or cleared), as an empty set."""
         return self.approx_count > 0
 
     @property
@@ -424,8 +436,7 @@ class RedisWindowedFilter:
 
     @property
     def fill_ratio(self) -> float:
-        """The fraction of the live generations' bits that are 1, over the
-        whole ring (as the local class's)."""
+        """The fraction of the live generations' bits that are 1, over the whole ring (as the local class's)."""
         return sum(ones for _s, _n, _c, ones in self._live()[1]) / self.num_bits
 
     @property
@@ -499,8 +510,7 @@ class RedisWindowedFilter:
         return self._sender.answer_ttl_ms
 
     def redis_keys(self) -> list[str]:
-        """The names of every key the filter may have (its meta and ring;
-        not its kept answers), present or not."""
+        """The names of every key the filter may have (its meta and ring; not its kept answers), present or not."""
         return [self._w.meta, *self._w.bits, *self._w.gens]
 
     # ---- life ----------------------------------------------------------------------
