@@ -180,6 +180,46 @@ def test_a_windowed_filter_travels_with_its_live_generations(two_servers: tuple[
     assert isinstance(restore(tmp_path / "w.blf", rb, "win", replace=True), RedisWindowedFilter)
 
 
+def test_a_windowed_dump_taken_while_writers_add_is_one_moment(two_servers: tuple[RedisServer, RedisServer],
+                                                               tmp_path: Path) -> None:
+    """Dumps taken while two threads add: each loads, holds every key added
+    before it began, and its generations' counts agree with their bits (one
+    script reads the ring and the bits together)."""
+    import threading
+
+    from bloomline.redis import RedisWindowedFilter
+
+    a, _ = two_servers
+    w = RedisWindowedFilter(_client(a), "busy", 50_000, 0.01, window=3600, generations=2)
+    w.add_many([f"first{i}" for i in range(1000)])
+    stop = threading.Event()
+
+    def writer(tag: str) -> None:
+        i = 0
+        while not stop.is_set() and i < 200:
+            w.add_many([f"{tag}{i}.{j}" for j in range(100)])
+            i += 1
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in ("p", "q")]
+    for t in threads:
+        t.start()
+    try:
+        dumps = []
+        for n in range(5):
+            before = w.live_generations
+            dumps.append((before, dump(_client(a), "busy", tmp_path / f"d{n}.blf")))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+    for before, local in dumps:
+        loaded = bloomline.WindowedBloomFilter.from_bytes(local.to_bytes())
+        assert loaded.contains_many([f"first{i}" for i in range(1000)]).all()
+        for _, g in loaded.live_generations:
+            assert g.approx_count == pytest.approx(g.insert_count, rel=0.05, abs=20)
+        assert sum(c for _, c in before) <= sum(g.insert_count for _, g in loaded.live_generations)
+
+
 def test_a_windowed_restore_keeps_only_what_the_servers_clock_still_has(two_servers: tuple[RedisServer, RedisServer],
                                                                         tmp_path: Path) -> None:
     """Generation numbers are the server's: a file's generations that the
