@@ -11,6 +11,7 @@ bits, and does not travel this way (RedisBloom has BF.SCANDUMP for it)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import warnings
@@ -92,7 +93,8 @@ def _restore_window(data: bytes, client: Any, key: str, backend: str) -> RedisWi
     try:
         h._upload_generations([(number, f, count) for number, f, count in live])
     except BaseException:
-        h.delete()
+        with contextlib.suppress(Exception):  # (the upload's error is the one that says what happened)
+            h.delete()
         raise
     return h
 
