@@ -180,7 +180,7 @@ class Backend:
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
     def window_dump_job(self, w: WindowKeys) -> Job:
-        """The current generation's number and each live one's [number, count, bits], at the server's time."""
+        """The current generation's number and each live one's [slot, number, count, bits], at the server's time."""
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
     def window_upload_job(self, w: WindowKeys, generations: Sequence[tuple[int, int, bytes]]) -> Job:

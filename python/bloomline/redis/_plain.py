@@ -153,8 +153,8 @@ class PlainBackend(BitsBackend):
                    (w.nbytes, repr(w.span), len(w.bits), w.sig))
 
     def window_dump_job(self, w: WindowKeys) -> Job:
-        return Job(w.meta.encode(), _WINDOW_DUMP, (w.meta, *w.bits, *w.gens),
-                   (w.nbytes, repr(w.span), len(w.bits), w.sig))
+        return Job(w.meta.encode(), _WINDOW_LIVE, (w.meta, *w.bits, *w.gens),
+                   (w.nbytes, repr(w.span), len(w.bits), w.sig, 1))
 
     def window_upload_job(self, w: WindowKeys, generations: Sequence[tuple[int, int, bytes]]) -> Job:
         flat = [x for number, count, bits in generations for x in (number, count, bits)]
@@ -397,7 +397,9 @@ end
 return {table.concat(out), fmt(c)}
 """)
 
-# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G    ARGV: bytes, span, ring, sig
+# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G    ARGV: bytes, span, ring, sig[, '1']
+# Each live generation's [slot, number, count, bits set]; with '1', its
+# bits themselves in place of their count (a dump: one moment of the ring).
 _WINDOW_LIVE = Script(_WINDOW_PRELUDE + r"""
 local e = meta_error(ARGV[4])
 if e then return e end
@@ -410,26 +412,7 @@ for i = 0, ring - 1 do
     e = bits_error(KEYS[2 + i], size)
     if e then return e end
     out[#out + 1] = {i, fmt(numbers[i]), redis.call('HGET', KEYS[2 + ring + i], 'count') or '0',
-                     redis.call('BITCOUNT', KEYS[2 + i])}
-  end
-end
-return out
-""")
-
-# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G    ARGV: bytes, span, ring, sig
-_WINDOW_DUMP = Script(_WINDOW_PRELUDE + r"""
-local e = meta_error(ARGV[4])
-if e then return e end
-local size, span, ring = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local c, numbers, lost = now_and_ring(2, ring, span)
-if lost then return redis.error_reply('MISSING ' .. lost) end
-local out = {fmt(c)}
-for i = 0, ring - 1 do
-  if numbers[i] and numbers[i] > c - ring then
-    e = bits_error(KEYS[2 + i], size)
-    if e then return e end
-    out[#out + 1] = {fmt(numbers[i]), redis.call('HGET', KEYS[2 + ring + i], 'count') or '0',
-                     redis.call('GET', KEYS[2 + i])}
+                     redis.call(ARGV[5] == '1' and 'GET' or 'BITCOUNT', KEYS[2 + i])}
   end
 end
 return out

@@ -1,7 +1,7 @@
 """A RedisWindowedFilter to and from a local WindowedBloomFilter's file (kind
 4, docs/FORMAT.md), for to_filter, dump and restore (_travel.py), through
 the backend's window_dump_job and window_upload_job (the plain backend's
-scripts, _plain.py: _WINDOW_DUMP and _WINDOW_UPLOAD).
+scripts, _plain.py: _WINDOW_LIVE and _WINDOW_UPLOAD).
 
 **Download.** One script reads the server's TIME, the ring and the bits of
 every live generation: the copy is one moment of the filter, whatever the
@@ -43,7 +43,7 @@ def download(sender: Sender, backend: Backend, w: WindowKeys, error: Errors, cap
         raise error(reply)
     generations = len(w.bits) - 1  # (the ring holds G + 1)
     rate = _core.window_generation_error_rate(error_rate, generations)
-    live = sorted((int(n), int(count), bytes(bits)) for n, count, bits in reply[1:])  # oldest first
+    live = sorted((int(n), int(count), bytes(bits)) for _slot, n, count, bits in reply[1:])  # oldest first
     filters = [BloomFilter.from_buffer(bits, w.num_bits, w.num_hashes, layout=w.layout, seed=w.seed,
                                        capacity=capacity, error_rate=rate, insert_count=count)
                for _, count, bits in live]
