@@ -763,9 +763,10 @@ def _run_to(out_path: Path, mode: str, *args: str, append: bool = False) -> subp
 ENOSPC_LINE = b"bloomline: error: cannot write the output: No space left on device"
 
 
+@pytest.mark.parametrize("threads", ["1", "2"])  # (2: a block of 1 MiB a thread, added on two)
 @pytest.mark.parametrize("mode", STDOUT_MODES)
-def test_dedup_onto_a_full_disk_fails_and_its_state_keeps_only_what_was_written(mode: str, tmp_path: Path,
-                                                                                 small_fs: Any) -> None:
+def test_dedup_onto_a_full_disk_fails_and_its_state_keeps_only_what_was_written(mode: str, threads: str,
+                                                                                 tmp_path: Path, small_fs: Any) -> None:
     d = small_fs("64k")
     lines = [f"https://example.com/page/{i:06d}" for i in range(25_000)]
     data = "".join(line + "\n" for line in lines).encode()  # 775 KB: one block, more than the disk holds
@@ -774,7 +775,7 @@ def test_dedup_onto_a_full_disk_fails_and_its_state_keeps_only_what_was_written(
     head = data.index(lines[100].encode())  # the first 100 lines, from a run that wrote them
     assert run("dedup", "-q", "--state", str(state), "--capacity", "1e5", stdin=data[:head]).returncode == 0
     before = state.read_bytes()
-    r = _run_to(d / "out", mode, "dedup", "-q", "--state", str(state), str(tmp_path / "in"))
+    r = _run_to(d / "out", mode, "dedup", "-q", "--threads", threads, "--state", str(state), str(tmp_path / "in"))
     assert r.returncode == 1
     assert r.stderr == ENOSPC_LINE + f"; {state} was not saved, so the next run writes this run's lines again\n".encode()
     written = (d / "out").read_bytes()

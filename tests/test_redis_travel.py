@@ -299,6 +299,29 @@ def test_cli_dump_and_restore_through_a_pipe(two_servers: tuple[RedisServer, Red
         ["x", "y", "z"]).tolist() == [True, True, False]
 
 
+def test_a_windowed_dump_through_a_symlink_and_onto_a_full_disk(two_servers: tuple[RedisServer, RedisServer],
+                                                                tmp_path: Path) -> None:
+    """A windowed filter's dump is written as every dump is (atomically):
+    through a symlink it replaces the target and keeps the link; to stdout
+    on /dev/full it is one error line, no traceback."""
+    from bloomline.redis import RedisWindowedFilter
+
+    a, _ = two_servers
+    RedisWindowedFilter(_client(a), "recent", 1000, 0.01, window=86400).add_many(["x", "y"])
+    (tmp_path / "data").mkdir()
+    target = tmp_path / "data" / "recent.blf"
+    target.write_bytes(b"old")
+    link = tmp_path / "current.blf"
+    link.symlink_to(target)
+    assert cli("redis", "dump", a.url, "recent", str(link)).returncode == 0
+    assert link.is_symlink() and bloomline.WindowedBloomFilter.load(target).contains_many(["x", "y"]).all()
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["recent.blf"]
+    with open("/dev/full", "wb") as full:
+        r = subprocess.run([sys.executable, "-m", "bloomline", "redis", "dump", a.url, "recent", "-"], stdout=full,
+                           stderr=subprocess.PIPE, timeout=120, check=False)
+    assert r.returncode == 1 and r.stderr == b"bloomline: error: cannot write the output: No space left on device\n"
+
+
 # ---- importing a scrapy-redis fingerprint set ----------------------------------------------
 
 
