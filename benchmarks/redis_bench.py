@@ -34,6 +34,14 @@ adds of 10,000 new keys and single adds, each with and without
 `wait_replicas=1` (WAIT after each add), interleaved in rounds; the medians
 of the rounds and of the per-round ratios. Writes the "redis-wait" section.
 
+Windows (`--window`): a RedisWindowedFilter (G = 4, a window of 8 s, so
+that generations turn over during the run and adds look in full older
+ones) on the module and plain backends, beside a fixed RedisBloomFilter on
+the module; each round, in a rotating order, a batch of 10,000 new URL
+keys added and looked up, and 100 single adds and lookups; the medians of
+the rounds and of the per-round ratios (plain against module). Writes the
+"redis-window" section.
+
 Moving in (`--import`): a scrapy-redis fingerprint set of 1,000,000
 members imported on the module and plain backends, with memory before and
 after, then dumped and restored. Writes the "redis-import" section.
@@ -62,7 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _sections import write_section  # noqa: E402
 
 import bloomline  # noqa: E402
-from bloomline.redis import RedisBloomFilter, module_path  # noqa: E402
+from bloomline.redis import RedisBloomFilter, RedisWindowedFilter, module_path  # noqa: E402
 
 CAPACITY = 1_000_000
 ERROR_RATE = 0.01
@@ -434,6 +442,73 @@ def report_wait(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_window(rounds: int, batch: int, singles: int) -> dict[str, Any]:
+    """A windowed filter on each backend beside a fixed one (see the module doc)."""
+    tmp = tempfile.mkdtemp()
+    proc, port = start_server(tmp, bloom=False)
+    window, g = 8.0, 4
+    try:
+        r = redis.Redis(host="127.0.0.1", port=port)
+        filters = {"windowed, module": RedisWindowedFilter(r, "w:module", 500_000, ERROR_RATE, window=window,
+                                                           generations=g, backend="module"),
+                   "windowed, plain": RedisWindowedFilter(r, "w:plain", 500_000, ERROR_RATE, window=window,
+                                                          generations=g, backend="plain"),
+                   "fixed, module": RedisBloomFilter(r, "fixed", rounds * (batch + singles) * 2, ERROR_RATE,
+                                                     backend="module")}
+        ops: dict[str, Callable[[list[str]], Any]] = {}
+        for name, f in filters.items():
+            ops[f"{name}|add_many"] = f.add_many
+            ops[f"{name}|contains_many"] = f.contains_many
+            ops[f"{name}|add"] = lambda keys, f=f: [f.add(k) for k in keys]
+            ops[f"{name}|in"] = lambda keys, f=f: [k in f for k in keys]
+        times: dict[str, list[float]] = {name: [] for name in ops}
+        names = list(filters)
+        keys = urls(rounds * (batch + singles))
+        started = time.monotonic()
+        for rnd in range(rounds):
+            lo = rnd * (batch + singles)
+            for name in names[rnd % len(names):] + names[: rnd % len(names)]:
+                for call in ("add_many", "contains_many", "add", "in"):
+                    chunk = keys[lo : lo + batch] if call.endswith("many") else keys[lo + batch : lo + batch + singles]
+                    t = time.perf_counter()
+                    ops[f"{name}|{call}"](chunk)
+                    times[f"{name}|{call}"].append((time.perf_counter() - t) / len(chunk) * 1e6)
+            time.sleep(max(0.0, started + (rnd + 1) * 3 * window / rounds - time.monotonic()))  # three windows
+        live = len(filters["windowed, module"].live_generations), len(filters["windowed, plain"].live_generations)
+        version = r.info("server")["redis_version"]
+    finally:
+        proc.kill()
+        proc.wait()
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    return {"times": times, "rounds": rounds, "batch": batch, "singles": singles, "version": version,
+            "machine": machine, "window": window, "generations": g, "live": live}
+
+
+def report_window(res: dict[str, Any]) -> str:
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    t, med = res["times"], statistics.median
+    lines = [
+        "## Redis: a windowed filter on each backend",
+        "",
+        f"`python benchmarks/redis_bench.py --window`, {when}. One redis-server {res['version']} on loopback with "
+        f"bloomline's module loaded ({res['machine']}); one redis-py {redis.__version__} client with hiredis. A "
+        f"RedisWindowedFilter of capacity 500,000 at {ERROR_RATE}, G = {res['generations']}, a window of "
+        f"{res['window']:g} s, on each backend, beside a fixed RedisBloomFilter on the module. Each round, in a "
+        f"rotating order: a batch of {res['batch']:,} new URL keys added (`add_many`) and looked up "
+        f"(`contains_many`), then {res['singles']} single `add` and `in`; {res['rounds']} rounds over three windows, "
+        f"so that adds look in full older generations ({res['live'][0]} and {res['live'][1]} generations live at "
+        "the end); medians of the rounds, and of the per-round ratios.",
+        "",
+        "| call | fixed, module | windowed, module | windowed, plain | plain / module (windowed) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for call in ("add_many", "contains_many", "add", "in"):
+        f, m, p = (t[f"{n}|{call}"] for n in ("fixed, module", "windowed, module", "windowed, plain"))
+        lines.append(f"| {call} (us / key) | {med(f):.2f} | {med(m):.2f} | {med(p):.2f} | "
+                     f"{med([y / x for x, y in zip(m, p)]):.2f}x |")
+    return "\n".join(lines)
+
+
 def run_import(n: int) -> dict[str, Any]:
     """A scrapy-redis fingerprint set of n members imported on each backend
     (bloomline.scrapy.migrate.import_set: SSCAN, add, the final check), its
@@ -502,6 +577,7 @@ def main() -> int:
     ap.add_argument("--single", action="store_true", help="only the single calls (the redis-single section)")
     ap.add_argument("--import", dest="imports", action="store_true",
                     help="only importing a fingerprint set, and dump/restore (the redis-import section)")
+    ap.add_argument("--window", action="store_true", help="only the windowed filter (the redis-window section)")
     ap.add_argument("--wait", action="store_true",
                     help="only adds with and without WAIT for a replica (the redis-wait section)")
     args = ap.parse_args()
@@ -509,6 +585,11 @@ def main() -> int:
         res = run_wait(rounds=6 if args.quick else 30, batch=10_000, singles=100 if args.quick else 300)
         write_section("redis-wait", report_wait(res))
         print(report_wait(res))
+        return 0
+    if args.window:
+        res_w = run_window(rounds=12 if args.quick else 48, batch=10_000, singles=100)
+        write_section("redis-window", report_window(res_w))
+        print(report_window(res_w))
         return 0
     if args.imports:
         res = run_import(100_000 if args.quick else 1_000_000)

@@ -56,11 +56,12 @@ CLUSTER_FAULTS = ("migrate", "oom")
 FAULTS = PROXY_FAULTS + SERVER_FAULTS + PAIR_FAULTS + CLUSTER_FAULTS
 BACKENDS = ("module", "plain", "bf")
 KINDS = ("fixed", "chain", "window")
-# A windowed filter (plain backend only) whose window outlasts the run: each key new exactly once, as for the
-# others, "replace" included (its ident), a failover and a slot migrating on a cluster. Not "oom": its ring is
-# made whole when a generation starts, and a run's kept answers (1 KB a batch) did not take the node past its
-# limit as Redis counts it for refusals (measured: used 3,058,448 over maxmemory 2,999,680, and no write
-# refused), so the case would test nothing.
+# A windowed filter (plain and module backends) whose window outlasts the run: each key new exactly once, as for the
+# others, "replace" included (its ident), a failover and a slot migrating on a cluster; on the module, a server
+# without it after a failover ("nomodule") and "oom" too. Not "oom" on plain: its ring is made whole when a
+# generation starts, and a run's kept answers (1 KB a batch) did not take the node past its limit as Redis counts
+# it for refusals (measured: used 3,058,448 over maxmemory 2,999,680, and no write refused), so the case would
+# test nothing. The module keeps its answers in memory Redis counts, and its WADD is refused (deny-oom).
 WINDOW_FAULTS = PROXY_FAULTS + ("script_flush", "del", "expire", "evict", "replace", "failover", "migrate")
 WINDOW_S, WINDOW_G = 3600.0, 4
 SOCKET_TIMEOUT = 1.0  # the workers' clients; a stall is longer
@@ -81,7 +82,7 @@ def cases() -> list[tuple[str, str, str]]:
     only the module backend's commands are unknown to a server without it."""
     return [(b, k, f) for f in FAULTS for b in BACKENDS for k in KINDS
             if not (b == "bf" and k == "chain") and (f != "nomodule" or b == "module")
-            and (k != "window" or (b == "plain" and f in WINDOW_FAULTS))]
+            and (k != "window" or f in {"plain": WINDOW_FAULTS, "module": (*WINDOW_FAULTS, "nomodule", "oom")}.get(b, ()))]
 
 
 @dataclass
@@ -139,7 +140,7 @@ def _make(spec: Spec, client: Any, create: bool) -> Any:
     waits: dict[str, Any] = {"wait_replicas": 1, "wait_timeout_ms": WAIT_MS} if spec.fault == "failover" else {}
     if spec.kind == "window":
         return RedisWindowedFilter(client, "fleet", 10 * spec.keys, 1e-7, window=WINDOW_S, generations=WINDOW_G,
-                                   backend=spec.backend)
+                                   backend=spec.backend, **waits)
     if spec.kind == "fixed":
         if create:
             return RedisBloomFilter(client, "fleet", 10 * spec.keys, 1e-7, backend=spec.backend,

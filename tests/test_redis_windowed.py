@@ -1,6 +1,9 @@
 """RedisWindowedFilter against a real redis-server, in real time with short
 windows: the fleet's "new once per window", the window itself, the server's
-clock deciding, expiry by TTL, re-sends, and the parameters' errors."""
+clock deciding, expiry by TTL, re-sends, and the parameters' errors; on both
+backends that keep one (plain's scripts, and bloomline's module, which
+'auto' picks where it is loaded), and the module's replication of the
+generation it chose."""
 
 from __future__ import annotations
 
@@ -23,7 +26,17 @@ redis = pytest.importorskip("redis")
 from bloomline.redis import MissingKeyError, RedisWindowedFilter, UnknownOutcome  # noqa: E402
 from bloomline.redis._windowed import MARGIN_MS  # noqa: E402
 
-from conftest import FaultProxy, wait_until  # noqa: E402
+from conftest import FaultProxy, RedisServer, module_args, start_pair, wait_until  # noqa: E402
+
+
+@pytest.fixture(params=["plain", "module"])
+def window_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A fresh redis-server where 'auto' picks each backend that keeps a
+    windowed filter: plain (no module loaded), and bloomline's module."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"), *module_args(str(request.param)))
+    server.backend = str(request.param)  # type: ignore[attr-defined]
+    yield server
+    server.stop()
 
 
 def server_time(r: Any) -> float:
@@ -56,7 +69,7 @@ def _fleet_worker(url: str, start: float, seconds: float, q: mp.Queue[Any]) -> N
         q.put(traceback.format_exc())
 
 
-def test_two_processes_see_each_key_new_once_per_window_and_again_after_it(redis_server: Any) -> None:
+def test_two_processes_see_each_key_new_once_per_window_and_again_after_it(window_server: Any) -> None:
     """Two processes add the same keys at once for 2.5 windows: every key is
     new to exactly one of them per window (never twice within a window, at
     a generation boundary included), and new again once its window (plus at
@@ -64,7 +77,7 @@ def test_two_processes_see_each_key_new_once_per_window_and_again_after_it(redis
     ctx = mp.get_context("spawn")
     q: mp.Queue[Any] = ctx.Queue()
     start, seconds = time.time() + 4.0, 2.5 * FLEET_WINDOW  # (the start leaves time for both to import)
-    procs = [ctx.Process(target=_fleet_worker, args=(redis_server.url, start, seconds, q)) for _ in range(2)]
+    procs = [ctx.Process(target=_fleet_worker, args=(window_server.url, start, seconds, q)) for _ in range(2)]
     for p in procs:
         p.start()
     results = [q.get(timeout=60) for _ in procs]
@@ -93,8 +106,8 @@ def test_two_processes_see_each_key_new_once_per_window_and_again_after_it(redis
 # ---- the window ---------------------------------------------------------------------
 
 
-def test_a_key_is_seen_through_its_window_refreshed_or_not(redis_server: Any) -> None:
-    r = redis.Redis.from_url(redis_server.url)
+def test_a_key_is_seen_through_its_window_refreshed_or_not(window_server: Any) -> None:
+    r = redis.Redis.from_url(window_server.url)
     window, g = 2.0, 4
     span = window / g
     f = RedisWindowedFilter(r, "w", 1000, 0.01, window=window, generations=g)
@@ -125,8 +138,8 @@ def test_a_key_is_seen_through_its_window_refreshed_or_not(redis_server: Any) ->
     assert f.add("once") is True  # new again
 
 
-def test_adds_and_lookups_of_batches(redis_server: Any, layout: str) -> None:
-    f = RedisWindowedFilter(redis_server.url, "b", 50_000, 0.001, window=60, generations=3,
+def test_adds_and_lookups_of_batches(window_server: Any, layout: str) -> None:
+    f = RedisWindowedFilter(window_server.url, "b", 50_000, 0.001, window=60, generations=3,
                             layout=layout)  # type: ignore[arg-type]
     assert f.add_many([]).tolist() == [] and f.contains_many([]).tolist() == []
     assert f.add_many(["x", "y", "x", None], nulls="skip").tolist() == [True, True, False, False]
@@ -142,36 +155,81 @@ def test_adds_and_lookups_of_batches(redis_server: Any, layout: str) -> None:
     f.clear()
     assert "x" not in f and f.approx_count == 0.0
     f.delete()
-    assert not redis.Redis.from_url(redis_server.url).keys("*")
+    assert not redis.Redis.from_url(window_server.url).keys("*")
 
 
-def test_capacity_warning_names_the_generation(redis_server: Any) -> None:
-    f = RedisWindowedFilter(redis_server.url, "cap", 100, 0.01, window=60, generations=2)
+def test_capacity_warning_names_the_generation(window_server: Any) -> None:
+    f = RedisWindowedFilter(window_server.url, "cap", 100, 0.01, window=60, generations=2)
     with pytest.warns(CapacityWarning, match=r"generation \d+ of the windowed filter at 'cap'"):
         f.add_many([f"k{i}" for i in range(150)])
     f.add_many([f"more{i}" for i in range(50)])  # (warned once per generation: no second warning)
 
 
-def test_same_numbering_and_sizing_as_the_local_filter(redis_server: Any) -> None:
-    r = redis.Redis.from_url(redis_server.url)
+def test_same_numbering_and_sizing_as_the_local_filter(window_server: Any) -> None:
+    r = redis.Redis.from_url(window_server.url)
     f = RedisWindowedFilter(r, "n", 50_000, 0.001, window=3.0, generations=3)
     local = WindowedBloomFilter(50_000, 0.001, window=3.0, generations=3)
     assert (f.num_bits, f.num_hashes) == (local.num_bits, local.num_hashes)
     assert f.generation_error_rate == local.generation_error_rate
-    assert (f.window, f.generations, f.capacity, f.error_rate, f.backend) == (3.0, 3, 50_000, 0.001, "plain")
+    assert (f.window, f.generations, f.capacity, f.error_rate, f.backend) == (3.0, 3, 50_000, 0.001,
+                                                                             window_server.backend)
     before = math.floor(server_time(r) / 1.0)
     gen = f.current_generation
     after = math.floor(server_time(r) / 1.0)
     assert before <= gen <= after
 
 
-def test_auto_runs_plain_where_the_module_is_loaded(module_server: Any) -> None:
+def test_auto_picks_the_module_where_it_is_loaded_and_a_filter_keeps_its_backend(module_server: Any,
+                                                                                 redis_server: Any) -> None:
     f = RedisWindowedFilter(module_server.url, "m", 1000, 0.01, window=60, generations=2)
-    assert f.backend == "plain"
+    assert f.backend == "module"
     assert f.add("a") is True and f.add("a") is False
-    with pytest.raises(ValueError, match="backend 'module' cannot keep a RedisWindowedFilter: bloomline's module "
-                                         "has no windowed command yet"):
-        RedisWindowedFilter(module_server.url, "m", 1000, 0.01, window=60, generations=2, backend="module")
+    p = RedisWindowedFilter(module_server.url, "p", 1000, 0.01, window=60, generations=2, backend="plain")
+    assert p.backend == "plain" and p.add("a") is True
+    # The backend a filter was made with binds: 'auto' takes it, another named is refused.
+    assert RedisWindowedFilter(module_server.url, "p", 1000, 0.01, window=60, generations=2).backend == "plain"
+    with pytest.raises(ValueError, match="made with backend 'plain', and a filter keeps its backend: backend "
+                                         "'module' is refused"):
+        RedisWindowedFilter(module_server.url, "p", 1000, 0.01, window=60, generations=2, backend="module")
+    with pytest.raises(ValueError, match="made with backend 'module', and a filter keeps its backend"):
+        RedisWindowedFilter(module_server.url, "m", 1000, 0.01, window=60, generations=2, backend="plain")
+    with pytest.raises(ValueError, match="backend 'module' needs bloomline's module on the server"):
+        RedisWindowedFilter(redis_server.url, "m", 1000, 0.01, window=60, generations=2, backend="module")
+    # Both backends keep the same keys: the module's ring reads as the plain scripts' do.
+    assert [count for _number, count in f.live_generations] == [1] and f.approx_count == pytest.approx(1, abs=0.01)
+
+
+def test_the_module_replicates_the_generation_it_chose(tmp_path: Any) -> None:
+    """A replica, and the AOF, get the add with the generation and epoch the
+    primary chose in place of the client's "-" (a replica never picks by its
+    own clock); a client cannot send one."""
+    primary, replica = start_pair(tmp_path, [*module_args("module"), "--appendonly", "yes", "--appendfsync",
+                                             "always"], module_args("module"))
+    try:
+        p, r = redis.Redis(port=primary.port), redis.Redis(port=replica.port)
+        f = RedisWindowedFilter(p, "rep", 10_000, 0.001, window=600, generations=3, wait_replicas=1)
+        keys = np.arange(5_000, dtype=np.uint64)
+        assert f.add_many(keys).sum() >= 4_990 and f.add("x") is True
+        names = f.redis_keys()
+
+        def state(c: Any) -> list[Any]:  # each key's value (bits byte for byte) and its expiry to the millisecond
+            return [(c.type(k), c.get(k) if c.type(k) == b"string" else c.hgetall(k),
+                     c.execute_command("PEXPIRETIME", k)) for k in names]
+
+        wait_until(lambda: state(p) == state(r))
+        assert p.hget(names[0], "epoch") and sum(t == b"string" for t, _v, _e in state(r)) == 1
+        aof = b"".join(x.read_bytes() for x in (tmp_path / "p").rglob("*.aof*") if x.is_file())
+        gen = str(f.current_generation).encode()
+        assert aof.count(b"bloomline.wadd") >= 2 and b"$1\r\n-\r\n$1\r\n-\r\n" not in aof
+        assert b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(gen), gen, len(p.hget(names[0], "epoch")),
+                                                     p.hget(names[0], "epoch")) in aof
+        w = f._w
+        with pytest.raises(redis.ResponseError, match="at is the primary's"):
+            p.execute_command("BLOOMLINE.WADD", w.meta, "{rep}:ans:x", *w.bits, *w.gens, 1000, "F", w.nbytes,
+                              repr(w.span), 1, 0, w.sig, -1, "", "", gen, "-", b"")
+    finally:
+        primary.stop()
+        replica.stop()
 
 
 # ---- the server's clock -------------------------------------------------------------
@@ -191,11 +249,11 @@ print(json.dumps({"local": math.floor(time.time() / 15.0), "server": f.current_g
 """
 
 
-def test_a_client_whose_clock_is_an_hour_off_agrees(redis_server: Any) -> None:
-    f = RedisWindowedFilter(redis_server.url, "skew", 1000, 0.01, window=30.0, generations=2)
+def test_a_client_whose_clock_is_an_hour_off_agrees(window_server: Any) -> None:
+    f = RedisWindowedFilter(window_server.url, "skew", 1000, 0.01, window=30.0, generations=2)
     assert f.add_many([f"k{i}" for i in range(100)]).all()
     before = f.current_generation
-    child = subprocess.run([sys.executable, "-c", _SKEWED, redis_server.url], capture_output=True, text=True,
+    child = subprocess.run([sys.executable, "-c", _SKEWED, window_server.url], capture_output=True, text=True,
                            timeout=60)
     assert child.returncode == 0, child.stderr
     seen = json.loads(child.stdout)
@@ -208,9 +266,9 @@ def test_a_client_whose_clock_is_an_hour_off_agrees(redis_server: Any) -> None:
 # ---- expiry -------------------------------------------------------------------------
 
 
-def test_generations_expire_by_ttl_and_an_idle_filter_leaves_nothing(redis_server: Any) -> None:
+def test_generations_expire_by_ttl_and_an_idle_filter_leaves_nothing(window_server: Any) -> None:
     # A short retry window, so that kept answers may live briefly too.
-    r = redis.Redis(port=redis_server.port, socket_timeout=0.2)
+    r = redis.Redis(port=window_server.port, socket_timeout=0.2)
     window, g = 1.0, 2
     span = window / g
     f = RedisWindowedFilter(r, "ttl", 1000, 0.01, window=window, generations=g, retries=1, answer_ttl_ms=1500)
@@ -237,9 +295,9 @@ def _load_scripts(url: str) -> None:
     RedisWindowedFilter(url, "warm", 1000, 0.01, window=60, generations=2).add("x")
 
 
-def test_a_lost_reply_is_answered_from_the_kept_answer(redis_server: Any) -> None:
-    _load_scripts(redis_server.url)
-    proxy = FaultProxy(redis_server.port, "cut_after", match=b":ans:", limit=1)
+def test_a_lost_reply_is_answered_from_the_kept_answer(window_server: Any) -> None:
+    _load_scripts(window_server.url)
+    proxy = FaultProxy(window_server.port, "cut_after", match=b":ans:", limit=1)
     try:
         f = RedisWindowedFilter(f"redis://127.0.0.1:{proxy.port}/0", "lost", 1000, 0.01, window=60, generations=2)
         assert f.add_many(["a", "b", "c"]).tolist() == [True, True, True]  # the re-send's kept answer
@@ -278,8 +336,8 @@ def test_a_resend_whose_answer_is_gone_raises_with_its_facts(redis_server: Any) 
         proxy.close()
 
 
-def test_a_live_generation_lost_is_an_error_not_an_empty_generation(redis_server: Any) -> None:
-    r = redis.Redis.from_url(redis_server.url)
+def test_a_live_generation_lost_is_an_error_not_an_empty_generation(window_server: Any) -> None:
+    r = redis.Redis.from_url(window_server.url)
     f = RedisWindowedFilter(r, "lost", 1000, 0.01, window=60, generations=2)
     assert f.add("a")
     slot = f.current_generation % 3
@@ -292,12 +350,12 @@ def test_a_live_generation_lost_is_an_error_not_an_empty_generation(redis_server
     assert f.add("a") is True  # made anew
 
 
-def test_a_live_generation_whose_number_is_lost_is_an_error_not_a_fresh_start(redis_server: Any) -> None:
+def test_a_live_generation_whose_number_is_lost_is_an_error_not_a_fresh_start(window_server: Any) -> None:
     """The hash that says which generation a slot holds, evicted while its
     bits stay: the add must not start the slot afresh (every key in it would
     be new again), nor a lookup read it as empty; nor when its bits went
     too. The fault harness's eviction case found this."""
-    r = redis.Redis.from_url(redis_server.url)
+    r = redis.Redis.from_url(window_server.url)
     f = RedisWindowedFilter(r, "lostgen", 1000, 0.01, window=60, generations=2)
     assert f.add("a")
     slot = f.current_generation % 3
@@ -324,11 +382,11 @@ def test_a_live_generation_whose_number_is_lost_is_an_error_not_a_fresh_start(re
     f.delete()
 
 
-def test_a_handle_of_a_filter_deleted_and_made_again_is_refused(redis_server: Any) -> None:
+def test_a_handle_of_a_filter_deleted_and_made_again_is_refused(window_server: Any) -> None:
     """Each making of the filter has an ident: a handle attached before the
     filter was deleted and made again (same parameters) is refused on every
     call, never writing into the new one (its keys would be new twice)."""
-    r = redis.Redis.from_url(redis_server.url)
+    r = redis.Redis.from_url(window_server.url)
     old = RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2)
     idle = RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2)  # attached, never added
     assert idle.ident == old.ident
@@ -348,12 +406,12 @@ def test_a_handle_of_a_filter_deleted_and_made_again_is_refused(redis_server: An
     assert RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2).ident == new.ident
 
 
-def test_a_ring_lost_whole_and_started_again_by_another_writer_is_an_error(redis_server: Any) -> None:
+def test_a_ring_lost_whole_and_started_again_by_another_writer_is_an_error(window_server: Any) -> None:
     """Every key of the filter deleted (as a full eviction would), then a
     handle that never added makes it again: a handle that added to a
     generation still live finds that generation gone from its slot, and
     raises rather than report its keys new a second time."""
-    r = redis.Redis.from_url(redis_server.url)
+    r = redis.Redis.from_url(window_server.url)
     writer = RedisWindowedFilter(r, "whole", 1000, 0.01, window=60, generations=2)
     late = RedisWindowedFilter(r, "whole", 1000, 0.01, window=60, generations=2)
     assert writer.add("a")
@@ -365,10 +423,10 @@ def test_a_ring_lost_whole_and_started_again_by_another_writer_is_an_error(redis
         writer.add_many(["a", "c"])
 
 
-def test_clear_by_one_handle_lets_the_others_go_on(redis_server: Any) -> None:
+def test_clear_by_one_handle_lets_the_others_go_on(window_server: Any) -> None:
     """clear() forgets every key on purpose: the other handles' next adds
     find their generation emptied by it, not lost, and see keys new again."""
-    r = redis.Redis.from_url(redis_server.url)
+    r = redis.Redis.from_url(window_server.url)
     one = RedisWindowedFilter(r, "cleared", 1000, 0.01, window=60, generations=2)
     two = RedisWindowedFilter(r, "cleared", 1000, 0.01, window=60, generations=2)
     assert one.add("a") and two.add("b")
@@ -391,7 +449,6 @@ def test_clear_by_one_handle_lets_the_others_go_on(redis_server: Any) -> None:
     (dict(window=60, seed=-1), ValueError, "seed must be an int in \\[0, 2\\*\\*64\\), got -1"),
     (dict(window=60, backend="nope"), ValueError, "backend must be one of .* got 'nope'"),
     (dict(window=60, backend="bf"), ValueError, "backend 'bf' cannot keep a RedisWindowedFilter: .*'plain'"),
-    (dict(window=60, backend="module"), ValueError, "backend 'module' cannot keep a RedisWindowedFilter: .*'plain'"),
     (dict(window=60, key=""), ValueError, "key must be a non-empty str, got ''"),
 ])
 def test_bad_parameters_name_the_parameter_and_value(redis_server: Any, kwargs: dict[str, Any], error: type,
@@ -402,10 +459,10 @@ def test_bad_parameters_name_the_parameter_and_value(redis_server: Any, kwargs: 
         RedisWindowedFilter(redis_server.url, args.pop("key"), args.pop("capacity"), args.pop("error_rate"), **args)
 
 
-def test_attaching_with_other_parameters_names_the_field(redis_server: Any) -> None:
-    RedisWindowedFilter(redis_server.url, "att", 1000, 0.01, window=60, generations=2)
-    RedisWindowedFilter(redis_server.url, "att", 1000, 0.01, window=60, generations=2)  # the same: attaches
+def test_attaching_with_other_parameters_names_the_field(window_server: Any) -> None:
+    RedisWindowedFilter(window_server.url, "att", 1000, 0.01, window=60, generations=2)
+    RedisWindowedFilter(window_server.url, "att", 1000, 0.01, window=60, generations=2)  # the same: attaches
     with pytest.raises(ValueError, match=r"differs in window \(stored 60.0 != given 120.0\)"):
-        RedisWindowedFilter(redis_server.url, "att", 1000, 0.01, window=120, generations=2)
+        RedisWindowedFilter(window_server.url, "att", 1000, 0.01, window=120, generations=2)
     with pytest.raises(ValueError, match=r"differs in generations \(stored 2 != given 3\)"):
-        RedisWindowedFilter(redis_server.url, "att", 1000, 0.01, window=60, generations=3)
+        RedisWindowedFilter(window_server.url, "att", 1000, 0.01, window=60, generations=3)

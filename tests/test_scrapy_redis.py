@@ -426,10 +426,27 @@ def test_recrawl_after_refuses_a_key_of_the_other_kind(tmp_path: Path, redis_ser
         site.stop()
 
 
+def test_recrawl_after_on_the_module_backend(module_server: RedisServer) -> None:
+    """BLOOMLINE_REDIS_BACKEND=module (and 'auto' where the module is
+    loaded) keeps the recrawl filter on the module's commands."""
+    from scrapy.settings import Settings
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    base = {"REDIS_URL": module_server.url, "BLOOMLINE_RECRAWL_AFTER": 60, "SCHEDULER_PERSIST": True}
+    for backend, key in (("module", "m"), ("auto", "a")):
+        df = RedisBloomDupeFilter.from_settings(Settings({**base, "BLOOMLINE_REDIS_BACKEND": backend,
+                                                          "BLOOMLINE_REDIS_KEY": key}))
+        assert df.seen.backend == "module"  # type: ignore[union-attr]
+        assert df.request_seen(Request("http://example.com/")) is False
+        assert df.request_seen(Request("http://example.com/")) is True
+        df.close()
+
+
 def test_recrawl_after_settings_the_redis_filter_cannot_honour_are_refused(redis_server: RedisServer) -> None:
-    """The module backend, a recrawl filter made with another window, and
-    a filter imported from scrapy-redis's set (its fingerprints have no
-    times): each a ValueError naming the setting and the value."""
+    """A recrawl filter made with another window, and a filter imported
+    from scrapy-redis's set (its fingerprints have no times): each a
+    ValueError naming the setting and the value."""
     from scrapy.settings import Settings
 
     from bloomline import ScalableBloomFilter
@@ -437,12 +454,6 @@ def test_recrawl_after_settings_the_redis_filter_cannot_honour_are_refused(redis
     from bloomline.scrapy import RedisBloomDupeFilter
 
     base = {"REDIS_URL": redis_server.url, "BLOOMLINE_RECRAWL_AFTER": 60, "SCHEDULER_PERSIST": True}
-    for extra, shown in (
-            ({"BLOOMLINE_REDIS_BACKEND": "module"},
-             "BLOOMLINE_REDIS_BACKEND must be 'auto' or 'plain' with BLOOMLINE_RECRAWL_AFTER (the recrawl filter in "
-             "Redis has the plain backend only), got 'module'"),):
-        with pytest.raises(ValueError, match=re.escape(shown)):
-            RedisBloomDupeFilter.from_settings(Settings({**base, **extra, "BLOOMLINE_REDIS_KEY": "x"}))
     df = RedisBloomDupeFilter.from_settings(Settings({**base, "BLOOMLINE_REDIS_KEY": "w"}))
     assert df.request_seen(Request("http://example.com/")) is False
     df.close()

@@ -64,12 +64,15 @@
 // declarations: the module gets each function by name through the GetApi
 // pointer that Redis passes as the first field of the load context, as the
 // documented RedisModule_Init does. No Redis header is used.
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <new>
 #include <string>
 #include <string_view>
@@ -92,6 +95,7 @@ constexpr int kKeyTypeEmpty = 0, kKeyTypeString = 1;
 constexpr long long kMaxTtlMs = 86'400'000;  // a day: the client's bound on answer_ttl_ms
 
 struct InfoCtx;
+struct CallReply;
 struct Event {
     std::uint64_t id, version;
 };
@@ -180,6 +184,12 @@ int (*RegisterInfoFunc)(Ctx*, InfoFunc);
 int (*InfoAddSection)(InfoCtx*, const char*);
 int (*InfoAddFieldLongLong)(InfoCtx*, const char*, long long);
 Command* (*GetCommand)(Ctx*, const char*);
+CallReply* (*Call)(Ctx*, const char*, const char*, ...);
+int (*CallReplyType)(CallReply*);
+const char* (*CallReplyStringPtr)(CallReply*, std::size_t*);
+long long (*CallReplyInteger)(CallReply*);
+void (*FreeCallReply)(CallReply*);
+int (*Replicate)(Ctx*, const char*, const char*, ...);
 int (*SetCommandInfo)(Command*, const CommandInfo*);
 int (*SetCommandACLCategories)(Command*, const char*);
 
@@ -362,13 +372,20 @@ int reply_answer(Ctx* ctx, std::string_view answer, long long count) {
     return ReplyWithLongLong(ctx, count);
 }
 
-// A batch already done: its kept answer, with the count as it is now. A
-// command from the primary is never answered from memory: it is applied.
-bool replay(Ctx* ctx, const std::string& answer_name, const Count& count) {
-    if (GetContextFlags(ctx) & kCtxReplicated) return false;
+// A batch already done: its kept answer, or null. A command from the
+// primary is never answered from memory: it is applied.
+const Kept* kept_answer(Ctx* ctx, const std::string& answer_name) {
+    if (GetContextFlags(ctx) & kCtxReplicated) return nullptr;
     const auto found = kept_answers.find(KeptString(answer_name.data(), answer_name.size()));
-    if (found == kept_answers.end() || found->second.expires_ms <= Milliseconds()) return false;
-    reply_answer(ctx, {found->second.answer.data(), found->second.answer.size()}, count.value);
+    if (found == kept_answers.end() || found->second.expires_ms <= Milliseconds()) return nullptr;
+    return &found->second;
+}
+
+// A batch already done: its kept answer, with the count as it is now.
+bool replay(Ctx* ctx, const std::string& answer_name, const Count& count) {
+    const Kept* kept = kept_answer(ctx, answer_name);
+    if (!kept) return false;
+    reply_answer(ctx, {kept->answer.data(), kept->answer.size()}, count.value);
     return true;
 }
 
@@ -495,6 +512,338 @@ int cmd_has(Ctx* ctx, Str** argv, int argc) {
     return ReplyWithStringBuffer(ctx, answer.data(), answer.size());
 }
 
+// ---- a windowed filter (python/bloomline/redis/_windowed.py) ----------------
+//
+//   BLOOMLINE.WADD meta answer bits_0 .. bits_G gen_0 .. gen_G ttl_ms mode bytes span refresh margin_ms sig
+//                  newest epoch fields at made positions
+//       the plain backend's windowed add script (_plain.py, _WINDOW_ADD), in
+//       the module: the server's clock picks the current generation
+//       floor(t / span), never before the newest in the ring; a slot or
+//       meta lost while a generation lives is "-MISSING <key>", never a
+//       fresh start; then every key is tested in the older live generations
+//       and test-and-set in the current one, the answer kept as ADD keeps
+//       its. Reply: [answer, the current generation's count, its number,
+//       the meta's epoch]. fields: the meta's fields and values, each after
+//       a NUL, written where the meta must be made again. `at` and `made`
+//       are "-" from a client; the command replicates (to replicas and the
+//       AOF) with the generation it chose and the meta's epoch in their
+//       place, so a replica applies the primary's choice, not its own clock's.
+//   BLOOMLINE.WHAS meta bits_0 .. bits_G gen_0 .. gen_G bytes span sig positions
+//       reply: [one byte per key, '1' where a live generation has it; the
+//       current generation's number].
+// The keys and hash fields are the plain scripts' (a filter's reads,
+// counts, dumps and restores run them on either backend).
+
+constexpr int kWindowAddTail = 13, kWindowHasTail = 4;
+constexpr int kReplyString = 0, kReplyError = 1, kReplyInteger = 2, kReplyNull = 4;
+
+// A reply refused part-way through the checks: nothing is written before
+// the last check passed, so a refusal changes nothing and replicates nothing.
+struct Refused {
+    std::string message;
+};
+
+// One command of the server's own, run without replication (the window
+// command replicates itself); its reply freed on every path.
+struct Called {
+    CallReply* r;
+    explicit Called(CallReply* reply) : r(reply) {}
+    ~Called() {
+        if (r) FreeCallReply(r);
+    }
+    Called(const Called&) = delete;
+    Called& operator=(const Called&) = delete;
+    int type() const {
+        if (!r) throw Refused{"ERR bloomline: a command of the server's failed"};
+        const int t = CallReplyType(r);
+        if (t == kReplyError) {
+            std::size_t len = 0;
+            const char* p = CallReplyStringPtr(r, &len);
+            throw Refused{std::string(p, len)};
+        }
+        return t;
+    }
+    long long integer() const {
+        if (type() != kReplyInteger) throw Refused{"ERR bloomline: a command's reply is not an integer"};
+        return CallReplyInteger(r);
+    }
+    // A string reply, or false for a nil one.
+    bool string(std::string* out) const {
+        const int t = type();
+        if (t == kReplyNull) return false;
+        if (t != kReplyString) throw Refused{"ERR bloomline: a command's reply is not a string"};
+        std::size_t len = 0;
+        const char* p = CallReplyStringPtr(r, &len);
+        out->assign(p, len);
+        return true;
+    }
+};
+
+bool hget(Ctx* ctx, Str* key, const std::string& field, std::string* out) {
+    return Called(Call(ctx, "HGET", "sb", key, field.data(), field.size())).string(out);
+}
+
+long long integer_field(Ctx* ctx, Str* key, const std::string& field, bool* found) {
+    std::string v;
+    *found = hget(ctx, key, field, &v);
+    if (!*found) return 0;
+    char* end = nullptr;
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0') throw Refused{"WRONGTYPE bloomline: " + text(key) + " " + field + " is no integer"};
+    return n;
+}
+
+long long long_arg(Str* s, const char* name, long long low) {
+    long long v = 0;
+    if (StringToLongLong(s, &v) != kOk || v < low)
+        throw Refused{std::string("ERR bloomline: ") + name + " must be an integer >= " + std::to_string(low)};
+    return v;
+}
+
+// The ring as the scripts read it: the current generation (the clock's,
+// or the primary's `at`, never before a number in the ring or the meta's
+// slot records), each slot's number (-1: none), and a slot lost (its bits
+// there without their number, or a live generation's record without it).
+struct Ring {
+    Str* meta;
+    Str** bits;
+    Str** gens;
+    int size;
+    std::size_t bytes;
+    double span;
+    long long c = 0;
+    std::vector<long long> numbers;
+
+    // at: null, or "-", for the clock's.
+    Ring(Ctx* ctx, Str* meta_key, Str** ring_keys, int ring, std::size_t nbytes, double span_s, Str* at)
+        : meta(meta_key), bits(ring_keys), gens(ring_keys + ring), size(ring), bytes(nbytes), span(span_s),
+          numbers(ring, -1) {
+        if (!at || text(at) == "-") {
+            c = static_cast<long long>(std::floor(static_cast<double>(Milliseconds()) / 1000.0 / span));
+        } else {
+            if (!(GetContextFlags(ctx) & (kCtxReplicated | kCtxLoading)))
+                throw Refused{"ERR bloomline: at is the primary's, for its replicas and AOF; a client sends -"};
+            c = long_arg(at, "at", 0);
+        }
+        std::vector<long long> started(ring, -1);
+        for (int i = 0; i < ring; ++i) {
+            bool found = false;
+            numbers[i] = integer_field(ctx, gens[i], "number", &found);
+            if (found) {
+                c = std::max(c, numbers[i]);
+            } else {
+                numbers[i] = -1;
+                if (Called(Call(ctx, "EXISTS", "s", bits[i])).integer() == 1) throw Refused{"MISSING " + text(gens[i])};
+            }
+            const long long s = integer_field(ctx, meta, "slot" + std::to_string(i), &found);
+            if (found) started[i] = s, c = std::max(c, s);
+        }
+        for (int i = 0; i < ring; ++i)
+            if (started[i] >= 0 && started[i] > c - ring && numbers[i] != started[i])
+                throw Refused{"MISSING " + text(gens[i])};
+    }
+    bool live(int i) const { return numbers[i] >= 0 && numbers[i] > c - size; }
+    // A live slot's bits at their size: evicted or deleted is an error,
+    // never read as an empty generation.
+    void check_bits(Ctx* ctx, int i) const {
+        const long long len = Called(Call(ctx, "STRLEN", "s", bits[i])).integer();
+        if (len != static_cast<long long>(bytes)) throw Refused{(len == 0 ? "MISSING " : "WRONGSIZE ") + text(bits[i])};
+    }
+};
+
+// sig: the parameters, '|', and the making's ident: the same parameters
+// under another ident is the filter dropped and made again (REPLACED).
+void check_sig(Ctx* ctx, Str* meta, Str* sig_arg) {
+    std::string have;
+    if (!hget(ctx, meta, "sig", &have)) return;
+    const std::string sig = text(sig_arg);
+    if (have == sig) return;
+    const auto params = [](const std::string& s) { return s.substr(0, s.rfind('|')); };
+    if (have.find('|') != std::string::npos && sig.find('|') != std::string::npos && params(have) == params(sig))
+        throw Refused{"REPLACED " + text(meta)};
+    throw Refused{"MISMATCH " + text(meta)};
+}
+
+double span_arg(Str* s) {
+    const std::string t = text(s);
+    char* end = nullptr;
+    const double v = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v))
+        throw Refused{"ERR bloomline: span must be a positive number of seconds"};
+    return v;
+}
+
+// Opened bits of one slot, for their bytes in place.
+struct SlotBits {
+    OpenedKey key;
+    unsigned char* bytes = nullptr;
+    SlotBits(Ctx* ctx, Str* name, int mode) : key(ctx, name, mode) {
+        std::size_t len = 0;
+        if (key.k && KeyType(key.k) == kKeyTypeString) bytes = reinterpret_cast<unsigned char*>(StringDMA(key.k, &len, mode));
+        if (!bytes) throw Refused{"MISSING " + text(name)};
+    }
+};
+
+int window_add(Ctx* ctx, Str** argv, int argc) {
+    const int nkeys = argc - 1 - kWindowAddTail;
+    if (nkeys < 6 || nkeys % 2 != 0) return WrongArity(ctx);
+    const int ring = (nkeys - 2) / 2;
+    Str* meta = argv[1];
+    Str* answer_key = argv[2];
+    Str** tail = argv + 1 + nkeys;
+    Str *ttl_arg = tail[0], *mode_arg = tail[1], *sig = tail[6], *epoch_arg = tail[8], *fields = tail[9],
+        *at = tail[10], *made = tail[11], *positions = tail[12];
+    long long ttl = 0;
+    bloomline::Apply mode{};
+    if (!parse_add_args(ctx, ttl_arg, mode_arg, &ttl, &mode)) return kOk;
+    const auto size = static_cast<std::size_t>(long_arg(tail[2], "bytes", 1));
+    const double span = span_arg(tail[3]);
+    const bool refresh = text(tail[4]) == "1";
+    const long long margin = long_arg(tail[5], "margin_ms", 0);
+    const long long mine = long_arg(tail[7], "newest", -1);
+    check_sig(ctx, meta, sig);
+    const std::string answer_name = text(answer_key);
+    if (const Kept* kept = kept_answer(ctx, answer_name)) {
+        ReplyWithArray(ctx, 4);
+        ReplyWithStringBuffer(ctx, kept->answer.data(), kept->answer.size());
+        ReplyWithLongLong(ctx, -1);
+        ReplyWithStringBuffer(ctx, "-1", 2);
+        return ReplyWithStringBuffer(ctx, "", 0);
+    }
+    Ring r(ctx, meta, argv + 3, ring, size, span, at);
+    const long long c = r.c;
+    const long long finish = static_cast<long long>(std::ceil(static_cast<double>(c + ring) * span * 1000)) + margin;
+    const bool meta_made = Called(Call(ctx, "EXISTS", "s", meta)).integer() == 1;
+    std::string epoch;
+    if (!meta_made) {
+        // Gone with the ring when the fleet was idle, it is made again; gone
+        // while a generation lives (one whose keys remain, or one this caller
+        // added to), lost.
+        if (mine > c - ring) throw Refused{"MISSING " + text(meta)};
+        for (int i = 0; i < ring; ++i)
+            if (r.live(i)) throw Refused{"MISSING " + text(meta)};
+        if (text(made) != "-") {
+            epoch = text(made);
+        } else {
+            const long long ms = Milliseconds();
+            epoch = std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 * 1000);
+        }
+    } else {
+        hget(ctx, meta, "epoch", &epoch);
+        // Another making of the meta than the one this caller added under,
+        // while that generation lives: lost whole and made again since.
+        if (mine > c - ring && text(epoch_arg) != epoch) throw Refused{"MISSING " + text(meta)};
+    }
+    const int cur = static_cast<int>(c % ring);
+    const bool start = r.numbers[cur] != c;
+    std::vector<int> older;
+    for (int i = 0; i < ring; ++i) {
+        if (i == cur && !start) r.check_bits(ctx, i);
+        if (i != cur && r.live(i) && r.numbers[i] < c) {
+            r.check_bits(ctx, i);
+            older.push_back(i);
+        }
+    }
+    std::size_t blob_len = 0;
+    const unsigned char* blob = bytes_of(positions, &blob_len);
+    bloomline::PositionRecords records;
+    std::string error;
+    if (!bloomline::read_positions(blob, blob_len, size, &records, &error)) throw Refused{error};
+
+    // Every check passed: from here on, writes.
+    if (!meta_made) {
+        std::size_t len = 0;
+        const char* p = StringPtrLen(fields, &len);
+        std::vector<std::string_view> parts;
+        for (std::size_t at_ = 0; at_ < len;) {
+            std::size_t next = std::string_view(p, len).find('\0', at_);
+            if (next == std::string_view::npos) next = len;
+            parts.emplace_back(p + at_, next - at_);
+            at_ = next + 1;
+        }
+        for (std::size_t i = 0; i + 1 < parts.size(); i += 2)
+            Called(Call(ctx, "HSET", "sbb", meta, parts[i].data(), parts[i].size(), parts[i + 1].data(),
+                        parts[i + 1].size()));
+        Called(Call(ctx, "HSET", "scb", meta, "epoch", epoch.data(), epoch.size()));
+    }
+    Called(Call(ctx, "PEXPIREAT", "sl", meta, finish));
+    const std::string number = std::to_string(c);
+    if (start) {
+        // Generation c starts in the slot of c - ring, expired: its life is
+        // its ring slices and the margin, after which the server deletes it.
+        Called(Call(ctx, "DEL", "ss", r.bits[cur], r.gens[cur]));
+        Called(Call(ctx, "SETRANGE", "slb", r.bits[cur], static_cast<long long>(size - 1), "\0", std::size_t{1}));
+        Called(Call(ctx, "HSET", "scbcc", r.gens[cur], "number", number.data(), number.size(), "count", "0"));
+        const std::string slot = "slot" + std::to_string(cur);
+        Called(Call(ctx, "HSET", "sbb", meta, slot.data(), slot.size(), number.data(), number.size()));
+        Called(Call(ctx, "PEXPIREAT", "sl", r.bits[cur], finish));
+        Called(Call(ctx, "PEXPIREAT", "sl", r.gens[cur], finish));
+    }
+    std::string answer;
+    std::uint64_t added = 0;
+    {
+        SlotBits current(ctx, r.bits[cur], kRead | kWrite);
+        std::vector<std::unique_ptr<SlotBits>> opened;
+        std::vector<const unsigned char*> older_bytes;
+        for (int i : older) {
+            opened.push_back(std::make_unique<SlotBits>(ctx, r.bits[i], kRead));
+            older_bytes.push_back(opened.back()->bytes);
+        }
+        bloomline::apply_window_add(records, current.bytes, older_bytes, refresh, mode, &answer, &added);
+    }
+    const long long count =
+        Called(Call(ctx, "HINCRBY", "scl", r.gens[cur], "count", static_cast<long long>(added))).integer();
+    keep_answer(ctx, answer_name, answer, ttl);
+    Replicate(ctx, "bloomline.wadd", "vbbs", argv + 1, static_cast<std::size_t>(argc - 4), number.data(),
+              number.size(), epoch.data(), epoch.size(), positions);
+    ReplyWithArray(ctx, 4);
+    ReplyWithStringBuffer(ctx, answer.data(), answer.size());
+    ReplyWithLongLong(ctx, count);
+    ReplyWithStringBuffer(ctx, number.data(), number.size());
+    return ReplyWithStringBuffer(ctx, epoch.data(), epoch.size());
+}
+
+int window_has(Ctx* ctx, Str** argv, int argc) {
+    const int nkeys = argc - 1 - kWindowHasTail;
+    if (nkeys < 5 || nkeys % 2 != 1) return WrongArity(ctx);
+    const int ring = (nkeys - 1) / 2;
+    Str** tail = argv + 1 + nkeys;
+    const auto size = static_cast<std::size_t>(long_arg(tail[0], "bytes", 1));
+    const double span = span_arg(tail[1]);
+    check_sig(ctx, argv[1], tail[2]);
+    Ring r(ctx, argv[1], argv + 2, ring, size, span, nullptr);
+    std::vector<std::unique_ptr<SlotBits>> opened;
+    std::vector<const unsigned char*> live;
+    for (int i = 0; i < ring; ++i) {
+        if (!r.live(i)) continue;
+        r.check_bits(ctx, i);
+        opened.push_back(std::make_unique<SlotBits>(ctx, r.bits[i], kRead));
+        live.push_back(opened.back()->bytes);
+    }
+    std::size_t blob_len = 0;
+    const unsigned char* blob = bytes_of(tail[3], &blob_len);
+    bloomline::PositionRecords records;
+    std::string error, answer;
+    if (!bloomline::read_positions(blob, blob_len, size, &records, &error)) throw Refused{error};
+    bloomline::apply_window_test(records, live, &answer);
+    const std::string number = std::to_string(r.c);
+    ReplyWithArray(ctx, 2);
+    ReplyWithStringBuffer(ctx, answer.data(), answer.size());
+    return ReplyWithStringBuffer(ctx, number.data(), number.size());
+}
+
+// A refusal (or a server command's error) becomes the reply.
+template <int (*Command)(Ctx*, Str**, int)>
+int refusing(Ctx* ctx, Str** argv, int argc) {
+    try {
+        return Command(ctx, argv, argc);
+    } catch (const Refused& e) {
+        return reply_error(ctx, e.message);
+    } catch (const std::bad_alloc&) {
+        return reply_error(ctx, "OOM bloomline: out of memory");
+    }
+}
+
 // One key spec: keys from argument `first` to `last` (last < 0: counted
 // from the end, as Redis takes it), with these access flags.
 KeySpec key_range(int first, int last, std::uint64_t flags) {
@@ -521,6 +870,9 @@ bool describe_commands(Ctx* ctx) {
     static KeySpec cadd[] = {key_range(1, 1, kKeyRo | kKeyAccess), key_range(2, 2, kKeyRw | kKeyAccess | kKeyUpdate),
                              key_range(3, 3, kKeyRo | kKeyNotKey), key_range(4, -6, kKeyRw | kKeyAccess | kKeyUpdate), {}};
     static KeySpec has[] = {key_range(1, 1, kKeyRo | kKeyAccess), {}};
+    static KeySpec wadd[] = {key_range(1, 1, kKeyRw | kKeyAccess | kKeyUpdate), key_range(2, 2, kKeyRo | kKeyNotKey),
+                             key_range(3, -1 - kWindowAddTail, kKeyRw | kKeyAccess | kKeyUpdate), {}};
+    static KeySpec whas[] = {key_range(1, -1 - kWindowHasTail, kKeyRo | kKeyAccess), {}};
     struct Described {
         const char* name;
         int arity;
@@ -529,7 +881,9 @@ bool describe_commands(Ctx* ctx) {
     };
     const Described commands[] = {{"bloomline.add", 7, add, "write"},
                                   {"bloomline.cadd", -10, cadd, "write"},
-                                  {"bloomline.has", 3, has, "read fast"}};
+                                  {"bloomline.has", 3, has, "read fast"},
+                                  {"bloomline.wadd", -(7 + kWindowAddTail), wadd, "write"},
+                                  {"bloomline.whas", -(6 + kWindowHasTail), whas, "read"}};
     const bool categories = api("RedisModule_SetCommandACLCategories", &SetCommandACLCategories);
     for (const Described& d : commands) {
         Command* cmd = GetCommand(ctx, d.name);
@@ -561,7 +915,11 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
                     api("RedisModule_StringToLongLong", &StringToLongLong) &&
                     api("RedisModule_Milliseconds", &Milliseconds) &&
                     api("RedisModule_GetContextFlags", &GetContextFlags) && api("RedisModule_Alloc", &Alloc) &&
-                    api("RedisModule_Free", &Free) && api("RedisModule_SubscribeToServerEvent", &SubscribeToServerEvent);
+                    api("RedisModule_Free", &Free) && api("RedisModule_SubscribeToServerEvent", &SubscribeToServerEvent) &&
+                    api("RedisModule_Call", &Call) && api("RedisModule_CallReplyType", &CallReplyType) &&
+                    api("RedisModule_CallReplyStringPtr", &CallReplyStringPtr) &&
+                    api("RedisModule_CallReplyInteger", &CallReplyInteger) &&
+                    api("RedisModule_FreeCallReply", &FreeCallReply) && api("RedisModule_Replicate", &Replicate);
     if (!ok) return kErr;
     if (api("RedisModule_IsModuleNameBusy", &IsModuleNameBusy) && IsModuleNameBusy("bloomline")) return kErr;
     SetModuleAttribs(ctx, "bloomline", 2, kApiVersion1);
@@ -571,6 +929,12 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
     if (CreateCommand(ctx, "bloomline.add", cmd_add, "write deny-oom", 1, 3, 1) != kOk) return kErr;
     if (CreateCommand(ctx, "bloomline.cadd", cmd_chain_add, "write deny-oom", 1, -6, 1) != kOk) return kErr;
     if (CreateCommand(ctx, "bloomline.has", cmd_has, "readonly fast", 1, 1, 1) != kOk) return kErr;
+    // WADD's keys: the meta to the last slot's hash (the 14th argument from
+    // the end); WHAS's to the 5th from the end.
+    if (CreateCommand(ctx, "bloomline.wadd", refusing<window_add>, "write deny-oom", 1, -1 - kWindowAddTail, 1) != kOk)
+        return kErr;
+    if (CreateCommand(ctx, "bloomline.whas", refusing<window_has>, "readonly", 1, -1 - kWindowHasTail, 1) != kOk)
+        return kErr;
     if (!describe_commands(ctx)) return kErr;
     for (const Event& e : {kFlushDb, kLoading, kSwapDb})
         if (SubscribeToServerEvent(ctx, e, on_dataset_event) != kOk) return kErr;

@@ -149,7 +149,93 @@ inline std::uint64_t append_bitfield_operands(const Geometry& g, std::uint64_t s
     return (last - first) * g.num_hashes * (set ? 4 : 3);
 }
 
-// Server side (the module): what an apply does with each key.
+// Server side (the module): a blob's records, checked whole against the
+// string they address before any bit is read or set (a bad batch changes
+// nothing), then read key by key.
+struct PositionRecords {
+    Layout layout = Layout::blocked;
+    std::uint32_t k = 0;
+    std::size_t record = 0, n = 0;
+    const unsigned char* first = nullptr;
+
+    static std::uint64_t get(const unsigned char* p, int bytes) {
+        std::uint64_t v = 0;
+        for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[b];
+        return v;
+    }
+    // Calls f(byte, bit) for each of key i's k bits (bit = 0..7 of that byte).
+    template <class F>
+    void each_bit(std::size_t i, F&& f) const {
+        const unsigned char* r = first + i * record;
+        const bool blocked = layout == Layout::blocked;
+        const std::uint64_t base = blocked ? get(r, 4) : 0;
+        const unsigned char* bits = blocked ? r + 4 : r;
+        const int width = blocked ? 2 : 4;
+        for (std::uint32_t j = 0; j < k; ++j) {
+            const std::uint64_t b = get(bits + width * j, width);
+            if (!f(base + b / 8, static_cast<unsigned>(b % 8))) return;
+        }
+    }
+    bool all_set(std::size_t i, const unsigned char* shard) const {
+        bool all = true;
+        each_bit(i, [&](std::uint64_t byte, unsigned bit) { return all = (shard[byte] >> bit & 1) != 0; });
+        return all;
+    }
+    // Sets key i's bits; true where one of them was clear (the key was new).
+    bool set(std::size_t i, unsigned char* shard) const {
+        bool changed = false;
+        each_bit(i, [&](std::uint64_t byte, unsigned bit) {
+            changed = changed || !(shard[byte] >> bit & 1);
+            shard[byte] = static_cast<unsigned char>(shard[byte] | (1u << bit));
+            return true;
+        });
+        return changed;
+    }
+};
+
+// The records of a blob whose every position lies inside a string of
+// shard_len bytes; false (and *error) for a malformed blob or one outside.
+inline bool read_positions(const unsigned char* blob, std::size_t blob_len, std::size_t shard_len,
+                           PositionRecords* out, std::string* error) {
+    if (blob_len < kPositionsHeader || (blob[0] != kPositionsBlocked && blob[0] != kPositionsStandard) ||
+        blob[1] < 1 || blob[1] > kMaxHashes || blob[2] != 0 || blob[3] != 0) {
+        *error = "ERR bloomline: malformed positions (bad header)";
+        return false;
+    }
+    PositionRecords& p = *out;
+    p.layout = blob[0] == kPositionsBlocked ? Layout::blocked : Layout::standard;
+    p.k = blob[1];
+    p.record = position_record_size(p.layout, p.k);
+    if ((blob_len - kPositionsHeader) % p.record != 0) {
+        *error = "ERR bloomline: malformed positions (length)";
+        return false;
+    }
+    p.n = (blob_len - kPositionsHeader) / p.record;
+    p.first = blob + kPositionsHeader;
+    for (std::size_t i = 0; i < p.n; ++i) {
+        const unsigned char* r = p.first + i * p.record;
+        if (p.layout == Layout::blocked) {
+            if (PositionRecords::get(r, 4) + kBlockBytes > shard_len) {
+                *error = "ERR bloomline: a block lies past the end of the shard";
+                return false;
+            }
+            for (std::uint32_t j = 0; j < p.k; ++j)
+                if (PositionRecords::get(r + 4 + 2 * j, 2) >= kBlockBits) {
+                    *error = "ERR bloomline: a bit offset lies past its block";
+                    return false;
+                }
+        } else {
+            for (std::uint32_t j = 0; j < p.k; ++j)
+                if (PositionRecords::get(r + 4 * j, 4) / 8 >= shard_len) {
+                    *error = "ERR bloomline: a bit lies past the end of the shard";
+                    return false;
+                }
+        }
+    }
+    return true;
+}
+
+// What an apply does with each key.
 //   test: answer '1' where every bit is set, else '0'.
 //   add: set the bits; answer '1' where a bit changed (the key was new),
 //        else '0'.
@@ -166,74 +252,55 @@ enum class Apply { test, add, add_unsure };
 inline bool apply_positions(const unsigned char* blob, std::size_t blob_len, unsigned char* shard,
                             std::size_t shard_len, Apply mode, std::uint64_t room, std::string* answer,
                             std::size_t* processed, std::uint64_t* news, std::string* error) {
-    if (blob_len < kPositionsHeader || (blob[0] != kPositionsBlocked && blob[0] != kPositionsStandard) ||
-        blob[1] < 1 || blob[1] > kMaxHashes || blob[2] != 0 || blob[3] != 0) {
-        *error = "ERR bloomline: malformed positions (bad header)";
-        return false;
-    }
-    const Layout layout = blob[0] == kPositionsBlocked ? Layout::blocked : Layout::standard;
-    const std::uint32_t k = blob[1];
-    const std::size_t rec = position_record_size(layout, k);
-    if ((blob_len - kPositionsHeader) % rec != 0) {
-        *error = "ERR bloomline: malformed positions (length)";
-        return false;
-    }
-    const std::size_t n = (blob_len - kPositionsHeader) / rec;
-    auto get = [](const unsigned char* p, int bytes) {
-        std::uint64_t v = 0;
-        for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[b];
-        return v;
-    };
-    // Check every position first: a bad batch changes nothing.
-    for (std::size_t i = 0; i < n; ++i) {
-        const unsigned char* r = blob + kPositionsHeader + i * rec;
-        if (layout == Layout::blocked) {
-            if (get(r, 4) + kBlockBytes > shard_len) {
-                *error = "ERR bloomline: a block lies past the end of the shard";
-                return false;
-            }
-            for (std::uint32_t j = 0; j < k; ++j)
-                if (get(r + 4 + 2 * j, 2) >= kBlockBits) {
-                    *error = "ERR bloomline: a bit offset lies past its block";
-                    return false;
-                }
-        } else {
-            for (std::uint32_t j = 0; j < k; ++j)
-                if (get(r + 4 * j, 4) / 8 >= shard_len) {
-                    *error = "ERR bloomline: a bit lies past the end of the shard";
-                    return false;
-                }
-        }
-    }
-    const int width = layout == Layout::blocked ? 2 : 4;
+    PositionRecords p;
+    if (!read_positions(blob, blob_len, shard_len, &p, error)) return false;
     std::size_t i = 0;
-    for (; i < n; ++i) {
+    for (; i < p.n; ++i) {
         if (mode != Apply::test && *news == room) break;
-        const unsigned char* r = blob + kPositionsHeader + i * rec;
-        const std::uint64_t base = layout == Layout::blocked ? get(r, 4) : 0;
-        const unsigned char* bits = layout == Layout::blocked ? r + 4 : r;
-        bool all = true;
-        for (std::uint32_t j = 0; j < k && all; ++j) {
-            const std::uint64_t b = get(bits + width * j, width);
-            all = shard[base + b / 8] >> (b % 8) & 1;
-        }
+        const bool all = p.all_set(i, shard);
         if (mode == Apply::test) {
             answer->push_back(all ? '1' : '0');
-            continue;
-        }
-        if (all) {  // present: not new, or unknown when the first send may have set it
+        } else if (all) {  // present: not new, or unknown when the first send may have set it
             answer->push_back(mode == Apply::add_unsure ? '?' : '0');
-            continue;
+        } else {
+            p.set(i, shard);
+            answer->push_back('1');
+            ++*news;
         }
-        for (std::uint32_t j = 0; j < k; ++j) {
-            const std::uint64_t b = get(bits + width * j, width);
-            shard[base + b / 8] = static_cast<unsigned char>(shard[base + b / 8] | (1u << (b % 8)));
-        }
-        answer->push_back('1');
-        ++*news;
     }
     *processed = i;
     return true;
+}
+
+// A windowed filter's generations (each a string of the same length): an
+// add tests each key in the older live generations and test-and-sets it in
+// the current one, as the plain backend's script does. A key is new ('1')
+// where no older generation had it and the current one changed; present is
+// '0', or '?' for a re-send whose kept answer is gone (mode add_unsure).
+// refresh=false leaves a key seen in an older generation where it is.
+// *added counts keys new to the current generation (its count).
+inline void apply_window_add(const PositionRecords& p, unsigned char* current,
+                             const std::vector<const unsigned char*>& older, bool refresh, Apply mode,
+                             std::string* answer, std::uint64_t* added) {
+    for (std::size_t i = 0; i < p.n; ++i) {
+        bool seen = false;
+        for (const unsigned char* g : older)
+            if ((seen = p.all_set(i, g))) break;
+        const bool fresh = (refresh || !seen) && p.set(i, current);
+        *added += fresh;
+        answer->push_back(fresh && !seen ? '1' : mode == Apply::add_unsure ? '?' : '0');
+    }
+}
+
+// A lookup over the live generations: '1' where one of them has the key.
+inline void apply_window_test(const PositionRecords& p, const std::vector<const unsigned char*>& live,
+                              std::string* answer) {
+    for (std::size_t i = 0; i < p.n; ++i) {
+        bool hit = false;
+        for (const unsigned char* g : live)
+            if ((hit = p.all_set(i, g))) break;
+        answer->push_back(hit ? '1' : '0');
+    }
 }
 
 }  // namespace bloomline

@@ -11,16 +11,17 @@ import numpy as np
 import numpy.typing as npt
 
 from ._backend import NEW, BitsBackend
-from ._names import FilterKeys, StageGuard
+from ._names import FilterKeys, StageGuard, WindowKeys
+from ._plain import RingScripts
 from ._wire import MODE, Job
 
 
-class ModuleBackend(BitsBackend):
+class ModuleBackend(RingScripts, BitsBackend):
     name = "module"
     max_keys = 100_000  # one command holds the server briefly (benchmarks/NOTES.md, "Redis")
     form_add = form_has = "positions"
-    no_windows = ("bloomline's module has no windowed command yet: pass backend 'plain' (or 'auto'), whose scripts "
-                  "run on any Redis, this one included")
+    no_windows = ""
+    window_form_add = window_form_has = "positions"
 
     def add_job(self, f: FilterKeys, shard: int, answer: str, ttl_ms: int, body: bytes, count: int) -> Job:
         # BLOOMLINE.ADD shard count answer ttl_ms mode positions
@@ -41,3 +42,22 @@ class ModuleBackend(BitsBackend):
         name = f.shards[shard]
         job = Job(name.encode(), b"BLOOMLINE.HAS", (name,), (), body, count)
         return [job], lambda replies: np.asarray(np.frombuffer(replies[0], dtype=np.uint8) == NEW)
+
+    # -- a windowed filter: BLOOMLINE.WADD and WHAS a chunk (its whole-ring reads: RingScripts) --
+
+    def window_chunk_keys(self, w: WindowKeys) -> int:
+        return max(1, self.max_keys * 2 // len(w.bits))  # each key tests every generation
+
+    def window_add_job(self, w: WindowKeys, answer: str, ttl_ms: int, refresh: bool, body: bytes,
+                       count: int, newest: int = -1, epoch: str = "") -> Job:
+        # BLOOMLINE.WADD meta answer bits_0 .. bits_G gen_0 .. gen_G ttl_ms mode bytes span refresh margin_ms sig
+        #                newest epoch fields at made positions   (at, made: "-", the primary's own)
+        fields = "".join(f"\0{v}" for v in w.meta_fields)[1:]
+        return Job(w.meta.encode(), b"BLOOMLINE.WADD", (w.meta, answer, *w.bits, *w.gens),
+                   (ttl_ms, MODE, w.nbytes, repr(w.span), int(refresh), w.margin_ms, w.sig, newest, epoch, fields,
+                    "-", "-"), body, count, writes=True)
+
+    def window_has_job(self, w: WindowKeys, body: bytes, count: int) -> Job:
+        # BLOOMLINE.WHAS meta bits_0 .. bits_G gen_0 .. gen_G bytes span sig positions
+        return Job(w.meta.encode(), b"BLOOMLINE.WHAS", (w.meta, *w.bits, *w.gens), (w.nbytes, repr(w.span), w.sig),
+                   body, count)

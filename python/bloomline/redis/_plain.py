@@ -108,7 +108,27 @@ return {answer, count}
 """)
 
 
-class PlainBackend(BitsBackend):
+class RingScripts:
+    """A windowed filter's reads of its whole ring (its live generations'
+    counts, a dump's bits) and a restore's upload, as scripts (below): they
+    run once a call, not once a batch, so they serve the module backend too,
+    over the same keys, and the module has no commands of its own for them."""
+
+    def window_live_job(self, w: WindowKeys) -> Job:
+        return Job(w.meta.encode(), _WINDOW_LIVE, (w.meta, *w.bits, *w.gens),
+                   (w.nbytes, repr(w.span), len(w.bits), w.sig))
+
+    def window_dump_job(self, w: WindowKeys) -> Job:
+        return Job(w.meta.encode(), _WINDOW_LIVE, (w.meta, *w.bits, *w.gens),
+                   (w.nbytes, repr(w.span), len(w.bits), w.sig, 1))
+
+    def window_upload_job(self, w: WindowKeys, generations: Sequence[tuple[int, int, bytes]]) -> Job:
+        flat = [x for number, count, bits in generations for x in (number, count, bits)]
+        return Job(w.meta.encode(), _WINDOW_UPLOAD, (w.meta, *w.bits, *w.gens),
+                   (w.nbytes, repr(w.span), len(w.bits), w.sig, w.margin_ms, *flat))
+
+
+class PlainBackend(RingScripts, BitsBackend):
     name = "plain"
     max_keys = 10_000
     max_bits = 60_000  # bits per command: one command holds the server briefly (benchmarks/NOTES.md, "Redis")
@@ -148,18 +168,6 @@ class PlainBackend(BitsBackend):
         return Job(w.meta.encode(), _WINDOW_HAS, (w.meta, *w.bits, *w.gens),
                    (w.num_hashes, w.nbytes, repr(w.span), len(w.bits), w.sig), body, count)
 
-    def window_live_job(self, w: WindowKeys) -> Job:
-        return Job(w.meta.encode(), _WINDOW_LIVE, (w.meta, *w.bits, *w.gens),
-                   (w.nbytes, repr(w.span), len(w.bits), w.sig))
-
-    def window_dump_job(self, w: WindowKeys) -> Job:
-        return Job(w.meta.encode(), _WINDOW_LIVE, (w.meta, *w.bits, *w.gens),
-                   (w.nbytes, repr(w.span), len(w.bits), w.sig, 1))
-
-    def window_upload_job(self, w: WindowKeys, generations: Sequence[tuple[int, int, bytes]]) -> Job:
-        flat = [x for number, count, bits in generations for x in (number, count, bits)]
-        return Job(w.meta.encode(), _WINDOW_UPLOAD, (w.meta, *w.bits, *w.gens),
-                   (w.nbytes, repr(w.span), len(w.bits), w.sig, w.margin_ms, *flat))
 
     def has_jobs(self, f: FilterKeys, shard: int, body: bytes,
                  count: int) -> tuple[list[Job], Callable[[list[Any]], npt.NDArray[np.bool_]]]:
@@ -453,3 +461,4 @@ end
 redis.call('PEXPIREAT', KEYS[1], math.ceil((newest + ring) * span * 1000) + margin)
 return {fmt(c), written}
 """)
+

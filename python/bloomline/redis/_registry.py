@@ -162,12 +162,15 @@ def choose_backend(kind: str, backend: str, client: Any, key: str, recorded: Opt
     return BACKENDS[backend if backend != "auto" else ("module" if has_module else "plain")]
 
 
-def window_backend(backend: str) -> Backend:
-    """The backend a windowed filter runs on: 'auto' is the first that
-    keeps one (plain: its scripts run on any Redis, the module loaded or
-    not); one named that keeps none raises, saying why and what to pass."""
+def window_backend(backend: str, client: Any, key: str, recorded: Optional[str] = None) -> Backend:
+    """The backend a windowed filter runs on. Before its meta is read
+    (recorded None): 'auto' is the module where the server and every replica
+    it can reach have it, else plain, as for a new fixed filter; a backend
+    named that keeps none (bf) raises, saying why and what to pass. Once
+    read, the backend its meta records binds, as a fixed filter's does."""
     check_name(backend)
-    if backend == "auto":
-        return next(b for b in BACKENDS.values() if not b.no_windows)
-    BACKENDS[backend].refuse_windows()
-    return BACKENDS[backend]
+    if backend != "auto":
+        BACKENDS[backend].refuse_windows()
+    if recorded is None:
+        return new_backend(backend, client)
+    return choose_backend("bits", backend, client, key, recorded)

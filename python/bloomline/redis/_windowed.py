@@ -60,9 +60,12 @@ or any key with refresh=True), WAIT on the filter's node as the other Redis
 filters do (``_backend.replicated``); too few acknowledgements raise
 NotDurable with the add's facts (its new keys are new: act on them).
 
-**Backends.** 'plain' (Lua, any Redis: 'auto' picks it, the module loaded
-or not). The module has no windowed command yet and 'bf' no generations:
-both are refused when asked for, saying so.
+**Backends.** 'module' (BLOOMLINE.WADD and WHAS: 'auto' picks it where the
+server and its replicas have the module) and 'plain' (Lua, any Redis): the
+same steps over the same keys. The module's add replicates with the
+generation it chose, so a replica applies the primary's choice, not its
+own clock's. A filter keeps the backend it was made with (its meta records
+it), as a fixed filter does. 'bf' has no generations: refused, saying so.
 """
 
 from __future__ import annotations
@@ -143,10 +146,9 @@ class RedisWindowedFilter:
     makes the filter, or attaches to it where one with the same parameters
     is there (one that differs raises ValueError naming the field).
     ``redis``: a redis-py client or a URL. ``capacity``: distinct keys per
-    window (each generation is sized for them). ``retries``,
+    window (each generation is sized for them). ``backend``, ``retries``,
     ``answer_ttl_ms``, ``wait_replicas`` and ``wait_timeout_ms`` as
-    RedisBloomFilter's.
-    """
+    RedisBloomFilter's ('bf' keeps no generations)."""
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -174,7 +176,6 @@ class RedisWindowedFilter:
         rate = _check_error_rate(error_rate)
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
             raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
-        self._b = window_backend(backend)
         # Each generation sized as the local class sizes one (checks capacity and layout).
         params = optimal_params(capacity, _core.window_generation_error_rate(rate, g), layout)
         nbytes = math.ceil(params.num_bits / 512) * 64
@@ -183,10 +184,10 @@ class RedisWindowedFilter:
                              "generation, over the 2**32 of one Redis string: a smaller capacity or a higher "
                              "error_rate")
         client = client_of(redis)
+        self._b = window_backend(backend, client, key)
         self._sender = Sender(client, retries=retries, answer_ttl_ms=answer_ttl_ms, wait_replicas=wait_replicas,
                               wait_timeout_ms=wait_timeout_ms)
-        self._policy = eviction_policy(client)
-        self._capacity, self._error_rate, self._window = int(capacity), rate, window_s
+        self._policy, self._capacity, self._error_rate, self._window = eviction_policy(client), int(capacity), rate, window_s
         base = tag_of_chain(key)
         fields = {"kind": "windowed", "version": META_VERSION, "capacity": int(capacity), "error_rate": repr(rate),
                   "window": repr(window_s), "generations": g, "layout": layout, "seed": seed,
@@ -204,6 +205,8 @@ class RedisWindowedFilter:
         life_ms = math.ceil((g + 1) * (window_s / g) * 1000) + MARGIN_MS
         stored = as_dict(self._sender.script(_CLAIM, [meta], [life_ms, *_flat(fields)]))
         _check(key, stored, fields)
+        self._b = window_backend(backend, client, key, recorded=stored.get("backend"))  # the one it was made with
+        fields["backend"] = self._b.name
         if stored.get("sig") != f"{params_sig}|{stored.get('ident')}":
             raise ValueError(f"the windowed filter at key {self._key!r} was made by another version of bloomline "
                              f"(meta version {stored.get('version', '?')}, this one {META_VERSION}): delete it first")
@@ -289,7 +292,7 @@ class RedisWindowedFilter:
         for c, lo in enumerate(range(0, len(hashed), step)):
             _shards, _starts, order, bodies, counts = _core.redis_batch(
                 hashed[lo : lo + step], w.num_bits, w.num_hashes, layout=w.layout, seed=w.seed,
-                shard_bits=w.nbytes * 8, form=form, joined=True)
+                shard_bits=w.nbytes * 8, form=form)  # (one shard: every generation is one string)
             yield c, lo + order, bodies[0], int(counts[0])
 
     def add_many(self, keys: Keys, *, refresh: bool = True, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
@@ -411,11 +414,8 @@ class RedisWindowedFilter:
         """Estimated distinct keys in the live generations (the estimate of
         their union: a key refreshed into several counts once). The bits
         are read after the live generations are named: an estimate."""
-        _c, live = self._live()
-        if not live:
-            return 0.0
-        names = [self._w.bits[s] for s, _n, _c2, _b in live]
-        values = self._sender.each([Job(k.encode(), b"GET", (k,)) for k in names])
+        live = self._live()[1]
+        values = self._sender.each([Job(k.encode(), b"GET", (k,)) for k in (self._w.bits[s] for s, *_ in live)])
         acc = np.zeros(self._w.nbytes, dtype=np.uint8)
         for v in values:
             if v is not None and len(v) == self._w.nbytes:  # (a generation expired meanwhile: none of its keys)
@@ -496,7 +496,7 @@ class RedisWindowedFilter:
 
     @property
     def backend(self) -> str:
-        """Which backend runs: 'plain' (neither the module nor 'bf' has windowed commands yet)."""
+        """Which backend runs: 'module' or 'plain', the one the filter was made with ('bf' keeps no generations)."""
         return self._b.name
 
     @property

@@ -116,7 +116,7 @@ class RedisBloomDupeFilter(_DupeFilter):
         wait_timeout: WAIT for that many replicas, that many seconds, after
         each check that records a fingerprint. recrawl_after: seconds after
         which a request is new again (a RedisWindowedFilter at
-        key + RECRAWL_SUFFIX, plain backend, no front filter)."""
+        key + RECRAWL_SUFFIX, on the same backend, no front filter)."""
         from ..redis import RedisStages  # here: redis is optional; the local filter does without it
 
         self._init_common(fingerprinter, debug, stats)
@@ -150,10 +150,8 @@ class RedisBloomDupeFilter(_DupeFilter):
         self.seen: Union[ScalableBloomFilter, RedisWindowedFilter]
         self.front: Optional[ScalableBloomFilter] = None
         if recrawl_after is not None:
-            if backend not in ("auto", "plain"):  # (RedisWindowedFilter has the plain backend only)
-                raise ValueError(f"a recrawl filter runs on the plain backend, got backend={backend!r}")
             wait_ms = max(1, round(wait_timeout * 1000))
-            self.seen = self._retrying(lambda: self._windowed(capacity, error_rate, layout, recrawl_after,
+            self.seen = self._retrying(lambda: self._windowed(capacity, error_rate, layout, recrawl_after, backend,
                                                               wait_replicas, wait_ms))
             return
         self._retrying(self._refuse_a_recrawl_filter)
@@ -201,8 +199,8 @@ class RedisBloomDupeFilter(_DupeFilter):
                 "(SCHEDULER_DUPEFILTER_KEY, BLOOMLINE_REDIS_KEY); the recrawl filter expires by itself at most "
                 "1.25x its window, and a second, after its last add")
 
-    def _windowed(self, capacity: int, error_rate: float, layout: Layout, window: float, wait_replicas: int,
-                  wait_timeout_ms: int) -> RedisWindowedFilter:
+    def _windowed(self, capacity: int, error_rate: float, layout: Layout, window: float, backend: str,
+                  wait_replicas: int, wait_timeout_ms: int) -> RedisWindowedFilter:
         """The recrawl filter at recrawl_key: attached (made with the same
         settings, or RecrawlMismatch naming them) or made; KindMismatch where
         the dupefilter key holds a chain (made without the setting, or
@@ -247,7 +245,7 @@ class RedisBloomDupeFilter(_DupeFilter):
                         "most 1.25x its window, and a second, after its last add)")
         # The whole error budget: there is no front filter to share it with.
         seen = RedisWindowedFilter(self.server, self.recrawl_key, capacity, error_rate, window=window,
-                                   generations=RECRAWL_GENERATIONS, backend="plain", layout=layout, retries=2,
+                                   generations=RECRAWL_GENERATIONS, backend=backend, layout=layout, retries=2,
                                    wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
         live = seen.live_generations
         if live:
@@ -301,10 +299,6 @@ class RedisBloomDupeFilter(_DupeFilter):
                 raise _Refused(REASON_SETTINGS, f"BLOOMLINE_REDIS_BACKEND must be 'auto', 'module' or 'plain', "
                                                 f"got {backend!r}")
             recrawl = config.recrawl_after
-            if recrawl is not None and backend == "module":  # (RedisWindowedFilter: plain only, for now)
-                raise _Refused(REASON_SETTINGS, f"BLOOMLINE_REDIS_BACKEND must be 'auto' or 'plain' with "
-                                                f"BLOOMLINE_RECRAWL_AFTER (the recrawl filter in Redis has the plain "
-                                                f"backend only), got {backend!r}")
             replicas = _int_setting(s, "BLOOMLINE_REDIS_REPLICAS", 0, 0)
             # (under the 5 s socket timeout, less a second: WAIT holds the connection)
             wait = _float_setting(s, "BLOOMLINE_REDIS_REPLICAS_TIMEOUT", 1.0, 0.0, MAX_WAIT_TIMEOUT, closed=False) \
