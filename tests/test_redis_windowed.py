@@ -232,6 +232,67 @@ def test_the_module_replicates_the_generation_it_chose(tmp_path: Any) -> None:
         replica.stop()
 
 
+def _wadd(r: Any, f: Any, keys: Any, **over: Any) -> Any:
+    """BLOOMLINE.WADD as the module backend sends it, any argument replaced."""
+    from bloomline import _core
+
+    w = f._w
+    body = _core.redis_batch(_core.hash_valid(keys, w.seed, nulls="raise")[0], w.num_bits, w.num_hashes,
+                             layout=w.layout, seed=w.seed, shard_bits=w.nbytes * 8, form="positions")[3][0]
+    blob = body[body.index(b"\r\n") + 2 : -2]  # (the core frames it as one RESP argument)
+    a = dict(ttl_ms=60_000, mode="F", bytes=w.nbytes, span=repr(w.span), refresh=1, margin_ms=w.margin_ms,
+             sig=w.sig, newest=-1, epoch="", fields="\0".join(w.meta_fields), at="-", made="-", positions=blob)
+    a.update(over)
+    return r.execute_command("BLOOMLINE.WADD", w.meta, f"{f.key}:ans:{over.get('answer', 'x')}", *w.bits, *w.gens,
+                             *(a[n] for n in ("ttl_ms", "mode", "bytes", "span", "refresh", "margin_ms", "sig",
+                                              "newest", "epoch", "fields", "at", "made", "positions")))
+
+
+def test_the_module_refuses_what_it_cannot_apply_and_changes_nothing(module_server: Any) -> None:
+    """Values the scripts would never send, or a ring's hashes tampered
+    with: each an error reply, every check made before the first write (a
+    refused add changes nothing, so nothing need replicate), the server up."""
+    r = redis.Redis.from_url(module_server.url)
+    f = RedisWindowedFilter(r, "hostile", 1000, 0.01, window=600, generations=2)
+    assert f.backend == "module" and f.add_many(["a", "b"]).all()
+    slot = f.current_generation % 3
+    gen = f"{{hostile}}:w:gen:{slot}"
+
+    def state() -> list[Any]:
+        return [(r.type(k), r.get(k) if r.type(k) == b"string" else r.hgetall(k), r.execute_command("PEXPIRETIME", k))
+                for k in f.redis_keys()]
+
+    before = state()
+    for over, words in ((dict(span="1e-12"), "no generation number"), (dict(span="nan"), "span must be"),
+                        (dict(bytes=f._w.nbytes + 1), "bytes must be a multiple of 64"),
+                        (dict(bytes=2**40), "bytes must be"), (dict(refresh=2), "refresh must be 0 or 1"),
+                        (dict(made="forged"), "made is the primary's"), (dict(at="5"), "at is the primary's"),
+                        (dict(margin_ms=10**12), "margin_ms must be"), (dict(positions=b"B\x02"), "malformed")):
+        with pytest.raises(redis.ResponseError, match=words):
+            _wadd(r, f, ["c"], **over)
+        assert state() == before, over
+    for field, value in (("count", "+5"), ("count", "007"), ("count", str(2**63 - 1)), ("number", str(2**62))):
+        r.hset(gen, field, value)
+        tampered = state()
+        with pytest.raises(redis.ResponseError, match=f"{field} is no integer in"):
+            f.add("c")
+        assert state() == tampered and r.ping()
+        f.delete()
+        f = RedisWindowedFilter(r, "hostile", 1000, 0.01, window=600, generations=2)
+        assert f.add_many(["a", "b"]).all()
+    assert "c" not in f
+
+
+def test_the_module_makes_a_generation_larger_than_one_argument(module_server: Any) -> None:
+    """A generation's string is made in place, not by an argument of its
+    size: a server whose proto-max-bulk-len is below it still starts it."""
+    r = redis.Redis.from_url(module_server.url)
+    r.config_set("proto-max-bulk-len", 1024 * 1024)
+    f = RedisWindowedFilter(r, "large", 1_000_000, 0.001, window=600, generations=2)
+    assert f._w.nbytes > 1024 * 1024
+    assert f.add_many(["a", "b"]).all() and f.contains_many(["a", "b", "c"]).tolist() == [True, True, False]
+
+
 # ---- the server's clock -------------------------------------------------------------
 
 # A client whose wall clock is an hour ahead. faketime is not installed here,

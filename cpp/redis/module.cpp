@@ -583,13 +583,18 @@ bool hget(Ctx* ctx, Str* key, const std::string& field, std::string* out) {
     return Called(Call(ctx, "HGET", "sb", key, field.data(), field.size())).string(out);
 }
 
+// A generation number, a slot record or a count: a decimal integer in
+// [0, 2**53) as the scripts and HINCRBY write them, or a refusal (read
+// before any write, so that no later step can fail on it).
+constexpr double kMaxExact = 9007199254740992.0;  // 2**53
 long long integer_field(Ctx* ctx, Str* key, const std::string& field, bool* found) {
     std::string v;
     *found = hget(ctx, key, field, &v);
     if (!*found) return 0;
     char* end = nullptr;
     const long long n = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0') throw Refused{"WRONGTYPE bloomline: " + text(key) + " " + field + " is no integer"};
+    if (v.empty() || *end != '\0' || n < 0 || static_cast<double>(n) >= kMaxExact || std::to_string(n) != v)
+        throw Refused{"WRONGTYPE bloomline: " + text(key) + " " + field + " is no integer in [0, 2**53)"};
     return n;
 }
 
@@ -598,6 +603,14 @@ long long long_arg(Str* s, const char* name, long long low) {
     if (StringToLongLong(s, &v) != kOk || v < low)
         throw Refused{std::string("ERR bloomline: ") + name + " must be an integer >= " + std::to_string(low)};
     return v;
+}
+
+// A generation number, refused where a double would not hold it exactly (a
+// span so small, or a number so large, that no clock reaches it): never
+// cast out of range.
+long long generation_number(double v) {
+    if (!(v >= 0 && v < kMaxExact)) throw Refused{"ERR bloomline: span and the clock give no generation number"};
+    return static_cast<long long>(v);
 }
 
 // The ring as the scripts read it: the current generation (the clock's,
@@ -619,11 +632,9 @@ struct Ring {
         : meta(meta_key), bits(ring_keys), gens(ring_keys + ring), size(ring), bytes(nbytes), span(span_s),
           numbers(ring, -1) {
         if (!at || text(at) == "-") {
-            c = static_cast<long long>(std::floor(static_cast<double>(Milliseconds()) / 1000.0 / span));
-        } else {
-            if (!(GetContextFlags(ctx) & (kCtxReplicated | kCtxLoading)))
-                throw Refused{"ERR bloomline: at is the primary's, for its replicas and AOF; a client sends -"};
-            c = long_arg(at, "at", 0);
+            c = generation_number(std::floor(static_cast<double>(Milliseconds()) / 1000.0 / span));
+        } else {  // (a replica's or a load's: a client's was refused)
+            c = generation_number(static_cast<double>(long_arg(at, "at", 0)));
         }
         std::vector<long long> started(ring, -1);
         for (int i = 0; i < ring; ++i) {
@@ -641,6 +652,7 @@ struct Ring {
         for (int i = 0; i < ring; ++i)
             if (started[i] >= 0 && started[i] > c - ring && numbers[i] != started[i])
                 throw Refused{"MISSING " + text(gens[i])};
+        generation_number(static_cast<double>(c + ring));  // (room for the ring's end)
     }
     bool live(int i) const { return numbers[i] >= 0 && numbers[i] > c - size; }
     // A live slot's bits at their size: evicted or deleted is an error,
@@ -673,16 +685,45 @@ double span_arg(Str* s) {
     return v;
 }
 
-// Opened bits of one slot, for their bytes in place.
+// A generation's size: whole 64-byte blocks, at most one Redis string's
+// 2**32 bits (the client's bound), checked before anything is written.
+std::size_t bytes_arg(Str* s) {
+    const long long v = long_arg(s, "bytes", 64);
+    if (v > (1LL << 29) || v % 64 != 0)
+        throw Refused{"ERR bloomline: bytes must be a multiple of 64 in [64, 2**29]"};
+    return static_cast<std::size_t>(v);
+}
+
+// Opened bits of one slot (checked at their size before), in place.
 struct SlotBits {
     OpenedKey key;
     unsigned char* bytes = nullptr;
-    SlotBits(Ctx* ctx, Str* name, int mode) : key(ctx, name, mode) {
+    SlotBits(Ctx* ctx, Str* name, int mode, std::size_t size) : key(ctx, name, mode) {
         std::size_t len = 0;
-        if (key.k && KeyType(key.k) == kKeyTypeString) bytes = reinterpret_cast<unsigned char*>(StringDMA(key.k, &len, mode));
-        if (!bytes) throw Refused{"MISSING " + text(name)};
+        if (key.k && KeyType(key.k) == kKeyTypeString)
+            bytes = reinterpret_cast<unsigned char*>(StringDMA(key.k, &len, mode));
+        if (!bytes || len != size) throw Refused{(bytes ? "WRONGSIZE " : "MISSING ") + text(name)};
     }
 };
+
+// The meta's fields and values, each after a NUL but the first: pairs,
+// each field named.
+std::vector<std::string_view> meta_fields(Str* fields) {
+    std::size_t len = 0;
+    const char* p = StringPtrLen(fields, &len);
+    const std::string_view all(p, len);
+    std::vector<std::string_view> parts;
+    for (std::size_t at = 0; at <= len;) {
+        std::size_t next = all.find('\0', at);
+        if (next == std::string_view::npos) next = len;
+        parts.push_back(all.substr(at, next - at));
+        at = next + 1;
+    }
+    bool named = parts.size() >= 2 && parts.size() % 2 == 0;
+    for (std::size_t i = 0; named && i < parts.size(); i += 2) named = !parts[i].empty();
+    if (!named) throw Refused{"ERR bloomline: fields must be field, value pairs, each field named"};
+    return parts;
+}
 
 int window_add(Ctx* ctx, Str** argv, int argc) {
     const int nkeys = argc - 1 - kWindowAddTail;
@@ -696,11 +737,18 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     long long ttl = 0;
     bloomline::Apply mode{};
     if (!parse_add_args(ctx, ttl_arg, mode_arg, &ttl, &mode)) return kOk;
-    const auto size = static_cast<std::size_t>(long_arg(tail[2], "bytes", 1));
+    const std::size_t size = bytes_arg(tail[2]);
     const double span = span_arg(tail[3]);
-    const bool refresh = text(tail[4]) == "1";
+    const std::string refresh_text = text(tail[4]);
+    if (refresh_text != "0" && refresh_text != "1") throw Refused{"ERR bloomline: refresh must be 0 or 1"};
+    const bool refresh = refresh_text == "1";
     const long long margin = long_arg(tail[5], "margin_ms", 0);
+    if (margin > kMaxTtlMs) throw Refused{"ERR bloomline: margin_ms must be an integer in [0, 86400000]"};
     const long long mine = long_arg(tail[7], "newest", -1);
+    for (Str* primary_only : {at, made})  // (the primary's choices, as it replicates them)
+        if (text(primary_only) != "-" && !(GetContextFlags(ctx) & (kCtxReplicated | kCtxLoading)))
+            throw Refused{std::string("ERR bloomline: ") + (primary_only == at ? "at" : "made") +
+                          " is the primary's, for its replicas and AOF; a client sends -"};
     check_sig(ctx, meta, sig);
     const std::string answer_name = text(answer_key);
     if (const Kept* kept = kept_answer(ctx, answer_name)) {
@@ -712,7 +760,9 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     }
     Ring r(ctx, meta, argv + 3, ring, size, span, at);
     const long long c = r.c;
-    const long long finish = static_cast<long long>(std::ceil(static_cast<double>(c + ring) * span * 1000)) + margin;
+    const double end_ms = std::ceil(static_cast<double>(c + ring) * span * 1000);
+    if (!(end_ms < kMaxExact)) throw Refused{"ERR bloomline: no expiry time for generation " + std::to_string(c)};
+    const long long finish = static_cast<long long>(end_ms) + margin;
     const bool meta_made = Called(Call(ctx, "EXISTS", "s", meta)).integer() == 1;
     std::string epoch;
     if (!meta_made) {
@@ -729,14 +779,16 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
             epoch = std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 * 1000);
         }
     } else {
-        hget(ctx, meta, "epoch", &epoch);
+        const bool has_epoch = hget(ctx, meta, "epoch", &epoch);
         // Another making of the meta than the one this caller added under,
         // while that generation lives: lost whole and made again since.
-        if (mine > c - ring && text(epoch_arg) != epoch) throw Refused{"MISSING " + text(meta)};
+        if (mine > c - ring && (!has_epoch || text(epoch_arg) != epoch)) throw Refused{"MISSING " + text(meta)};
     }
     const int cur = static_cast<int>(c % ring);
     const bool start = r.numbers[cur] != c;
     std::vector<int> older;
+    bool counted = false;
+    if (!start) integer_field(ctx, r.gens[cur], "count", &counted);  // (HINCRBY after the bits must not fail)
     for (int i = 0; i < ring; ++i) {
         if (i == cur && !start) r.check_bits(ctx, i);
         if (i != cur && r.live(i) && r.numbers[i] < c) {
@@ -749,53 +801,63 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     bloomline::PositionRecords records;
     std::string error;
     if (!bloomline::read_positions(blob, blob_len, size, &records, &error)) throw Refused{error};
+    const std::vector<std::string_view> parts = meta_made ? std::vector<std::string_view>{} : meta_fields(fields);
 
-    // Every check passed: from here on, writes.
-    if (!meta_made) {
-        std::size_t len = 0;
-        const char* p = StringPtrLen(fields, &len);
-        std::vector<std::string_view> parts;
-        for (std::size_t at_ = 0; at_ < len;) {
-            std::size_t next = std::string_view(p, len).find('\0', at_);
-            if (next == std::string_view::npos) next = len;
-            parts.emplace_back(p + at_, next - at_);
-            at_ = next + 1;
-        }
-        for (std::size_t i = 0; i + 1 < parts.size(); i += 2)
-            Called(Call(ctx, "HSET", "sbb", meta, parts[i].data(), parts[i].size(), parts[i + 1].data(),
-                        parts[i + 1].size()));
-        Called(Call(ctx, "HSET", "scb", meta, "epoch", epoch.data(), epoch.size()));
-    }
-    Called(Call(ctx, "PEXPIREAT", "sl", meta, finish));
+    // Every check passed: from here on, writes, each one's reply checked. A
+    // write the server still refuses (a limit of its own) replicates the
+    // command as it is, so that a replica replays the same steps to the
+    // same point rather than keep a ring the primary no longer has.
     const std::string number = std::to_string(c);
-    if (start) {
-        // Generation c starts in the slot of c - ring, expired: its life is
-        // its ring slices and the margin, after which the server deletes it.
-        Called(Call(ctx, "DEL", "ss", r.bits[cur], r.gens[cur]));
-        Called(Call(ctx, "SETRANGE", "slb", r.bits[cur], static_cast<long long>(size - 1), "\0", std::size_t{1}));
-        Called(Call(ctx, "HSET", "scbcc", r.gens[cur], "number", number.data(), number.size(), "count", "0"));
-        const std::string slot = "slot" + std::to_string(cur);
-        Called(Call(ctx, "HSET", "sbb", meta, slot.data(), slot.size(), number.data(), number.size()));
-        Called(Call(ctx, "PEXPIREAT", "sl", r.bits[cur], finish));
-        Called(Call(ctx, "PEXPIREAT", "sl", r.gens[cur], finish));
-    }
+    const auto replicate = [&] {
+        Replicate(ctx, "bloomline.wadd", "vbbs", argv + 1, static_cast<std::size_t>(argc - 4), number.data(),
+                  number.size(), epoch.data(), epoch.size(), positions);
+    };
     std::string answer;
     std::uint64_t added = 0;
-    {
-        SlotBits current(ctx, r.bits[cur], kRead | kWrite);
-        std::vector<std::unique_ptr<SlotBits>> opened;
-        std::vector<const unsigned char*> older_bytes;
-        for (int i : older) {
-            opened.push_back(std::make_unique<SlotBits>(ctx, r.bits[i], kRead));
-            older_bytes.push_back(opened.back()->bytes);
+    long long count = 0;
+    try {
+        if (!meta_made) {
+            for (std::size_t i = 0; i < parts.size(); i += 2)
+                Called(Call(ctx, "HSET", "sbb", meta, parts[i].data(), parts[i].size(), parts[i + 1].data(),
+                            parts[i + 1].size())).integer();
+            Called(Call(ctx, "HSET", "scb", meta, "epoch", epoch.data(), epoch.size())).integer();
         }
-        bloomline::apply_window_add(records, current.bytes, older_bytes, refresh, mode, &answer, &added);
+        Called(Call(ctx, "PEXPIREAT", "sl", meta, finish)).integer();
+        if (start) {
+            // Generation c starts in the slot of c - ring, expired: its life
+            // is its ring slices and the margin, after which the server
+            // deletes it. Its bits are made whole in place (no argument of
+            // the string's size, which proto-max-bulk-len would bound).
+            Called(Call(ctx, "DEL", "ss", r.bits[cur], r.gens[cur])).integer();
+            {
+                OpenedKey bits(ctx, r.bits[cur], kRead | kWrite);
+                if (!bits.k || StringTruncate(bits.k, size) != kOk)
+                    throw Refused{"ERR bloomline: could not make " + text(r.bits[cur])};
+            }
+            Called(Call(ctx, "HSET", "scbcc", r.gens[cur], "number", number.data(), number.size(), "count", "0"))
+                .integer();
+            const std::string slot = "slot" + std::to_string(cur);
+            Called(Call(ctx, "HSET", "sbb", meta, slot.data(), slot.size(), number.data(), number.size())).integer();
+            Called(Call(ctx, "PEXPIREAT", "sl", r.bits[cur], finish)).integer();
+            Called(Call(ctx, "PEXPIREAT", "sl", r.gens[cur], finish)).integer();
+        }
+        {
+            SlotBits current(ctx, r.bits[cur], kRead | kWrite, size);
+            std::vector<std::unique_ptr<SlotBits>> opened;
+            std::vector<const unsigned char*> older_bytes;
+            for (int i : older) {
+                opened.push_back(std::make_unique<SlotBits>(ctx, r.bits[i], kRead, size));
+                older_bytes.push_back(opened.back()->bytes);
+            }
+            bloomline::apply_window_add(records, current.bytes, older_bytes, refresh, mode, &answer, &added);
+        }
+        count = Called(Call(ctx, "HINCRBY", "scl", r.gens[cur], "count", static_cast<long long>(added))).integer();
+    } catch (...) {
+        replicate();
+        throw;
     }
-    const long long count =
-        Called(Call(ctx, "HINCRBY", "scl", r.gens[cur], "count", static_cast<long long>(added))).integer();
+    replicate();
     keep_answer(ctx, answer_name, answer, ttl);
-    Replicate(ctx, "bloomline.wadd", "vbbs", argv + 1, static_cast<std::size_t>(argc - 4), number.data(),
-              number.size(), epoch.data(), epoch.size(), positions);
     ReplyWithArray(ctx, 4);
     ReplyWithStringBuffer(ctx, answer.data(), answer.size());
     ReplyWithLongLong(ctx, count);
@@ -808,7 +870,7 @@ int window_has(Ctx* ctx, Str** argv, int argc) {
     if (nkeys < 5 || nkeys % 2 != 1) return WrongArity(ctx);
     const int ring = (nkeys - 1) / 2;
     Str** tail = argv + 1 + nkeys;
-    const auto size = static_cast<std::size_t>(long_arg(tail[0], "bytes", 1));
+    const std::size_t size = bytes_arg(tail[0]);
     const double span = span_arg(tail[1]);
     check_sig(ctx, argv[1], tail[2]);
     Ring r(ctx, argv[1], argv + 2, ring, size, span, nullptr);
@@ -817,7 +879,7 @@ int window_has(Ctx* ctx, Str** argv, int argc) {
     for (int i = 0; i < ring; ++i) {
         if (!r.live(i)) continue;
         r.check_bits(ctx, i);
-        opened.push_back(std::make_unique<SlotBits>(ctx, r.bits[i], kRead));
+        opened.push_back(std::make_unique<SlotBits>(ctx, r.bits[i], kRead, size));
         live.push_back(opened.back()->bytes);
     }
     std::size_t blob_len = 0;
@@ -841,6 +903,8 @@ int refusing(Ctx* ctx, Str** argv, int argc) {
         return reply_error(ctx, e.message);
     } catch (const std::bad_alloc&) {
         return reply_error(ctx, "OOM bloomline: out of memory");
+    } catch (...) {
+        return reply_error(ctx, "ERR bloomline: the command failed");
     }
 }
 
@@ -915,7 +979,8 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
                     api("RedisModule_StringToLongLong", &StringToLongLong) &&
                     api("RedisModule_Milliseconds", &Milliseconds) &&
                     api("RedisModule_GetContextFlags", &GetContextFlags) && api("RedisModule_Alloc", &Alloc) &&
-                    api("RedisModule_Free", &Free) && api("RedisModule_SubscribeToServerEvent", &SubscribeToServerEvent) &&
+                    api("RedisModule_Free", &Free) &&
+                    api("RedisModule_SubscribeToServerEvent", &SubscribeToServerEvent) &&
                     api("RedisModule_Call", &Call) && api("RedisModule_CallReplyType", &CallReplyType) &&
                     api("RedisModule_CallReplyStringPtr", &CallReplyStringPtr) &&
                     api("RedisModule_CallReplyInteger", &CallReplyInteger) &&
