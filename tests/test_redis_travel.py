@@ -163,6 +163,7 @@ def test_a_windowed_filter_travels_with_its_live_generations(two_servers: tuple[
     assert w.to_filter() == loaded
     moved = restore(tmp_path / "w.blf", rb, "win")
     assert isinstance(moved, RedisWindowedFilter)
+    assert (w.backend, moved.backend) == ("module", "plain")  # (each server's: the ring's keys are the same)
     np.testing.assert_array_equal(moved.contains_many(keys + absent), before)
     assert moved.live_generations == w.live_generations
     assert all(rb.pttl(k) > 3_600_000 for k in moved.redis_keys() if rb.exists(k))  # each expires with its generation

@@ -293,6 +293,76 @@ def test_the_module_makes_a_generation_larger_than_one_argument(module_server: A
     assert f.add_many(["a", "b"]).all() and f.contains_many(["a", "b", "c"]).tolist() == [True, True, False]
 
 
+@pytest.fixture
+def small_disk(tmp_path: Any) -> Any:
+    """A 2 MB tmpfs (root only: skipped where mount is refused), unmounted after."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(where)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {made.stderr.decode().strip()}")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.mark.parametrize("backend", ["module", "plain"])
+def test_a_server_whose_disk_is_full_refuses_the_add_and_the_call_raises(small_disk: Any, backend: str) -> None:
+    """The server's AOF on a full disk: Redis refuses writes (MISCONF); the
+    add raises with its facts, nothing of its batch is reported new or
+    added, and lookups go on answering what was added before."""
+    # (everysec: with "always" a failed AOF write stops the server; here it refuses writes from then on)
+    server = RedisServer(small_disk, *module_args(backend), "--appendonly", "yes", "--appendfsync", "everysec")
+    try:
+        f = RedisWindowedFilter(server.url, "full", 1_000_000, 0.01, window=600, generations=2, backend=backend)
+        done: list[str] = []
+        refused = None
+        for i in range(2_000):  # (bounded: 2 MB fills long before)
+            batch = [f"https://full.example/{i}/{j}" for j in range(500)]
+            try:
+                f.add_many(batch)
+            except redis.ResponseError as e:
+                refused = (batch, e)
+                break
+            done += batch
+        assert refused is not None, "2,000 batches and the disk never filled"
+        batch, e = refused
+        assert "MISCONF" in str(e) and not e.new.any()  # type: ignore[attr-defined]
+        assert not f.contains_many(batch).any() and f.contains_many(done).all()
+        assert len(done) >= 500 and redis.Redis.from_url(server.url).dbsize() > 0  # (the server is up; PING is refused too)
+    finally:
+        server.stop()
+
+
+def test_a_handle_goes_on_in_a_forked_child(window_server: Any) -> None:
+    """A handle made before a fork, used by the parent and the child at
+    once: the child gets connections of its own (never the parent's
+    sockets), and each key both add is new to exactly one of them."""
+    import os
+
+    f = RedisWindowedFilter(window_server.url, "forked", 100_000, 0.001, window=600, generations=2)
+    assert f.add("before")
+    shared = [f"https://shared.example/{i}" for i in range(20_000)]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its answers to the parent, then out without the parent's atexit
+        code = 1
+        try:
+            flags = [bool(f.add("before"))] + [bool(x) for x in f.add_many(shared)]
+            os.write(write, json.dumps(flags).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    mine = f.add_many(shared[::-1])[::-1]
+    with os.fdopen(read, "rb") as r:
+        theirs = json.loads(r.read() or b"null")
+    _pid, status = os.waitpid(pid, 0)
+    assert status == 0 and theirs is not None
+    assert theirs[0] is False  # added before the fork: seen in the child too
+    assert (np.asarray(theirs[1:]) ^ mine).all()  # new to exactly one of them
+    assert f.contains_many(shared).all()
+
+
 # ---- the server's clock -------------------------------------------------------------
 
 # A client whose wall clock is an hour ahead. faketime is not installed here,
