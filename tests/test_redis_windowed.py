@@ -226,7 +226,7 @@ def test_the_module_replicates_the_generation_it_chose(tmp_path: Any) -> None:
         w = f._w
         with pytest.raises(redis.ResponseError, match="at is the primary's"):
             p.execute_command("BLOOMLINE.WADD", w.meta, "{rep}:ans:x", *w.bits, *w.gens, 1000, "F", w.nbytes,
-                              repr(w.span), 1, 0, w.sig, -1, "", "", gen, "-", b"")
+                              repr(w.span), 1, w.margin_ms, w.sig, -1, "", "", gen, "-", b"")
     finally:
         primary.stop()
         replica.stop()
@@ -267,7 +267,9 @@ def test_the_module_refuses_what_it_cannot_apply_and_changes_nothing(module_serv
                         (dict(bytes=f._w.nbytes + 1), "bytes must be a multiple of 64"),
                         (dict(bytes=2**40), "bytes must be"), (dict(refresh=2), "refresh must be 0 or 1"),
                         (dict(made="forged"), "made is the primary's"), (dict(at="5"), "at is the primary's"),
-                        (dict(margin_ms=10**12), "margin_ms must be"), (dict(positions=b"B\x02"), "malformed")):
+                        (dict(margin_ms=10**12), "margin_ms must be"),
+                        (dict(margin_ms=0), "margin_ms must be an integer in \\[1000"),
+                        (dict(positions=b"B\x02"), "malformed")):
         with pytest.raises(redis.ResponseError, match=words):
             _wadd(r, f, ["c"], **over)
         assert state() == before, over

@@ -742,8 +742,12 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     const std::string refresh_text = text(tail[4]);
     if (refresh_text != "0" && refresh_text != "1") throw Refused{"ERR bloomline: refresh must be 0 or 1"};
     const bool refresh = refresh_text == "1";
+    // A second at least: every expiry then lies ahead of the clock that chose
+    // the generation (one already past would delete a key on the primary
+    // that a replica, replaying the command, keeps).
     const long long margin = long_arg(tail[5], "margin_ms", 0);
-    if (margin > kMaxTtlMs) throw Refused{"ERR bloomline: margin_ms must be an integer in [0, 86400000]"};
+    if (margin < 1000 || margin > kMaxTtlMs)
+        throw Refused{"ERR bloomline: margin_ms must be an integer in [1000, 86400000]"};
     const long long mine = long_arg(tail[7], "newest", -1);
     for (Str* primary_only : {at, made})  // (the primary's choices, as it replicates them)
         if (text(primary_only) != "-" && !(GetContextFlags(ctx) & (kCtxReplicated | kCtxLoading)))
@@ -763,6 +767,8 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     const double end_ms = std::ceil(static_cast<double>(c + ring) * span * 1000);
     if (!(end_ms < kMaxExact)) throw Refused{"ERR bloomline: no expiry time for generation " + std::to_string(c)};
     const long long finish = static_cast<long long>(end_ms) + margin;
+    if (!(GetContextFlags(ctx) & (kCtxReplicated | kCtxLoading)) && finish <= Milliseconds())
+        throw Refused{"ERR bloomline: generation " + std::to_string(c) + " would expire before it starts"};
     const bool meta_made = Called(Call(ctx, "EXISTS", "s", meta)).integer() == 1;
     std::string epoch;
     if (!meta_made) {
