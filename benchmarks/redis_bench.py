@@ -476,12 +476,24 @@ def run_window(rounds: int, batch: int, singles: int) -> dict[str, Any]:
             time.sleep(max(0.0, started + (rnd + 1) * 3 * window / rounds - time.monotonic()))  # three windows
         live = len(filters["windowed, module"].live_generations), len(filters["windowed, plain"].live_generations)
         version = r.info("server")["redis_version"]
+        # The server's own time for one single-key command (what bounds a
+        # fleet's checks on one node), from INFO commandstats over calls of
+        # one kind at a time.
+        server_us: dict[str, float] = {}
+        extra = urls(2 * singles * 20, offset=50_000_000)
+        for name in ("fixed, module", "windowed, module", "windowed, plain"):
+            for call in ("add", "in"):
+                r.config_resetstat()
+                ops[f"{name}|{call}"](extra[: singles * 20])
+                ours = [v for k, v in r.info("commandstats").items()
+                        if k.startswith(("cmdstat_bloomline", "cmdstat_evalsha"))]
+                server_us[f"{name}|{call}"] = sum(v["usec"] for v in ours) / max(1, sum(v["calls"] for v in ours))
     finally:
         proc.kill()
         proc.wait()
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     return {"times": times, "rounds": rounds, "batch": batch, "singles": singles, "version": version,
-            "machine": machine, "window": window, "generations": g, "live": live}
+            "machine": machine, "window": window, "generations": g, "live": live, "server_us": server_us}
 
 
 def report_window(res: dict[str, Any]) -> str:
@@ -506,6 +518,13 @@ def report_window(res: dict[str, Any]) -> str:
         f, m, p = (t[f"{n}|{call}"] for n in ("fixed, module", "windowed, module", "windowed, plain"))
         lines.append(f"| {call} (us / key) | {med(f):.2f} | {med(m):.2f} | {med(p):.2f} | "
                      f"{med([y / x for x, y in zip(m, p)]):.2f}x |")
+    su = res["server_us"]
+    for call in ("add", "in"):
+        f, m, p = (su[f"{n}|{call}"] for n in ("fixed, module", "windowed, module", "windowed, plain"))
+        lines.append(f"| {call}: the server's time a command (us) | {f:.1f} | {m:.1f} | {p:.1f} | {p / m:.2f}x |")
+    lines += ["", f"The server's time: INFO commandstats (the module's commands and EVALSHA) over "
+              f"{res['singles'] * 20} single calls of one kind at a time, after the rounds; it bounds how many "
+              "single checks a second one node serves to a whole fleet."]
     return "\n".join(lines)
 
 

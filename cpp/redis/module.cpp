@@ -91,7 +91,8 @@ using CmdFunc = int (*)(Ctx*, Str**, int);
 
 constexpr int kOk = 0, kErr = 1, kApiVersion1 = 1;
 constexpr int kRead = 1 << 0, kWrite = 1 << 1;
-constexpr int kKeyTypeEmpty = 0, kKeyTypeString = 1;
+constexpr int kKeyTypeEmpty = 0, kKeyTypeString = 1, kKeyTypeHash = 3;
+constexpr int kHashCFields = 1 << 2;
 constexpr long long kMaxTtlMs = 86'400'000;  // a day: the client's bound on answer_ttl_ms
 
 struct InfoCtx;
@@ -190,6 +191,12 @@ const char* (*CallReplyStringPtr)(CallReply*, std::size_t*);
 long long (*CallReplyInteger)(CallReply*);
 void (*FreeCallReply)(CallReply*);
 int (*Replicate)(Ctx*, const char*, const char*, ...);
+int (*HashGet)(Key*, int, ...);
+int (*HashSet)(Key*, int, ...);
+int (*SetAbsExpire)(Key*, long long);
+Str* (*CreateString)(Ctx*, const char*, std::size_t);
+std::size_t (*ValueLength)(Key*);
+void (*FreeString)(Ctx*, Str*);
 int (*SetCommandInfo)(Command*, const CommandInfo*);
 int (*SetCommandACLCategories)(Command*, const char*);
 
@@ -535,7 +542,7 @@ int cmd_has(Ctx* ctx, Str** argv, int argc) {
 // counts, dumps and restores run them on either backend).
 
 constexpr int kWindowAddTail = 13, kWindowHasTail = 4;
-constexpr int kReplyString = 0, kReplyError = 1, kReplyInteger = 2, kReplyNull = 4;
+constexpr int kReplyError = 1, kReplyInteger = 2;
 
 // A reply refused part-way through the checks: nothing is written before
 // the last check passed, so a refusal changes nothing and replicates nothing.
@@ -567,20 +574,53 @@ struct Called {
         if (type() != kReplyInteger) throw Refused{"ERR bloomline: a command's reply is not an integer"};
         return CallReplyInteger(r);
     }
-    // A string reply, or false for a nil one.
-    bool string(std::string* out) const {
-        const int t = type();
-        if (t == kReplyNull) return false;
-        if (t != kReplyString) throw Refused{"ERR bloomline: a command's reply is not a string"};
-        std::size_t len = 0;
-        const char* p = CallReplyStringPtr(r, &len);
-        out->assign(p, len);
-        return true;
-    }
 };
 
-bool hget(Ctx* ctx, Str* key, const std::string& field, std::string* out) {
-    return Called(Call(ctx, "HGET", "sb", key, field.data(), field.size())).string(out);
+// The ring's reads, through the key API: a command reads 2 (G + 1) + 4
+// fields and sizes, and a RedisModule_Call costs several times the read.
+const char* const kWrongType = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+int key_type(const OpenedKey& key) { return key.k ? KeyType(key.k) : kKeyTypeEmpty; }
+
+bool exists(Ctx* ctx, Str* name) { return key_type(OpenedKey(ctx, name, kRead)) != kKeyTypeEmpty; }
+
+std::size_t string_length(Ctx* ctx, Str* name) {
+    OpenedKey key(ctx, name, kRead);
+    const int type = key_type(key);
+    if (type == kKeyTypeEmpty) return 0;
+    if (type != kKeyTypeString) throw Refused{kWrongType};
+    return ValueLength(key.k);
+}
+
+// The writes every add makes (the meta's expiry, the generation's count),
+// through the key API too; the rarer ones (a generation started, a meta
+// made again) through RedisModule_Call.
+void set_expiry(Ctx* ctx, Str* name, long long at_ms) {
+    OpenedKey key(ctx, name, kRead | kWrite);
+    if (key_type(key) == kKeyTypeEmpty || SetAbsExpire(key.k, at_ms) != kOk)
+        throw Refused{"ERR bloomline: could not set the expiry of " + text(name)};
+}
+
+void set_count(Ctx* ctx, Str* name, long long value) {
+    OpenedKey key(ctx, name, kRead | kWrite);
+    if (key_type(key) != kKeyTypeHash) throw Refused{"MISSING " + text(name)};
+    const std::string digits = std::to_string(value);
+    Str* v = CreateString(ctx, digits.data(), digits.size());
+    HashSet(key.k, kHashCFields, "count", v, static_cast<void*>(nullptr));
+    FreeString(ctx, v);
+}
+
+bool hget(Ctx* ctx, Str* name, const std::string& field, std::string* out) {
+    OpenedKey key(ctx, name, kRead);
+    const int type = key_type(key);
+    if (type == kKeyTypeEmpty) return false;
+    if (type != kKeyTypeHash) throw Refused{kWrongType};
+    Str* value = nullptr;
+    if (HashGet(key.k, kHashCFields, field.c_str(), &value, static_cast<void*>(nullptr)) != kOk || !value)
+        return false;
+    *out = text(value);
+    FreeString(ctx, value);
+    return true;
 }
 
 // A generation number, a slot record or a count: a decimal integer in
@@ -644,7 +684,7 @@ struct Ring {
                 c = std::max(c, numbers[i]);
             } else {
                 numbers[i] = -1;
-                if (Called(Call(ctx, "EXISTS", "s", bits[i])).integer() == 1) throw Refused{"MISSING " + text(gens[i])};
+                if (exists(ctx, bits[i])) throw Refused{"MISSING " + text(gens[i])};
             }
             const long long s = integer_field(ctx, meta, "slot" + std::to_string(i), &found);
             if (found) started[i] = s, c = std::max(c, s);
@@ -658,8 +698,8 @@ struct Ring {
     // A live slot's bits at their size: evicted or deleted is an error,
     // never read as an empty generation.
     void check_bits(Ctx* ctx, int i) const {
-        const long long len = Called(Call(ctx, "STRLEN", "s", bits[i])).integer();
-        if (len != static_cast<long long>(bytes)) throw Refused{(len == 0 ? "MISSING " : "WRONGSIZE ") + text(bits[i])};
+        const std::size_t len = string_length(ctx, bits[i]);
+        if (len != bytes) throw Refused{(len == 0 ? "MISSING " : "WRONGSIZE ") + text(bits[i])};
     }
 };
 
@@ -769,7 +809,7 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     const long long finish = static_cast<long long>(end_ms) + margin;
     if (!(GetContextFlags(ctx) & (kCtxReplicated | kCtxLoading)) && finish <= Milliseconds())
         throw Refused{"ERR bloomline: generation " + std::to_string(c) + " would expire before it starts"};
-    const bool meta_made = Called(Call(ctx, "EXISTS", "s", meta)).integer() == 1;
+    const bool meta_made = exists(ctx, meta);
     std::string epoch;
     if (!meta_made) {
         // Gone with the ring when the fleet was idle, it is made again; gone
@@ -794,7 +834,7 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     const bool start = r.numbers[cur] != c;
     std::vector<int> older;
     bool counted = false;
-    if (!start) integer_field(ctx, r.gens[cur], "count", &counted);  // (HINCRBY after the bits must not fail)
+    const long long count_before = start ? 0 : integer_field(ctx, r.gens[cur], "count", &counted);
     for (int i = 0; i < ring; ++i) {
         if (i == cur && !start) r.check_bits(ctx, i);
         if (i != cur && r.live(i) && r.numbers[i] < c) {
@@ -828,7 +868,7 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
                             parts[i + 1].size())).integer();
             Called(Call(ctx, "HSET", "scb", meta, "epoch", epoch.data(), epoch.size())).integer();
         }
-        Called(Call(ctx, "PEXPIREAT", "sl", meta, finish)).integer();
+        set_expiry(ctx, meta, finish);
         if (start) {
             // Generation c starts in the slot of c - ring, expired: its life
             // is its ring slices and the margin, after which the server
@@ -844,8 +884,8 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
                 .integer();
             const std::string slot = "slot" + std::to_string(cur);
             Called(Call(ctx, "HSET", "sbb", meta, slot.data(), slot.size(), number.data(), number.size())).integer();
-            Called(Call(ctx, "PEXPIREAT", "sl", r.bits[cur], finish)).integer();
-            Called(Call(ctx, "PEXPIREAT", "sl", r.gens[cur], finish)).integer();
+            set_expiry(ctx, r.bits[cur], finish);
+            set_expiry(ctx, r.gens[cur], finish);
         }
         {
             SlotBits current(ctx, r.bits[cur], kRead | kWrite, size);
@@ -857,7 +897,8 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
             }
             bloomline::apply_window_add(records, current.bytes, older_bytes, refresh, mode, &answer, &added);
         }
-        count = Called(Call(ctx, "HINCRBY", "scl", r.gens[cur], "count", static_cast<long long>(added))).integer();
+        count = count_before + static_cast<long long>(added);  // (both below 2**53: no overflow)
+        set_count(ctx, r.gens[cur], count);
     } catch (...) {
         replicate();
         throw;
@@ -990,7 +1031,11 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
                     api("RedisModule_Call", &Call) && api("RedisModule_CallReplyType", &CallReplyType) &&
                     api("RedisModule_CallReplyStringPtr", &CallReplyStringPtr) &&
                     api("RedisModule_CallReplyInteger", &CallReplyInteger) &&
-                    api("RedisModule_FreeCallReply", &FreeCallReply) && api("RedisModule_Replicate", &Replicate);
+                    api("RedisModule_FreeCallReply", &FreeCallReply) && api("RedisModule_Replicate", &Replicate) &&
+                    api("RedisModule_HashGet", &HashGet) && api("RedisModule_ValueLength", &ValueLength) &&
+                    api("RedisModule_FreeString", &FreeString) && api("RedisModule_HashSet", &HashSet) &&
+                    api("RedisModule_SetAbsExpire", &SetAbsExpire) &&
+                    api("RedisModule_CreateString", &CreateString);
     if (!ok) return kErr;
     if (api("RedisModule_IsModuleNameBusy", &IsModuleNameBusy) && IsModuleNameBusy("bloomline")) return kErr;
     SetModuleAttribs(ctx, "bloomline", 2, kApiVersion1);
