@@ -23,6 +23,9 @@
 //       turn, each after its length (u32, little-endian).
 //   BLOOMLINE.HAS shard positions
 //       reply: one byte per key, '1' where every bit is set.
+//   BLOOMLINE.WADD, BLOOMLINE.WHAS
+//       a windowed filter's add and lookup over its ring of generations
+//       (below, "a windowed filter").
 //
 // mode is "F" for a first send and "R" for a re-send whose first send may
 // have run. A re-send finds the kept answer; if it is gone (expired past
