@@ -102,6 +102,11 @@ __all__ = ["RedisWindowedFilter"]
 def _flat(fields: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(x) for kv in fields.items() for x in kv)
 
+def _send(sender: Sender, jobs: list[Any]) -> list[Any]:
+    """One command straight on a connection (the Sender's direct, as a single key's), more by its rules."""
+    return sender.direct(jobs) if len(jobs) == 1 else sender.run(jobs)
+
+
 # A generation's keys outlive its last live moment by this much: the end is
 # rounded to milliseconds, and a reader between two steps may still name it.
 MARGIN_MS = 1_000
@@ -270,7 +275,7 @@ class RedisWindowedFilter:
         counts: dict[int, int] = {}  # each generation's count of new keys, as the replies said
         try:
             for window in windows(parts):
-                self._settle(window, self._sender.run([p.jobs[0] for p in window]), out, failed, counts)
+                self._settle(window, _send(self._sender, [p.jobs[0] for p in window]), out, failed, counts)
                 if failed:
                     break
         except Exception as e:  # raised while sending: it carries the facts too
@@ -352,7 +357,7 @@ class RedisWindowedFilter:
     def _lookup(self, parts: list[Part], n: int) -> npt.NDArray[np.bool_]:
         out = np.zeros(n, dtype=bool)
         for window in windows(parts):
-            for part, reply in zip(window, self._sender.run([p.jobs[0] for p in window])):
+            for part, reply in zip(window, _send(self._sender, [p.jobs[0] for p in window])):
                 if isinstance(reply, Exception):
                     raise self._error(reply)
                 out[part.idx] = np.frombuffer(reply[0], dtype=np.uint8) == ord("1")
