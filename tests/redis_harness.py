@@ -80,9 +80,10 @@ NO_SYNC_DELAY = ("--repl-diskless-sync-delay", "0")
 def cases() -> list[tuple[str, str, str]]:
     """Every (backend, kind, fault) the harness drives: bf keeps no chain, and
     only the module backend's commands are unknown to a server without it."""
+    window_faults = {"plain": WINDOW_FAULTS, "module": (*WINDOW_FAULTS, "nomodule", "oom")}
     return [(b, k, f) for f in FAULTS for b in BACKENDS for k in KINDS
             if not (b == "bf" and k == "chain") and (f != "nomodule" or b == "module")
-            and (k != "window" or f in {"plain": WINDOW_FAULTS, "module": (*WINDOW_FAULTS, "nomodule", "oom")}.get(b, ()))]
+            and (k != "window" or f in window_faults.get(b, ()))]
 
 
 @dataclass

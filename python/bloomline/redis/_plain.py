@@ -461,4 +461,3 @@ end
 redis.call('PEXPIREAT', KEYS[1], math.ceil((newest + ring) * span * 1000) + margin)
 return {fmt(c), written}
 """)
-

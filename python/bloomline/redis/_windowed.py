@@ -102,6 +102,7 @@ __all__ = ["RedisWindowedFilter"]
 def _flat(fields: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(x) for kv in fields.items() for x in kv)
 
+
 def _send(sender: Sender, jobs: list[Any]) -> list[Any]:
     """One command straight on a connection (the Sender's direct, as a single key's), more by its rules."""
     return sender.direct(jobs) if len(jobs) == 1 else sender.run(jobs)
@@ -192,7 +193,8 @@ class RedisWindowedFilter:
         self._b = window_backend(backend, client, key)
         self._sender = Sender(client, retries=retries, answer_ttl_ms=answer_ttl_ms, wait_replicas=wait_replicas,
                               wait_timeout_ms=wait_timeout_ms)
-        self._policy, self._capacity, self._error_rate, self._window = eviction_policy(client), int(capacity), rate, window_s
+        self._policy = eviction_policy(client)
+        self._capacity, self._error_rate, self._window = int(capacity), rate, window_s
         base = tag_of_chain(key)
         fields = {"kind": "windowed", "version": META_VERSION, "capacity": int(capacity), "error_rate": repr(rate),
                   "window": repr(window_s), "generations": g, "layout": layout, "seed": seed,
