@@ -97,3 +97,200 @@ def test_a_probe_refuses_generations_of_another_geometry() -> None:
     from bloomline import _core
     with pytest.raises(ValueError, match="share one geometry"):
         _core.WindowProbe([BloomFilter(1000, 0.01), BloomFilter(2000, 0.01)])
+
+
+# ---- single keys: the cursor (one core call) against Python's way ----------------------------------
+
+
+class PythonWay:
+    """A cursor that never answers: every single-key call goes Python's way."""
+
+    armed = False
+
+    def arm(self, *args: Any) -> bool:
+        return False
+
+    def disarm(self) -> None:
+        pass
+
+    def advance(self, newest: int) -> None:
+        pass
+
+    def add(self, key: Any, t: Any, refresh: bool) -> None:
+        return None
+
+    def contains(self, key: Any, t: Any) -> None:
+        return None
+
+
+class PythonCalls:
+    """Counts the calls that went Python's way (the cursor had no answer)."""
+
+    def __init__(self, w: WindowedBloomFilter) -> None:
+        self.calls = 0
+        for name in ("_add_at", "_contains_at"):
+            setattr(w, name, self.counted(getattr(w, name)))
+
+    def counted(self, way: Any) -> Any:
+        def call(*args: Any) -> Any:
+            self.calls += 1
+            return way(*args)
+        return call
+
+
+class Readings:
+    """A clock whose readings are given as a list, in a given type (float,
+    int, NumPy float64), going back at times."""
+
+    def __init__(self, kind: Any) -> None:
+        self.kind = kind
+        self.t = 0.0
+
+    def __call__(self) -> Any:
+        return self.kind(self.t)
+
+
+@pytest.mark.parametrize("kind", [float, int, np.float64])
+@pytest.mark.parametrize("generations", [1, 4])
+def test_single_keys_answer_alike_through_the_cursor_and_python(kind: Any, generations: int) -> None:
+    """Random single adds and lookups on a clock that moves on, stands and
+    goes back, with clears and capacity warnings between: the cursor's
+    answers, bits and warnings are Python's, and the cursor answered most
+    calls (float and int readings; a NumPy reading always goes Python's way).
+    Through the class's C entry points, and its Python __contains__ (a subclass's `in`)."""
+    import warnings
+
+    rng = np.random.default_rng(7 + generations)
+    clock = Readings(kind)
+    fast, slow = (WindowedBloomFilter(150, 0.01, window=100.0, generations=generations, clock=clock)
+                  for _ in range(2))
+    slow._cursor = PythonWay()  # type: ignore[assignment]
+    python_way = PythonCalls(fast)
+    warned = 0
+    for step in range(300):
+        move = rng.random()
+        if move < 0.6:
+            clock.t += float(rng.uniform(0, 30.0 / generations))
+        elif move < 0.7:
+            clock.t = max(0.0, clock.t - float(rng.uniform(0, 60.0)))  # back: the newest generation stays
+        if rng.random() < 0.02:
+            fast.clear()
+            slow.clear()
+        keys = rng.integers(0, 3000, 20).tolist()
+        refresh = bool(rng.random() < 0.5)
+        through_python = step % 2 == 1  # (the Python __contains__, a subclass's `in`)
+        with warnings.catch_warnings(record=True) as fast_warned:
+            warnings.simplefilter("always")
+            got = [fast.add(k, refresh=refresh) for k in keys]
+        with warnings.catch_warnings(record=True) as slow_warned:
+            warnings.simplefilter("always")
+            want = [slow.add(k, refresh=refresh) for k in keys]
+        assert got == want, step
+        assert [str(w.message) for w in fast_warned] == [str(w.message) for w in slow_warned], step
+        warned += len(fast_warned)
+        probe = rng.integers(0, 6000, 40).tolist()
+        if through_python:
+            assert [WindowedBloomFilter.__contains__(fast, k) for k in probe] == [k in slow for k in probe], step
+        else:
+            assert [k in fast for k in probe] == [k in slow for k in probe], step
+        assert bits(fast) == bits(slow), step
+    assert warned >= 3  # (generations past their capacity of 150)
+    if kind is np.float64:
+        assert python_way.calls == 18_000  # (6,000 adds, 12,000 lookups)
+    else:
+        assert python_way.calls < 9000
+
+
+def test_single_adds_on_threads_across_generation_changes_say_new_once() -> None:
+    """Four threads add the same 3,000 keys one call at a time (each in its
+    own order) while the clock, moved on by every reading, crosses five
+    generations (all still live at the end): each key is new to exactly
+    one thread, and every key is present."""
+    import itertools
+    import threading
+
+    readings = itertools.count()
+    w = WindowedBloomFilter(20_000, 0.001, window=100.0, generations=4,
+                            clock=lambda: min(next(readings) * 0.01, 99.0))
+    keys = [f"https://example.com/{i}" for i in range(3000)]
+    news: list[list[str]] = [[] for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def adder(k: int) -> None:
+        try:
+            order = list(keys)
+            np.random.default_rng(k).shuffle(order)  # type: ignore[arg-type]
+            news[k] = [key for key in order if w.add(key)]
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=adder, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert w.current_generation == 3 and len(w.live_generations) == 4, w.live_generations
+    assert sorted(itertools.chain(*news)) == sorted(keys)  # each new once (no false positive at 1e-3 here)
+    assert all(k in w for k in keys)
+
+
+def test_a_newer_generation_seen_by_any_call_holds_single_keys() -> None:
+    """The cursor is armed at generation 0; a batch lookup at generation 2
+    moves the newest on; the clock steps back: a single add goes to
+    generation 2 (the current one never goes back), not to 0."""
+    clock = Clock()
+    w = WindowedBloomFilter(1000, 0.01, window=40.0, generations=4, clock=clock)
+    clock.t = 5.0
+    assert w.add("a") and w._cursor.armed
+    clock.t = 25.0
+    w.contains_many(["x"])
+    assert w._cursor.armed  # (armed again, at generation 2)
+    clock.t = 5.0
+    assert w.add("b") and "b" in w
+    gens = dict(w.live_generations)
+    assert "b" in gens[2] and "b" not in gens[0] and "a" in gens[0]
+    w.clear()
+    assert not w._cursor.armed and "a" not in w and "b" not in w
+    assert w.add("a")
+
+
+def test_the_c_entry_points_take_and_refuse_arguments_as_the_python_methods() -> None:
+    import inspect
+
+    clock = Clock()
+    w = WindowedBloomFilter(1000, 0.01, window=40.0, clock=clock)
+    assert str(inspect.signature(WindowedBloomFilter.add)) == "(self, key, /, *, refresh=True)"
+    assert "True if no live generation had it" in (WindowedBloomFilter.add.__doc__ or "")
+    assert w.add("a") is True and w.add("a", refresh=False) is False and w.add("a", refresh=0) is False
+    with pytest.raises(TypeError, match=r"takes 1 positional argument but 2 were given"):
+        w.add("a", True)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="takes 1 positional argument but 0 were given"):
+        w.add()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'refreshed'"):
+        w.add("a", refreshed=True)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="key must be"):
+        w.add(["a list"])
+    with pytest.raises(TypeError, match="key must be"):
+        ["a list"] in w  # noqa: B015
+
+    def broken() -> float:
+        raise OSError("no clock")
+
+    w._clock = broken
+    with pytest.raises(OSError, match="no clock"):
+        w.add("b")
+    with pytest.raises(OSError, match="no clock"):
+        "b" in w  # noqa: B015
+    w._clock = lambda: "noon"  # type: ignore[assignment,return-value]
+    with pytest.raises(ValueError, match="clock must return a finite number of seconds, got 'noon'"):
+        w.add("b")
+    w._clock = lambda: float("-inf")
+    with pytest.raises(ValueError, match="clock must return a finite number of seconds, got -inf"):
+        "b" in w  # noqa: B015
+
+    class Sub(WindowedBloomFilter):
+        pass
+
+    s = Sub(1000, 0.01, window=40.0, clock=clock)
+    assert s.add("a") and "a" in s and "b" not in s and s._cursor.armed

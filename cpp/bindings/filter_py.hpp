@@ -275,9 +275,10 @@ void note_capacity(Handle<T>& h) {
 // as a METH_O method descriptor, `in` as the type's sq_contains slot
 // (benchmarks/RESULTS.md, workload A, measures them).
 
-template <class T>
-Handle<T>* handle_of(PyObject* self) {
-    using H = Handle<T>;
+// The C++ value of a bound object, for an entry point of our own (a plain
+// CPython method or slot); null until __init__ has run.
+template <class V>
+V* bound_value(PyObject* self) {
     // pybind11 keeps a single registered C++ base in its "simple layout": the
     // value pointer sits in the instance, null until __init__ has run.
     // Its holder flag is read in place too: get_value_and_holder() is a call
@@ -289,14 +290,20 @@ Handle<T>* handle_of(PyObject* self) {
         p = inst->simple_value_holder[0];
         built = inst->simple_holder_constructed;
     } else {
-        p = py::handle(self).cast<H*>();
+        p = py::handle(self).cast<V*>();
         built = inst->get_value_and_holder().holder_constructed();
     }
-    if (p == nullptr || !built || !static_cast<H*>(p)->f) {
+    return built ? static_cast<V*>(p) : nullptr;
+}
+
+template <class T>
+Handle<T>* handle_of(PyObject* self) {
+    Handle<T>* h = bound_value<Handle<T>>(self);
+    if (h == nullptr || !h->f) {
         PyErr_SetString(PyExc_TypeError, "the filter is not initialised (call __init__ first)");
         throw py::error_already_set();
     }
-    return static_cast<H*>(p);
+    return h;
 }
 
 template <class F>

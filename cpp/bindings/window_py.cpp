@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <optional>
 
 #include <pybind11/numpy.h>
@@ -55,6 +56,196 @@ std::vector<const BloomFilter*> open_generations(const std::vector<const Handle<
         gens.push_back(h->f.get());
     }
     return gens;
+}
+
+// A windowed filter's single-key calls in the common case: the clock's
+// generation is the one the ring was last read at (or older: the current one
+// never goes back) and the current generation is within its capacity. Then
+// `add` and `in` are one C call (the generation's check, the hash, the probes)
+// behind Python's clock read, where Python's way over the ring costs ten
+// times the probes (benchmarks/NOTES.md). In every other case a call answers
+// None, and windowed.py goes its whole way (rotation, expiry, the capacity
+// warning, shared files) and arms the cursor again. The clock's reading is
+// an argument, so that a call reads the clock once whichever way it goes.
+struct WindowCursor {
+    double span = 1.0;  // seconds a generation
+    std::uint64_t capacity = 0;
+    std::uint64_t seed = 0;
+    bool armed = false;
+    bool has_floor = false;
+    std::int64_t floor = 0;  // the newest generation seen: never armed at an older one
+    std::int64_t now = 0;
+    py::object held;  // (the probes and the current generation, kept alive while armed)
+    const WindowProbe* live = nullptr;
+    const WindowProbe* older = nullptr;
+    Handle<BloomFilter>* current = nullptr;  // null: the current generation is not started
+
+    void disarm() {
+        armed = false;
+        held = py::object();
+        live = older = nullptr;
+        current = nullptr;
+    }
+
+    // Is t (the clock's reading) in generation now or before? Anything but
+    // an exact float or int, or a reading Python would refuse, is left to Python.
+    bool at_now(PyObject* t) const {
+        double x = 0;
+        if (PyFloat_CheckExact(t)) {
+            x = PyFloat_AS_DOUBLE(t);
+        } else if (PyLong_CheckExact(t)) {
+            x = PyLong_AsDouble(t);  // (as Python's int / float converts it)
+            if (x == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return false;
+            }
+        } else {
+            return false;
+        }
+        const double g = std::floor(x / span);  // (math.floor(t / span), exactly)
+        if (!std::isfinite(g) || g < -9223372036854775808.0 || g >= 9223372036854775808.0) return false;
+        return static_cast<std::int64_t>(g) <= now;
+    }
+};
+
+[[noreturn]] void type_error(const char* what) {
+    PyErr_SetString(PyExc_TypeError, what);
+    throw py::error_already_set();
+}
+
+// The cursor of a `_cursor` attribute: null for anything else (a test's
+// stand-in, a filter not initialised), which sends every call Python's way.
+WindowCursor* cursor_in(PyObject* obj) {
+    static PyTypeObject* type = nullptr;
+    if (type == nullptr) type = py::detail::get_type_info(typeid(WindowCursor))->type;
+    if (Py_TYPE(obj) != type) return nullptr;
+    return py_filter::bound_value<WindowCursor>(obj);
+}
+
+// What the cursor answers: 1 or 0, or -1 where Python must go its way.
+int try_add(const WindowCursor& c, PyObject* key, PyObject* t, PyObject* refresh) {
+    if (!c.armed || c.current == nullptr || !c.current->f || !c.at_now(t)) return -1;
+    BloomFilter& cur = **c.current;
+    if (cur.insert_count() >= c.capacity) return -1;  // (Python warns of the capacity)
+    const int fresh = PyObject_IsTrue(refresh);
+    if (fresh < 0) throw py::error_already_set();
+    return c.older->add(cur, py_keys::hash_scalar_key(key, c.seed), fresh != 0) ? 1 : 0;
+}
+
+int try_contains(const WindowCursor& c, PyObject* key, PyObject* t) {
+    if (!c.armed || !c.at_now(t)) return -1;
+    return c.live->contains(py_keys::hash_scalar_key(key, c.seed)) ? 1 : 0;
+}
+
+PyObject* answer(int yes) {
+    if (yes < 0) Py_RETURN_NONE;
+    PyObject* a = yes ? Py_True : Py_False;
+    Py_INCREF(a);
+    return a;
+}
+
+WindowCursor& cursor_of(PyObject* self) {
+    auto* c = py_filter::bound_value<WindowCursor>(self);
+    if (c == nullptr) type_error("the cursor is not initialised");
+    return *c;
+}
+
+// cursor.add(key, t, refresh): True/False, or None where Python must go its way.
+PyObject* cursor_add(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+    return py_filter::guarded(
+        [&]() -> PyObject* {
+            if (nargs != 3) type_error("add takes (key, t, refresh)");
+            return answer(try_add(cursor_of(self), args[0], args[1], args[2]));
+        },
+        nullptr);
+}
+
+// cursor.contains(key, t): True/False, or None where Python must go its way.
+PyObject* cursor_contains(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+    return py_filter::guarded(
+        [&]() -> PyObject* {
+            if (nargs != 2) type_error("contains takes (key, t)");
+            return answer(try_contains(cursor_of(self), args[0], args[1]));
+        },
+        nullptr);
+}
+
+// ---- WindowedBloomFilter's own `add` and `in` ----------------------------------
+// The Python methods (windowed.py) cost more than the probes: a frame, the
+// attribute loads, and for `in` the slot's trip to a Python __contains__.
+// install_window_calls puts these in their place on that class, as
+// install_fast_paths does for the other kinds: the clock read, the cursor's
+// answer, and Python's way (_add_at, _contains_at) with the same reading
+// where the cursor has none. Subclasses reach the Python __contains__.
+
+PyObject* interned(const char* s) {
+    PyObject* o = PyUnicode_InternFromString(s);  // (kept for the process's life)
+    if (o == nullptr) throw py::error_already_set();
+    return o;
+}
+
+// The filter's clock read, and its cursor (null: Python's way).
+py::object read_clock(PyObject* self, WindowCursor** cursor) {
+    static PyObject* const clock_name = interned("_clock");
+    static PyObject* const cursor_name = interned("_cursor");
+    py::object cur = py::reinterpret_steal<py::object>(PyObject_GetAttr(self, cursor_name));
+    if (!cur) throw py::error_already_set();
+    *cursor = cursor_in(cur.ptr());
+    py::object clock = py::reinterpret_steal<py::object>(PyObject_GetAttr(self, clock_name));
+    if (!clock) throw py::error_already_set();
+    py::object t = py::reinterpret_steal<py::object>(PyObject_CallNoArgs(clock.ptr()));
+    if (!t) throw py::error_already_set();
+    return t;
+}
+
+PyObject* windowed_add(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+    return py_filter::guarded(
+        [&]() -> PyObject* {
+            static PyObject* const refresh_name = interned("refresh");
+            static PyObject* const add_at = interned("_add_at");
+            PyObject* refresh = Py_True;
+            const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+            if (nargs != 1) {
+                PyErr_Format(PyExc_TypeError, "WindowedBloomFilter.add() takes 1 positional argument but %zd were given",
+                             nargs);
+                throw py::error_already_set();
+            }
+            for (Py_ssize_t i = 0; i < nkw; ++i) {
+                PyObject* name = PyTuple_GET_ITEM(kwnames, i);
+                const int same = PyObject_RichCompareBool(name, refresh_name, Py_EQ);
+                if (same < 0) throw py::error_already_set();
+                if (!same) {
+                    PyErr_Format(PyExc_TypeError, "WindowedBloomFilter.add() got an unexpected keyword argument '%U'",
+                                 name);
+                    throw py::error_already_set();
+                }
+                refresh = args[nargs + i];
+            }
+            WindowCursor* c = nullptr;
+            py::object t = read_clock(self, &c);
+            const int yes = c == nullptr ? -1 : try_add(*c, args[0], t.ptr(), refresh);
+            if (yes >= 0) return answer(yes);
+            return PyObject_CallMethodObjArgs(self, add_at, t.ptr(), args[0], refresh, nullptr);
+        },
+        nullptr);
+}
+
+int windowed_contains(PyObject* self, PyObject* key) {
+    return py_filter::guarded(
+        [&]() -> int {
+            static PyObject* const contains_at = interned("_contains_at");
+            WindowCursor* c = nullptr;
+            py::object t = read_clock(self, &c);
+            const int yes = c == nullptr ? -1 : try_contains(*c, key, t.ptr());
+            if (yes >= 0) return yes;
+            py::object got =
+                py::reinterpret_steal<py::object>(PyObject_CallMethodObjArgs(self, contains_at, t.ptr(), key, nullptr));
+            if (!got) throw py::error_already_set();
+            const int r = PyObject_IsTrue(got.ptr());
+            if (r < 0) throw py::error_already_set();
+            return r;
+        },
+        -1);
 }
 
 }  // namespace
@@ -205,6 +396,81 @@ void register_window(py::module_& m) {
                 return out;
             },
             py::arg("current"), py::arg("hashed"), py::arg("refresh"));
+
+    // The single-key calls' way around Python (WindowCursor above): armed by
+    // windowed.py each time it reads the ring, disarmed when the ring changes.
+    py::class_<WindowCursor> cursor(m, "WindowCursor");
+    cursor
+        .def(py::init([](double span, std::uint64_t capacity, std::uint64_t seed) {
+                 WindowCursor c;
+                 c.span = span;
+                 c.capacity = capacity;
+                 c.seed = seed;
+                 return c;
+             }),
+             py::arg("span"), py::arg("capacity"), py::arg("seed"))
+        .def(
+            "arm",
+            [](WindowCursor& c, std::int64_t now, py::object current, py::object live, py::object older) {
+                if (c.has_floor && now < c.floor) return false;  // (a newer generation was seen meanwhile)
+                c.disarm();
+                c.live = live.cast<const WindowProbe*>();
+                c.older = older.cast<const WindowProbe*>();
+                c.current = current.is_none() ? nullptr : current.cast<Handle<BloomFilter>*>();
+                c.held = py::make_tuple(current, live, older);
+                c.now = now;
+                c.armed = true;
+                return true;
+            },
+            py::arg("now"), py::arg("current"), py::arg("live"), py::arg("older"),
+            "Answer single keys at generation now (and older readings) from these probes and the current "
+            "generation (None: not started, adds go to Python); False if a newer generation was seen.")
+        .def("disarm", &WindowCursor::disarm, "Every call goes to Python until the next arm.")
+        .def(
+            "advance",
+            [](WindowCursor& c, std::int64_t newest) {
+                if (!c.has_floor || newest > c.floor) c.floor = newest;
+                c.has_floor = true;
+                if (c.armed && c.now < c.floor) c.disarm();
+            },
+            py::arg("newest"), "The newest generation seen is now newest: never armed at an older one again.")
+        .def_property_readonly("armed", [](const WindowCursor& c) { return c.armed; });
+    {
+        static PyMethodDef add_def = {"add", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(cursor_add)),
+                                      METH_FASTCALL, "add(key, t, refresh): True/False, or None: Python's way."};
+        static PyMethodDef contains_def = {
+            "contains", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(cursor_contains)), METH_FASTCALL,
+            "contains(key, t): True/False, or None: Python's way."};
+        auto* type = reinterpret_cast<PyTypeObject*>(cursor.ptr());
+        for (PyMethodDef* def : {&add_def, &contains_def}) {
+            py::object method = py::reinterpret_steal<py::object>(PyDescr_NewMethod(type, def));
+            if (!method) throw py::error_already_set();
+            cursor.attr(def->ml_name) = method;
+        }
+    }
+
+    m.def(
+        "install_window_calls",
+        [](py::type cls) {
+            auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+            if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type->tp_as_sequence == nullptr)
+                throw std::invalid_argument("install_window_calls takes WindowedBloomFilter");
+            // (the Python method's docstring, kept for the process's life: the method table points at it)
+            static std::string doc;
+            doc = "add($self, key, /, *, refresh=True)\n--\n\n" +
+                  py::str(cls.attr("add").attr("__doc__")).cast<std::string>();
+            static PyMethodDef add_def = {
+                "add", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(windowed_add)),
+                METH_FASTCALL | METH_KEYWORDS, nullptr};
+            add_def.ml_doc = doc.c_str();
+            py::object add = py::reinterpret_steal<py::object>(PyDescr_NewMethod(type, &add_def));
+            if (!add) throw py::error_already_set();
+            cls.attr("add") = add;
+            type->tp_as_sequence->sq_contains = windowed_contains;
+            PyType_Modified(type);
+        },
+        py::arg("cls"),
+        "WindowedBloomFilter's `add` and `in` as C entry points over its cursor (windowed.py calls it once).");
 
     m.def(
         "restart_counts", [](Handle<BloomFilter>& h) { h->restart_counts(); }, py::arg("filter"),

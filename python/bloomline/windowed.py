@@ -144,17 +144,22 @@ class WindowedBloomFilter(RingParams, SharedFile):
         self._live_at: Optional[tuple[int, list[BloomFilter], _core.WindowProbe, _core.WindowProbe]] = None
         self._version = 0  # changes of the ring (under _rotating where threads may race)
         self._shared: Optional[SharedRing] = None  # the ring of a mapped file (open)
+        # Single keys in the common case (the ring as last read, the current
+        # generation within capacity): one core call, armed by _live_state.
+        self._cursor = _core.WindowCursor(self._span, self._capacity, self._seed)
 
     # ---- time ------------------------------------------------------------------
 
-    def _now(self) -> int:
-        """The current generation number (never less than one seen before,
-        here or, in a shared file, by any handle)."""
+    def _now(self, t: Any = None) -> int:
+        """The current generation number at the clock's reading t (read now
+        if None): never less than one seen before, here or, in a shared
+        file, by any handle."""
         if self._shared is not None:
             self._shared.sync(self)
-        t = self._clock()
+        if t is None:
+            t = self._clock()
         try:
-            g = math.floor(t / self._span)
+            g: int = math.floor(t / self._span)
         except (TypeError, ValueError, OverflowError):
             raise ValueError(f"clock must return a finite number of seconds, got {t!r}") from None
         newest = self._newest
@@ -164,6 +169,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
             raise ValueError(f"clock gives {t!r} seconds, whose generation number {g} (window {self._window:g} s / "
                              f"{self._generations}) is past 2**63")
         self._newest = g
+        self._cursor.advance(g)
         return g
 
     def _live(self, now: int) -> list[BloomFilter]:
@@ -174,7 +180,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         """(now, the live generations newest first, a probe of them, a
         probe of those older than now's): the core's one loop over the ring
         (window_ring.hpp). Kept until the ring changes (callers do not
-        change the list)."""
+        change the list), and the single-key cursor armed with it."""
         cached = self._live_at
         if cached is not None and cached[0] == now:
             return cached
@@ -187,16 +193,20 @@ class WindowedBloomFilter(RingParams, SharedFile):
                 out.append(self._ring[i])
                 if back:
                     older.append(self._ring[i])
+        current = self._ring[now % len(self._ring)] if self._numbers[now % len(self._ring)] == now else None
         state = (now, out, _core.WindowProbe(out), _core.WindowProbe(older))
         with self._rotating:  # (kept only if the ring did not change while it was read)
             if self._version == version:
                 self._live_at = state
+                if self._shared is None:  # (a shared file's ring may change in another process: no cursor)
+                    self._cursor.arm(now, current, state[2], state[3])
         return state
 
     def _changed(self) -> None:
         """The ring's generations changed: _live reads them again."""
         self._version += 1
         self._live_at = None
+        self._cursor.disarm()
 
     def _current(self, now: int) -> BloomFilter:
         """The current generation, started now if it was not (its place held one G + 1 older: expired)."""
@@ -248,7 +258,14 @@ class WindowedBloomFilter(RingParams, SharedFile):
         """Add a key at the clock's time; True if no live generation had it.
         refresh=False leaves a key that is seen where it is (its window runs
         from its first add)."""
-        now = self._now()
+        # (install_window_calls, below, puts a C entry point here: the clock
+        # read, the cursor's answer, else this with the same reading)
+        return self._add_at(self._clock(), key, refresh)
+
+    def _add_at(self, t: Any, key: Any, refresh: bool) -> bool:
+        """add at the clock's reading t, Python's way (the ring read, a
+        generation started where it must be, the cursor armed again)."""
+        now = self._now(t)
         cur = self._current(now)
         older = self._live_state(now)[3]  # (one core call: the lookups, then the add)
         if cur.insert_count < self._capacity:  # (within capacity: no warning to make)
@@ -256,7 +273,15 @@ class WindowedBloomFilter(RingParams, SharedFile):
         return bool(self._guarded_add(cur, now, 1, lambda: older.add(cur, key, refresh)))
 
     def __contains__(self, key: object) -> bool:
-        return self._live_state(self._now())[2].contains(key, self._seed)
+        # (this class's `in` is a C entry point, install_window_calls; a
+        # subclass's comes here)
+        t = self._clock()
+        answer = self._cursor.contains(key, t)
+        return self._contains_at(t, key) if answer is None else answer
+
+    def _contains_at(self, t: Any, key: object) -> bool:
+        """`in` at the clock's reading t, Python's way."""
+        return self._live_state(self._now(t))[2].contains(key, self._seed)
 
     # ---- batches ---------------------------------------------------------------
 
@@ -391,7 +416,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         c._numbers = list(self._numbers)
         c._newest = self._newest
         c._warned = set(self._warned)
-        c._live_at = None
+        c._changed()
         return c
 
     __copy__ = copy
@@ -443,7 +468,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
             w._ring[place] = f
             w._numbers[place] = number
             w._newest = number  # (oldest first: the last is the newest)
-        w._live_at = None
+        w._changed()
         return w
 
     def save(self, path: StrPath | BinaryWriter, *, shared: bool = False) -> None:
@@ -473,3 +498,8 @@ class WindowedBloomFilter(RingParams, SharedFile):
     # Pickling: bloomline._pickling gives this class its __reduce_ex__ (the
     # one place that names what a pickle restores with), as it does the other
     # kinds'. A pickle carries no clock: the restored filter reads time.time.
+
+
+# `add` and `in` on this class as C entry points over the cursor (the Python
+# methods above stay: their docs and signatures, and a subclass's `in`).
+_core.install_window_calls(WindowedBloomFilter)
