@@ -263,12 +263,17 @@ def test_the_c_entry_points_take_and_refuse_arguments_as_the_python_methods() ->
     assert str(inspect.signature(WindowedBloomFilter.add)) == "(self, key, /, *, refresh=True)"
     assert "True if no live generation had it" in (WindowedBloomFilter.add.__doc__ or "")
     assert w.add("a") is True and w.add("a", refresh=False) is False and w.add("a", refresh=0) is False
-    with pytest.raises(TypeError, match=r"takes 1 positional argument but 2 were given"):
+    # (Python's own words: the C entry point hands calls it does not take to the Python method)
+    with pytest.raises(TypeError, match=r"^WindowedBloomFilter.add\(\) takes 2 positional arguments but 3 were given$"):
         w.add("a", True)  # type: ignore[misc]
-    with pytest.raises(TypeError, match="takes 1 positional argument but 0 were given"):
+    with pytest.raises(TypeError, match=r"add\(\) missing 1 required positional argument: 'key'$"):
         w.add()  # type: ignore[call-arg]
-    with pytest.raises(TypeError, match="unexpected keyword argument 'refreshed'"):
+    with pytest.raises(TypeError, match=r"add\(\) got some positional-only arguments passed as keyword arguments: 'key'"):
+        w.add(key="a")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"add\(\) got an unexpected keyword argument 'refreshed'$"):
         w.add("a", refreshed=True)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="refresh"):  # (a bool by pybind11's rules, as before the cursor)
+        w.add("a", refresh="no")
     with pytest.raises(TypeError, match="key must be"):
         w.add(["a list"])
     with pytest.raises(TypeError, match="key must be"):
@@ -294,3 +299,88 @@ def test_the_c_entry_points_take_and_refuse_arguments_as_the_python_methods() ->
 
     s = Sub(1000, 0.01, window=40.0, clock=clock)
     assert s.add("a") and "a" in s and "b" not in s and s._cursor.armed
+
+
+@pytest.mark.parametrize("change", ["clear", "rotate"])
+def test_a_key_whose_hashing_changes_the_ring_is_answered_as_python_would(change: str) -> None:
+    """A key whose __index__ clears the filter, or moves the clock on and
+    adds (a new generation): the cursor never reads a ring that changed
+    under it (such keys go Python's way), and the answers are Python's."""
+    answers = []
+    for way in ("cursor", "python"):
+        clock = Clock()
+        clock.t = 5.0
+        w = WindowedBloomFilter(1000, 0.01, window=40.0, clock=clock)
+        if way == "python":
+            w._cursor = PythonWay()  # type: ignore[assignment]
+        for i in range(50):
+            w.add(f"k{i}")
+
+        class Key:
+            def __index__(self) -> int:
+                if change == "clear":
+                    w.clear()
+                else:
+                    clock.t += 20.0
+                    w.add("other")
+                return 12345
+
+        got = []
+        for _ in range(3):
+            got.append(w.add("z"))
+            got.append(Key() in w)
+            got.append(w.add(Key()))
+            got.append("k1" in w)
+        answers.append((got, bits(w)))
+    assert answers[0] == answers[1]
+
+
+def test_daemon_threads_adding_at_interpreter_exit_end_cleanly() -> None:
+    """Four daemon threads add one key at a time (a clock that runs Python
+    code, the filter past its capacity so that Python's way runs too) when
+    the interpreter exits: the process ends with 0, not an abort (a thread
+    ended at exit unwinds through the C entry point)."""
+    import subprocess
+    import sys
+
+    script = """
+import threading, time, warnings
+from bloomline import WindowedBloomFilter
+warnings.simplefilter("ignore")
+w = WindowedBloomFilter(1000, 0.01, window=40.0)
+def clock():
+    time.sleep(0)  # (the GIL let go inside the C entry point's call)
+    s = 0
+    for i in range(50):
+        s += i
+    return time.time()
+w._clock = clock
+def worker(k):
+    i = 0
+    while True:
+        w.add(i * 4 + k)
+        (i + 1) in w
+        i += 1
+for k in range(4):
+    threading.Thread(target=worker, args=(k,), daemon=True).start()
+time.sleep(0.3)
+"""
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+
+
+def test_a_clock_reading_of_none_is_refused_after_one_reading() -> None:
+    reads = []
+
+    def clock() -> None:
+        reads.append(1)
+        return None
+
+    w = WindowedBloomFilter(1000, 0.01, window=40.0, clock=clock)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="clock must return a finite number of seconds, got None"):
+        w.add("a")
+    assert len(reads) == 1
+    with pytest.raises(ValueError, match="got None"):
+        "a" in w  # noqa: B015
+    assert len(reads) == 2

@@ -16,6 +16,9 @@
 #include <pybind11/pybind11.h>
 
 #include <cmath>
+#if defined(__GLIBCXX__)
+#include <cxxabi.h>
+#endif
 #include <sstream>
 #include <string>
 #include <thread>
@@ -306,10 +309,18 @@ Handle<T>* handle_of(PyObject* self) {
     return h;
 }
 
+// A C entry point's body, its C++ exceptions made Python's. Not noexcept:
+// where the body calls Python (a key's __index__, a clock), a daemon thread
+// ended at interpreter exit unwinds through it (glibc's forced unwind, which
+// must pass, as pybind11 lets it).
 template <class F>
-auto guarded(F&& f, decltype(f()) on_error) noexcept -> decltype(f()) {
+auto guarded(F&& f, decltype(f()) on_error) -> decltype(f()) {
     try {
         return f();
+#if defined(__GLIBCXX__)
+    } catch (abi::__forced_unwind&) {
+        throw;
+#endif
     } catch (py::error_already_set& e) {
         e.restore();
     } catch (const std::invalid_argument& e) {

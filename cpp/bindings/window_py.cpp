@@ -5,8 +5,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <pybind11/numpy.h>
 
@@ -122,18 +125,27 @@ WindowCursor* cursor_in(PyObject* obj) {
     return py_filter::bound_value<WindowCursor>(obj);
 }
 
-// What the cursor answers: 1 or 0, or -1 where Python must go its way.
+// Keys the cursor hashes itself: exact str, bytes, int and float, whose
+// hashing runs no Python code. Between reading the cursor's state and using
+// it nothing may (a key's __index__ or __iter__ could clear the ring and free
+// the probes the cursor points at): other keys go Python's way.
+bool plain_key(PyObject* key) {
+    return PyUnicode_CheckExact(key) || PyBytes_CheckExact(key) || PyLong_CheckExact(key) || PyFloat_CheckExact(key);
+}
+
+// What the cursor answers: 1 or 0, or -1 where Python must go its way. A
+// refresh other than True or False goes Python's way too (pybind11's rules
+// for a bool take some values and refuse others).
 int try_add(const WindowCursor& c, PyObject* key, PyObject* t, PyObject* refresh) {
+    if ((refresh != Py_True && refresh != Py_False) || !plain_key(key)) return -1;
     if (!c.armed || c.current == nullptr || !c.current->f || !c.at_now(t)) return -1;
     BloomFilter& cur = **c.current;
     if (cur.insert_count() >= c.capacity) return -1;  // (Python warns of the capacity)
-    const int fresh = PyObject_IsTrue(refresh);
-    if (fresh < 0) throw py::error_already_set();
-    return c.older->add(cur, py_keys::hash_scalar_key(key, c.seed), fresh != 0) ? 1 : 0;
+    return c.older->add(cur, py_keys::hash_scalar_key(key, c.seed), refresh == Py_True) ? 1 : 0;
 }
 
 int try_contains(const WindowCursor& c, PyObject* key, PyObject* t) {
-    if (!c.armed || !c.at_now(t)) return -1;
+    if (!plain_key(key) || !c.armed || !c.at_now(t)) return -1;
     return c.live->contains(py_keys::hash_scalar_key(key, c.seed)) ? 1 : 0;
 }
 
@@ -184,18 +196,33 @@ PyObject* interned(const char* s) {
     return o;
 }
 
-// The filter's clock read, and its cursor (null: Python's way).
-py::object read_clock(PyObject* self, WindowCursor** cursor) {
+// A call's clock reading and, read after it, the filter's cursor (held for
+// the call: a clock may rebind it) or null (Python's way).
+struct Reading {
+    py::object t;
+    py::object held;
+    WindowCursor* cursor = nullptr;
+};
+
+Reading read_clock(PyObject* self) {
     static PyObject* const clock_name = interned("_clock");
     static PyObject* const cursor_name = interned("_cursor");
-    py::object cur = py::reinterpret_steal<py::object>(PyObject_GetAttr(self, cursor_name));
-    if (!cur) throw py::error_already_set();
-    *cursor = cursor_in(cur.ptr());
+    Reading r;
     py::object clock = py::reinterpret_steal<py::object>(PyObject_GetAttr(self, clock_name));
     if (!clock) throw py::error_already_set();
-    py::object t = py::reinterpret_steal<py::object>(PyObject_CallNoArgs(clock.ptr()));
-    if (!t) throw py::error_already_set();
-    return t;
+    r.t = py::reinterpret_steal<py::object>(PyObject_CallNoArgs(clock.ptr()));
+    if (!r.t) throw py::error_already_set();
+    r.held = py::reinterpret_steal<py::object>(PyObject_GetAttr(self, cursor_name));
+    if (!r.held) throw py::error_already_set();
+    r.cursor = cursor_in(r.held.ptr());
+    return r;
+}
+
+// The Python `add` the C one replaced: it is called with the arguments the
+// C one does not take, so that its errors are Python's own, word for word.
+PyObject*& python_add() {
+    static PyObject* f = nullptr;  // (kept for the process's life)
+    return f;
 }
 
 PyObject* windowed_add(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -205,27 +232,26 @@ PyObject* windowed_add(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
             static PyObject* const add_at = interned("_add_at");
             PyObject* refresh = Py_True;
             const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
-            if (nargs != 1) {
-                PyErr_Format(PyExc_TypeError, "WindowedBloomFilter.add() takes 1 positional argument but %zd were given",
-                             nargs);
-                throw py::error_already_set();
-            }
-            for (Py_ssize_t i = 0; i < nkw; ++i) {
-                PyObject* name = PyTuple_GET_ITEM(kwnames, i);
-                const int same = PyObject_RichCompareBool(name, refresh_name, Py_EQ);
-                if (same < 0) throw py::error_already_set();
-                if (!same) {
-                    PyErr_Format(PyExc_TypeError, "WindowedBloomFilter.add() got an unexpected keyword argument '%U'",
-                                 name);
-                    throw py::error_already_set();
+            bool fits = nargs == 1 && nkw <= 1;
+            if (fits && nkw == 1) {
+                fits = PyTuple_GET_ITEM(kwnames, 0) == refresh_name;  // (interned: the call's names are too)
+                if (!fits) {
+                    const int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(kwnames, 0), refresh_name, Py_EQ);
+                    if (same < 0) throw py::error_already_set();
+                    fits = same == 1;
                 }
-                refresh = args[nargs + i];
+                refresh = args[1];
             }
-            WindowCursor* c = nullptr;
-            py::object t = read_clock(self, &c);
-            const int yes = c == nullptr ? -1 : try_add(*c, args[0], t.ptr(), refresh);
+            if (!fits) {  // (Python's own message: call the method this replaced, with self first)
+                std::vector<PyObject*> all(static_cast<std::size_t>(nargs + nkw) + 1);
+                all[0] = self;
+                std::copy(args, args + nargs + nkw, all.begin() + 1);
+                return PyObject_Vectorcall(python_add(), all.data(), static_cast<std::size_t>(nargs) + 1, kwnames);
+            }
+            Reading r = read_clock(self);
+            const int yes = r.cursor == nullptr ? -1 : try_add(*r.cursor, args[0], r.t.ptr(), refresh);
             if (yes >= 0) return answer(yes);
-            return PyObject_CallMethodObjArgs(self, add_at, t.ptr(), args[0], refresh, nullptr);
+            return PyObject_CallMethodObjArgs(self, add_at, r.t.ptr(), args[0], refresh, nullptr);
         },
         nullptr);
 }
@@ -234,16 +260,15 @@ int windowed_contains(PyObject* self, PyObject* key) {
     return py_filter::guarded(
         [&]() -> int {
             static PyObject* const contains_at = interned("_contains_at");
-            WindowCursor* c = nullptr;
-            py::object t = read_clock(self, &c);
-            const int yes = c == nullptr ? -1 : try_contains(*c, key, t.ptr());
+            Reading r = read_clock(self);
+            const int yes = r.cursor == nullptr ? -1 : try_contains(*r.cursor, key, r.t.ptr());
             if (yes >= 0) return yes;
-            py::object got =
-                py::reinterpret_steal<py::object>(PyObject_CallMethodObjArgs(self, contains_at, t.ptr(), key, nullptr));
+            py::object got = py::reinterpret_steal<py::object>(
+                PyObject_CallMethodObjArgs(self, contains_at, r.t.ptr(), key, nullptr));
             if (!got) throw py::error_already_set();
-            const int r = PyObject_IsTrue(got.ptr());
-            if (r < 0) throw py::error_already_set();
-            return r;
+            const int truth = PyObject_IsTrue(got.ptr());
+            if (truth < 0) throw py::error_already_set();
+            return truth;
         },
         -1);
 }
@@ -455,10 +480,14 @@ void register_window(py::module_& m) {
             auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
             if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type->tp_as_sequence == nullptr)
                 throw std::invalid_argument("install_window_calls takes WindowedBloomFilter");
+            if (python_add() != nullptr) throw std::logic_error("install_window_calls runs once");
+            py::object replaced = cls.attr("add");
+            python_add() = replaced.inc_ref().ptr();
             // (the Python method's docstring, kept for the process's life: the method table points at it)
             static std::string doc;
-            doc = "add($self, key, /, *, refresh=True)\n--\n\n" +
-                  py::str(cls.attr("add").attr("__doc__")).cast<std::string>();
+            doc = "add($self, key, /, *, refresh=True)\n--\n\n";
+            py::object text = replaced.attr("__doc__");
+            if (!text.is_none()) doc += text.cast<std::string>();  // (None under python -OO)
             static PyMethodDef add_def = {
                 "add", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(windowed_add)),
                 METH_FASTCALL | METH_KEYWORDS, nullptr};

@@ -203,8 +203,8 @@ class SharedRing:
             w._numbers = got
             w._changed()
         newest = max((g for g in got if g is not None), default=None)
-        if newest is not None and (w._newest is None or newest > w._newest):
-            w._newest = newest
+        if newest is not None:
+            w._advance_to(newest)
 
     def start(self, w: WindowedBloomFilter, place: int, number: int) -> None:
         """Start generation number at its place (once, whoever asks), then

@@ -90,6 +90,8 @@ Clock = Callable[[], float]
 Window = Union[float, int, datetime.timedelta]
 """A window's span: seconds (float or int) or a datetime.timedelta."""
 
+_READ = object()  # (_now's "read the clock": any reading, None too, is the clock's)
+
 # (its checks, fixed facts and shared file's ring live in _window_parts)
 from ._window_parts import (_GEN_LIMIT, RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
                             _past_capacity, _take, _union_bits_set, window_seconds)
@@ -141,6 +143,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         # Starting a generation clears its place in the ring: two threads must
         # not both do it (the second would clear the first one's adds).
         self._rotating = threading.Lock()
+        self._advancing = threading.Lock()  # (the newest generation: checked and set as one step)
         self._live_at: Optional[tuple[int, list[BloomFilter], _core.WindowProbe, _core.WindowProbe]] = None
         self._version = 0  # changes of the ring (under _rotating where threads may race)
         self._shared: Optional[SharedRing] = None  # the ring of a mapped file (open)
@@ -150,13 +153,13 @@ class WindowedBloomFilter(RingParams, SharedFile):
 
     # ---- time ------------------------------------------------------------------
 
-    def _now(self, t: Any = None) -> int:
+    def _now(self, t: Any = _READ) -> int:
         """The current generation number at the clock's reading t (read now
-        if None): never less than one seen before, here or, in a shared
-        file, by any handle."""
+        if not given): never less than one seen before, here or, in a
+        shared file, by any handle."""
         if self._shared is not None:
             self._shared.sync(self)
-        if t is None:
+        if t is _READ:
             t = self._clock()
         try:
             g: int = math.floor(t / self._span)
@@ -168,9 +171,17 @@ class WindowedBloomFilter(RingParams, SharedFile):
         if not -_GEN_LIMIT <= g < _GEN_LIMIT:
             raise ValueError(f"clock gives {t!r} seconds, whose generation number {g} (window {self._window:g} s / "
                              f"{self._generations}) is past 2**63")
-        self._newest = g
-        self._cursor.advance(g)
-        return g
+        return self._advance_to(g)
+
+    def _advance_to(self, g: int) -> int:
+        """The newest generation seen is at least g, whichever thread gets
+        here first (it never goes back); the cursor is told before any call
+        can see it."""
+        with self._advancing:
+            if self._newest is None or g > self._newest:
+                self._cursor.advance(g)
+                self._newest = g
+            return self._newest
 
     def _live(self, now: int) -> list[BloomFilter]:
         """The live generations, newest first (those not started skipped)."""
@@ -203,7 +214,9 @@ class WindowedBloomFilter(RingParams, SharedFile):
         return state
 
     def _changed(self) -> None:
-        """The ring's generations changed: _live reads them again."""
+        """The ring's generations change (called before the change and after
+        it, under _rotating): _live reads them again, the cursor answers
+        nothing until then, and a view read meanwhile is not kept."""
         self._version += 1
         self._live_at = None
         self._cursor.disarm()
@@ -216,6 +229,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
                 if self._shared is not None:  # (started once, whoever asks: the file's lock)
                     self._shared.start(self, i, now)
                 elif self._numbers[i] != now:
+                    self._changed()  # (first: no call answers from a place being cleared)
                     if self._numbers[i] is not None:
                         self._ring[i].clear()
                     self._warned.discard(now)
@@ -231,6 +245,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         with self._rotating:
             for i, g in enumerate(self._numbers):
                 if g is not None and not now - self._generations <= g <= now:
+                    self._changed()  # (first: no call answers from a place being cleared)
                     self._ring[i].clear()
                     self._numbers[i] = None
                     self._changed()
@@ -399,6 +414,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
             with self._rotating:
                 return self._shared.clear(self)
         with self._rotating:
+            self._changed()  # (first: no call answers from a ring half cleared)
             for i, g in enumerate(self._ring):
                 g.clear()
                 self._numbers[i] = None
