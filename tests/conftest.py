@@ -40,14 +40,27 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (a connect's source ports)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # (Linux's default)
+
+
 def free_port(with_bus: bool = False) -> int:
     """A free loopback port; with_bus: port + 10000 free too (Redis Cluster's
-    bus port), so both stay under 65536."""
+    bus port). Both below the ephemeral range: a connect to a port nobody
+    listens on yet (a server starting, a port left closed on purpose) can
+    otherwise be given that same port as its source, connect to itself, and
+    leave the port in TIME_WAIT for a minute (about 1 in 14,000 connects)."""
     import random
 
     rng = random.Random()
+    top = min(_ephemeral_low(), 65536) - 10000  # (room for the bus port too)
     for _ in range(1000):
-        port = rng.randrange(20000, 40000)
+        port = rng.randrange(10000, max(top, 10001))
         if _bindable(port) and (not with_bus or _bindable(port + 10000)):
             return port
     raise RuntimeError("no free loopback port")

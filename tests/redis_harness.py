@@ -214,11 +214,15 @@ def _redis_cli(port: int, *args: str) -> str:
                           timeout=30).stdout
 
 
-def _target_key(spec: Spec) -> str:
+def _target_key(spec: Spec, client: Any) -> str:
     """The key a server fault strikes: a shard of the filter (the chain's
-    first stage's; the windowed filter's current generation's bits)."""
+    first stage's; the windowed filter's current generation's bits, read
+    when the fault strikes from the keys the server holds: a generation
+    that began after the workers' last add has no key yet)."""
     if spec.kind == "window":
-        return f"{{fleet}}:w:bits:{int(time.time() // (WINDOW_S / WINDOW_G)) % (WINDOW_G + 1)}"
+        held = sorted(k.decode() for k in client.keys("{fleet}:w:bits:*"))
+        current = f"{{fleet}}:w:bits:{int(time.time() // (WINDOW_S / WINDOW_G)) % (WINDOW_G + 1)}"
+        return current if current in held or not held else held[-1]
     return "fleet:bits:1" if spec.kind == "fixed" and spec.backend != "bf" else (
         "fleet:bf" if spec.kind == "fixed" else "{fleet}:s0:bits:0")
 
@@ -275,11 +279,12 @@ class _Strike(threading.Thread):
     def run(self) -> None:
         import redis
 
-        spec, key = self.spec, _target_key(self.spec)
+        spec = self.spec
         while not self._due() and not self.stop.wait(0.005):
             pass
         clients = [redis.Redis(host="127.0.0.1", port=p) for p in self.ports]
         client = clients[0]
+        key = _target_key(spec, client)
         try:
             if spec.fault == "script_flush":
                 while True:

@@ -253,7 +253,8 @@ def test_the_module_refuses_what_it_cannot_apply_and_changes_nothing(module_serv
     with: each an error reply, every check made before the first write (a
     refused add changes nothing, so nothing need replicate), the server up."""
     r = redis.Redis.from_url(module_server.url)
-    f = RedisWindowedFilter(r, "hostile", 1000, 0.01, window=600, generations=2)
+    # (a week: no generation begins during the test, which compares states to the millisecond)
+    f = RedisWindowedFilter(r, "hostile", 1000, 0.01, window=7 * 86400, generations=2)
     assert f.backend == "module" and f.add_many(["a", "b"]).all()
     slot = f.current_generation % 3
     gen = f"{{hostile}}:w:gen:{slot}"
@@ -280,7 +281,7 @@ def test_the_module_refuses_what_it_cannot_apply_and_changes_nothing(module_serv
             f.add("c")
         assert state() == tampered and r.ping()
         f.delete()
-        f = RedisWindowedFilter(r, "hostile", 1000, 0.01, window=600, generations=2)
+        f = RedisWindowedFilter(r, "hostile", 1000, 0.01, window=7 * 86400, generations=2)
         assert f.add_many(["a", "b"]).all()
     assert "c" not in f
 
