@@ -1,6 +1,6 @@
 """The windowed filter's parts that are not its class: argument checks, the
-union's bits, and the ring of a shared mapped file (``SharedRing``, behind
-``WindowedBloomFilter.open``).
+union's bits, the threaded batch add, and the ring of a shared mapped file
+(``SharedRing``, behind ``WindowedBloomFilter.open``).
 
 **A shared file.** ``WindowedBloomFilter.open(path, "r+")`` maps a file in
 the ring form of kind 4 (docs/FORMAT.md; written by ``save(path,
@@ -110,6 +110,43 @@ def _check_error_rate(error_rate: object) -> float:
     if not 0 < rate < 1:
         raise ValueError(f"error_rate must be in (0, 1), got {error_rate!r}")
     return rate
+
+
+def threaded_add(w: WindowedBloomFilter, cur: BloomFilter, now: int, hashed: npt.NDArray[Any], refresh: bool,
+                 threads: int) -> npt.NDArray[np.bool_]:
+    """add_many with threads=: the generations' own threaded calls, one
+    after another (the one-thread batch is the core's one pass)."""
+    older = [g for g in w._live(now) if g is not cur]
+    if refresh:
+        # Every key goes into the current generation; only those new to it
+        # can be new to the window, so only they are looked up in the older ones.
+        new: npt.NDArray[np.bool_] = w._guarded_add(cur, now, len(hashed), lambda: cur.add_many(hashed, threads=threads))
+        count = int(np.count_nonzero(new))
+        if older and count:
+            # (a copy of the new keys pays only where most keys were not new)
+            ask = np.flatnonzero(new) if 2 * count < len(new) else None
+            part = hashed if ask is None else _take(hashed, ask)
+            seen = np.zeros(len(part), dtype=bool)
+            for g in older:
+                seen |= g.contains_many(part, threads=threads)
+            if ask is None:
+                new &= ~seen
+            else:
+                new[ask] &= ~seen
+        return new
+    seen = np.zeros(len(hashed), dtype=bool)
+    for g in older:
+        seen |= g.contains_many(hashed, threads=threads)
+    if not seen.any():  # (all fresh: no copy of the batch)
+        fresh_all: npt.NDArray[np.bool_] = w._guarded_add(cur, now, len(hashed),
+                                                          lambda: cur.add_many(hashed, threads=threads))
+        return fresh_all
+    out = np.zeros(len(hashed), dtype=bool)
+    fresh = ~seen
+    if fresh.any():
+        part = _take(hashed, fresh)
+        out[fresh] = w._guarded_add(cur, now, len(part), lambda: cur.add_many(part, threads=threads))
+    return out
 
 
 class RingParams:

@@ -94,7 +94,7 @@ _READ = object()  # (_now's "read the clock": any reading, None too, is the cloc
 
 # (its checks, fixed facts and shared file's ring live in _window_parts)
 from ._window_parts import (_GEN_LIMIT, RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
-                            _past_capacity, _take, _union_bits_set, window_seconds)
+                            _past_capacity, _union_bits_set, threaded_add, window_seconds)
 
 
 class WindowedBloomFilter(RingParams, SharedFile):
@@ -312,37 +312,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
             probe = self._live_state(now)[3]
             return batch_shaped(valid, self._guarded_add(cur, now, len(hashed),
                                                          lambda: probe.add_many(cur, hashed, refresh)))
-        # (threads=: the generations' own threaded calls, one after another)
-        older = [g for g in self._live(now) if g is not cur]
-        if refresh:
-            # Every key goes into the current generation; only those new to it
-            # can be new to the window, so only they are looked up in the older ones.
-            new = self._guarded_add(cur, now, len(hashed), lambda: cur.add_many(hashed, threads=threads))
-            count = int(np.count_nonzero(new))
-            if older and count:
-                # (a copy of the new keys pays only where most keys were not new)
-                ask = np.flatnonzero(new) if 2 * count < len(new) else None
-                part = hashed if ask is None else _take(hashed, ask)
-                seen = np.zeros(len(part), dtype=bool)
-                for g in older:
-                    seen |= g.contains_many(part, threads=threads)
-                if ask is None:
-                    new &= ~seen
-                else:
-                    new[ask] &= ~seen
-            return batch_shaped(valid, new)
-        seen = np.zeros(len(hashed), dtype=bool)
-        for g in older:
-            seen |= g.contains_many(hashed, threads=threads)
-        if not seen.any():  # (all fresh: no copy of the batch)
-            return batch_shaped(valid, self._guarded_add(cur, now, len(hashed),
-                                                         lambda: cur.add_many(hashed, threads=threads)))
-        out = np.zeros(len(hashed), dtype=bool)
-        fresh = ~seen
-        if fresh.any():
-            part = _take(hashed, fresh)
-            out[fresh] = self._guarded_add(cur, now, len(part), lambda: cur.add_many(part, threads=threads))
-        return batch_shaped(valid, out)
+        return batch_shaped(valid, threaded_add(self, cur, now, hashed, refresh, threads))
 
     def contains_many(self, keys: Keys, *, threads: int = 1, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """True where a live generation may have the key; False for nulls with nulls='skip'."""
