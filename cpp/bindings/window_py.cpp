@@ -64,12 +64,12 @@ std::vector<const BloomFilter*> open_generations(const std::vector<const Handle<
 // A windowed filter's single-key calls in the common case: the clock's
 // generation is the one the ring was last read at (or older: the current one
 // never goes back) and the current generation is within its capacity. Then
-// `add` and `in` are one C call (the generation's check, the hash, the probes)
-// behind Python's clock read, where Python's way over the ring costs ten
-// times the probes (benchmarks/NOTES.md). In every other case a call answers
-// None, and windowed.py goes its whole way (rotation, expiry, the capacity
-// warning, shared files) and arms the cursor again. The clock's reading is
-// an argument, so that a call reads the clock once whichever way it goes.
+// `add` and `in` are one C call (the clock read, the generation's check, the
+// hash, the probes), where Python's way over the ring cost several times the
+// probes (benchmarks/NOTES.md). In every other case the cursor has no answer,
+// and windowed.py goes its whole way (rotation, expiry, the capacity warning,
+// shared files) and arms the cursor again. The clock's reading is handed on,
+// so that a call reads the clock once whichever way it goes.
 struct WindowCursor {
     double span = 1.0;  // seconds a generation
     std::uint64_t capacity = 0;

@@ -92,7 +92,7 @@ Window = Union[float, int, datetime.timedelta]
 
 _READ = object()  # (_now's "read the clock": any reading, None too, is the clock's)
 
-# (its checks, fixed facts and shared file's ring live in _window_parts)
+# (its checks, fixed facts, threaded batch add and shared file's ring live in _window_parts)
 from ._window_parts import (_GEN_LIMIT, RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
                             _past_capacity, _union_bits_set, threaded_add, window_seconds)
 
