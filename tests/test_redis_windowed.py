@@ -473,7 +473,7 @@ def test_a_resend_whose_answer_is_gone_raises_with_its_facts(redis_server: Any) 
 
 def test_a_live_generation_lost_is_an_error_not_an_empty_generation(window_server: Any) -> None:
     r = redis.Redis.from_url(window_server.url)
-    f = RedisWindowedFilter(r, "lost", 1000, 0.01, window=60, generations=2)
+    f = RedisWindowedFilter(r, "lost", 1000, 0.01, window=86400, generations=2)  # (no generation begins here)
     assert f.add("a")
     slot = f.current_generation % 3
     r.delete(f.redis_keys()[1 + slot])  # its bits, as an eviction would
@@ -491,7 +491,7 @@ def test_a_live_generation_whose_number_is_lost_is_an_error_not_a_fresh_start(wi
     be new again), nor a lookup read it as empty; nor when its bits went
     too. The fault harness's eviction case found this."""
     r = redis.Redis.from_url(window_server.url)
-    f = RedisWindowedFilter(r, "lostgen", 1000, 0.01, window=60, generations=2)
+    f = RedisWindowedFilter(r, "lostgen", 1000, 0.01, window=86400, generations=2)  # (no generation begins here)
     assert f.add("a")
     slot = f.current_generation % 3
     r.delete(f"{{lostgen}}:w:gen:{slot}")

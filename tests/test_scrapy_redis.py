@@ -341,7 +341,7 @@ def test_the_scrapy_redis_interface(redis_server: RedisServer, tmp_path: Path) -
 
 # ---- recrawls (BLOOMLINE_RECRAWL_AFTER) through Redis ----------------------------------------------
 
-RECRAWL = 12.0  # seconds: a whole crawl of the small site and the start of the next fit well inside it
+RECRAWL = 24.0  # seconds: a whole crawl of the small site and the start of the next fit well inside it (5 s here, 2x that under CI's load)
 SPAN = RECRAWL / 4  # a generation (RECRAWL_GENERATIONS = 4)
 
 
@@ -491,7 +491,7 @@ def test_recrawl_after_a_request_spilled_in_an_outage_is_rechecked_in_the_window
     from bloomline.scrapy import RedisBloomDupeFilter
 
     server = durable_redis(tmp_path / "redis")
-    window = 2.0
+    window = 4.0  # (the outage and the restart, about 0.2 s, must end inside the window less the sleep)
     crawled: list[Request] = []
     engine = SimpleNamespace(pause=lambda: None, unpause=lambda: None, crawl=crawled.append)
     try:
@@ -504,7 +504,7 @@ def test_recrawl_after_a_request_spilled_in_an_outage_is_rechecked_in_the_window
         early, late = Request("http://example.com/early"), Request("http://example.com/late")
         assert df.request_seen(early) is False
         first = server_time(client)  # `early` sits in generation floor(first / span) or an earlier one
-        time.sleep(1.5)  # more than a generation (0.5 s): a refresh now would keep it past the check below
+        time.sleep(1.5)  # more than a generation (1 s): a refresh now would keep it past the check below
         server.stop()
         assert df.request_seen(early) is True and df._outages.active  # spilled: its check met the outage
         assert df.request_seen(late) is True  # spilled unchecked
