@@ -116,9 +116,6 @@ class PythonWay:
     def advance(self, newest: int) -> None:
         pass
 
-    def add(self, key: Any, t: Any, refresh: bool) -> None:
-        return None
-
     def contains(self, key: Any, t: Any) -> None:
         return None
 

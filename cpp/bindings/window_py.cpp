@@ -162,16 +162,6 @@ WindowCursor& cursor_of(PyObject* self) {
     return *c;
 }
 
-// cursor.add(key, t, refresh): True/False, or None where Python must go its way.
-PyObject* cursor_add(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-    return py_filter::guarded(
-        [&]() -> PyObject* {
-            if (nargs != 3) type_error("add takes (key, t, refresh)");
-            return answer(try_add(cursor_of(self), args[0], args[1], args[2]));
-        },
-        nullptr);
-}
-
 // cursor.contains(key, t): True/False, or None where Python must go its way.
 PyObject* cursor_contains(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     return py_filter::guarded(
@@ -460,18 +450,14 @@ void register_window(py::module_& m) {
             },
             py::arg("newest"), "The newest generation seen is now newest: never armed at an older one again.")
         .def_property_readonly("armed", [](const WindowCursor& c) { return c.armed; });
-    {
-        static PyMethodDef add_def = {"add", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(cursor_add)),
-                                      METH_FASTCALL, "add(key, t, refresh): True/False, or None: Python's way."};
+    {  // (a subclass's Python __contains__ asks it: a plain C method, as the class's own `in`)
         static PyMethodDef contains_def = {
             "contains", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(cursor_contains)), METH_FASTCALL,
             "contains(key, t): True/False, or None: Python's way."};
-        auto* type = reinterpret_cast<PyTypeObject*>(cursor.ptr());
-        for (PyMethodDef* def : {&add_def, &contains_def}) {
-            py::object method = py::reinterpret_steal<py::object>(PyDescr_NewMethod(type, def));
-            if (!method) throw py::error_already_set();
-            cursor.attr(def->ml_name) = method;
-        }
+        py::object method = py::reinterpret_steal<py::object>(
+            PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cursor.ptr()), &contains_def));
+        if (!method) throw py::error_already_set();
+        cursor.attr("contains") = method;
     }
 
     m.def(
