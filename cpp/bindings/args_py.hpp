@@ -4,12 +4,14 @@
 
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bloomline/common.hpp"
+#include "bloomline/parallel.hpp"
 
 namespace bloomline::py_args {
 
@@ -100,10 +102,10 @@ namespace bloomline {
 
 // threads= of the batch calls: 0 means one per CPU.
 inline unsigned parse_threads(pybind11::handle threads) {
-    const auto t = static_cast<unsigned>(py_args::to_u64(threads, "threads", 0, 1024, "[0, 1024]"));
+    const auto t = static_cast<unsigned>(py_args::to_u64(threads, "threads", 0, kMaxThreads, "[0, 1024]"));
     if (t != 0) return t;
     const unsigned cpus = std::thread::hardware_concurrency();
-    return cpus == 0 ? 1 : cpus;
+    return cpus == 0 ? 1 : std::min(cpus, kMaxThreads);
 }
 
 }  // namespace bloomline

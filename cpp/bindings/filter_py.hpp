@@ -584,7 +584,8 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
                 py::array_t<bool> r = py_keys::with_line_hashes(data, f.geometry().seed, "data",
                                                                 [&f, t](auto& src, std::size_t n, bool* out) {
                                                                     add_parallel(f, src, n, out, useful_threads(t, n));
-                                                                });
+                                                                },
+                                                                t);
                 note_capacity(h);
                 return r;
             },
@@ -601,7 +602,8 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
                 return py_keys::with_line_hashes(data, f.geometry().seed, "data",
                                                  [&f, t](auto& src, std::size_t n, bool* out) {
                                                      contains_parallel(f, src, n, out, useful_threads(t, n));
-                                                 });
+                                                 },
+                                                 t);
             },
             py::arg("data"), py::kw_only(), py::arg("threads") = 1,
             "Test each line of a block of text, as add_lines reads it. Returns a bool array, one per line.")

@@ -522,9 +522,11 @@ inline std::vector<Hash128> batch_hashes(py::handle keys, std::uint64_t seed) {
 }
 
 // The lines of a bytes-like block as keys (lines.hpp): body(src, n, out)
-// with the GIL released, out[i] for line i of a 1-D result.
+// with the GIL released, out[i] for line i of a 1-D result. The block is
+// split into lines on up to `threads` threads.
 template <class Out = bool, class Body>
-py::array_t<Out> with_line_hashes(py::handle data, std::uint64_t seed, const char* param, Body body) {
+py::array_t<Out> with_line_hashes(py::handle data, std::uint64_t seed, const char* param, Body body,
+                                  unsigned threads = 1) {
     Py_buffer view{};
     if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
         PyErr_Clear();
@@ -537,7 +539,7 @@ py::array_t<Out> with_line_hashes(py::handle data, std::uint64_t seed, const cha
     LineSpans lines;
     {
         py::gil_scoped_release nogil;
-        split_lines(p, n, &lines);
+        split_lines_on(p, n, &lines, threads);
     }
     py::array_t<Out> result(static_cast<py::ssize_t>(lines.size()));
     Out* out = result.mutable_data();

@@ -38,7 +38,7 @@ void register_lines(py::module_& m) {
             LineSpans lines;
             {
                 py::gil_scoped_release nogil;
-                split_lines(p, n, &lines);
+                split_lines_on(p, n, &lines, asked);
             }
             if (static_cast<std::size_t>(mask.size()) != lines.size())
                 throw std::invalid_argument("mask has " + std::to_string(mask.size()) + " entries, data has " +

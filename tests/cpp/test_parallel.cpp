@@ -4,7 +4,8 @@
 // and a threaded add gives one thread's bits, answers and counts, in place
 // (hash arrays) and hashed (integer keys), over several super-chunks with a
 // short last one and keys repeated within and across chunks; counting
-// filters too (4-bit counters: two owners never share a byte).
+// filters too (4-bit counters: two owners never share a byte). Lines split
+// on several threads are the lines split on one.
 // Also run under -fsanitize=thread (the command is in docs/design/threads.md).
 #include <atomic>
 #include <cstdint>
@@ -161,10 +162,12 @@ void check_same_as_one_thread(Layout layout, Src& src, std::size_t n, unsigned t
 TEST("threaded adds give one thread's answers, bits and counts: blocked and standard, in place and hashed") {
     for (unsigned threads : {2u, 3u, 8u, 16u}) {
         for (Layout layout : {Layout::blocked, Layout::standard}) {
-            // Two and a half super-chunks: a short last one, not a multiple
-            // of the threads. The standard layout's chunks are 2**16 keys.
+            // A short last super-chunk, not a multiple of the threads. The
+            // blocked layout's adds are pipelined over three chunks' buffers:
+            // four and a half chunks use each again. The standard layout's
+            // chunks are 2**16 keys.
             const std::size_t chunk = layout == Layout::blocked ? parallel_chunk(threads) : std::size_t{1} << 16;
-            const std::size_t n = chunk * 2 + chunk / 2 + 37;
+            const std::size_t n = chunk * (layout == Layout::blocked ? 4 : 2) + chunk / 2 + 37;
             const std::vector<std::uint64_t> values = repeated_values(n);
             if (threads == 2 || threads == 8) {
                 IntKeys<std::uint64_t> hashed{values.data(), 3};
@@ -223,4 +226,54 @@ TEST("threaded adds to counting filters give one thread's answers, counters and 
             }
         }
     }
+}
+
+TEST("lines split on several threads are the lines split on one: boundaries anywhere, CRLF, long lines") {
+    // Lines of random lengths (empty ones, CRLF, a lone CR as content, lines
+    // longer than a thread's share), blocks whose last line lacks its
+    // newline or ends in a CR, cut on 2 to 9 threads at 1 MiB a thread.
+    std::uint64_t state = 12345;
+    auto next = [&state] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL; };
+    for (int round = 0; round < 6; ++round) {
+        std::string block;
+        const std::size_t size = (std::size_t{1} << 20) * (3 + round) + static_cast<std::size_t>(next() % 1000);
+        while (block.size() < size) {
+            const std::uint64_t r = next();
+            const std::size_t len = r % 97 == 0 ? (std::size_t{1} << 20) + r % 5000 : (r >> 8) % 120;
+            for (std::size_t i = 0; i < len; ++i) block += static_cast<char>('a' + (next() >> 33) % 26);
+            if (r % 11 == 0) block += '\r';
+            block += r % 5 == 0 ? "\r\n" : "\n";
+        }
+        if (round % 3 == 1) block += "last without newline";
+        if (round % 3 == 2) block += "last\r";
+        const auto* p = reinterpret_cast<const unsigned char*>(block.data());
+        LineSpans one;
+        split_lines(p, block.size(), &one);
+        for (unsigned threads : {2u, 3u, 9u}) {
+            LineSpans many;
+            split_lines_on(p, block.size(), &many, threads);
+            const bool same = CHECK(many.begin == one.begin) && CHECK(many.end == one.end);
+            if (!same) std::printf("    %zu bytes, %u threads\n", block.size(), threads);
+        }
+    }
+    // Lines of one length (7 bytes, "abcd\r\n" or "abcde\n") in blocks of
+    // sizes that put the threads' boundaries at every place in a line: on
+    // a line's first byte, its last, between CR and LF.
+    for (const char* line : {"abcd\r\n", "abcde\n"}) {
+        for (std::size_t extra = 0; extra < 14; ++extra) {
+            std::string block;
+            const std::size_t size = (std::size_t{2} << 20) + extra;
+            while (block.size() + 7 <= size) block += line;
+            block.append(std::string(line).substr(0, size - block.size()));
+            const auto* p = reinterpret_cast<const unsigned char*>(block.data());
+            LineSpans one, two;
+            split_lines(p, block.size(), &one);
+            split_lines_on(p, block.size(), &two, 2);
+            const bool same = CHECK(two.begin == one.begin) && CHECK(two.end == one.end);
+            if (!same) std::printf("    %zu bytes of \"%s\" lines\n", block.size(), line);
+        }
+    }
+    LineSpans none;
+    split_lines_on(nullptr, 0, &none, 4);
+    CHECK_EQ(none.size(), std::size_t{0});
 }

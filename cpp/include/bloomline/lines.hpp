@@ -32,19 +32,34 @@ struct LineSpans {
     }
 };
 
-inline void split_lines(const unsigned char* p, std::size_t n, LineSpans* out) {
-    out->begin.clear();
-    out->end.clear();
-    std::size_t pos = 0;
-    while (pos < n) {
+// Appends the lines of p[0, n) that start in [from, stop): from must be a
+// line's start (0, or just after a '\n'). A line may run past stop.
+inline void split_lines_from(const unsigned char* p, std::size_t n, std::size_t from, std::size_t stop,
+                             LineSpans* out) {
+    std::size_t pos = from;
+    while (pos < stop) {
         const void* nl = std::memchr(p + pos, '\n', n - pos);
-        const std::size_t stop = nl ? static_cast<std::size_t>(static_cast<const unsigned char*>(nl) - p) : n;
-        std::size_t end = stop;
+        const std::size_t at = nl ? static_cast<std::size_t>(static_cast<const unsigned char*>(nl) - p) : n;
+        std::size_t end = at;
         if (end > pos && p[end - 1] == '\r') --end;  // before '\n', or ending the last line
         out->begin.push_back(pos);
         out->end.push_back(end);
-        pos = nl ? stop + 1 : n;
+        pos = nl ? at + 1 : n;
     }
+}
+
+// The first line start in [from, stop), or stop where none is: 0, or the
+// byte after a '\n'.
+inline std::size_t first_line_start(const unsigned char* p, std::size_t from, std::size_t stop) {
+    if (from == 0 || from >= stop) return from;
+    const void* nl = std::memchr(p + from - 1, '\n', stop - from);
+    return nl ? static_cast<std::size_t>(static_cast<const unsigned char*>(nl) - p) + 1 : stop;
+}
+
+inline void split_lines(const unsigned char* p, std::size_t n, LineSpans* out) {
+    out->begin.clear();
+    out->end.clear();
+    split_lines_from(p, n, 0, n, out);
 }
 
 // The lines [lo, hi) that keep[i] names, as select_lines writes them: each

@@ -34,8 +34,13 @@
 
 #include "bloomline/common.hpp"
 #include "bloomline/key_source.hpp"
+#include "bloomline/lines.hpp"
 
 namespace bloomline {
+
+// The most threads a threaded call runs on (threads= in [0, 1024]; 0 means
+// one per CPU, capped here).
+constexpr unsigned kMaxThreads = 1024;
 
 // First index of part t when n items are cut into `parts` near-equal parts.
 inline std::size_t part_begin(std::size_t n, unsigned parts, unsigned t) {
@@ -181,6 +186,29 @@ void contains_parallel(const Filter& f, Src& src, std::size_t n, bool* out, unsi
     });
 }
 
+// The lines of p[0, n), as split_lines finds them, on up to `threads`
+// threads (each at least 1 MiB of the block): each thread finds the lines
+// that start in its share of the bytes, then copies them into their place.
+// The split is a dedup's one serial step otherwise (a memchr per line).
+inline void split_lines_on(const unsigned char* p, std::size_t n, LineSpans* out, unsigned threads) {
+    threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, n >> 20)));
+    if (threads <= 1) return split_lines(p, n, out);
+    std::vector<LineSpans> parts(threads);
+    std::vector<std::size_t> first(threads + 1, 0);  // [part]: its first line's index in out
+    Team team(threads);
+    team.run([&](unsigned t) {
+        const std::size_t stop = part_begin(n, threads, t + 1);
+        split_lines_from(p, n, first_line_start(p, part_begin(n, threads, t), stop), stop, &parts[t]);
+    });
+    for (unsigned t = 0; t < threads; ++t) first[t + 1] = first[t] + parts[t].size();
+    out->begin.resize(first[threads]);
+    out->end.resize(first[threads]);
+    team.run([&](unsigned t) {
+        std::copy(parts[t].begin.begin(), parts[t].begin.end(), out->begin.begin() + static_cast<std::ptrdiff_t>(first[t]));
+        std::copy(parts[t].end.begin(), parts[t].end.end(), out->end.begin() + static_cast<std::ptrdiff_t>(first[t]));
+    });
+}
+
 // Which thread owns a slot: slots in whole units of 512, the units cut into
 // `parts` contiguous ranges. The owner of unit u is the high half of
 // u * (2**64 * parts / units): one multiply per key, no division; it
@@ -255,60 +283,130 @@ struct alignas(64) PerThread {
 
 // Threaded adds where every key has one owner (the blocked layout's bits):
 // owner(h) names it; add_run(keys, m, answers) adds an owner's keys
-// (BatchKeys), in order, on its thread and returns their counts. in_lock(f) runs f, which adds a
-// super-chunk and returns its counts, holding the filter's writer mutex,
-// and counts them there (so other writers take turns chunk by chunk).
-// A thread sorts the hashes themselves to their owners, not their indices:
-// an owner then reads its keys as a few sequential runs, where gathering
-// them one by one from the chunk's hashes (written by every thread, so
-// mostly in other cores' caches) stalled it on each. The answers go back
-// by walking the slice again: key i's answer is the next of its owner's.
-// Each thread writes the answers of its own slice, so that no two threads
-// write one line of out.
+// (BatchKeys), in order, on its thread and returns their counts. in_lock(f)
+// runs f, which adds a super-chunk and returns its counts, holding the
+// filter's writer mutex, and counts them there (so other writers take turns
+// chunk by chunk).
+//
+// Three steps per super-chunk: each thread hashes its slice and sorts the
+// hashes themselves to their owners (an owner then reads its keys as a few
+// sequential runs, not gathered one by one from other cores' caches); each
+// owner adds its keys, run after run (slices in input order); each thread
+// writes its slice's answers, key i's answer the next of its owner's (the
+// owner noted per key at the sort). The steps are pipelined over three
+// chunks, so that one phase (one wait for the slowest thread) does all
+// three at once: chunk c + 1 sorted, chunk c added, chunk c - 1 answered.
+// A thread that ends its share of the memory-bound add early hashes the
+// next chunk meanwhile, where three phases a chunk left it waiting at each.
 template <class Src, class Owner, class AddRun, class InLock>
 void add_by_key_owner(Src& src, std::size_t n, bool* out, unsigned threads, Owner&& owner, AddRun&& add_run,
                       InLock&& in_lock) {
+    constexpr unsigned kSets = 3;        // chunks in flight: sorted, added, answered
+    constexpr std::size_t kGroup = 1024;  // keys hashed at a time into a thread's own buffer (16 KB)
     const std::size_t keys_per_chunk = parallel_chunk(threads);
-    std::vector<Hash128> buf(has_in_place<Src>::value ? 0 : std::min(n, keys_per_chunk));
-    std::vector<PerThread<Hash128>> per(threads);
-    for (auto& p : per) p.to.resize(threads);
+    const std::size_t chunks = (n + keys_per_chunk - 1) / keys_per_chunk;
+    const auto chunk_size = [&](std::size_t c) { return std::min(keys_per_chunk, n - c * keys_per_chunk); };
+    struct alignas(64) Mine {
+        std::vector<std::vector<Hash128>> to[kSets];  // [set][owner]: this thread's slice, sorted to owners
+        std::vector<std::uint16_t> owner_of[kSets];   // [set]: each key of this thread's slice, its owner
+        std::unique_ptr<bool[]> answers[kSets];       // [set], as an owner: its keys' answers, in order
+        std::size_t answer_room[kSets] = {};
+        AddCounts counts[kSets];                      // [set], as an owner: its add's counts
+        std::vector<Hash128> hashed;                  // a group of this thread's keys, hashed
+    };
+    static_assert(kMaxThreads <= 65536, "an owner must fit in 16 bits");
+    std::vector<Mine> per(threads);
+    for (auto& p : per)
+        for (auto& to : p.to) to.resize(threads);
+
+    auto sort_to_owners = [&](std::size_t c, unsigned t) {
+        Mine& me = per[t];
+        const std::size_t set = c % kSets;
+        const std::size_t start = c * keys_per_chunk, m = chunk_size(c);
+        const std::size_t lo = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1);
+        auto& to = me.to[set];
+        for (auto& v : to) v.clear();
+        auto& owner_of = me.owner_of[set];
+        owner_of.resize(hi - lo);
+        for (std::size_t g = lo; g < hi; g += kGroup) {
+            const std::size_t count = std::min(kGroup, hi - g);
+            const Hash128* h;
+            if constexpr (has_in_place<Src>::value) {
+                h = src.in_place(start + g);
+            } else {
+                me.hashed.resize(kGroup);
+                hash_range(src, start + g, count, me.hashed.data());
+                h = me.hashed.data();
+            }
+            for (std::size_t i = 0; i < count; ++i) {
+                const unsigned o = owner(h[i]);
+                owner_of[g - lo + i] = static_cast<std::uint16_t>(o);
+                to[o].push_back(h[i]);
+            }
+        }
+    };
+    auto add_owned = [&](std::size_t c, unsigned o) {
+        Mine& me = per[o];
+        const std::size_t set = c % kSets;
+        std::size_t total = 0;
+        for (unsigned t = 0; t < threads; ++t) total += per[t].to[set][o].size();
+        if (out && me.answer_room[set] < total) {
+            me.answers[set].reset(new bool[total]);
+            me.answer_room[set] = total;
+        }
+        AddCounts counts;
+        std::size_t done = 0;
+        for (unsigned t = 0; t < threads; ++t) {
+            const std::vector<Hash128>& run = per[t].to[set][o];
+            if (run.empty()) continue;
+            counts += add_run(BatchKeys{run.data(), {}}, run.size(), out ? me.answers[set].get() + done : nullptr);
+            done += run.size();
+        }
+        me.counts[set] = counts;
+    };
+    auto answer = [&](std::size_t c, unsigned t) {
+        const std::size_t set = c % kSets;
+        const std::size_t start = c * keys_per_chunk, m = chunk_size(c);
+        std::vector<std::size_t> next(threads, 0);  // [owner]: slice t's next answer in its answers
+        for (unsigned o = 0; o < threads; ++o)
+            for (unsigned before = 0; before < t; ++before) next[o] += per[before].to[set][o].size();
+        const std::uint16_t* owner_of = per[t].owner_of[set].data();
+        for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1), j = 0; i < hi; ++i, ++j) {
+            const unsigned o = owner_of[j];
+            out[start + i] = per[o].answers[set][next[o]++];
+        }
+    };
+
     Team team(threads);
-    for (std::size_t start = 0; start < n; start += keys_per_chunk) {
-        const std::size_t m = std::min(keys_per_chunk, n - start);
+    // Phase p: chunk p sorted, chunk p - 1 added, chunk p - 2 answered.
+    const std::size_t phases = chunks + (out ? 2 : 1);
+    for (std::size_t p = 0; p < phases; ++p) {
+        const bool adds = p >= 1 && p - 1 < chunks;
+        auto phase = [&](unsigned t) {
+            if (adds) add_owned(p - 1, t);
+            if (p < chunks) sort_to_owners(p, t);
+            if (out && p >= 2) answer(p - 2, t);
+        };
+        if (!adds) {
+            team.run(phase);
+            continue;
+        }
+        // An exception (from hashing the next chunk) still counts the chunk
+        // whose add ended in the phase; it is rethrown after the count.
+        std::exception_ptr failed;
         in_lock([&] {
-            team.run([&](unsigned t) {
-                const Hash128* mine = hashes_of_chunk(src, start, m, t, threads, buf);
-                auto& to = per[t].to;
-                for (auto& v : to) v.clear();
-                for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i)
-                    to[owner(mine[i])].push_back(mine[i]);
-            });
-            team.run([&](unsigned o) {
-                PerThread<Hash128>& me = per[o];
-                me.run.clear();
-                for (unsigned t = 0; t < threads; ++t) me.run.insert(me.run.end(), per[t].to[o].begin(), per[t].to[o].end());
-                if (out && me.answer_room < me.run.size()) {
-                    me.answers.reset(new bool[me.run.size()]);
-                    me.answer_room = me.run.size();
-                }
-                me.counts = add_run(BatchKeys{me.run.data(), {}}, me.run.size(), out ? me.answers.get() : nullptr);
-            });
-            if (out) {
-                team.run([&](unsigned t) {
-                    std::vector<std::size_t> next(threads, 0);  // [owner]: slice t's next answer in its answers
-                    for (unsigned o = 0; o < threads; ++o)
-                        for (unsigned before = 0; before < t; ++before) next[o] += per[before].to[o].size();
-                    const Hash128* mine = hashes_of_chunk_again(src, start, buf);
-                    for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1); i < hi; ++i) {
-                        const unsigned o = owner(mine[i]);
-                        out[start + i] = per[o].answers[next[o]++];
-                    }
-                });
+            const std::size_t set = (p - 1) % kSets;
+            for (auto& me : per) me.counts[set] = AddCounts{};
+            try {
+                team.run(phase);
+            } catch (...) {
+                failed = std::current_exception();
             }
             AddCounts chunk;
-            for (const auto& p : per) chunk += p.counts;
+            for (const auto& me : per) chunk += me.counts[set];
             return chunk;
         });
+        if (failed) std::rethrow_exception(failed);
     }
 }
 
@@ -382,7 +480,7 @@ void add_by_slot_owner(Src& src, std::size_t n, bool* out, unsigned threads, con
 template <class Filter, class Src>
 void add_parallel(Filter& f, Src& src, std::size_t n, bool* out, unsigned threads) {
     if (threads <= 1) return f.add_keys(src, n, out);
-    f.add_keys_on(src, n, out, threads);
+    f.add_keys_on(src, n, out, std::min(threads, kMaxThreads));
 }
 
 }  // namespace bloomline
