@@ -173,3 +173,89 @@ def test_a_u_array_hashed_on_threads_names_its_first_bad_element(threads: int) -
     with pytest.raises(ValueError, match=r"keys\[70000\] is not encodable as UTF-8 \(code point 0xd800\)"):
         f.add_many(keys, threads=threads)
     assert f.insert_count == 0 and f.bits_set == 0
+
+
+THREADS_ACROSS_FORK = r"""
+import os, sys, threading
+import numpy as np
+from bloomline import BloomFilter
+keys = np.arange(400_000, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+want = BloomFilter(400_000, 0.01).add_many(keys)
+f = BloomFilter(400_000, 0.01)
+assert np.array_equal(f.add_many(keys, threads=4), want)
+def child():
+    g = BloomFilter(400_000, 0.01)
+    ok = np.array_equal(g.add_many(keys, threads=4), want) and bool(g.contains_many(keys, threads=4).all())
+    os._exit(0 if ok else 3)
+pids = []
+pid = os.fork()  # after a threaded call
+if pid == 0:
+    child()
+pids.append(pid)
+# Then while another thread of the parent makes threaded calls.
+stop = threading.Event()
+def busy():
+    while not stop.is_set():
+        BloomFilter(400_000, 0.01).add_many(keys, threads=4)
+t = threading.Thread(target=busy)
+t.start()
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        child()
+    pids.append(pid)
+stop.set()
+t.join()
+import time
+codes = {}
+deadline = time.monotonic() + 60  # a child waiting on a thread it does not have would wait for ever
+while len(codes) < len(pids) and time.monotonic() < deadline:
+    for pid in pids:
+        if pid not in codes:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                codes[pid] = os.waitstatus_to_exitcode(status)
+    time.sleep(0.05)
+for pid in pids:
+    if pid not in codes:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        codes[pid] = "hung"
+print("children", [codes[pid] for pid in pids], flush=True)
+"""
+
+
+def test_threaded_calls_in_forked_children_start_their_own_threads() -> None:
+    # A child forked after threaded calls, and while another thread of the
+    # parent is in one, has none of the parent's threads: its threaded calls
+    # must start their own and answer as one thread does, never wait on a
+    # thread that is not there.
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", THREADS_ACROSS_FORK], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "children [0, 0, 0]" in r.stdout, r.stdout + r.stderr
+
+
+def test_threaded_calls_from_many_threads_at_once_each_get_their_answers() -> None:
+    # Several Python threads making threaded calls at once, each with its
+    # own threads: every call gets its own answers.
+    keys = [np.arange(i * 300_000, (i + 1) * 300_000, dtype=np.uint64) for i in range(6)]
+    want = [BloomFilter(300_000, 0.01).add_many(k) for k in keys]
+    got: list[object] = [None] * 6
+
+    def work(i: int) -> None:
+        for _ in range(3):
+            f = BloomFilter(300_000, 0.01)
+            got[i] = np.array_equal(f.add_many(keys[i], threads=3), want[i]) and bool(
+                f.contains_many(keys[i], threads=2).all())
+            if not got[i]:
+                return
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    assert got == [True] * 6

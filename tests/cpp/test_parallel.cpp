@@ -5,7 +5,8 @@
 // (hash arrays) and hashed (integer keys), over several super-chunks with a
 // short last one and keys repeated within and across chunks; counting
 // filters too (4-bit counters: two owners never share a byte). Lines split
-// on several threads are the lines split on one.
+// on several threads are the lines split on one. A hashing error in a
+// pipelined add leaves the chunk added before it counted.
 // Also run under -fsanitize=thread (the command is in docs/design/threads.md).
 #include <atomic>
 #include <cstdint>
@@ -256,7 +257,7 @@ TEST("lines split on several threads are the lines split on one: boundaries anyw
             if (!same) std::printf("    %zu bytes, %u threads\n", block.size(), threads);
         }
     }
-    // Lines of one length (7 bytes, "abcd\r\n" or "abcde\n") in blocks of
+    // Lines of one length (6 bytes, "abcd\r\n" or "abcde\n") in blocks of
     // sizes that put the threads' boundaries at every place in a line: on
     // a line's first byte, its last, between CR and LF.
     for (const char* line : {"abcd\r\n", "abcde\n"}) {
@@ -276,4 +277,52 @@ TEST("lines split on several threads are the lines split on one: boundaries anyw
     LineSpans none;
     split_lines_on(nullptr, 0, &none, 4);
     CHECK_EQ(none.size(), std::size_t{0});
+}
+
+namespace {
+
+// Integer keys whose hashing fails at key `at` (a source may throw).
+struct FailingKeys {
+    const std::uint64_t* v;
+    std::size_t at;
+    Hash128 operator()(std::size_t i) const {
+        if (i == at) throw std::runtime_error("key " + std::to_string(i));
+        return murmur3_128_u64(v[i], 3);
+    }
+};
+
+}  // namespace
+
+TEST("a key that fails to hash in a pipelined add: the call throws, the chunk added before it is counted") {
+    // Keys of the second super-chunk are hashed in the phase that adds the
+    // first: the first is added and counted, the second never begins.
+    const unsigned threads = 4;
+    const std::size_t chunk = parallel_chunk(threads), n = chunk * 3;
+    std::vector<std::uint64_t> values(n);
+    for (std::size_t i = 0; i < n; ++i) values[i] = i * 0x9E3779B97F4A7C15ULL;
+    for (std::size_t at : {std::size_t{0}, chunk + 5, 2 * chunk + 3}) {
+        auto f = sized(n, Layout::blocked), first = sized(n, Layout::blocked);
+        FailingKeys bad{values.data(), at};
+        std::unique_ptr<bool[]> out(new bool[n]);
+        bool threw = false;
+        try {
+            f->add_keys_on(bad, n, out.get(), threads);
+        } catch (const std::runtime_error&) {
+            threw = true;
+        }
+        CHECK(threw);
+        // What one thread makes of the whole chunks before the failing one.
+        IntKeys<std::uint64_t> good{values.data(), 3};
+        const std::size_t added = at / chunk * chunk;
+        first->add_keys(good, added, nullptr);
+        const bool same = CHECK_EQ(f->insert_count(), first->insert_count()) &&
+                          CHECK_EQ(f->bits_set(), f->bits().popcount()) &&
+                          CHECK(std::memcmp(f->bits().bytes(), first->bits().bytes(), f->bits().nbytes()) == 0);
+        if (!same) std::printf("    failing at key %zu\n", at);
+        // The filter goes on: the rest added on threads gives one thread's bits.
+        f->add_keys_on(good, n, nullptr, threads);
+        first->add_keys(good, n, nullptr);
+        CHECK(std::memcmp(f->bits().bytes(), first->bits().bytes(), f->bits().nbytes()) == 0);
+        CHECK_EQ(f->insert_count(), first->insert_count());
+    }
 }

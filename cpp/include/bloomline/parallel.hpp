@@ -49,9 +49,9 @@ inline std::size_t part_begin(std::size_t n, unsigned parts, unsigned t) {
 
 // A team of threads kept for one threaded call: each phase (f(t) for t in
 // [0, size)) runs on all of them, t = 0 on the calling thread. A threaded
-// add runs three phases per super-chunk; starting threads for each phase
-// cost tens of microseconds a thread, which at 16 threads outweighed a
-// chunk's work. Here a phase starts with one atomic store, and an idle
+// add runs one or three phases per super-chunk; starting threads for each
+// phase cost tens of microseconds a thread, which at 16 threads outweighed
+// a chunk's work. Here a phase starts with one atomic store, and an idle
 // member spins briefly (the next phase is usually microseconds away), then
 // sleeps on a condition variable, so an oversubscribed machine loses little
 // to spinning. An exception from any member is rethrown by run() after the
@@ -257,27 +257,13 @@ const Hash128* hashes_of_chunk(Src& src, std::size_t start, std::size_t m, unsig
     }
 }
 
-// The chunk's hashes once hashes_of_chunk has made them: in place, or buf.
-template <class Src>
-const Hash128* hashes_of_chunk_again(Src& src, std::size_t start, const std::vector<Hash128>& buf) {
-    if constexpr (has_in_place<Src>::value) {
-        return src.in_place(start);
-    } else {
-        (void)start;
-        return buf.data();
-    }
-}
-
-// What each thread of a threaded add keeps, on cache lines of its own: the
-// vectors' headers change with every key sorted, and two threads writing
-// one line would pass it back and forth at every write.
+// What each thread of a slot-by-slot threaded add keeps, on cache lines of
+// its own: the vectors' headers change with every key sorted, and two
+// threads writing one line would pass it back and forth at every write.
 template <class Item>
 struct alignas(64) PerThread {
     std::vector<std::vector<Item>> to;  // [owner]: this thread's slice, sorted to owners
-    std::vector<Item> run;              // as an owner: its keys, slice after slice
-    std::unique_ptr<bool[]> answers;    // as an owner: its keys' answers, in that order
-    std::size_t answer_room = 0;
-    std::vector<std::uint8_t> changed;  // as an owner (slot by slot): which keys it changed a slot of
+    std::vector<std::uint8_t> changed;  // as an owner: which keys it changed a slot of
     AddCounts counts;
 };
 
