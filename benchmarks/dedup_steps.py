@@ -58,14 +58,6 @@ def steps(src: Path, out: Path, threads: int) -> dict[str, float]:
     return spent
 
 
-def command(src: Path, out: Path, threads: int) -> float:
-    with open(out, "wb") as sink:
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "bloomline", "dedup", "--threads", str(threads), str(src)], stdout=sink,
-                       stderr=subprocess.DEVNULL, check=True)
-        return time.perf_counter() - t0
-
-
 def start_up() -> float:
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import bloomline.cli"], check=True)
@@ -80,7 +72,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE))
-    from many_cores import machine, write_url_file
+    from many_cores import dedup_command, machine, write_url_file
 
     counts = [int(t) for t in args.threads.split(",")]
     result: dict[str, Any] = {"machine": machine(), "runs": []}
@@ -95,7 +87,7 @@ def main(argv: list[str]) -> int:
         for _ in range(args.repeats):
             for t in counts:  # taking turns
                 per[t].append(steps(src, d / f"steps{t}.txt", t))
-                whole[t].append(command(src, d / f"out{t}.txt", t))
+                whole[t].append(dedup_command(src, d / f"out{t}.txt", t))
         same = all(open(d / f"out{t}.txt", "rb").read() == open(d / f"out{counts[0]}.txt", "rb").read()
                    and open(d / f"steps{t}.txt", "rb").read() == open(d / f"out{counts[0]}.txt", "rb").read()
                    for t in counts)

@@ -191,6 +191,15 @@ def write_url_file(path: Path, byte_target: int) -> int:
     return lines
 
 
+def dedup_command(src: Path, out: Path, threads: int) -> float:
+    """Seconds of `python -m bloomline dedup --threads N src > out`, Python's start included."""
+    with open(out, "wb") as sink:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "bloomline", "dedup", "--threads", str(threads), str(src)], stdout=sink,
+                       stderr=subprocess.DEVNULL, check=True)
+        return time.perf_counter() - start
+
+
 def dedup(byte_target: int, repeats: int) -> dict[str, Any]:
     """A URL file of about byte_target bytes (URLs drawn at random, with repeats), in the
     page cache; `python -m bloomline dedup --threads t` on it, output to a
@@ -204,11 +213,7 @@ def dedup(byte_target: int, repeats: int) -> dict[str, Any]:
         times: dict[int, list[float]] = {t: [] for t in counts}
         for _ in range(repeats):
             for t in counts:
-                with open(d / f"out{t}.txt", "wb") as out:
-                    start = time.perf_counter()
-                    subprocess.run([sys.executable, "-m", "bloomline", "dedup", "--threads", str(t), str(src)],
-                                   stdout=out, stderr=subprocess.DEVNULL, check=True)
-                    times[t].append(time.perf_counter() - start)
+                times[t].append(dedup_command(src, d / f"out{t}.txt", t))
         identical = all(filecmp.cmp(d / f"out{counts[0]}.txt", d / f"out{t}.txt", shallow=False) for t in counts)
         written = sum(1 for _ in open(d / f"out{counts[0]}.txt", "rb"))
     return {"bytes": size, "lines": lines, "written": written, "repeats": repeats,
