@@ -53,6 +53,18 @@ for layout in ("blocked", "standard"):
         t("blocked in, one call per bytes key", lambda: [b in two for b in blobs])
         t("blocked add_many list[int]", lambda: BloomFilter(len(urls), 0.01).add_many(ints_list))
         t("blocked contains_many list[bytes]", lambda: two.contains_many(blobs))
+        # URLs of varying length, as a crawl's are (the keys above have one
+        # length): a list, a NumPy S array, lines, and one call per key.
+        varied = [f"https://www.example{i * 7919 % 10**6}.com/{'p' * (i % 23)}/{i * 104729 % 10**9}?id={i}"
+                  for i in range(len(urls))]
+        s_keys, lines = np.array(varied, dtype="S"), ("\n".join(varied) + "\n").encode()
+        t("blocked add_many list[str], varied", lambda: BloomFilter(len(urls), 0.01).add_many(varied))
+        t("blocked add_many S array, varied", lambda: BloomFilter(len(urls), 0.01).add_many(s_keys))
+        t("blocked contains_many S array, varied", lambda: two.contains_many(s_keys))
+        t("blocked add_lines, varied", lambda: BloomFilter(len(urls), 0.01).add_lines(lines))
+        three = BloomFilter(len(urls), 0.01)
+        t("blocked add, one call per str key, varied", lambda: [three.add(u) for u in varied])
+        t("blocked in, one call per str key, varied", lambda: [u in three for u in varied])
 cf = CountingBloomFilter(n // 10, 0.01)
 t("counting add_many uint64", lambda: cf.add_many(ints[: n // 10]))
 t("counting contains_many uint64", lambda: cf.contains_many(ints[: n // 10]))

@@ -4,6 +4,7 @@ answers, whichever path it arrives by."""
 from __future__ import annotations
 
 import array
+import random
 
 import numpy as np
 import pytest
@@ -163,6 +164,27 @@ def test_S_arrays_drop_trailing_nuls(bf: BloomFilter) -> None:
     g = fresh(bf)
     g.add(b"a\x00b")
     assert g.contains_many(np.array([b"a\x00b"], dtype="S6")).tolist() == [True]
+
+
+def _hash_pairs(keys: object) -> list[tuple[int, int]]:
+    return [(int(h1), int(h2)) for h1, h2 in bloomline.hash_many(keys, 3).tolist()]
+
+
+def test_fixed_width_arrays_hash_their_keys_at_every_width_and_nul_place() -> None:
+    # The trailing NULs are dropped a word at a time, then a character at a
+    # time: every width up to three words, with NULs inside, at the word
+    # edges and at the end, must hash as its key does alone.
+    r = random.Random(11)
+    for width in range(1, 26):
+        keys = []
+        for length in range(width + 1):
+            for _ in range(3):
+                key = bytes(r.choice(b"ab\x00") for _ in range(length)).rstrip(b"\x00")
+                keys.append(key)
+        want = _hash_pairs(keys)
+        assert _hash_pairs(np.array(keys, dtype=f"S{width}")) == want, width
+        text = [k.decode() for k in keys]
+        assert _hash_pairs(np.array(text, dtype=f"U{width}")) == want, width
 
 
 def test_U_arrays_are_utf8(bf: BloomFilter) -> None:
