@@ -1,12 +1,14 @@
 """Two builds of bloomline side by side: the same batch calls, each build in
 its own process, the builds taking turns, medians of the rounds.
 
-    python benchmarks/compare_builds.py OLD_DIR NEW_DIR [--rounds 5] [--keys 10000000]
+    python benchmarks/compare_builds.py OLD_DIR NEW_DIR [--rounds 5] [--keys 10000000] [--only TEXT]
 
 OLD_DIR and NEW_DIR each hold a `bloomline` package with its compiled `_core`
-(for instance a `git worktree` of an older commit, built with CMake, and this
-tree's `python/` after a build). Prints, per workload, the median seconds of
-each build and new/old. Used to check that a change of the core's structure
+(for instance each installed with `pip install --target DIR` from a
+`git archive` of its commit). Run it with a Python that has NumPy but not
+bloomline: an editable install's import hook would load its own build in
+both processes (the script stops when it sees that). Prints, per workload,
+the median seconds of each build and new/old. Used to check that a change of the core's structure
 costs no speed (benchmarks/NOTES.md quotes it).
 """
 
@@ -23,12 +25,18 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 n = int(sys.argv[2])
 import numpy as np
+import bloomline
 from bloomline import BloomFilter, CountingBloomFilter
+if not bloomline._core.__file__.startswith(sys.argv[1]):  # (an editable install's finder goes first)
+    sys.exit(f"bloomline came from {bloomline._core.__file__}, not {sys.argv[1]}: use a Python without bloomline")
 rng = np.random.default_rng(1)
 ints = rng.integers(0, 2**63, size=n, dtype=np.uint64)
 urls = [f"https://www.site{i % 5000:04d}.example/a/{i:012x}" for i in range(n // 10)]
+only = [o for o in sys.argv[3].split(",") if o]  # time only the workloads whose names hold one
 r = {}
 def t(name, f):
+    if only and not any(o in name for o in only):
+        return
     s = time.perf_counter(); f(); r[name] = time.perf_counter() - s
 for layout in ("blocked", "standard"):
     bf = BloomFilter(n, 0.01, layout=layout)
@@ -46,7 +54,7 @@ for layout in ("blocked", "standard"):
     t(layout + " in, one call per str key", lambda: [u in one for u in urls])
     if layout == "blocked":
         ints_list, blobs = [int(v) for v in ints[: n // 10]], [u.encode() for u in urls]
-        two = BloomFilter(len(urls), 0.01)
+        two = BloomFilter(2 * len(urls), 0.01)  # (the ints and the bytes)
         t("blocked add, one call per int key", lambda: [two.add(v) for v in ints_list])
         t("blocked in, one call per int key", lambda: [v in two for v in ints_list])
         t("blocked add, one call per bytes key", lambda: [two.add(b) for b in blobs])
@@ -58,11 +66,14 @@ for layout in ("blocked", "standard"):
         varied = [f"https://www.example{i * 7919 % 10**6}.com/{'p' * (i % 23)}/{i * 104729 % 10**9}?id={i}"
                   for i in range(len(urls))]
         s_keys, lines = np.array(varied, dtype="S"), ("\n".join(varied) + "\n").encode()
+        t("blocked hash_many list[str], varied", lambda: bloomline.hash_many(varied))
+        t("blocked hash_many S array, varied", lambda: bloomline.hash_many(s_keys))
+        t("blocked hash_lines, varied", lambda: bloomline.hash_lines(lines))
         t("blocked add_many list[str], varied", lambda: BloomFilter(len(urls), 0.01).add_many(varied))
         t("blocked add_many S array, varied", lambda: BloomFilter(len(urls), 0.01).add_many(s_keys))
         t("blocked contains_many S array, varied", lambda: two.contains_many(s_keys))
         t("blocked add_lines, varied", lambda: BloomFilter(len(urls), 0.01).add_lines(lines))
-        three = BloomFilter(len(urls), 0.01)
+        three = BloomFilter(2 * len(urls), 0.01)
         t("blocked add, one call per str key, varied", lambda: [three.add(u) for u in varied])
         t("blocked in, one call per str key, varied", lambda: [u in three for u in varied])
 cf = CountingBloomFilter(n // 10, 0.01)
@@ -87,12 +98,13 @@ def main() -> int:
     ap.add_argument("new")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--keys", type=int, default=10_000_000)
+    ap.add_argument("--only", default="", help="comma-separated: time only the workloads whose names contain one")
     args = ap.parse_args()
     runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
     for _ in range(args.rounds):
         for which in ("old", "new"):
-            out = subprocess.run([sys.executable, "-c", CODE, getattr(args, which), str(args.keys)],
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run([sys.executable, "-c", CODE, getattr(args, which), str(args.keys), args.only],
+                                 stdout=subprocess.PIPE, text=True, check=True).stdout
             runs[which].append(json.loads(out))
     print(f"{args.keys:,} keys, medians of {args.rounds} rounds (seconds)")
     for name in runs["old"][0]:
