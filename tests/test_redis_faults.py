@@ -99,6 +99,55 @@ def test_a_resend_after_the_answer_may_be_gone_raises(module_server: RedisServer
         proxy.close()
 
 
+@pytest.mark.parametrize("backend", BITS_BACKENDS)
+@pytest.mark.parametrize("meanwhile", ["nothing", "the chain grows"])
+def test_a_chain_add_resent_to_a_filled_stage_without_its_answer_raises(tmp_path: Path, backend: str,
+                                                                        meanwhile: str) -> None:
+    """A stage with room for one more key; the reply to the add that fills
+    it is swallowed, and its kept answer is lost before the re-send (plain:
+    the answer keys, the only ones with a TTL, evicted; the module: a
+    reload, which forgets kept answers), the chain perhaps grown by another
+    process meanwhile. The re-send takes nothing from a full or stale
+    stage, and the key is then found in that stage, put there by the lost
+    send alone: the call must raise with the key unknown, never say
+    "seen" to the only caller that added it."""
+    from bloomline.redis import UnknownOutcome
+
+    server = RedisServer(tmp_path, *module_args(backend), "--enable-debug-command", "yes")
+    proxy = FaultProxy(server.port, "drop", match=b":ans:", limit=0)
+    try:
+        admin = redis.Redis(host="127.0.0.1", port=server.port)
+        client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=2)
+        f = ScalableBloomFilter(100, 0.01, store=RedisStages(client, "crawl", backend=backend, retries=2))
+        f.add_many([f"filler-{i}" for i in range(99)])
+        assert f.insert_count == 99 and f.num_stages == 1
+
+        def lose_the_answer() -> None:
+            time.sleep(0.6)  # the lost send has run; the client waits out its socket timeout
+            if meanwhile == "the chain grows":
+                other = ScalableBloomFilter(100, 0.01, store=RedisStages(admin, "crawl", backend=backend))
+                other.add_many([f"other-{i}" for i in range(10)])
+                assert other.num_stages == 2
+            if backend == "plain":
+                for k in admin.scan_iter(match="*:ans:*"):
+                    admin.delete(k)
+            else:
+                admin.execute_command("DEBUG", "RELOAD")
+
+        side = threading.Thread(target=lose_the_answer)
+        side.start()
+        proxy.limit = 1
+        with pytest.raises(UnknownOutcome) as caught:
+            f.add("the-only-add")
+        side.join()
+        assert proxy.faults == 1
+        assert caught.value.unknown is not None and caught.value.unknown.tolist() == [True]
+        assert caught.value.new is not None and caught.value.new.tolist() == [False]
+    finally:
+        proxy.close()
+        server.stop()
+
+
 def test_answer_ttl_is_checked_against_the_retry_window(module_server: RedisServer) -> None:
     client = redis.Redis(host="127.0.0.1", port=module_server.port, socket_timeout=1)
     with pytest.raises(ValueError, match=r"answer_ttl_ms=1000 is shorter than the retry window: 9 tries of "

@@ -45,7 +45,14 @@ class StageAdd:
     `count`; `stale` (the chain's stage count) when another process grew
     the chain and nothing was taken; `error` when the add failed part-way,
     with `unknown` True for the keys it has no answer for. The chain
-    raises, once, with the facts of the whole batch."""
+    raises, once, with the facts of the whole batch.
+
+    `doubted`: keys not taken by a send re-sent after a lost reply. The
+    lost send may have taken them before the stage filled or the chain
+    grew, and a re-send whose kept answer is gone cannot say (it takes
+    nothing from a full or stale stage): found present in that stage
+    afterwards, such a key's answer is unknown, not "seen", and the chain
+    raises `doubt` for it."""
 
     new: npt.NDArray[np.bool_]
     taken: Optional[npt.NDArray[np.bool_]] = None
@@ -53,6 +60,8 @@ class StageAdd:
     stale: Optional[int] = None
     error: Optional[BaseException] = None
     unknown: Optional[npt.NDArray[np.bool_]] = None
+    doubted: Optional[npt.NDArray[np.bool_]] = None
+    doubt: Optional[BaseException] = None
 
 
 class StageStore(Protocol):

@@ -310,7 +310,7 @@ class ScalableBloomFilter(_ChainFacts):
         out (False), as BloomFilter.add_many."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         if self._shared is not None:
-            return self._add_shared(self._shared, hashed, valid)
+            return _add_shared(self, self._shared, hashed, valid)
         return batch_shaped(valid, self._add_local(hashed))
 
     def _full_error(self, left: int) -> ValueError:
@@ -352,65 +352,6 @@ class ScalableBloomFilter(_ChainFacts):
                 self._counts[-1] += int(np.count_nonzero(new))
             start = stop
         return out
-
-    def _add_shared(self, store: SharedStageStore, hashed: npt.NDArray[Any],
-                    valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
-        """Many processes: the store's server decides in each add what the
-        last stage takes (up to its capacity) and refuses a stage that is no
-        longer the last; the rest of the batch goes to the next stage. A key
-        is looked up in every stage older than the one it is added to, read
-        after that stage stopped taking keys, so an add by another process
-        that raced the growth is seen. Whatever fails (a stage add, a lookup
-        in the older stages, growing, reading the chain again), the error is
-        raised once, here, with what is known in the caller's shape (a
-        shared store's promise): the keys found new, and those with no
-        answer yet."""
-        out = np.zeros(len(hashed), dtype=bool)
-        seen = np.zeros(len(hashed), dtype=bool)
-        pending = np.arange(len(hashed))
-
-        def unknown() -> npt.NDArray[np.bool_]:
-            u = np.zeros(len(hashed), dtype=bool)
-            u[pending] = ~seen[pending]
-            return u
-
-        failed: Optional[StageAdd] = None  # the stage add that failed, and its keys
-        fresh = pending
-        try:
-            checked = 0  # stages below this were looked up for the pending keys
-            while pending.size:
-                last = len(self._stages) - 1
-                if checked < last:  # (a shared store's stages share a node: one round trip for all)
-                    seen[pending] |= store.contains_any(checked, last, hashed[pending])
-                checked = last
-                fresh = pending[~seen[pending]]
-                if not fresh.size:
-                    break
-                done = store.add_to_last(last, self._stages[last], hashed[fresh])
-                if done.stale is not None:  # another process grew the chain: add there
-                    self._reload()
-                    continue
-                if done.error is not None:
-                    failed = done
-                    break
-                assert done.taken is not None and done.count is not None
-                out[fresh[done.taken]] = done.new[done.taken]
-                self._counts[last] = done.count
-                pending = fresh[~done.taken]
-                if pending.size:  # the stage is full, or the chain grew meanwhile
-                    if len(self._stages) == self._rule.max_stages:
-                        raise self._full_error(int(pending.size))
-                    self._new_stage()
-        except Exception as e:  # (nothing of the step that raised was added)
-            with_facts(e, out, unknown(), valid)
-            raise
-        if failed is not None:
-            assert failed.error is not None
-            out[fresh] |= failed.new
-            facts = unknown()
-            facts[fresh] = failed.unknown if failed.unknown is not None else ~failed.new
-            raise with_facts(failed.error, out, facts, valid)
-        return batch_shaped(valid, out)
 
     def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """True where the key may be present (in any stage); False for nulls
@@ -565,3 +506,73 @@ class ScalableBloomFilter(_ChainFacts):
 
     # Pickling: bloomline._pickling gives this class its __reduce_ex__ (the
     # one place that names what a pickle restores with), as it does the C++ kinds'.
+
+
+def _add_shared(chain: ScalableBloomFilter, store: SharedStageStore, hashed: npt.NDArray[Any],
+                valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """A chain's add when many processes share it: the store's server
+    decides in each add what the last stage takes (up to its capacity) and
+    refuses a stage that is no longer the last; the rest of the batch goes
+    to the next stage. A key
+    is looked up in every stage older than the one it is added to, read
+    after that stage stopped taking keys, so an add by another process
+    that raced the growth is seen. Whatever fails (a stage add, a lookup
+    in the older stages, growing, reading the chain again), the error is
+    raised once, here, with what is known in the caller's shape (a
+    shared store's promise): the keys found new, and those with no
+    answer yet. A key a re-sent stage add did not take (StageAdd's
+    `doubted`) and found in an older stage afterwards has no answer
+    either: the lost send may have been what put it there."""
+    out = np.zeros(len(hashed), dtype=bool)
+    seen = np.zeros(len(hashed), dtype=bool)
+    doubted = np.zeros(len(hashed), dtype=bool)
+    doubt: Optional[BaseException] = None
+    pending = np.arange(len(hashed))
+
+    def unknown() -> npt.NDArray[np.bool_]:
+        u = np.zeros(len(hashed), dtype=bool)
+        u[pending] = ~seen[pending]
+        return u | (doubted & seen)
+
+    failed: Optional[StageAdd] = None  # the stage add that failed, and its keys
+    fresh = pending
+    try:
+        checked = 0  # stages below this were looked up for the pending keys
+        while pending.size:
+            last = len(chain._stages) - 1
+            if checked < last:  # (a shared store's stages share a node: one round trip for all)
+                seen[pending] |= store.contains_any(checked, last, hashed[pending])
+            checked = last
+            fresh = pending[~seen[pending]]
+            if not fresh.size:
+                break
+            done = store.add_to_last(last, chain._stages[last], hashed[fresh])
+            if done.doubted is not None and done.doubted.any():
+                doubted[fresh[done.doubted]] = True
+                doubt = done.doubt
+            if done.stale is not None:  # another process grew the chain: add there
+                chain._reload()
+                continue
+            if done.error is not None:
+                failed = done
+                break
+            assert done.taken is not None and done.count is not None
+            out[fresh[done.taken]] = done.new[done.taken]
+            chain._counts[last] = done.count
+            pending = fresh[~done.taken]
+            if pending.size:  # the stage is full, or the chain grew meanwhile
+                if len(chain._stages) == chain._rule.max_stages:
+                    raise chain._full_error(int(pending.size))
+                chain._new_stage()
+    except Exception as e:  # (nothing of the step that raised was added)
+        with_facts(e, out, unknown(), valid)
+        raise
+    if failed is not None:
+        assert failed.error is not None
+        out[fresh] |= failed.new
+        facts = unknown()
+        facts[fresh] = failed.unknown if failed.unknown is not None else ~failed.new
+        raise with_facts(failed.error, out, facts, valid)
+    if doubt is not None and (doubted & seen).any():
+        raise with_facts(doubt, out, unknown(), valid)
+    return batch_shaped(valid, out)

@@ -75,6 +75,7 @@ class AddOutcome:
     counts: dict[str, int] = field(default_factory=dict)
     skipped: list[Exception] = field(default_factory=list)
     error: Optional[Exception] = None
+    resent: Optional[npt.NDArray[np.bool_]] = None  # the keys of parts re-sent after a lost reply
 
     @property
     def new(self) -> npt.NDArray[np.bool_]:
@@ -288,7 +289,9 @@ def run_adds(sender: Sender, parts: Iterable[Part], n: int, what: str, policy: s
     settled = _Settled(n, tolerate)
     try:
         for window in windows(parts):
-            settled.take(window, sender.run([p.jobs[0] for p in window]))
+            maybe_ran: list[bool] = []
+            replies = sender.run([p.jobs[0] for p in window], maybe_ran)
+            settled.take(window, replies, maybe_ran)
             if settled.failed:
                 break
     except Exception as e:  # raised while sending (a cluster's slot map unreadable...): it carries the facts too
@@ -307,11 +310,15 @@ class _Settled:
     """An add's replies, gathered into its outcome."""
 
     def __init__(self, n: int, tolerate: Sequence[str]) -> None:
-        self.out = AddOutcome(np.zeros(n, dtype=np.uint8))
+        self.out = AddOutcome(np.zeros(n, dtype=np.uint8), resent=np.zeros(n, dtype=bool))
         self.failed: list[Exception] = []
         self.tolerate = tolerate
 
-    def take(self, parts: Sequence[Part], replies: Sequence[Any]) -> None:
+    def take(self, parts: Sequence[Part], replies: Sequence[Any], maybe_ran: Sequence[bool] = ()) -> None:
+        assert self.out.resent is not None
+        for part, ran in zip(parts, maybe_ran):
+            if ran:
+                self.out.resent[part.idx] = True
         for part, reply in zip(parts, replies):
             if isinstance(reply, Exception):
                 if isinstance(reply, _redis.ResponseError) and _error_code(reply) in self.tolerate:

@@ -25,6 +25,7 @@ import redis as _redis
 
 from ..scalable import ChainMismatch, StageAdd
 from ._backend import NOT_TAKEN, Prepared, gone, replicated, run_adds, run_lookups
+from ._errors import UnknownOutcome
 from ._filter import RedisBloomFilter
 from ._handle import Expiring, Handle
 from ._meta import META_VERSION, as_dict, delete_matching, eviction_policy, keys_of, plan
@@ -279,8 +280,14 @@ class RedisStages(Expiring):
         if error is None and taken.any():
             error = replicated(self._sender, [self.stages_key.encode()], self._what, int(np.count_nonzero(out.new)))
         stale = int(str(out.skipped[0]).split()[1]) if out.skipped and not taken.any() and error is None else None
+        doubted = out.resent & ~taken if out.resent is not None else None
+        doubt = None
+        if doubted is not None and doubted.any():
+            doubt = UnknownOutcome(
+                f"keys of a batch to {self._what} were re-sent after a lost reply to a stage that was full or no "
+                "longer the last, and were then found in that stage: the lost send may have added them")
         return StageAdd(out.new, taken, out.counts.get(guard.count), stale=stale, error=error,
-                        unknown=out.unknown if error is not None else None)
+                        unknown=out.unknown if error is not None else None, doubted=doubted, doubt=doubt)
 
     def keys(self) -> list[str]:
         """Every Redis key the chain has now (its stages', counts and meta)."""

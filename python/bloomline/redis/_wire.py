@@ -382,8 +382,16 @@ class Sender:
                 self.stats[code] += 1
         return self._run(jobs, states)  # (sent again whole: what succeeded was a read, or is kept under its id)
 
-    def run(self, jobs: Sequence[Job]) -> list[Any]:
-        return self._run(jobs, [_State() for _ in jobs])
+    def run(self, jobs: Sequence[Job], maybe_ran: Optional[list[bool]] = None) -> list[Any]:
+        """The jobs' replies, in order. maybe_ran, where given, is filled
+        with whether a send of each got no reply (its reply, if any, is a
+        re-send's)."""
+        states = [_State() for _ in jobs]
+        try:
+            return self._run(jobs, states)
+        finally:
+            if maybe_ran is not None:
+                maybe_ran[:] = [st.maybe_ran for st in states]
 
     def _run(self, jobs: Sequence[Job], states: list[_State], faults: int = 0) -> list[Any]:
         results: list[Any] = [_PENDING] * len(jobs)
