@@ -273,6 +273,43 @@ def test_threads_adding_across_generation_changes_lose_nothing() -> None:
     assert w.contains_many(keys).all()  # all added within generations 0..4: none expired
 
 
+@pytest.mark.parametrize("call", ["add_many", "live_generations"])
+def test_a_thread_that_waited_past_its_generation_clears_no_newer_one(call: str) -> None:
+    """A thread reads the clock (generation 0), then waits (preempted, the
+    process stopped) while another thread moves on to generation 5, which
+    takes generation 0's place in the ring, and adds there. The waiting
+    thread must not then clear that place as its own generation 0: the
+    other thread's key stays seen, and so does the waiting thread's. (A
+    single `add` reads the clock in the cursor, which answers only for the
+    ring it was armed with, and else takes add_many's way.)"""
+    import threading
+
+    clock = FakeClock()
+    w = WindowedBloomFilter(1000, 0.01, window=4.0, generations=4, clock=clock)  # a slice of 1 s; 5 places
+    w.add_many(["early"])  # generation 0 started
+    reading = w._now
+
+    def waits(*args: object) -> int:
+        g = reading(*args)
+        if threading.current_thread().name == "waiting" and clock.t == 0:
+            clock.t = 5.0  # meanwhile: generation 5, in generation 0's place
+            other = threading.Thread(target=lambda: w.add_many(["theirs"]))
+            other.start()
+            other.join()
+        return g
+
+    w._now = waits  # type: ignore[method-assign]
+    act = {"add_many": lambda: w.add_many(["mine"]), "live_generations": lambda: w.live_generations}[call]
+    waiting = threading.Thread(target=act, name="waiting")
+    waiting.start()
+    waiting.join()
+    assert w.current_generation == 5 and clock.t == 5.0
+    assert "theirs" in w
+    if call != "live_generations":
+        assert "mine" in w
+    assert [g for g, _ in w.live_generations] == [5]
+
+
 def test_lines() -> None:
     w = WindowedBloomFilter(100, 0.001, window=100, clock=FakeClock())
     assert w.add_lines(b"a\nb\na\n").tolist() == [True, True, False]

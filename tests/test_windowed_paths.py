@@ -28,7 +28,7 @@ def old_add_many(w: WindowedBloomFilter, keys: Any, refresh: bool) -> np.ndarray
     """The add of the Python ring before the core loop: lookups in each
     older generation by its own call, the add by the current one's."""
     now = w.current_generation
-    cur = w._current(now)
+    now, cur = w._current(now)
     older = [g for g in w._live(now) if g is not cur]
     seen = np.zeros(len(keys), dtype=bool)
     for g in older:

@@ -221,11 +221,19 @@ class WindowedBloomFilter(RingParams, SharedFile):
         self._live_at = None
         self._cursor.disarm()
 
-    def _current(self, now: int) -> BloomFilter:
-        """The current generation, started now if it was not (its place held one G + 1 older: expired)."""
+    def _current(self, now: int) -> tuple[int, BloomFilter]:
+        """The current generation, started now if it was not (its place held
+        one G + 1 older: expired), and its number: now's, unless the call
+        waited so long (a thread that stalled, a process stopped) that its
+        place holds a newer generation by then. Then the newest one, never
+        clearing a place whose generation is newer than the caller's."""
         i = now % len(self._ring)
         if self._numbers[i] != now:
             with self._rotating:
+                held = self._numbers[i]
+                if held is not None and held > now and self._shared is None:
+                    now = max(held, self._newest if self._newest is not None else held)
+                    i = now % len(self._ring)
                 if self._shared is not None:  # (started once, whoever asks: the file's lock)
                     self._shared.start(self, i, now)
                 elif self._numbers[i] != now:
@@ -235,7 +243,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
                     self._warned.discard(now)
                     self._numbers[i] = now
                     self._changed()
-        return self._ring[i]
+        return now, self._ring[i]
 
     def _expire(self, now: int) -> None:
         """Forget the generations that are no longer live (a shared file's
@@ -243,8 +251,8 @@ class WindowedBloomFilter(RingParams, SharedFile):
         if self._shared is not None:
             return
         with self._rotating:
-            for i, g in enumerate(self._numbers):
-                if g is not None and not now - self._generations <= g <= now:
+            for i, g in enumerate(self._numbers):  # (never one newer than now: another thread's, started since)
+                if g is not None and g < now - self._generations:
                     self._changed()  # (first: no call answers from a place being cleared)
                     self._ring[i].clear()
                     self._numbers[i] = None
@@ -280,8 +288,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
     def _add_at(self, t: Any, key: Any, refresh: bool) -> bool:
         """add at the clock's reading t, Python's way (the ring read, a
         generation started where it must be, the cursor armed again)."""
-        now = self._now(t)
-        cur = self._current(now)
+        now, cur = self._current(self._now(t))
         older = self._live_state(now)[3]  # (one core call: the lookups, then the add)
         if cur.insert_count < self._capacity:  # (within capacity: no warning to make)
             return older.add(cur, key, refresh)
@@ -306,8 +313,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         the key (at its first place in the batch only). refresh as add;
         threads and nulls as BloomFilter.add_many."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
-        now = self._now()
-        cur = self._current(now)
+        now, cur = self._current(self._now())
         if threads == 1:  # the core's one pass (window_ring.hpp)
             probe = self._live_state(now)[3]
             return batch_shaped(valid, self._guarded_add(cur, now, len(hashed),
