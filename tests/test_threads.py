@@ -259,3 +259,60 @@ def test_threaded_calls_from_many_threads_at_once_each_get_their_answers() -> No
     for t in ts:
         t.join(timeout=120)
     assert got == [True] * 6
+
+
+def test_threads_sharing_a_scalable_chain_grow_it_once_and_save_loadable_files(tmp_path: object) -> None:
+    """Four threads add to one small ScalableBloomFilter (single keys and
+    batches, so it grows stage after stage) while a fifth saves and loads
+    it: every stage is made once, no stage takes past its capacity, every
+    save loads, and every key is present at the end."""
+    import sys
+    from pathlib import Path
+
+    from bloomline import ScalableBloomFilter
+
+    path = Path(str(tmp_path)) / "chain.blf"
+    chain = ScalableBloomFilter(1000, 0.01)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def adder(tid: int) -> None:
+        try:
+            for b in range(60):
+                keys = [f"{tid}-{b}-{j}" for j in range(100)]
+                if b % 2:
+                    chain.add_many(keys)
+                else:
+                    for k in keys:
+                        chain.add(k)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    def saver() -> None:
+        try:
+            for _ in range(100):
+                if done.is_set():
+                    return
+                chain.save(path)
+                ScalableBloomFilter.load(path)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # (switch threads as often as CPython allows: races show)
+    try:
+        adders = [threading.Thread(target=adder, args=(t,)) for t in range(4)]
+        saving = threading.Thread(target=saver)
+        saving.start()
+        _run_threads(adders)
+        done.set()
+        saving.join(timeout=120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors, errors[:3]
+    stages = chain.stages
+    assert [s.capacity for s in stages] == [1000 * 2**i for i in range(len(stages))]
+    assert all(s.insert_count <= s.capacity for s in stages)
+    chain.save(path)
+    again = ScalableBloomFilter.load(path)
+    assert again.contains_many([f"{t}-{b}-{j}" for t in range(4) for b in range(60) for j in range(100)]).all()

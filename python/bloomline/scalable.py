@@ -20,8 +20,10 @@ written and read by the core.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Callable, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -163,6 +165,21 @@ class _ChainFacts:
         )
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _locked(method: _Method) -> _Method:
+    """The method under the chain's lock: threads change its stages and counts one at a time, and
+    an export reads them whole (a stage made twice, or a count past capacity, would not load)."""
+
+    @functools.wraps(method)
+    def locked(self: ScalableBloomFilter, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_Method, locked)
+
+
 class ScalableBloomFilter(_ChainFacts):
     """A Bloom filter that grows: ``add`` never degrades past ``error_rate``.
 
@@ -202,6 +219,7 @@ class ScalableBloomFilter(_ChainFacts):
         # One process or many: the paths that differ are chosen once, here.
         self._shared: Optional[SharedStageStore] = cast(SharedStageStore, self._store) if self._store.shared else None
         self._on_grow = on_grow
+        self._lock = threading.RLock()  # (_locked: every change, and every export)
         self._stages: list[BloomFilter] = []
         self._counts: list[int] = []  # new keys taken by each stage
         self._store.attach_chain(self._rule, self._layout, self._seed)  # (a shared store checks it, keeps it)
@@ -279,6 +297,7 @@ class ScalableBloomFilter(_ChainFacts):
 
     # ---- single keys --------------------------------------------------------------
 
+    @_locked
     def add(self, key: Any) -> bool:
         """Add a key; True if it was new across the whole chain."""
         if self._shared is not None:
@@ -303,6 +322,7 @@ class ScalableBloomFilter(_ChainFacts):
 
     # ---- batches ----------------------------------------------------------------------
 
+    @_locked
     def add_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """Add a batch; True where the key was new (first place in the batch
         only). All or nothing: a batch that could pass the chain's last
@@ -397,6 +417,7 @@ class ScalableBloomFilter(_ChainFacts):
             if mine != theirs:
                 raise ValueError(f"chains differ in {field} ({mine!r} != {theirs!r})")
 
+    @_locked
     def _union_with(self, other: ScalableBloomFilter) -> None:
         """Stage i becomes the union of both chains' stage i; stages only the
         other chain has are added as copies (chains grown to different
@@ -445,6 +466,7 @@ class ScalableBloomFilter(_ChainFacts):
     def __deepcopy__(self, memo: dict[int, Any]) -> ScalableBloomFilter:
         return self.copy()
 
+    @_locked
     def clear(self) -> None:
         """Forget every key: back to one empty stage."""
         self._store.reset()
@@ -476,6 +498,7 @@ class ScalableBloomFilter(_ChainFacts):
 
     # ---- bytes and pickle ---------------------------------------------------------------
 
+    @_locked
     def to_bytes(self) -> bytes:
         """A kind-3 bloomline container (docs/FORMAT.md): header, then each
         stage's own encoding with its length and count."""
@@ -513,10 +536,9 @@ def _add_shared(chain: ScalableBloomFilter, store: SharedStageStore, hashed: npt
     """A chain's add when many processes share it: the store's server
     decides in each add what the last stage takes (up to its capacity) and
     refuses a stage that is no longer the last; the rest of the batch goes
-    to the next stage. A key
-    is looked up in every stage older than the one it is added to, read
-    after that stage stopped taking keys, so an add by another process
-    that raced the growth is seen. Whatever fails (a stage add, a lookup
+    to the next stage. A key is looked up in every stage older than the one
+    it is added to, read after that stage stopped taking keys, so an add by
+    another process that raced the growth is seen. Whatever fails (a stage add, a lookup
     in the older stages, growing, reading the chain again), the error is
     raised once, here, with what is known in the caller's shape (a
     shared store's promise): the keys found new, and those with no
