@@ -184,6 +184,29 @@ def test_directory_stages_clear(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.glob("*.blf")] == ["bloomline-seen.0.blf"]
 
 
+@pytest.mark.parametrize("lost", [0, 1])
+def test_directory_stages_with_a_stage_file_missing_refuse_to_resume(tmp_path: Path, lost: int) -> None:
+    """A stage file gone (deleted, not copied) with later ones present: the
+    chain refuses to resume, names the file, and leaves the others as they
+    were, where it used to resume shorter and then save over them."""
+    from bloomline.scalable import DirectoryStages
+
+    with ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path)) as s:
+        s.add_many(range(1000))
+        assert s.num_stages >= 3
+    (tmp_path / f"bloomline-seen.{lost}.blf").unlink()
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("*.blf")}
+    for verify in (False, True):
+        with pytest.raises(ValueError, match=rf"bloomline-seen\.{lost}\.blf is missing, but the chain's later stage"):
+            ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path, verify=verify))
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.blf")} == before
+    store = DirectoryStages(tmp_path)
+    with pytest.raises(FileExistsError, match=r"bloomline-seen\.2\.blf exists already"):
+        store.new_stage(2, 400, 0.001, "blocked", 0)
+    store.reset()  # (every stage file goes, the ones past the gap too)
+    assert not list(tmp_path.glob("*.blf"))
+
+
 def test_growth_is_reported() -> None:
     grown: list[int] = []
     s = ScalableBloomFilter(10, on_grow=lambda chain: grown.append(chain.num_stages))

@@ -164,7 +164,9 @@ class DirectoryStages(_LocalStages):
     files, so a process killed with SIGKILL loses none of them, and a chain
     made on the same directory later resumes from them. A stage's count of
     new keys is its header's insert count. With ``verify``, each file's
-    payload checksum is checked when it is opened (O(size), once)."""
+    payload checksum is checked when it is opened (O(size), once). A
+    missing stage with later ones present is an error, never a shorter
+    chain (whose growth would then save over the later files)."""
 
     def __init__(self, directory: StrPath, *, verify: bool = False) -> None:
         self.directory = Path(os.fsdecode(directory))
@@ -175,7 +177,18 @@ class DirectoryStages(_LocalStages):
     def path(self, index: int) -> Path:
         return self.directory / f"bloomline-seen.{index}.blf"
 
+    def _indices(self) -> list[int]:
+        """The indices of the stage files in the directory, in order."""
+        names = (p.name[len("bloomline-seen."):-len(".blf")] for p in self.directory.glob("bloomline-seen.*.blf"))
+        return sorted(int(n) for n in names if n.isdigit() and self.path(int(n)).name == f"bloomline-seen.{n}.blf")
+
     def stages(self) -> list[tuple[BloomFilter, int]]:
+        indices = self._indices()
+        if indices != list(range(len(indices))):
+            gap = next(i for i in range(len(indices) + 1) if i not in indices)
+            raise ValueError(f"{self.path(gap)} is missing, but the chain's later stage "
+                             f"{self.path(max(indices)).name} is there: restore the missing file, or remove "
+                             "every bloomline-seen.*.blf file to start a new chain")
         found = []
         i = 0
         while self.path(i).exists():
@@ -196,6 +209,8 @@ class DirectoryStages(_LocalStages):
         return found
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
+        if self.path(index).exists():  # (another chain's, or one written since this chain was read)
+            raise FileExistsError(f"{self.path(index)} exists already: a new stage never saves over one")
         BloomFilter(capacity, error_rate, layout=layout, seed=seed).save(self.path(index))
         stage = BloomFilter.open(self.path(index), "r+")
         self._open.append(stage)
@@ -204,10 +219,8 @@ class DirectoryStages(_LocalStages):
 
     def reset(self) -> None:
         self.close()
-        i = 0
-        while self.path(i).exists():
+        for i in self._indices():
             self.path(i).unlink()
-            i += 1
         self._made = 0
 
     def close(self) -> None:
