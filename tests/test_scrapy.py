@@ -464,3 +464,26 @@ def test_recrawl_filter_saves_to_jobdir_resumes_and_names_a_changed_setting(tmp_
     settings.set("BLOOMLINE_RECRAWL_AFTER", 3600)
     with pytest.raises(ValueError, match=r"invalid bloomline data.*remove the damaged bloomline-recrawl.blf file"):
         d.BloomDupeFilter.from_settings(settings)
+
+
+def test_a_jobdir_of_the_other_mode_is_refused(tmp_path: Path) -> None:
+    """JOBDIR kept by a crawl with BLOOMLINE_RECRAWL_AFTER, resumed without
+    it (or the other way round): the other mode's record would be ignored,
+    every request new again; the filter refuses and names the files."""
+    from bloomline.scrapy import dupefilter as d
+
+    plain, recrawl = tmp_path / "plain", tmp_path / "recrawl"
+    recrawl.mkdir()  # (Scrapy makes JOBDIR)
+    f = d.BloomDupeFilter(str(plain), capacity=1000)
+    assert f.record_fingerprint(b"a")
+    f.close()
+    with pytest.raises(d.RecrawlMismatch, match=r"holds the requests seen by a crawl without BLOOMLINE_RECRAWL_AFTER"):
+        d.BloomDupeFilter(str(plain), recrawl_after=3600.0, capacity=1000)
+    g = d.BloomDupeFilter(str(recrawl), recrawl_after=3600.0, capacity=1000)
+    assert g.record_fingerprint(b"a")
+    g.close()
+    with pytest.raises(d.RecrawlMismatch, match=r"bloomline-recrawl.blf was made with BLOOMLINE_RECRAWL_AFTER set"):
+        d.BloomDupeFilter(str(recrawl), capacity=1000)
+    again = d.BloomDupeFilter(str(plain), capacity=1000)  # (each resumed in its own mode, as before)
+    assert not again.record_fingerprint(b"a")
+    again.close()

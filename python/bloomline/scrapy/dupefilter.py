@@ -157,6 +157,14 @@ class BloomDupeFilter(_DupeFilter):
         self.seen: Union[ScalableBloomFilter, WindowedBloomFilter]
         self._recrawl_file = Path(path) / RECRAWL_FILE if path and recrawl_after is not None else None
         self._saved_at = time.monotonic()
+        if path:  # (JOBDIR holds one mode's record: the other's would make every request new again, silently)
+            if recrawl_after is None and (Path(path) / RECRAWL_FILE).exists():
+                raise RecrawlMismatch(f"{Path(path) / RECRAWL_FILE} was made with BLOOMLINE_RECRAWL_AFTER set, this "
+                                      "crawl has none: set it as that crawl did, or remove the file to start anew")
+            if recrawl_after is not None and any(Path(path).glob("bloomline-seen.*.blf")):
+                raise RecrawlMismatch(f"{path} holds the requests seen by a crawl without BLOOMLINE_RECRAWL_AFTER "
+                                      "(bloomline-seen.*.blf): unset it as that crawl did, or remove those files to "
+                                      "start anew")
         if recrawl_after is not None:
             self.seen = self._windowed(capacity, error_rate, layout, recrawl_after)
             return
