@@ -307,6 +307,46 @@ def test_readers_never_call_a_file_that_writers_share_corrupt(tmp_path: Path, wh
             shutil.rmtree(base, ignore_errors=True)
 
 
+@many_writers  # (OFD locks: the readers' share of the header lock exists on this path only)
+@pytest.mark.parametrize("kind", ["windowed", "bloom"])
+def test_a_read_only_open_waits_for_a_writer_holding_the_header_lock(tmp_path: Path, kind: str) -> None:
+    """A writer holds the header lock while it opens, flushes or closes a
+    shared file (here: this test, through fcntl). A read-only open must
+    wait for it, as a verified load does; a windowed ring opened "r" used
+    to read on and catch the writer half-way (checksum errors on a healthy
+    file)."""
+    import fcntl
+    import struct
+
+    if not hasattr(fcntl, "F_OFD_SETLKW"):
+        pytest.skip("no OFD locks")
+    path = tmp_path / "shared.blf"
+    if kind == "windowed":
+        WindowedBloomFilter(1000, 0.01, window=3600).save(path, shared=True)
+    else:
+        BloomFilter(1000, 0.01).save(path)
+    opened = threading.Event()
+
+    def read_only() -> None:
+        f = WindowedBloomFilter.open(path, "r") if kind == "windowed" else BloomFilter.open(path, "r")
+        f.close()
+        opened.set()
+
+    fd = os.open(path, os.O_RDWR)
+    lock = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)  # byte 0: the header lock
+    unlock = struct.pack("hhqqi4x", fcntl.F_UNLCK, os.SEEK_SET, 0, 1, 0)
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, lock)
+        reader = threading.Thread(target=read_only)
+        reader.start()
+        assert not opened.wait(0.5)  # waiting on the writer
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, unlock)
+        reader.join(timeout=30)
+        assert opened.is_set()
+    finally:
+        os.close(fd)
+
+
 # ---- one writer per file: flock builds ------------------------------------
 
 OPENER = r"""

@@ -378,44 +378,6 @@ bool locked_by_a_writer(int fd, const std::string& path) {
 }
 #endif
 
-// A reader's shared hold on the header lock, for as long as it reads the
-// header and (for a whole read or a verify) the payload: writers cannot
-// open, flush or close the file meanwhile, so a clean header it sees has no
-// writer changing the payload under it. A file system without these locks
-// (ENOLCK, EINVAL, EOPNOTSUPP) is read unlocked, as before.
-class ReaderLock {
-public:
-    ReaderLock(int fd, const std::string& path) : fd_(fd), path_(path) {
-#ifdef BLOOMLINE_OFD_LOCKS
-        try {
-            held_ = file_lock(fd_, F_RDLCK, kHeaderLockByte, true, path_);
-        } catch (const FileError& e) {
-            const int err = e.code().value();
-            if (err != ENOLCK && err != EINVAL && err != EOPNOTSUPP) throw;
-        }
-#else
-        // The flock path has no shared header lock: its one flock is held by
-        // the writer for as long as the file is open, so a reader waiting on
-        // it would wait for the writer to close, and a reader holding it would
-        // turn a writer away. Readers read unlocked (docs/design/sharing.md).
-#endif
-    }
-    ~ReaderLock() {
-        if (!held_) return;
-        try {
-            file_lock(fd_, F_UNLCK, kHeaderLockByte, false, path_);
-        } catch (...) {  // as HeaderLock: closing the fd drops it anyway
-        }
-    }
-    ReaderLock(const ReaderLock&) = delete;
-    ReaderLock& operator=(const ReaderLock&) = delete;
-
-private:
-    int fd_;
-    std::string path_;
-    bool held_ = false;
-};
-
 // A killed writer never added its new keys to the header's insert count:
 // make it at least the estimate from the fill.
 void repair_insert_count(Header& h) {
@@ -430,6 +392,29 @@ void write_header(const MappedFile& f, const Header& h) {
 }
 
 }  // namespace
+
+ReaderLock::ReaderLock(int fd, const std::string& path) : fd_(fd), path_(path) {
+#ifdef BLOOMLINE_OFD_LOCKS
+    try {
+        held_ = file_lock(fd_, F_RDLCK, kHeaderLockByte, true, path_);
+    } catch (const FileError& e) {
+        const int err = e.code().value();
+        if (err != ENOLCK && err != EINVAL && err != EOPNOTSUPP) throw;
+    }
+#else
+    // The flock path has no shared header lock: its one flock is held by
+    // the writer for as long as the file is open, so a reader waiting on
+    // it would wait for the writer to close, and a reader holding it would
+    // turn a writer away. Readers read unlocked (docs/design/sharing.md).
+#endif
+}
+ReaderLock::~ReaderLock() {
+    if (!held_) return;
+    try {
+        file_lock(fd_, F_UNLCK, kHeaderLockByte, false, path_);
+    } catch (...) {  // as HeaderLock: closing the fd drops it anyway
+    }
+}
 
 HeaderLock::HeaderLock(const MappedFile& f) : f_(f) { file_lock(f_.fd(), F_WRLCK, kHeaderLockByte, true, f_.path()); }
 HeaderLock::~HeaderLock() {

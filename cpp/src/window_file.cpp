@@ -40,9 +40,14 @@ MappedWindow::MappedWindow(const std::string& path, bool writable, bool verify)
     : file_(std::make_shared<MappedFile>(path, writable)) {
     unsigned char* base = file_->data();
     // Writers check and mark the file under the header lock; a read-only map
-    // reads it as it is (a dirty file is checked as a reader would).
+    // reads it under the readers' share of it (as map_filter does), so that
+    // no writer opens, flushes or closes while its header and ring are read.
     std::unique_ptr<HeaderLock> lock;
-    if (writable) lock = std::make_unique<HeaderLock>(*file_);
+    std::unique_ptr<ReaderLock> reading;
+    if (writable)
+        lock = std::make_unique<HeaderLock>(*file_);
+    else
+        reading = std::make_unique<ReaderLock>(file_->fd(), path);
     std::vector<StageBytes> records;
     params_ = read_window(base, file_->size(), &records);
     if (!params_.ring)

@@ -176,6 +176,23 @@ public:
 private:
     const MappedFile& f_;
 };
+// A reader's shared hold on the header lock, for as long as it reads the
+// header and (for a whole read or a verify) the payload: writers cannot
+// open, flush or close the file meanwhile, so a clean header it sees has no
+// writer changing the payload under it. A file system without these locks
+// (ENOLCK, EINVAL, EOPNOTSUPP), or the flock build, reads unlocked.
+class ReaderLock {
+public:
+    ReaderLock(int fd, const std::string& path);
+    ~ReaderLock();
+    ReaderLock(const ReaderLock&) = delete;
+    ReaderLock& operator=(const ReaderLock&) = delete;
+
+private:
+    int fd_;
+    std::string path_;
+    bool held_ = false;
+};
 // The writers' lock: each writer holds it shared from its open to its final
 // flush. Holding the header lock: is this handle the only writer alive?
 void join_writers(const MappedFile& f);
