@@ -89,6 +89,9 @@ def test_persist_keeps_the_filter_and_says_so(site: Site, tmp_path: Path, redis_
     assert r.returncode == 0, r.stderr[-3000:]
     first = sum(site.pages().values())
     assert any("kept the filter at Redis key 'site:dupefilter'" in line for line in our_lines(r.stderr, "INFO"))
+    # (Scrapy's scheduler without a JOBDIR: the queue is not kept, and the crawl says so)
+    assert any("requests still queued when this crawl stops are skipped by the next crawl" in line
+               for line in our_lines(r.stderr, "WARNING"))
     r2 = crawl(tmp_path, site, *settings[:-1])
     assert r2.returncode == 0, r2.stderr[-3000:]
     attached = [line for line in our_lines(r2.stderr, "INFO") if "attached to the filter" in line]
@@ -97,6 +100,37 @@ def test_persist_keeps_the_filter_and_says_so(site: Site, tmp_path: Path, redis_
     assert count >= first
     # The second crawl's start page was seen by the first: nothing fetched again.
     assert max(site.pages().values()) == 1
+
+
+def test_a_filter_left_by_a_killed_crawl_stops_the_next_crawl_without_persist(site: Site, tmp_path: Path,
+                                                                              redis_server: RedisServer) -> None:
+    """Scrapy's scheduler keeps its queue in memory: a crawl killed with
+    SIGKILL leaves its filter (SCHEDULER_PERSIST off: deleted only at
+    close) holding requests it queued and never fetched. The next crawl
+    must not skip them and finish "done": it stops before its first
+    request, naming the key and what to do, and leaves the filter as it
+    was."""
+    settings = (OURS, f"REDIS_URL={redis_server.url}")
+    killed = start_crawl(tmp_path, site, *settings)
+    deadline = time.monotonic() + 60
+    while len(site.pages()) < 100 and time.monotonic() < deadline and killed.poll() is None:
+        time.sleep(0.05)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=30)
+    fetched = site.pages()
+    assert 100 <= len(fetched) < PAGES
+    client = redis.Redis.from_url(redis_server.url)
+    before = {k: client.dump(k) for k in client.keys("*")}
+    assert before  # the filter the killed crawl left
+    r = crawl(tmp_path, site, *settings)
+    assert r.returncode == 1
+    (error,) = our_lines(r.stderr, "ERROR")
+    assert "the filter at Redis key 'site:dupefilter' holds about" in error, error
+    assert "left by a crawl that did not close" in error and "JOBDIR" in error, error
+    assert finish_reason(r.stderr) == "bloomline_left_over_filter"
+    assert_clean(r.stderr)
+    assert site.pages() == fetched  # nothing fetched
+    assert {k: client.dump(k) for k in client.keys("*")} == before  # nor deleted
 
 
 def test_reads_scrapy_redis_connection_settings_and_key(site: Site, tmp_path: Path,

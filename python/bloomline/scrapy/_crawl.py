@@ -16,6 +16,7 @@ logger = logging.getLogger("scrapy.dupefilters")  # the dupefilters' log, as Scr
 REASON_REDIS = "bloomline_redis_unavailable"
 REASON_SETTINGS = "bloomline_bad_settings"
 REASON_JOBDIR = "bloomline_damaged_jobdir"
+REASON_LEFT_OVER = "bloomline_left_over_filter"
 
 
 class _Refused(Exception):

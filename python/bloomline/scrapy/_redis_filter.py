@@ -26,7 +26,7 @@ from scrapy.utils.project import data_path
 from .._units import noun
 from ..scalable import ChainMismatch, ScalableBloomFilter
 from ._base import _DupeFilter
-from ._crawl import REASON_REDIS, REASON_SETTINGS, _Refused, logger
+from ._crawl import REASON_LEFT_OVER, REASON_REDIS, REASON_SETTINGS, _Refused, logger
 from ._outage import Outages
 from ._settings import (
     DEFAULT_CAPACITY,
@@ -321,6 +321,8 @@ class RedisBloomDupeFilter(_DupeFilter):
                     raise
                 raise _Refused(REASON_REDIS, f"RedisBloomDupeFilter cannot open the filter at Redis key {key!r}: "
                                              f"{e}") from None
+            if not scrapy_redis and not jobdir:  # (Scrapy's own scheduler keeps its queue in this process only)
+                _check_queue_kept(self, key, persist)
         except _Refused as e:
             if crawler is None:  # no crawl to stop: the caller hears it
                 raise ValueError(str(e)) from None
@@ -473,3 +475,31 @@ class RedisBloomDupeFilter(_DupeFilter):
         elif not self.failed:
             logger.info("%s: kept the filter at Redis key %r: a new crawl of this spider skips what it saw (delete "
                         "it with bloomline.redis.RedisStages(url, key).reset())", self.label, self.key)
+
+
+def _check_queue_kept(f: RedisBloomDupeFilter, key: str, persist: bool) -> None:
+    """Under Scrapy's own scheduler without a JOBDIR the queue lives in the
+    crawling process only, so the requests a crawl recorded but had not
+    fetched when it stopped are fetched by no one. SCHEDULER_PERSIST off
+    (the filter is the crawl's, deleted at close): a filter that holds
+    requests already was left by a crawl that did not close (killed), or
+    is another running crawl's; this crawl would skip its requests, so it
+    is refused. On: said once, as a warning."""
+    import redis
+
+    try:
+        held = float(f.seen.insert_count) if isinstance(f.seen, ScalableBloomFilter) else f.seen.approx_count
+    except redis.RedisError as e:
+        raise _Refused(REASON_REDIS, f"{f.label}: cannot read the filter at Redis key {key!r}: {e}") from None
+    if persist:
+        logger.warning("%s: SCHEDULER_PERSIST keeps the filter at Redis key %r, but Scrapy's scheduler keeps its "
+                       "queue in memory: requests still queued when this crawl stops are skipped by the next crawl, "
+                       "never fetched (set JOBDIR to keep the queue too)", f.label, key)
+    elif held >= 1:
+        what = "filter" if isinstance(f.seen, ScalableBloomFilter) else "recrawl window"
+        raise _Refused(REASON_LEFT_OVER, f"{f.label}: the {what} at Redis key {key!r} holds about {round(held)} "
+                       "requests already, left by a crawl that did not close (killed?) or in use by another crawl "
+                       "now. With SCHEDULER_PERSIST off and Scrapy's own scheduler (its queue in memory, no "
+                       "JOBDIR), this crawl would skip them though nothing will fetch them. Delete it to crawl from "
+                       "the start (bloomline.redis.RedisStages(url, key).reset(), or the RedisWindowedFilter's "
+                       "delete()), give each crawl its own key, or set JOBDIR to keep a crawl's queue")
