@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -552,6 +553,50 @@ def test_recrawl_after_a_request_spilled_in_an_outage_is_rechecked_in_the_window
         assert df.request_seen(early) is False  # new again: the recheck did not restart its window
         assert all(k.startswith(b"{out:dupefilter:recrawl}:") for k in client.keys("*"))
         df.close()
+    finally:
+        server.stop()
+
+
+def test_a_crawl_killed_while_it_hands_on_its_spill_loses_no_request(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests kept in the spill journal during an outage are handed to the
+    engine when Redis is back. A process that dies at that moment (here:
+    the engine's crawl raises, as a kill would stop it) must leave the
+    request in the journal, so that the next crawl of the spider hands it
+    on; it used to be marked done first, and lost."""
+    from types import SimpleNamespace
+
+    from scrapy import Spider
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    class Killed(BaseException):
+        pass
+
+    def dies(request: Request) -> None:
+        raise Killed
+
+    def opened(crawl: Any) -> RedisBloomDupeFilter:
+        df = RedisBloomDupeFilter(server.url, "kill:dupefilter", spill_dir=str(tmp_path / "spill"), capacity=1000,
+                                  retry_timeout_s=60)
+        df.crawler = SimpleNamespace(engine=SimpleNamespace(pause=lambda: None, unpause=lambda: None, crawl=crawl),
+                                     stats=None)
+        monkeypatch.setattr(df._outages, "_schedule", lambda delay: None)  # the probe is run by hand below
+        df._opened(Spider(name="kill"))
+        return df
+
+    server = durable_redis(tmp_path / "redis")
+    try:
+        first = opened(dies)
+        server.stop()
+        kept = Request("http://example.com/kept")
+        assert first.request_seen(kept) is True and first._outages.active  # spilled
+        server = durable_redis(tmp_path / "redis", port=server.port)
+        with pytest.raises(Killed):
+            first._outages._probe()  # Redis is back: handing the request on, the process dies
+        crawled: list[Request] = []
+        opened(crawled.append)  # the next crawl of the spider
+        assert [r.url for r in crawled] == [kept.url]
     finally:
         server.stop()
 

@@ -212,12 +212,14 @@ class Outages:
                 if request is None:
                     break
                 rid = request.meta.pop(JOURNAL_META_ID)
-                # A spill journal that could not be written refuses done records:
-                # the request stays in it, checked again later (at least once).
+                # Handed on first, marked done after: a process killed in
+                # between checks it again in its next crawl (at least once),
+                # where the other order lost it. A spill journal that could not
+                # be written refuses done records: the request stays in it, too.
+                self._reschedule(request)
                 with contextlib.suppress(JournalUnwritable):
                     journal.done(rid)
                 count += 1
-                self._reschedule(request)
             journal.close()
             if len(journal) or self.began is not None or df.failed:
                 # Redis went away again: what is left stays for later.
