@@ -81,6 +81,16 @@ int main(int argc, char** argv) {
     for (const BloomFilter* f : ptrs) words.push_back(f->bits().words());
     const std::uint64_t blocks = g.num_blocks();
     const std::uint32_t k = g.num_hashes;
+    // A key's k bits as a 512-bit mask, in two AVX2 halves.
+    auto mask_of = [k](const Hash128& h, __m256i* m0, __m256i* m1) {
+        alignas(32) std::uint64_t m[8] = {};
+        for (std::uint32_t i = 0; i < k; ++i) {
+            const unsigned o = BlockedLayout::offset(h.h2, i);
+            m[o >> 6] |= std::uint64_t{1} << (o & 63);
+        }
+        *m0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
+        *m1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m + 4));
+    };
     const double fused = best_ns(cap, [&] {
         for (std::size_t j = 0; j < cap; ++j) {
             if (j + ahead < cap) {
@@ -89,13 +99,8 @@ int main(int argc, char** argv) {
             }
             const Hash128& h = hs[j];
             const std::uint64_t off = BlockedLayout::block(h.h1, blocks) * kBlockWords;
-            alignas(32) std::uint64_t m[8] = {};
-            for (std::uint32_t i = 0; i < k; ++i) {
-                const unsigned o = BlockedLayout::offset(h.h2, i);
-                m[o >> 6] |= std::uint64_t{1} << (o & 63);
-            }
-            const __m256i m0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
-            const __m256i m1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m + 4));
+            __m256i m0, m1;
+            mask_of(h, &m0, &m1);
             bool hit = false;
             for (std::size_t l = 0; l < words.size() && !hit; ++l) {
                 const auto* b = reinterpret_cast<const __m256i*>(words[l] + off);
@@ -116,22 +121,25 @@ int main(int argc, char** argv) {
             std::copy(words[l] + b * kBlockWords, words[l] + (b + 1) * kBlockWords,
                       inter + (b * L + l) * kBlockWords);
     const std::uint64_t* iw = inter;
+    // Key j's group of L blocks, and a prefetch of it (its first block for
+    // writing where asked: the current generation's, under an add).
+    auto group_of = [&](std::size_t j) { return iw + BlockedLayout::block(hs[j].h1, blocks) * L * kBlockWords; };
+    auto prefetch_group = [&](std::size_t j, bool write_first) {
+        if (j >= cap) return;
+        const char* o = reinterpret_cast<const char*>(group_of(j));
+        if (write_first)
+            __builtin_prefetch(o, 1, 3);
+        else
+            __builtin_prefetch(o, 0, 3);
+        for (std::size_t l = 1; l < L; ++l) __builtin_prefetch(o + 64 * l, 0, 3);
+    };
     const double interleaved = best_ns(cap, [&] {
         for (std::size_t j = 0; j < cap; ++j) {
-            if (j + ahead < cap) {
-                const char* o = reinterpret_cast<const char*>(
-                    iw + BlockedLayout::block(hs[j + ahead].h1, blocks) * L * kBlockWords);
-                for (std::size_t l = 0; l < L; ++l) __builtin_prefetch(o + 64 * l, 0, 3);
-            }
+            prefetch_group(j + ahead, false);
             const Hash128& h = hs[j];
-            const std::uint64_t* base = iw + BlockedLayout::block(h.h1, blocks) * L * kBlockWords;
-            alignas(32) std::uint64_t m[8] = {};
-            for (std::uint32_t i = 0; i < k; ++i) {
-                const unsigned o = BlockedLayout::offset(h.h2, i);
-                m[o >> 6] |= std::uint64_t{1} << (o & 63);
-            }
-            const __m256i m0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
-            const __m256i m1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m + 4));
+            const std::uint64_t* base = group_of(j);
+            __m256i m0, m1;
+            mask_of(h, &m0, &m1);
             bool hit = false;
             for (std::size_t l = 0; l < L && !hit; ++l) {
                 const auto* b = reinterpret_cast<const __m256i*>(base + l * kBlockWords);
@@ -145,13 +153,9 @@ int main(int argc, char** argv) {
     const std::uint32_t groups = (k + 7) / 8;
     const double interleaved_simd = best_ns(cap, [&] {
         for (std::size_t j = 0; j < cap; ++j) {
-            if (j + ahead < cap) {
-                const char* o = reinterpret_cast<const char*>(
-                    iw + BlockedLayout::block(hs[j + ahead].h1, blocks) * L * kBlockWords);
-                for (std::size_t l = 0; l < L; ++l) __builtin_prefetch(o + 64 * l, 0, 3);
-            }
+            prefetch_group(j + ahead, false);
             const Hash128& h = hs[j];
-            const std::uint64_t* base = iw + BlockedLayout::block(h.h1, blocks) * L * kBlockWords;
+            const std::uint64_t* base = group_of(j);
             __m256i widx[4], bits[4], half[4];
             alignas(32) std::uint32_t offs[32];
             for (std::uint32_t i = 0; i < groups * 8; ++i)
@@ -207,21 +211,11 @@ int main(int argc, char** argv) {
         cap,
         [&] {
             for (std::size_t j = 0; j < cap; ++j) {
-                if (j + ahead < cap) {
-                    const char* o = reinterpret_cast<const char*>(
-                        iw + BlockedLayout::block(hs[j + ahead].h1, blocks) * L * kBlockWords);
-                    __builtin_prefetch(o, 1, 3);
-                    for (std::size_t l = 1; l < L; ++l) __builtin_prefetch(o + 64 * l, 0, 3);
-                }
+                prefetch_group(j + ahead, true);
                 const Hash128& h = hs[j];
-                std::uint64_t* base = inter + BlockedLayout::block(h.h1, blocks) * L * kBlockWords;
-                alignas(32) std::uint64_t m[8] = {};
-                for (std::uint32_t i = 0; i < k; ++i) {
-                    const unsigned o = BlockedLayout::offset(h.h2, i);
-                    m[o >> 6] |= std::uint64_t{1} << (o & 63);
-                }
-                const __m256i m0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
-                const __m256i m1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m + 4));
+                std::uint64_t* base = inter + (group_of(j) - iw);
+                __m256i m0, m1;
+                mask_of(h, &m0, &m1);
                 auto* c = reinterpret_cast<__m256i*>(base);
                 const __m256i c0 = _mm256_load_si256(c), c1 = _mm256_load_si256(c + 1);
                 const bool was = _mm256_testc_si256(c0, m0) & _mm256_testc_si256(c1, m1);
