@@ -46,8 +46,8 @@ def _fill_after(sender: Any, client: Any, calls: int = 1) -> None:
     real = sender.run
     done = [0]
 
-    def run(jobs: Any) -> Any:
-        replies = real(jobs)
+    def run(jobs: Any, *more: Any) -> Any:
+        replies = real(jobs, *more)
         done[0] += 1
         if done[0] == calls:
             client.setrange("filler", FILL - 1, b"\0")
@@ -333,8 +333,8 @@ def test_attaching_while_another_process_makes_the_chain_is_not_a_lost_key(redis
     real = store._sender.run
     fired = []
 
-    def run(jobs: Any) -> Any:
-        replies = real(jobs)
+    def run(jobs: Any, *more: Any) -> Any:
+        replies = real(jobs, *more)
         if not fired and any(job.route == store.stages_key.encode() for job in jobs):
             fired.append(True)  # another process makes the chain, and adds to it
             ScalableBloomFilter(100, 0.01, store=RedisStages(redis_server.url, "race", backend="plain")).add_many(
@@ -367,8 +367,8 @@ def test_a_dump_taken_while_a_writer_adds_never_counts_fewer_keys_than_its_bits(
         writer.add_many(np.arange(70_000, dtype=np.uint64))  # two stages, the second part-full
         real, lo, busy = Sender.run, [10**9], [False]
 
-        def run(self: Any, jobs: Any) -> Any:
-            replies = real(self, jobs)
+        def run(self: Any, jobs: Any, *more: Any) -> Any:
+            replies = real(self, jobs, *more)
             if not busy[0]:
                 busy[0] = True
                 writer.add_many(np.arange(lo[0], lo[0] + 3000, dtype=np.uint64))
