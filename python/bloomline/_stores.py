@@ -174,21 +174,25 @@ class DirectoryStages(_LocalStages):
         self.verify = verify
         self._open: list[BloomFilter] = []
 
-    def path(self, index: int) -> Path:
-        return self.directory / f"bloomline-seen.{index}.blf"
+    FILES = "bloomline-seen.*.blf"  # (the stage files, as a glob; stage i is bloomline-seen.{i}.blf)
 
-    def _indices(self) -> list[int]:
-        """The indices of the stage files in the directory, in order."""
-        names = (p.name[len("bloomline-seen."):-len(".blf")] for p in self.directory.glob("bloomline-seen.*.blf"))
-        return sorted(int(n) for n in names if n.isdigit() and self.path(int(n)).name == f"bloomline-seen.{n}.blf")
+    def path(self, index: int) -> Path:
+        return self.directory / self.FILES.replace("*", str(index))
+
+    @classmethod
+    def indices_in(cls, directory: StrPath) -> list[int]:
+        """The indices of the stage files in a directory, in order."""
+        head, tail = cls.FILES.split("*")
+        names = (p.name[len(head):-len(tail)] for p in Path(os.fsdecode(directory)).glob(cls.FILES))
+        return sorted(int(n) for n in names if n.isdigit() and str(int(n)) == n)
 
     def stages(self) -> list[tuple[BloomFilter, int]]:
-        indices = self._indices()
+        indices = self.indices_in(self.directory)
         if indices != list(range(len(indices))):
             gap = next(i for i in range(len(indices) + 1) if i not in indices)
             raise ValueError(f"{self.path(gap)} is missing, but the chain's later stage "
                              f"{self.path(max(indices)).name} is there: restore the missing file, or remove "
-                             "every bloomline-seen.*.blf file to start a new chain")
+                             f"every {self.FILES} file to start a new chain")
         found = []
         i = 0
         while self.path(i).exists():
@@ -219,7 +223,7 @@ class DirectoryStages(_LocalStages):
 
     def reset(self) -> None:
         self.close()
-        for i in self._indices():
+        for i in self.indices_in(self.directory):
             self.path(i).unlink()
         self._made = 0
 

@@ -161,10 +161,10 @@ class BloomDupeFilter(_DupeFilter):
             if recrawl_after is None and (Path(path) / RECRAWL_FILE).exists():
                 raise RecrawlMismatch(f"{Path(path) / RECRAWL_FILE} was made with BLOOMLINE_RECRAWL_AFTER set, this "
                                       "crawl has none: set it as that crawl did, or remove the file to start anew")
-            if recrawl_after is not None and any(Path(path).glob("bloomline-seen.*.blf")):
+            if recrawl_after is not None and DirectoryStages.indices_in(path):
                 raise RecrawlMismatch(f"{path} holds the requests seen by a crawl without BLOOMLINE_RECRAWL_AFTER "
-                                      "(bloomline-seen.*.blf): unset it as that crawl did, or remove those files to "
-                                      "start anew")
+                                      f"({DirectoryStages.FILES}): unset it as that crawl did, or remove those files "
+                                      "to start anew")
         if recrawl_after is not None:
             self.seen = self._windowed(capacity, error_rate, layout, recrawl_after)
             return
@@ -266,7 +266,7 @@ class BloomDupeFilter(_DupeFilter):
 def _jobdir_refusal(path: Optional[str], error: Exception, recrawl: bool = False) -> _Refused:
     journal = Path(path or ".") / JOURNAL_NAME
     what = (f"the request journal {journal} still holds the pending requests; " if journal.exists() else "")
-    files = f"{RECRAWL_FILE} file" if recrawl else "bloomline-seen.*.blf files"
+    files = f"{RECRAWL_FILE} file" if recrawl else f"{DirectoryStages.FILES} files"
     return _Refused(REASON_JOBDIR, f"BloomDupeFilter cannot resume from JOBDIR {path!r}: {error}; {what}"
                                    f"remove the damaged {files} to resume without the record of "
                                    "what was seen (pages may be fetched again), or start with a new JOBDIR")
