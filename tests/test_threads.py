@@ -3,6 +3,7 @@ readers racing writers see every key that was added before they started."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -225,6 +226,12 @@ print("children", [codes[pid] for pid in pids], flush=True)
 """
 
 
+# ASan's allocator (GCC 12's libasan) keeps its size-class lock across fork: a
+# child forked while a parent thread allocates waits on it for ever (seen with
+# gdb: the child's threads in SizeClassAllocator64::GetFromAllocator). That
+# is the sanitizer's runtime, not bloomline's; the other CI jobs run this test.
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="ASan's allocator lock is not reset in a forked child")
 def test_threaded_calls_in_forked_children_start_their_own_threads() -> None:
     # A child forked after threaded calls, and while another thread of the
     # parent is in one, has none of the parent's threads: its threaded calls
