@@ -334,6 +334,7 @@ def test_two_processes_with_scrapy_redis_fetch_every_page_exactly_once(site: Sit
         except subprocess.TimeoutExpired:
             p.kill()
             raise
+        assert "cannot watch the pushes" not in log.read_text()  # the filter found scrapy-redis's queue
     pages = site.pages()
     missing = sorted(set(range(PAGES)) - {int(p.rsplit("/", 1)[1]) for p in pages})
     assert not missing and max(pages.values()) == 1, (missing, [p for p, n in pages.items() if n > 1])
@@ -599,6 +600,100 @@ def test_a_crawl_killed_while_it_hands_on_its_spill_loses_no_request(tmp_path: P
         assert [r.url for r in crawled] == [kept.url]
     finally:
         server.stop()
+
+
+def queued(scheduler: Any) -> list[str]:
+    """The URLs in scrapy-redis's queue, taken out, sorted."""
+    urls = []
+    while (r := scheduler.queue.pop()) is not None:
+        urls.append(r.url)
+    return sorted(urls)
+
+
+# (scrapy-redis 0.9 counts its pushes with inc_value(spider=), which Scrapy 2.19 deprecates)
+@pytest.mark.filterwarnings("ignore:Passing a 'spider' argument:scrapy.exceptions.ScrapyDeprecationWarning")
+def test_a_request_whose_push_to_the_scrapy_redis_queue_fails_is_spilled_not_lost(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """scrapy-redis checks a request, then pushes it to its queue in Redis.
+    A push that failed after the check had recorded the request lost it:
+    seen for ever, never queued, and with no check failing no outage began
+    (here the queue's Redis is away while the filter's answers; one Redis
+    back before the next check does the same). The request is spilled and
+    the outage begins; once both servers answer it is queued, with the
+    request spilled after it, each once. A push that fails while the spill
+    is handed on puts the request back in the same spill: it is queued once
+    (a second journal opened on the spill's file queued it twice)."""
+    pytest.importorskip("scrapy_redis")
+    from types import SimpleNamespace
+
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+    from scrapy_redis.scheduler import Scheduler as RedisScheduler
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    class S(Spider):
+        name = "push"
+
+    (tmp_path / "filter").mkdir()
+    filters = RedisServer(tmp_path / "filter")
+    queues = durable_redis(tmp_path / "queue")
+    try:
+        crawler = get_crawler(S, {"DUPEFILTER_CLASS": "bloomline.scrapy.RedisBloomDupeFilter",
+                                  "REDIS_URL": queues.url, "BLOOMLINE_REDIS_URL": filters.url,
+                                  "SCHEDULER_PERSIST": True, "JOBDIR": str(tmp_path / "job"),
+                                  "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue",  # (keeps a request pushed twice)
+                                  "BLOOMLINE_REDIS_RETRY_TIMEOUT": 60})
+        spider = S.from_crawler(crawler)
+        scheduler = RedisScheduler.from_crawler(crawler)
+        scheduler.open(spider)
+        df = scheduler.df
+        assert isinstance(df, RedisBloomDupeFilter)
+        crawler.engine = SimpleNamespace(pause=lambda: None, unpause=lambda: None, scheduler=scheduler,
+                                         crawl=scheduler.enqueue_request)
+        monkeypatch.setattr(df._outages, "_schedule", lambda delay: None)  # the probe is run by hand below
+        df._opened(spider)
+        a, b, c = (Request(f"http://example.com/{name}") for name in "abc")
+        assert scheduler.enqueue_request(a) is True
+        queues.stop()
+        scheduler.enqueue_request(b)  # checked (new, recorded), then its push fails: spilled
+        assert df._outages.active
+        assert scheduler.enqueue_request(c) is False  # spilled unchecked
+        df._outages._probe()  # the filter's Redis answers, the queue's does not: still away
+        assert df._outages.active
+        queues = durable_redis(tmp_path / "queue", port=queues.port)
+        df._outages._probe()  # both answer: b is queued (it was recorded), c is checked and queued
+        assert not df._outages.active
+        assert queued(scheduler) == [a.url, b.url, c.url]
+        assert df.request_seen(b) is True and df.request_seen(c) is True
+        # The queue's Redis gone again while the spill is handed on: the request
+        # being handed on goes back to the spill, and nothing in it is lost.
+        d, e = Request("http://example.com/d"), Request("http://example.com/e")
+        queues.stop()
+        scheduler.enqueue_request(d)  # checked, then its push fails: spilled
+        assert scheduler.enqueue_request(e) is False  # spilled unchecked
+        queues = durable_redis(tmp_path / "queue", port=queues.port)
+        handed: list[str] = []
+
+        def crawl_and_lose_the_queue(request: Request) -> bool:
+            handed.append(request.url)
+            if len(handed) == 1:
+                queues.stop()
+            return bool(scheduler.enqueue_request(request))
+
+        crawler.engine.crawl = crawl_and_lose_the_queue
+        df._outages._probe()  # both answer; as d is handed on, the queue's Redis goes: d is spilled again
+        assert df._outages.active and handed == [d.url]
+        queues = durable_redis(tmp_path / "queue", port=queues.port)
+        crawler.engine.crawl = scheduler.enqueue_request
+        df._outages._probe()
+        assert not df._outages.active
+        assert queued(scheduler) == [d.url, e.url]
+        assert not list((tmp_path / "job").rglob("*.journal"))  # the spill is empty and gone
+        df.close("finished")
+    finally:
+        queues.stop()
+        filters.stop()
 
 
 def test_recrawl_after_with_scrapy_redis_scheduler_deletes_the_window_at_close(redis_server: RedisServer) -> None:

@@ -20,6 +20,7 @@ from scrapy.http import Request
 
 from .._units import noun
 from ._crawl import REASON_REDIS, logger
+from ._settings import _server_where
 from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal
 
 HEALTH_INTERVAL = 5.0  # seconds between PINGs while Redis is well (scrapy-redis's queue may fail first)
@@ -58,8 +59,9 @@ class Outages:
         self.spill_dir = spill_dir
         self.began: Optional[float] = None  # monotonic time the current outage began
         # scrapy-redis: the scheduler pushes a new request to Redis after its
-        # check; the filter notes the last one here.
+        # check; the filter notes the last one here, until its push is done.
         self.last_new: Optional[Request] = None
+        self._queue_server: Any = None  # scrapy-redis's queue's Redis, PINGed with the filter's
         self._spill: Optional[RequestJournal] = None
         self._probe_delay = 0.0
         self._timer: Any = None
@@ -84,18 +86,73 @@ class Outages:
     def keep(self, request: Request, *, sent: bool) -> bool:
         """Spill the request to the local journal; True (the scheduler must
         not queue it: scrapy-redis's queue is in the unreachable Redis)."""
+        error = self._spill_request(request, sent=sent)
+        if error is not None:
+            logger.warning("%s: cannot keep %s to check later (%s); queued unchecked", self.dupefilter.label, request,
+                           error)
+            return False
+        self._just_spilled = request
+        return True
+
+    def _spill_request(self, request: Request, *, sent: bool) -> Optional[Exception]:
+        """Push the request to the spill journal; the error if it could not."""
         if sent:
             request.meta[_UNCHECKED] = True
         try:
             self._spill_journal().push(request)
         except (ValueError, OSError) as e:
             request.meta.pop(_UNCHECKED, None)
-            logger.warning("%s: cannot keep %s to check later (%s); queued unchecked", self.dupefilter.label, request,
-                           e)
-            return False
+            return e
         self.dupefilter._inc("bloomline/unchecked")
-        self._just_spilled = request
-        return True
+        return None
+
+    # -- scrapy-redis's pushes ---------------------------------------------------------------
+
+    def guard_pushes(self, scheduler: Any) -> None:
+        """scrapy-redis pushes a request to its queue in Redis right after
+        the check recorded it. A push that fails (the connection lost, a
+        timeout) would lose a request recorded as seen, and a Redis back
+        before the next check would begin no outage: the push is wrapped so
+        that such a request is spilled, to be fetched once Redis is back (it
+        is recorded: it is not checked again), and the outage begins. The
+        queue's Redis is PINGed with the filter's from then on."""
+        import redis  # here: redis is optional; the local filter does without it
+
+        queue: Any = getattr(scheduler, "queue", None)
+        push = getattr(queue, "push", None)
+        if push is None or getattr(push, "_bloomline_guard", False):
+            if push is None:
+                logger.warning("%s: cannot watch the pushes of scheduler %r (no queue.push); a push that fails "
+                               "after a check may lose its request", self.dupefilter.label, type(scheduler).__name__)
+            return
+
+        def push_or_spill(request: Request) -> Any:
+            try:
+                pushed = push(request)
+            except (redis.ConnectionError, redis.TimeoutError) as e:
+                self._push_failed(request, e)
+                return None
+            if self.last_new is request:
+                self.last_new = None
+            return pushed
+
+        push_or_spill._bloomline_guard = True  # type: ignore[attr-defined]
+        queue.push = push_or_spill
+        self._queue_server = getattr(scheduler, "server", None)
+
+    def _push_failed(self, request: Request, error: Exception) -> None:
+        """A request's push to scrapy-redis's queue failed: spilled (as one
+        whose check was sent: fetched without another check), and the outage
+        begins; raises the push's error if the request cannot be spilled
+        either."""
+        if self.last_new is request:
+            self.last_new = None
+        spill_error = self._spill_request(request, sent=True)
+        if spill_error is not None:
+            logger.error("%s: %s was recorded as seen, and neither queued in Redis (%s) nor kept to fetch later "
+                         "(%s): it is lost to this crawl", self.dupefilter.label, request, error, spill_error)
+            raise error
+        self.begin(error, f"{_server_where(self._queue_server)} (scrapy-redis's queue)")
 
     def _spill_journal(self) -> RequestJournal:
         if self._spill is None:
@@ -106,8 +163,9 @@ class Outages:
 
     # -- outages -----------------------------------------------------------------------------
 
-    def begin(self, error: Exception) -> None:
-        """Redis is unreachable: pause the engine and probe it with backoff."""
+    def begin(self, error: Exception, where: Optional[str] = None) -> None:
+        """Redis is unreachable (the filter's, or `where`): pause the engine
+        and probe it with backoff."""
         df = self.dupefilter
         if self.began is not None:
             return
@@ -120,7 +178,7 @@ class Outages:
             self.keep(last, sent=True)
             self._just_spilled = None
         logger.warning("%s: Redis at %s unreachable (%s); the crawl is paused while it is retried for up to %g s",
-                       df.label, df.where, error, df.retry_timeout_s)
+                       df.label, where or df.where, error, df.retry_timeout_s)
         engine = getattr(df.crawler, "engine", None)
         if engine is not None:
             engine.pause()
@@ -145,6 +203,8 @@ class Outages:
             return
         try:
             df.server.ping()
+            if self._queue_server is not None:
+                self._queue_server.ping()
         except redis.RedisError as e:
             if self.began is None:
                 self.begin(e)
@@ -186,8 +246,10 @@ class Outages:
         df = self.dupefilter
         journals: list[tuple[RequestJournal, Optional[Path]]] = []
         if self._spill is not None:
+            # Drained in place: a request spilled again meanwhile (Redis gone
+            # again as it is handed on) joins it, where a second journal
+            # opened on the same file would be overwritten when this one closes.
             journals.append((self._spill, None))
-            self._spill = None
         if self.spill_dir.is_dir():
             for path in sorted(self.spill_dir.glob(f"{_file_safe(df.key)}.*.unchecked.journal")):
                 if any(path == j.path for j, _ in journals):
@@ -220,12 +282,17 @@ class Outages:
                 with contextlib.suppress(JournalUnwritable):
                     journal.done(rid)
                 count += 1
-            journal.close()
             if len(journal) or self.began is not None or df.failed:
-                # Redis went away again: what is left stays for later.
-                os.rename(journal.path, original or journal.path)
+                # Redis went away again: what is left stays for later (this
+                # process's own spill open, to take more).
+                if original is not None:
+                    journal.close()
+                    os.rename(journal.path, original)
                 continue
+            journal.close()
             os.unlink(journal.path)
+            if original is None:
+                self._spill = None
             if count:
                 logger.info("%s: %d %s kept while Redis was away checked again (%s)", df.label, count,
                             noun(count, "request"),

@@ -46,6 +46,7 @@ from ._settings import (
     _redis_client,
     _redis_key,
     _safe_url,
+    _server_where,
 )
 from .fingerprints import rule as fingerprint_rule
 
@@ -126,9 +127,7 @@ class RedisBloomDupeFilter(_DupeFilter):
             self.where = _safe_url(server)
             server = redis.Redis.from_url(server, **REDIS_DEFAULTS)
         else:
-            kw = getattr(getattr(server, "connection_pool", None), "connection_kwargs", {})
-            self.where = (f"{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}" if "host" in kw
-                          else kw.get("path") or type(server).__name__)
+            self.where = _server_where(server)
         self.server = server
         self.key = key
         self.persist = persist
@@ -434,6 +433,8 @@ class RedisBloomDupeFilter(_DupeFilter):
 
     def _opened(self, spider: Any) -> None:
         self._outages.open(spider)
+        if self._queue_in_redis:
+            self._outages.guard_pushes(_scheduler_of(self.crawler))
 
     def _spider_closed(self, spider: Any, reason: str) -> None:
         self._outages.stop()
@@ -475,6 +476,16 @@ class RedisBloomDupeFilter(_DupeFilter):
         elif not self.failed:
             logger.info("%s: kept the filter at Redis key %r: a new crawl of this spider skips what it saw (delete "
                         "it with bloomline.redis.RedisStages(url, key).reset())", self.label, self.key)
+
+
+def _scheduler_of(crawler: Any) -> Any:
+    """The crawl's scheduler: ``engine.scheduler`` (Scrapy 2.19+), else the
+    engine's slot's (2.13 to 2.18); None before the engine opened it."""
+    engine = getattr(crawler, "engine", None)
+    scheduler = getattr(engine, "scheduler", None)
+    if scheduler is None:
+        scheduler = getattr(getattr(engine, "_slot", None), "scheduler", None)
+    return scheduler
 
 
 def _check_queue_kept(f: RedisBloomDupeFilter, key: str, persist: bool) -> None:

@@ -156,6 +156,14 @@ def _safe_url(url: str) -> str:
     return re.sub(r"//([^:@/]*):[^@/]*@", r"//\1:***@", url)
 
 
+def _server_where(server: Any) -> str:
+    """Where a redis-py client connects, for the log (host:port/db, or a
+    socket's path)."""
+    kw = getattr(getattr(server, "connection_pool", None), "connection_kwargs", {})
+    return (f"{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}" if "host" in kw
+            else kw.get("path") or type(server).__name__)
+
+
 def _mismatch(where: str, error: ChainMismatch, settings: Any, share: float) -> _Refused:
     """A stored chain made with other settings: which, as the settings read
     (the earlier rate recovered from stage 0's and printed with %g)."""
