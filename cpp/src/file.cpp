@@ -172,6 +172,20 @@ std::string temporary_name(const std::string& target) {
     return dir + base + suffix;
 }
 
+// An unnamed file in dir (Linux's O_TMPFILE), which the kernel frees if
+// the process dies before commit() names it; -1 where the kernel, the file
+// system or a missing /proc (commit names it through /proc/self/fd) rules
+// it out, and the caller makes a named one instead.
+int unnamed_file(const std::string& dir) {
+#if defined(O_TMPFILE)
+    if (::access("/proc/self/fd", X_OK) != 0) return -1;
+    return ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+#else
+    (void)dir;
+    return -1;
+#endif
+}
+
 }  // namespace
 
 void check_save_target(const std::string& path) { checked_target_mode(resolve_links(path), path); }
@@ -179,7 +193,9 @@ void check_save_target(const std::string& path) { checked_target_mode(resolve_li
 AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(resolve_links(path)) {
     const mode_t mode = checked_target_mode(target_, path);
     tmp_ = temporary_name(target_);
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fd_ = unnamed_file(dir_of(target_));
+    unnamed_ = fd_ >= 0;
+    if (!unnamed_) fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     // Errors name the path the caller gave, not the temporary file.
     if (fd_ < 0) os_error("cannot create a temporary file beside it to save", path);
     // fchmod, unlike open's mode, is not cut by the umask: the replaced file's mode exactly.
@@ -223,6 +239,11 @@ void AtomicFile::write_at(std::size_t offset, const void* data, std::size_t n) {
 void AtomicFile::commit() {
     if (fd_ < 0) throw std::invalid_argument("commit of an AtomicFile that is committed or aborted");
     if (::fsync(fd_) != 0) os_error("cannot fsync the file being saved", path_);
+    if (unnamed_) {  // named (tmp_) only now, for the rename: a kill before leaves nothing behind
+        const std::string self_fd = "/proc/self/fd/" + std::to_string(fd_);
+        if (::linkat(AT_FDCWD, self_fd.c_str(), AT_FDCWD, tmp_.c_str(), AT_SYMLINK_FOLLOW) != 0)
+            os_error("cannot name the file being saved", path_);
+    }
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) {

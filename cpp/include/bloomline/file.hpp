@@ -77,8 +77,11 @@ private:
 //    target (checked as above, and replaced by the rename), the link stays.
 //  - The new file keeps the mode of the file it replaces; a new path gets
 //    0644 (less the umask).
-//  - The temporary file is named target.tmp-PID-N, cut to fit the name
-//    limit (255 bytes) when the target's own name is long.
+//  - The new file is written unnamed (Linux's O_TMPFILE) where the file
+//    system allows, so a process killed while it writes leaves nothing
+//    behind; it is named target.tmp-PID-N only for the rename. Elsewhere it
+//    is written under that name (and a kill leaves it). The name is cut to
+//    fit the name limit (255 bytes) when the target's own name is long.
 class AtomicFile {
 public:
     // Checks the target as above, then creates the temporary file beside it.
@@ -102,6 +105,7 @@ private:
     std::string target_;  // the file replaced: path_ with its symlinks followed
     std::string tmp_;
     int fd_ = -1;
+    bool unnamed_ = false;  // written through O_TMPFILE: tmp_ exists only once commit() links it
 };
 
 // Write a filter to path through an AtomicFile.
