@@ -1,5 +1,5 @@
 """RedisBloomDupeFilter in real crawls: Scrapy's scheduler and scrapy-redis's,
-a real redis-server (killed and restarted), a 5,000-page site of 12 links a
+a real redis-server (killed and restarted), a 3,000-page site of 12 links a
 page served from loopback."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from conftest import RedisServer  # noqa: E402
 from scrapy_site import Site, crawl, start_crawl, twelve_links  # noqa: E402
 from scrapy.http import Request  # noqa: E402
 
-PAGES = 5000
+PAGES = 3000  # (5,000 until CI passed 30 minutes: the claims need no more)
 OURS = "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter"
 SCRAPY_REDIS = ("SCHEDULER=scrapy_redis.scheduler.Scheduler",
                 "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter")  # scrapy-redis reads DUPEFILTER_CLASS
@@ -59,15 +59,15 @@ def assert_clean(log: str) -> None:
 
 
 def test_grows_in_redis_and_fetches_the_whole_site(site: Site, tmp_path: Path, redis_server: RedisServer) -> None:
-    r = crawl(tmp_path, site, OURS, f"REDIS_URL={redis_server.url}", "BLOOMLINE_CAPACITY=500")
+    r = crawl(tmp_path, site, OURS, f"REDIS_URL={redis_server.url}", "BLOOMLINE_CAPACITY=250")
     assert r.returncode == 0, r.stderr[-3000:]
     assert_clean(r.stderr)
     pages = site.pages()
-    # A new page is dropped with probability under 1e-4 a check: 5,000 new
-    # pages expect 0.5 lost; 3 or more happens with probability 1.4%.
+    # A new page is dropped with probability under 1e-4 a check: 3,000 new
+    # pages expect 0.3 lost; 3 or more happens with probability 0.36%.
     assert len(pages) >= PAGES - 2 and max(pages.values()) == 1
     grew = [line for line in our_lines(r.stderr, "INFO") if "added after" in line]
-    assert len(grew) >= 3, r.stderr[-3000:]  # 500, 1,000, 2,000, 4,000: at least 4 stages
+    assert len(grew) >= 3, r.stderr[-3000:]  # 250, 500, 1,000, 2,000: at least 4 stages
     # Each stage logged once (the growth was once reported twice), in order.
     numbers = [int(line.split("stage ", 1)[1].split()[0]) for line in grew]
     assert numbers == list(range(1, len(grew) + 1)), grew
@@ -300,7 +300,7 @@ def test_a_crawl_switches_from_scrapy_redis_own_dupefilter_mid_way(site: Site, t
     # The switched crawl fetched only pages the first had not: its start
     # page and every queued request already seen were recognised by
     # scrapy-redis's fingerprint rule. (A new page is dropped with
-    # probability under 1e-4 a check: at most 2 of the ~3,500 left.)
+    # probability under 1e-4 a check: at most 2 of the ~1,500 left.)
     assert max(pages.values()) == 1, [p for p, n in pages.items() if n > 1]
     assert len(pages) >= PAGES - 2
     assert stat(second.stderr, "downloader/response_count") == len(pages) - len(before)
@@ -315,7 +315,8 @@ def test_two_processes_with_scrapy_redis_fetch_every_page_exactly_once(site: Sit
     # of 1e-7, so that "every page" is a fair claim: at the default 1e-4 a
     # crawl of 5,000 pages through 3 stages drops one page to a false
     # positive in about 8% of runs (a simulation of this chain: 0.077
-    # false positives a crawl), which a Bloom filter is allowed to do.
+    # false positives a crawl; fewer for this site's 3,000), which a Bloom
+    # filter is allowed to do.
     settings = (*SCRAPY_REDIS, f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=True",
                 "SCHEDULER_IDLE_BEFORE_CLOSE=1", "BLOOMLINE_CAPACITY=1000", "BLOOMLINE_ERROR_RATE=1e-7")
     logs = [tmp_path / f"crawl{i}.log" for i in range(2)]
@@ -600,100 +601,6 @@ def test_a_crawl_killed_while_it_hands_on_its_spill_loses_no_request(tmp_path: P
         assert [r.url for r in crawled] == [kept.url]
     finally:
         server.stop()
-
-
-def queued(scheduler: Any) -> list[str]:
-    """The URLs in scrapy-redis's queue, taken out, sorted."""
-    urls = []
-    while (r := scheduler.queue.pop()) is not None:
-        urls.append(r.url)
-    return sorted(urls)
-
-
-# (scrapy-redis 0.9 counts its pushes with inc_value(spider=), which Scrapy 2.19 deprecates)
-@pytest.mark.filterwarnings("ignore:Passing a 'spider' argument:scrapy.exceptions.ScrapyDeprecationWarning")
-def test_a_request_whose_push_to_the_scrapy_redis_queue_fails_is_spilled_not_lost(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """scrapy-redis checks a request, then pushes it to its queue in Redis.
-    A push that failed after the check had recorded the request lost it:
-    seen for ever, never queued, and with no check failing no outage began
-    (here the queue's Redis is away while the filter's answers; one Redis
-    back before the next check does the same). The request is spilled and
-    the outage begins; once both servers answer it is queued, with the
-    request spilled after it, each once. A push that fails while the spill
-    is handed on puts the request back in the same spill: it is queued once
-    (a second journal opened on the spill's file queued it twice)."""
-    pytest.importorskip("scrapy_redis")
-    from types import SimpleNamespace
-
-    from scrapy import Spider
-    from scrapy.utils.test import get_crawler
-    from scrapy_redis.scheduler import Scheduler as RedisScheduler
-
-    from bloomline.scrapy import RedisBloomDupeFilter
-
-    class S(Spider):
-        name = "push"
-
-    (tmp_path / "filter").mkdir()
-    filters = RedisServer(tmp_path / "filter")
-    queues = durable_redis(tmp_path / "queue")
-    try:
-        crawler = get_crawler(S, {"DUPEFILTER_CLASS": "bloomline.scrapy.RedisBloomDupeFilter",
-                                  "REDIS_URL": queues.url, "BLOOMLINE_REDIS_URL": filters.url,
-                                  "SCHEDULER_PERSIST": True, "JOBDIR": str(tmp_path / "job"),
-                                  "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue",  # (keeps a request pushed twice)
-                                  "BLOOMLINE_REDIS_RETRY_TIMEOUT": 60})
-        spider = S.from_crawler(crawler)
-        scheduler = RedisScheduler.from_crawler(crawler)
-        scheduler.open(spider)
-        df = scheduler.df
-        assert isinstance(df, RedisBloomDupeFilter)
-        crawler.engine = SimpleNamespace(pause=lambda: None, unpause=lambda: None, scheduler=scheduler,
-                                         crawl=scheduler.enqueue_request)
-        monkeypatch.setattr(df._outages, "_schedule", lambda delay: None)  # the probe is run by hand below
-        df._opened(spider)
-        a, b, c = (Request(f"http://example.com/{name}") for name in "abc")
-        assert scheduler.enqueue_request(a) is True
-        queues.stop()
-        scheduler.enqueue_request(b)  # checked (new, recorded), then its push fails: spilled
-        assert df._outages.active
-        assert scheduler.enqueue_request(c) is False  # spilled unchecked
-        df._outages._probe()  # the filter's Redis answers, the queue's does not: still away
-        assert df._outages.active
-        queues = durable_redis(tmp_path / "queue", port=queues.port)
-        df._outages._probe()  # both answer: b is queued (it was recorded), c is checked and queued
-        assert not df._outages.active
-        assert queued(scheduler) == [a.url, b.url, c.url]
-        assert df.request_seen(b) is True and df.request_seen(c) is True
-        # The queue's Redis gone again while the spill is handed on: the request
-        # being handed on goes back to the spill, and nothing in it is lost.
-        d, e = Request("http://example.com/d"), Request("http://example.com/e")
-        queues.stop()
-        scheduler.enqueue_request(d)  # checked, then its push fails: spilled
-        assert scheduler.enqueue_request(e) is False  # spilled unchecked
-        queues = durable_redis(tmp_path / "queue", port=queues.port)
-        handed: list[str] = []
-
-        def crawl_and_lose_the_queue(request: Request) -> bool:
-            handed.append(request.url)
-            if len(handed) == 1:
-                queues.stop()
-            return bool(scheduler.enqueue_request(request))
-
-        crawler.engine.crawl = crawl_and_lose_the_queue
-        df._outages._probe()  # both answer; as d is handed on, the queue's Redis goes: d is spilled again
-        assert df._outages.active and handed == [d.url]
-        queues = durable_redis(tmp_path / "queue", port=queues.port)
-        crawler.engine.crawl = scheduler.enqueue_request
-        df._outages._probe()
-        assert not df._outages.active
-        assert queued(scheduler) == [d.url, e.url]
-        assert not list((tmp_path / "job").rglob("*.journal"))  # the spill is empty and gone
-        df.close("finished")
-    finally:
-        queues.stop()
-        filters.stop()
 
 
 def test_recrawl_after_with_scrapy_redis_scheduler_deletes_the_window_at_close(redis_server: RedisServer) -> None:

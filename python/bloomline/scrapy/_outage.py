@@ -62,6 +62,9 @@ class Outages:
         # check; the filter notes the last one here, until its push is done.
         self.last_new: Optional[Request] = None
         self._queue_server: Any = None  # scrapy-redis's queue's Redis, PINGed with the filter's
+        self._queue_where = ""
+        self._where = ""  # the Redis the current outage is about, for the log
+        self._resuming: Optional[tuple[float, float]] = None  # (began, probe delay) of an outage while its spill is handed on
         self._spill: Optional[RequestJournal] = None
         self._probe_delay = 0.0
         self._timer: Any = None
@@ -132,6 +135,9 @@ class Outages:
             except (redis.ConnectionError, redis.TimeoutError) as e:
                 self._push_failed(request, e)
                 return None
+            except redis.RedisError as e:  # refused by the server (out of memory, read-only, too large)
+                self._push_failed(request, e, refused=True)
+                return None
             if self.last_new is request:
                 self.last_new = None
             return pushed
@@ -139,12 +145,14 @@ class Outages:
         push_or_spill._bloomline_guard = True  # type: ignore[attr-defined]
         queue.push = push_or_spill
         self._queue_server = getattr(scheduler, "server", None)
+        self._queue_where = f"{_server_where(self._queue_server)} (scrapy-redis's queue)"
 
-    def _push_failed(self, request: Request, error: Exception) -> None:
+    def _push_failed(self, request: Request, error: Exception, *, refused: bool = False) -> None:
         """A request's push to scrapy-redis's queue failed: spilled (as one
         whose check was sent: fetched without another check), and the outage
-        begins; raises the push's error if the request cannot be spilled
-        either."""
+        begins, or the crawl stops where the server refused the push (as for
+        a refused check); raises the push's error if the request cannot be
+        spilled either."""
         if self.last_new is request:
             self.last_new = None
         spill_error = self._spill_request(request, sent=True)
@@ -152,12 +160,17 @@ class Outages:
             logger.error("%s: %s was recorded as seen, and neither queued in Redis (%s) nor kept to fetch later "
                          "(%s): it is lost to this crawl", self.dupefilter.label, request, error, spill_error)
             raise error
-        self.begin(error, f"{_server_where(self._queue_server)} (scrapy-redis's queue)")
+        if refused:
+            self.fail(f"Redis at {self._queue_where} refused a push: {error}")
+        else:
+            self.begin(error, self._queue_where)
 
     def _spill_journal(self) -> RequestJournal:
         if self._spill is None:
             self.spill_dir.mkdir(parents=True, exist_ok=True)
-            path = self.spill_dir / f"{_file_safe(self.dupefilter.key)}.{os.getpid()}.unchecked.journal"
+            # (pid and a random part: two crawls of one process never share a name)
+            path = self.spill_dir / f"{_file_safe(self.dupefilter.key)}.{os.getpid()}-{os.urandom(4).hex()}" \
+                                    ".unchecked.journal"
             self._spill = RequestJournal(path, self._spider, fifo=True)
         return self._spill
 
@@ -170,6 +183,7 @@ class Outages:
         if self.began is not None:
             return
         self.began = time.monotonic()
+        self._where = where or df.where
         if self.last_new is not None:
             # scrapy-redis pushes a new request right after its check; the
             # last one's push may have met the outage first. Recorded but
@@ -177,8 +191,12 @@ class Outages:
             last, self.last_new = self.last_new, None
             self.keep(last, sent=True)
             self._just_spilled = None
-        logger.warning("%s: Redis at %s unreachable (%s); the crawl is paused while it is retried for up to %g s",
-                       df.label, where or df.where, error, df.retry_timeout_s)
+        if self._resuming is None:
+            logger.warning("%s: Redis at %s unreachable (%s); the crawl is paused while it is retried for up to %g s",
+                           df.label, self._where, error, df.retry_timeout_s)
+        else:
+            logger.info("%s: Redis at %s unreachable again as the kept requests are handed on (%s)", df.label,
+                        self._where, error)
         engine = getattr(df.crawler, "engine", None)
         if engine is not None:
             engine.pause()
@@ -201,29 +219,51 @@ class Outages:
         df = self.dupefilter
         if df.failed or self._spider is None:
             return
+        where = df.where
         try:
             df.server.ping()
             if self._queue_server is not None:
+                where = self._queue_where
                 self._queue_server.ping()
         except redis.RedisError as e:
             if self.began is None:
-                self.begin(e)
+                self.begin(e, where)
                 return
-            waited = time.monotonic() - self.began
-            if waited >= df.retry_timeout_s:
-                self.fail(f"Redis at {df.where} unreachable for {waited:.1f} s ({e})")
-                return
-            self._probe_delay = min(self._probe_delay * 2, 5.0)
-            self._schedule(min(self._probe_delay, max(df.retry_timeout_s - waited, 0.01)))
+            self._where = where
+            self._retry_later(e)
             return
         if self.began is not None:
-            logger.info("%s: Redis at %s is back after %.1f s", df.label, df.where, time.monotonic() - self.began)
+            outage = (self.began, self._probe_delay)
+            logger.info("%s: Redis at %s is back after %.1f s", df.label, self._where, time.monotonic() - self.began)
             self.began = None
             engine = getattr(df.crawler, "engine", None)
             if engine is not None:
                 engine.unpause()
-            self._recheck_spilled()
+            self._resuming = outage
+            try:
+                self._recheck_spilled()
+            finally:
+                self._resuming = None
+            if self.began is not None:
+                # Gone again while the spill was handed on (say a push Redis
+                # drops each time while PINGs pass): the same outage, whose
+                # clock and backoff go on, so the retry timeout still ends it.
+                self.began, self._probe_delay = outage
+                self._retry_later(None)
+                return
         self._schedule(HEALTH_INTERVAL)
+
+    def _retry_later(self, error: Optional[Exception]) -> None:
+        """The outage goes on: probe again after the next backoff step, or
+        fail the crawl once BLOOMLINE_REDIS_RETRY_TIMEOUT has passed."""
+        df = self.dupefilter
+        assert self.began is not None
+        waited = time.monotonic() - self.began
+        if waited >= df.retry_timeout_s:
+            self.fail(f"Redis at {self._where} unreachable for {waited:.1f} s ({error or 'gone again each time'})")
+            return
+        self._probe_delay = min(self._probe_delay * 2, 5.0)
+        self._schedule(min(self._probe_delay, max(df.retry_timeout_s - waited, 0.01)))
 
     def fail(self, why: str) -> None:
         """Redis is lost to this crawl: close the spider (reason
@@ -250,20 +290,19 @@ class Outages:
             # again as it is handed on) joins it, where a second journal
             # opened on the same file would be overwritten when this one closes.
             journals.append((self._spill, None))
-        if self.spill_dir.is_dir():
-            for path in sorted(self.spill_dir.glob(f"{_file_safe(df.key)}.*.unchecked.journal")):
-                if any(path == j.path for j, _ in journals):
-                    continue
-                claimed = path.with_name(f"{path.name}.{os.getpid()}.claimed")
-                try:
-                    os.rename(path, claimed)
-                except OSError:
-                    continue  # another process took it
-                try:
-                    journals.append((RequestJournal(claimed, self._spider, fifo=True), path))
-                except (ValueError, OSError) as e:  # no journal in it at all: left for a person to look at
-                    os.rename(claimed, path)
-                    logger.error("%s: cannot read the requests kept in %s: %s", df.label, path, e)
+        for path, name in self._left_spills():
+            if any(path == j.path for j, _ in journals):
+                continue
+            claimed = name.with_name(f"{name.name}.{os.getpid()}.claimed")
+            try:
+                os.rename(path, claimed)
+            except OSError:
+                continue  # another process took it
+            try:
+                journals.append((RequestJournal(claimed, self._spider, fifo=True), name))
+            except (ValueError, OSError) as e:  # no journal in it at all: left for a person to look at
+                os.rename(claimed, name)
+                logger.error("%s: cannot read the requests kept in %s: %s", df.label, name, e)
         for journal, original in journals:
             count = 0
             while self.began is None and not df.failed:
@@ -278,7 +317,12 @@ class Outages:
                 # between checks it again in its next crawl (at least once),
                 # where the other order lost it. A spill journal that could not
                 # be written refuses done records: the request stays in it, too.
-                self._reschedule(request)
+                unchecked = bool(request.meta.get(_UNCHECKED))
+                try:
+                    self._reschedule(request)
+                except Exception as e:  # not handed on: back in the spill, and the crawl stops
+                    self._put_back(journal, rid, request, unchecked, e)
+                    break
                 with contextlib.suppress(JournalUnwritable):
                     journal.done(rid)
                 count += 1
@@ -297,6 +341,41 @@ class Outages:
                 logger.info("%s: %d %s kept while Redis was away checked again (%s)", df.label, count,
                             noun(count, "request"),
                             (original or journal.path).name)
+
+    def _left_spills(self) -> list[tuple[Path, Path]]:
+        """(file, its spill name) of the spills of this key in the spill
+        directory: those left by crawls that ended, and those claimed by a
+        process that died as it handed them on (its pid gone), which would
+        otherwise be stranded under their claimed names."""
+        if not self.spill_dir.is_dir():
+            return []
+        name = rf"{re.escape(_file_safe(self.dupefilter.key))}\.[0-9]+(?:-[0-9a-f]+)?\.unchecked\.journal"
+        spill, claimed = re.compile(name), re.compile(rf"({name})\.([0-9]+)\.claimed")
+        found = []
+        for path in sorted(self.spill_dir.iterdir()):
+            if spill.fullmatch(path.name):
+                found.append((path, path))
+            elif (m := claimed.fullmatch(path.name)) and int(m.group(2)) != os.getpid() and not _alive(int(m.group(2))):
+                found.append((path, path.with_name(m.group(1))))
+        return found
+
+    def _put_back(self, journal: RequestJournal, rid: int, request: Request, unchecked: bool,
+                  error: Exception) -> None:
+        """Handing a kept request on raised: it goes back into its journal
+        (a new record; the handed-out one is marked done, as close() would),
+        and the crawl stops, the spill kept for the next crawl."""
+        df = self.dupefilter
+        if unchecked:
+            request.meta[_UNCHECKED] = True
+        try:
+            journal.push(request)
+        except (ValueError, OSError) as e:  # (close() then marks it done: say so)
+            logger.error("%s: %s, kept while Redis was away, could not be handed on (%r) nor kept again (%s): it is "
+                         "lost to this crawl", df.label, request, error, e)
+        else:
+            with contextlib.suppress(JournalUnwritable):
+                journal.done(rid)
+        self.fail(f"handing on {request}, kept while Redis was away, raised {error!r}")
 
     def _reschedule(self, request: Request) -> None:
         import redis  # here: redis is optional; the local filter does without it
@@ -324,7 +403,8 @@ class Outages:
         if self._spill is not None:
             self._spill.spider = spider
         self._recheck_spilled()
-        self._schedule(HEALTH_INTERVAL)
+        if self.began is None:  # (else the outage's own probe is scheduled)
+            self._schedule(HEALTH_INTERVAL)
 
     def stop(self) -> None:
         """The crawl is closing: no more probes; the spill is closed, kept
@@ -336,6 +416,17 @@ class Outages:
         if self._spill is not None:
             self._spill.close()  # kept for the next crawl
             self._spill = None
+
+
+def _alive(pid: int) -> bool:
+    """Does a process with this pid run on this machine?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # (someone else's)
+        return True
+    return True
 
 
 def _file_safe(key: str) -> str:

@@ -432,9 +432,9 @@ class RedisBloomDupeFilter(_DupeFilter):
     # -- the crawl's life ----------------------------------------------------------------------
 
     def _opened(self, spider: Any) -> None:
-        self._outages.open(spider)
-        if self._queue_in_redis:
+        if self._queue_in_redis:  # before open(), whose recheck pushes what an earlier crawl spilled
             self._outages.guard_pushes(_scheduler_of(self.crawler))
+        self._outages.open(spider)
 
     def _spider_closed(self, spider: Any, reason: str) -> None:
         self._outages.stop()

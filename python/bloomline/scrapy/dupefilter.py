@@ -19,7 +19,7 @@
 
 What "new" means when Redis fails: a request whose check could not be
 made is never dropped as a duplicate. It is kept in a local spill journal
-(``<key>.<pid>.unchecked.journal`` in JOBDIR, or in Scrapy's
+(``<key>.<pid>-<random>.unchecked.journal`` in JOBDIR, or in Scrapy's
 ``.scrapy/bloomline`` data directory) and the engine is paused while the filter retries Redis
 with backoff for ``BLOOMLINE_REDIS_RETRY_TIMEOUT`` seconds. If Redis comes
 back, the spilled requests are checked again and scheduled; if not, the

@@ -1,0 +1,328 @@
+"""RedisBloomDupeFilter under scrapy-redis's scheduler, whose queue is in
+Redis: what becomes of a request the filter recorded when its push to the
+queue fails, and of the spill journal when Redis goes again while the spill
+is handed on. Real redis-servers (the filter's and the queue's apart, so
+that one can fail alone), scrapy-redis's real scheduler and queue; the engine
+is a stand-in that hands requests to that scheduler, and the outage's probe
+is run by hand."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Optional
+
+import pytest
+
+pytest.importorskip("scrapy")
+pytest.importorskip("scrapy_redis")
+pytest.importorskip("redis")
+
+from conftest import RedisServer  # noqa: E402
+from scrapy import Spider  # noqa: E402
+from scrapy.http import Request  # noqa: E402
+from scrapy_site import journal_records, pending_urls  # noqa: E402
+from twisted.internet import defer  # noqa: E402
+
+# scrapy-redis 0.9 counts its pushes with inc_value(spider=), which Scrapy 2.19 deprecates.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Passing a 'spider' argument:scrapy.exceptions.ScrapyDeprecationWarning")
+
+
+def server(tmp: Path, *extra: str, port: Optional[int] = None) -> RedisServer:
+    """A redis-server that writes every command to its append-only file
+    before answering, so a restart keeps all of it."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    return RedisServer(tmp, "--appendonly", "yes", "--appendfsync", "always", *extra, port=port)
+
+
+class Crawl:
+    """scrapy-redis's scheduler with our filter (at `filters`) and its queue
+    (at `queues`, FIFO: a request pushed twice is there twice), opened as at
+    spider_opened; engine.crawl hands a request to the scheduler."""
+
+    def __init__(self, tmp: Path, filters: RedisServer, queues: RedisServer, *, retry: float = 60,
+                 queue_args: tuple[str, ...] = ()) -> None:
+        from scrapy.utils.test import get_crawler
+        from scrapy_redis.scheduler import Scheduler
+
+        class S(Spider):
+            name = "push"
+
+        self.crawler = get_crawler(S, {
+            "DUPEFILTER_CLASS": "bloomline.scrapy.RedisBloomDupeFilter", "REDIS_URL": queues.url,
+            "BLOOMLINE_REDIS_URL": filters.url, "SCHEDULER_PERSIST": True, "JOBDIR": str(tmp / "job"),
+            "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue", "BLOOMLINE_REDIS_RETRY_TIMEOUT": retry})
+        self.spider = S.from_crawler(self.crawler)
+        self.scheduler = Scheduler.from_crawler(self.crawler)
+        self.scheduler.open(self.spider)
+        self.df = self.scheduler.df
+        self.handed: Callable[[Request], Any] = self.scheduler.enqueue_request
+        self.crawler.engine = SimpleNamespace(
+            pause=lambda: None, unpause=lambda: None, scheduler=self.scheduler, spider=self.spider,
+            crawl=lambda request: self.handed(request), close_spider=lambda *a: defer.succeed(None))
+        self.probes: list[float] = []  # the delays the outage asked its probe to run after
+        self.df._outages._schedule = self.probes.append
+
+    def open(self) -> None:
+        self.df._opened(self.spider)
+
+    def probe(self) -> None:
+        self.df._outages._probe()
+
+    def queued(self) -> list[str]:
+        """The URLs in scrapy-redis's queue, taken out, sorted."""
+        urls = []
+        while (r := self.scheduler.queue.pop()) is not None:
+            urls.append(r.url)
+        return sorted(urls)
+
+    def close(self) -> None:
+        """The spider closes: the spill is closed and kept for the next crawl."""
+        self.df._outages.stop()
+
+
+def kept(tmp: Path) -> list[str]:
+    """The URLs pending in the spill journals on disk, sorted."""
+    urls: set[str] = set()
+    for path in (tmp / "job").rglob("*.journal*"):
+        urls |= pending_urls(journal_records(path.read_bytes()))
+    return sorted(urls)
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Any:
+    """The filter's Redis and the queue's, apart; restarted on their ports
+    by `up`, and stopped at the end."""
+    made: dict[str, RedisServer] = {}
+
+    def up(name: str, *extra: str) -> RedisServer:
+        old = made.get(name)
+        if old is not None:
+            old.stop()  # (if it still runs)
+        made[name] = server(tmp_path / name, *extra, port=old.port if old else None)
+        return made[name]
+
+    up("filter")
+    up("queue")
+    yield SimpleNamespace(up=up, get=made.__getitem__)
+    for s in made.values():
+        s.stop()
+
+
+def url(name: str) -> str:
+    return f"http://example.com/{name}"
+
+
+def test_a_request_whose_push_to_the_queue_fails_is_spilled_not_lost(tmp_path: Path, servers: Any) -> None:
+    """A push that failed after the check had recorded the request lost it:
+    seen for ever, never queued, and with no check failing no outage began
+    (here the queue's Redis is away while the filter's answers; one Redis
+    back before the next check does the same). The request is spilled and
+    the outage begins; once both servers answer it is queued, with the
+    request spilled after it, each once. A push that fails while the spill
+    is handed on puts the request back in the same spill: it is queued once
+    (a second journal opened on the spill's file queued it twice)."""
+    c = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    c.open()
+    assert c.scheduler.enqueue_request(Request(url("a"))) is True
+    servers.get("queue").stop()
+    c.scheduler.enqueue_request(Request(url("b")))  # checked (new, recorded), then its push fails: spilled
+    assert c.df._outages.active
+    assert c.scheduler.enqueue_request(Request(url("c"))) is False  # spilled unchecked
+    c.probe()  # the filter's Redis answers, the queue's does not: still away
+    assert c.df._outages.active
+    servers.up("queue")
+    c.probe()  # both answer: b is queued (it was recorded), c is checked and queued
+    assert not c.df._outages.active
+    assert c.queued() == [url("a"), url("b"), url("c")]
+    assert c.df.request_seen(Request(url("b"))) is True and c.df.request_seen(Request(url("c"))) is True
+    # The queue's Redis gone again while the spill is handed on.
+    servers.get("queue").stop()
+    c.scheduler.enqueue_request(Request(url("d")))  # checked, then its push fails: spilled
+    assert c.scheduler.enqueue_request(Request(url("e"))) is False  # spilled unchecked
+    servers.up("queue")
+    handed: list[str] = []
+
+    def hand_on_and_lose_the_queue(request: Request) -> Any:
+        handed.append(request.url)
+        if len(handed) == 1:
+            servers.get("queue").stop()
+        return c.scheduler.enqueue_request(request)
+
+    c.handed = hand_on_and_lose_the_queue
+    c.probe()  # both answer; as d is handed on, the queue's Redis goes: d is spilled again
+    assert c.df._outages.active and handed == [url("d")]
+    servers.up("queue")
+    c.handed = c.scheduler.enqueue_request
+    c.probe()
+    assert not c.df._outages.active
+    assert c.queued() == [url("d"), url("e")]
+    assert not list((tmp_path / "job").rglob("*.journal"))  # the spill is empty and gone
+    c.df.close("finished")
+
+
+def test_a_push_that_fails_each_time_while_ping_passes_ends_at_the_retry_timeout(
+        tmp_path: Path, servers: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A request the queue's Redis drops the connection for each time (here
+    a body over its proto-max-bulk-len) while PINGs pass: each probe found
+    Redis back, the recheck's push failed again, and a new outage began with
+    a new clock, for ever (the crawl hung). The outage goes on with its own
+    clock, the crawl stops at BLOOMLINE_REDIS_RETRY_TIMEOUT, and the request
+    stays in the spill for the next crawl."""
+    queues = servers.up("queue", "--proto-max-bulk-len", "1mb")
+    c = Crawl(tmp_path, servers.get("filter"), queues, retry=1.0)
+    c.open()
+    huge = Request(url("huge"), method="POST", body=b"x" * (32 << 20))
+    c.scheduler.enqueue_request(huge)  # recorded; the server drops the connection as the push arrives
+    assert c.df._outages.active
+    deadline = time.monotonic() + 20
+    with caplog.at_level(logging.INFO, logger="scrapy.dupefilters"):
+        while not c.df.failed and time.monotonic() < deadline:
+            time.sleep(0.2)
+            c.probe()
+    assert c.df.failed, "the outage never ended"
+    (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert f"127.0.0.1:{queues.port}" in error and "scrapy-redis's queue" in error, error
+    c.close()
+    assert kept(tmp_path) == [url("huge")]
+
+
+def test_a_push_the_queue_refuses_stops_the_crawl_and_keeps_the_request(
+        tmp_path: Path, servers: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The queue's Redis refuses the push (out of memory): the request was
+    recorded, so it is spilled, and the crawl stops as for a refused check
+    (one ERROR line naming the queue's Redis); it used to raise out of the
+    scheduler, the request lost."""
+    c = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    c.open()
+    c.scheduler.server.config_set("maxmemory", 1)
+    with caplog.at_level(logging.ERROR, logger="scrapy.dupefilters"):
+        c.scheduler.enqueue_request(Request(url("a")))
+    assert c.df.failed
+    (error,) = [r.getMessage() for r in caplog.records]
+    assert "refused a push" in error and "scrapy-redis's queue" in error and "bloomline_redis_unavailable" in error
+    c.close()
+    assert kept(tmp_path) == [url("a")]
+    c.scheduler.server.config_set("maxmemory", 0)
+    c2 = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    c2.open()  # the next crawl hands it on
+    assert c2.queued() == [url("a")] and kept(tmp_path) == []
+
+
+def test_an_earlier_crawls_spill_is_handed_on_with_its_pushes_watched(tmp_path: Path, servers: Any) -> None:
+    """The next crawl hands on what an earlier one spilled as it opens. With
+    the queue's Redis away then, that push raised out of spider_opened: the
+    pushes were watched only after it, the request was stranded in a claimed
+    file, and the crawl ran on with no probe. Now it goes back to the spill,
+    the outage begins with its quick probe, and it is queued once Redis is
+    back."""
+    first = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    first.open()
+    servers.get("queue").stop()
+    first.scheduler.enqueue_request(Request(url("b")))  # recorded; its push fails: spilled
+    first.close()
+    assert kept(tmp_path) == [url("b")]
+    servers.up("queue")
+    second = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))  # (scrapy-redis PINGs its Redis here)
+    servers.get("queue").stop()
+    second.open()  # hands b on: its push fails again
+    assert second.df._outages.active and second.probes[-1] == pytest.approx(0.1)
+    assert kept(tmp_path) == [url("b")]
+    servers.up("queue")
+    second.probe()
+    assert second.queued() == [url("b")] and kept(tmp_path) == []
+
+
+def test_handing_on_a_kept_request_that_raises_keeps_it_and_stops_the_crawl(tmp_path: Path, servers: Any) -> None:
+    """The engine raises as a kept request is handed on: the request goes
+    back in the spill and the crawl stops; it used to stay handed out, and
+    the spill's close at the end of the crawl marked it done (lost)."""
+    c = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    c.open()
+    servers.get("filter").stop()
+    assert c.scheduler.enqueue_request(Request(url("a"))) is False  # its check met the outage: spilled
+    servers.up("filter")
+
+    def raises(request: Request) -> Any:
+        raise RuntimeError("the engine is closing")
+
+    c.handed = raises
+    c.probe()
+    assert c.df.failed
+    c.close()
+    assert kept(tmp_path) == [url("a")]
+
+
+def test_a_second_crawl_in_one_process_keeps_what_it_spills_while_handing_on(tmp_path: Path,
+                                                                              servers: Any) -> None:
+    """Two crawls of one spider in one process (a CrawlerRunner loop): the
+    second claims the first's spill, and Redis goes as it hands it on. Both
+    spills were named by the pid alone, so the second's own spill had the
+    claimed file's name, and renaming that file back replaced it: the
+    request handed on was lost. Each spill now has a name of its own."""
+    first = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    first.open()
+    servers.get("filter").stop()
+    for name in "ab":
+        first.scheduler.enqueue_request(Request(url(name)))  # a's check met the outage; b spilled unchecked
+    first.close()
+    servers.up("filter")
+    second = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    handed: list[str] = []
+
+    def hand_on_and_lose_the_filter(request: Request) -> Any:
+        handed.append(request.url)
+        if len(handed) == 2:
+            servers.get("filter").stop()
+        return second.scheduler.enqueue_request(request)
+
+    second.handed = hand_on_and_lose_the_filter
+    second.open()
+    assert handed == [url("a"), url("b")] and second.df._outages.active
+    second.close()
+    assert kept(tmp_path) == [url("b")]
+    assert second.queued() == [url("a")]
+
+
+KILLED_AS_IT_HANDS_ON = """
+import os, signal, sys
+from pathlib import Path
+from types import SimpleNamespace
+sys.path.insert(0, sys.argv[1])
+from test_scrapy_redis_push import Crawl
+c = Crawl(Path(sys.argv[2]), SimpleNamespace(url=sys.argv[3]), SimpleNamespace(url=sys.argv[4]))
+c.handed = lambda request: os.kill(os.getpid(), signal.SIGKILL)
+c.open()
+"""
+
+
+def test_a_spill_claimed_by_a_process_killed_as_it_hands_it_on_is_taken_by_the_next_crawl(
+        tmp_path: Path, servers: Any) -> None:
+    """A crawl claims an earlier crawl's spill (renaming it, so that no
+    other process takes it too) and is killed as it hands it on: the file
+    was left under its claimed name, which no later crawl looked for, and
+    its requests were never fetched. A claimed spill whose process is gone
+    is taken by the next crawl."""
+    import signal
+    import subprocess
+    import sys
+
+    first = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    first.open()
+    servers.get("filter").stop()
+    for name in "ab":
+        first.scheduler.enqueue_request(Request(url(name)))  # a's check met the outage; b spilled unchecked
+    first.close()
+    servers.up("filter")
+    child = subprocess.run([sys.executable, "-c", KILLED_AS_IT_HANDS_ON, str(Path(__file__).parent), str(tmp_path),
+                            servers.get("filter").url, servers.get("queue").url], capture_output=True, text=True,
+                           timeout=60)
+    assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+    assert [p.suffix for p in (tmp_path / "job").iterdir()] == [".claimed"]  # left under its claimed name
+    third = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    third.open()
+    assert third.queued() == [url("a"), url("b")] and kept(tmp_path) == []
+
