@@ -172,16 +172,16 @@ std::string temporary_name(const std::string& target) {
     return dir + base + suffix;
 }
 
-// An unnamed file in dir (Linux's O_TMPFILE), which the kernel frees if
+// An unnamed file in the directory dir_fd (Linux's O_TMPFILE), which the kernel frees if
 // the process dies before commit() names it; -1 where the kernel, the file
 // system or a missing /proc (commit names it through /proc/self/fd) rules
 // it out, and the caller makes a named one instead.
-int unnamed_file(const std::string& dir) {
+int unnamed_file(int dir_fd) {
 #if defined(O_TMPFILE)
     if (::access("/proc/self/fd", X_OK) != 0) return -1;
-    return ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    return ::openat(dir_fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
 #else
-    (void)dir;
+    (void)dir_fd;
     return -1;
 #endif
 }
@@ -193,27 +193,53 @@ void check_save_target(const std::string& path) { checked_target_mode(resolve_li
 AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(resolve_links(path)) {
     const mode_t mode = checked_target_mode(target_, path);
     tmp_ = temporary_name(target_);
-    fd_ = unnamed_file(dir_of(target_));
-    unnamed_ = fd_ >= 0;
-    if (!unnamed_) fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    // Every step after this one is relative to the directory opened here:
+    // a chdir of another thread meanwhile cannot send the file elsewhere.
+    dir_fd_ = ::open(dir_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     // Errors name the path the caller gave, not the temporary file.
-    if (fd_ < 0) os_error("cannot create a temporary file beside it to save", path);
-    // fchmod, unlike open's mode, is not cut by the umask: the replaced file's mode exactly.
-    if (mode != 0 && ::fchmod(fd_, mode) != 0) {
-        const int e = errno;
-        abort();
-        errno = e;
-        os_error("cannot set the mode of the file being saved", path);
+    if (dir_fd_ < 0) os_error("cannot create a temporary file beside it to save", path);
+    tmp_name_ = tmp_.substr(tmp_.find_last_of('/') + 1);
+    target_name_ = target_.substr(target_.find_last_of('/') + 1);
+    fd_ = unnamed_file(dir_fd_);
+    unnamed_ = fd_ >= 0;
+    if (!unnamed_) {
+        fd_ = ::openat(dir_fd_, tmp_name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        named_ = fd_ >= 0;
     }
+    if (fd_ < 0) give_up("cannot create a temporary file beside it to save");
+    // fchmod, unlike open's mode, is not cut by the umask: the replaced file's mode exactly.
+    if (mode != 0 && ::fchmod(fd_, mode) != 0) give_up("cannot set the mode of the file being saved");
 }
 
-AtomicFile::~AtomicFile() { abort(); }
+// A constructor's failure (errno says why): what it made is undone, since
+// no destructor follows, and the error raised.
+void AtomicFile::give_up(const char* doing) {
+    const int e = errno;
+    abort();
+    ::close(dir_fd_);
+    dir_fd_ = -1;
+    errno = e;
+    os_error(doing, path_);
+}
+
+AtomicFile::~AtomicFile() {
+    abort();
+    if (dir_fd_ >= 0) ::close(dir_fd_);
+}
 
 void AtomicFile::abort() {
-    if (fd_ < 0) return;
-    ::close(fd_);
-    fd_ = -1;
-    ::unlink(tmp_.c_str());
+    if (fd_ >= 0) {
+        ::close(fd_);
+        fd_ = -1;
+    }
+    remove_temporary();
+}
+
+// The temporary's name, if this writer made it (an unnamed file has one
+// only once commit() links it): removed.
+void AtomicFile::remove_temporary() {
+    if (named_) ::unlinkat(dir_fd_, tmp_name_.c_str(), 0);
+    named_ = false;
 }
 
 void AtomicFile::write(const void* data, std::size_t n) {
@@ -239,41 +265,45 @@ void AtomicFile::write_at(std::size_t offset, const void* data, std::size_t n) {
 void AtomicFile::commit() {
     if (fd_ < 0) throw std::invalid_argument("commit of an AtomicFile that is committed or aborted");
     if (::fsync(fd_) != 0) os_error("cannot fsync the file being saved", path_);
-    if (unnamed_) {  // named (tmp_) only now, for the rename: a kill before leaves nothing behind
-        const std::string self_fd = "/proc/self/fd/" + std::to_string(fd_);
-        if (::linkat(AT_FDCWD, self_fd.c_str(), AT_FDCWD, tmp_.c_str(), AT_SYMLINK_FOLLOW) != 0)
-            os_error("cannot name the file being saved", path_);
-    }
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) {
-        const int e = errno;
-        ::unlink(tmp_.c_str());
-        errno = e;
-        os_error("cannot close the file being saved", path_);
-    }
     try {
         refuse_if_mapped_for_writing(target_);  // again: a writer may have opened it while we wrote
     } catch (...) {
-        ::unlink(tmp_.c_str());
+        abort();
         throw;
     }
-    if (::rename(tmp_.c_str(), target_.c_str()) != 0) {
+    if (unnamed_) {
+        // Named only now, just for the rename: a process killed before this
+        // leaves nothing behind, and the window to the rename is two
+        // directory operations. Closed after the rename: its data is
+        // fsynced, and the local file systems that have O_TMPFILE report
+        // nothing at close (NFS, which may, has no O_TMPFILE).
+        const std::string self_fd = "/proc/self/fd/" + std::to_string(fd_);
+        if (::linkat(AT_FDCWD, self_fd.c_str(), dir_fd_, tmp_name_.c_str(), AT_SYMLINK_FOLLOW) != 0)
+            os_error("cannot name the file being saved", path_);
+        named_ = true;
+    } else {
+        const int fd = fd_;
+        fd_ = -1;
+        if (::close(fd) != 0) {
+            const int e = errno;
+            remove_temporary();
+            errno = e;
+            os_error("cannot close the file being saved", path_);
+        }
+    }
+    if (::renameat(dir_fd_, tmp_name_.c_str(), dir_fd_, target_name_.c_str()) != 0) {
         const int e = errno;
-        ::unlink(tmp_.c_str());
+        abort();
         errno = e;
         os_error("cannot rename the saved file over it", path_);
     }
-    const std::string dir = dir_of(target_);
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) os_error("cannot open the directory", dir);
-    const int r = ::fsync(dfd);
-    const int e = errno;
-    ::close(dfd);
-    if (r != 0 && e != EINVAL && e != ENOTSUP) {
-        errno = e;
-        os_error("cannot fsync the directory", dir);
+    named_ = false;  // (renamed: nothing of ours to remove any more)
+    if (fd_ >= 0) {
+        ::close(fd_);
+        fd_ = -1;
     }
+    if (::fsync(dir_fd_) != 0 && errno != EINVAL && errno != ENOTSUP)
+        os_error("cannot fsync the directory", dir_of(target_));
 }
 
 // The payload is a snapshot (filter_io.hpp), written chunk by chunk as it

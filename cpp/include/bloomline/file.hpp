@@ -101,11 +101,17 @@ public:
     void abort();
 
 private:
+    void remove_temporary();
+    [[noreturn]] void give_up(const char* doing);
+
     std::string path_;    // as the caller gave it (errors name it)
     std::string target_;  // the file replaced: path_ with its symlinks followed
     std::string tmp_;
+    std::string tmp_name_, target_name_;  // their last components, in dir_fd_
+    int dir_fd_ = -1;                     // the directory of both, opened once
     int fd_ = -1;
     bool unnamed_ = false;  // written through O_TMPFILE: tmp_ exists only once commit() links it
+    bool named_ = false;    // tmp_name_ is a name this writer made, and has not renamed yet
 };
 
 // Write a filter to path through an AtomicFile.
