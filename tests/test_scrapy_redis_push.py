@@ -287,6 +287,69 @@ def test_a_second_crawl_in_one_process_keeps_what_it_spills_while_handing_on(tmp
     assert second.queued() == [url("a")]
 
 
+SPILLS_AND_WAITS = """
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+sys.path.insert(0, sys.argv[1])
+from scrapy.http import Request
+from test_scrapy_redis_push import Crawl
+c = Crawl(Path(sys.argv[2]), SimpleNamespace(url=sys.argv[3]), SimpleNamespace(url=sys.argv[4]))
+c.open()
+print("open", flush=True)
+sys.stdin.readline()  # the filter's Redis is away now
+c.scheduler.enqueue_request(Request("http://example.com/theirs"))
+print("spilled", flush=True)
+sys.stdin.readline()  # killed meanwhile
+"""
+
+
+def spilling_child(tmp: Path, servers: Any) -> Any:
+    """A crawl in another process that has spilled one request (its check
+    met the filter's Redis away, which is back when this returns) and waits,
+    its spill open."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", SPILLS_AND_WAITS, str(Path(__file__).parent), str(tmp),
+                              servers.get("filter").url, servers.get("queue").url], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline() == "open\n"
+    servers.get("filter").stop()
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    assert child.stdout.readline() == "spilled\n"
+    servers.up("filter")
+    return child
+
+
+def kill(child: Any) -> None:
+    """SIGKILL a spilling_child, and let go of its pipes."""
+    child.kill()
+    child.wait(timeout=30)
+    child.stdin.close()
+    child.stdout.close()
+
+
+def test_a_live_process_keeps_its_spill_and_a_dead_ones_is_taken(tmp_path: Path, servers: Any) -> None:
+    """Processes on one machine share the spill directory. A crawl whose
+    Redis is back took every spill of its key, also one that another live
+    process was still spilling to, and rewrote it under that process (what
+    it spilled after was lost). A live process's spill is left to it; once
+    that process is gone, the next crawl takes it."""
+    child = spilling_child(tmp_path, servers)
+    try:
+        ours = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+        ours.open()
+        assert ours.queued() == [] and kept(tmp_path) == [url("theirs")]  # left to its live owner
+    finally:
+        kill(child)
+    later = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    later.open()
+    assert later.queued() == [url("theirs")] and kept(tmp_path) == []
+
+
 KILLED_AS_IT_HANDS_ON = """
 import os, signal, sys
 from pathlib import Path
@@ -310,13 +373,7 @@ def test_a_spill_claimed_by_a_process_killed_as_it_hands_it_on_is_taken_by_the_n
     import subprocess
     import sys
 
-    first = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
-    first.open()
-    servers.get("filter").stop()
-    for name in "ab":
-        first.scheduler.enqueue_request(Request(url(name)))  # a's check met the outage; b spilled unchecked
-    first.close()
-    servers.up("filter")
+    kill(spilling_child(tmp_path, servers))  # a crawl that spilled, then was killed
     child = subprocess.run([sys.executable, "-c", KILLED_AS_IT_HANDS_ON, str(Path(__file__).parent), str(tmp_path),
                             servers.get("filter").url, servers.get("queue").url], capture_output=True, text=True,
                            timeout=60)
@@ -324,5 +381,89 @@ def test_a_spill_claimed_by_a_process_killed_as_it_hands_it_on_is_taken_by_the_n
     assert [p.suffix for p in (tmp_path / "job").iterdir()] == [".claimed"]  # left under its claimed name
     third = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
     third.open()
-    assert third.queued() == [url("a"), url("b")] and kept(tmp_path) == []
+    assert third.queued() == [url("theirs")] and kept(tmp_path) == []
 
+
+
+@pytest.mark.slow
+def test_a_real_crawl_whose_queue_redis_is_killed_and_back_in_two_seconds_fetches_every_page(
+        tmp_path: Path, servers: Any) -> None:
+    """A real crawl under scrapy-redis's scheduler, its queue's Redis
+    (append-only, apart from the filter's) killed after a quarter of the
+    site and back on its port 2 s later: the pushes that failed meanwhile
+    are spilled and queued once it is back, and the crawl ends by itself
+    with every page fetched once (but for at most one request popped by
+    scrapy-redis's RPOP as the server died: its queue is at most once)."""
+    import re
+    import signal
+    import subprocess
+
+    from scrapy_site import Site, start_crawl, tree
+
+    pages = 600
+    site = Site(pages, tree(pages, 3))
+    log = tmp_path / "crawl.log"
+    try:
+        proc = start_crawl(tmp_path, site, "SCHEDULER=scrapy_redis.scheduler.Scheduler",
+                           "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter",
+                           f"REDIS_URL={servers.get('queue').url}", f"BLOOMLINE_REDIS_URL={servers.get('filter').url}",
+                           "BLOOMLINE_REDIS_RETRY_TIMEOUT=30", "SCHEDULER_IDLE_BEFORE_CLOSE=0", log=log)
+        deadline = time.monotonic() + 60
+        while sum(site.pages().values()) < pages // 4 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.005)
+        assert proc.poll() is None, log.read_text()[-3000:]
+        servers.get("queue").proc.send_signal(signal.SIGKILL)
+        servers.get("queue").proc.wait(timeout=10)
+        time.sleep(2)
+        servers.up("queue")
+        try:
+            assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        text = log.read_text()
+        fetched = site.pages()
+        missing = set(range(pages)) - {int(p.rsplit("/", 1)[1]) for p in fetched}
+        assert len(missing) <= 1 and max(fetched.values()) == 1, (sorted(missing), text[-3000:])
+        assert re.search(r"'finish_reason': 'finished'", text), text[-3000:]
+        assert "(scrapy-redis's queue) unreachable" in text and "is back after" in text, text[-3000:]
+        # scrapy-redis's own pop may meet the dead server first: Scrapy logs
+        # that traceback (its frames only); none may pass through bloomline.
+        for trace in re.findall(r"Traceback \(most recent call last\):\n(?:\s.*\n)+\S.*", text):
+            assert "bloomline" not in trace and "Connection" in trace.splitlines()[-1], trace
+    finally:
+        site.stop()
+
+
+@pytest.mark.slow
+def test_a_crawl_that_must_stop_as_it_opens_stops_cleanly(tmp_path: Path, servers: Any) -> None:
+    """A real crawl opens with an earlier crawl's spill to hand on, and the
+    queue's Redis refuses the push (out of memory): the crawl must stop as
+    the spider opens, before the engine runs. It stops with one ERROR line,
+    finish reason bloomline_redis_unavailable and exit status 1, fetching
+    nothing, and the request stays in the spill."""
+    import re
+
+    from scrapy_site import Site, crawl
+
+    kill(spilling_child(tmp_path, servers))  # its spill: push:dupefilter's, in tmp/job
+    queues = servers.get("queue")
+    redis_client = __import__("redis").Redis.from_url(queues.url)
+    redis_client.config_set("maxmemory", 1)
+    site = Site(20)
+    try:
+        r = crawl(tmp_path, site, "SCHEDULER=scrapy_redis.scheduler.Scheduler",
+                  "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter", f"REDIS_URL={queues.url}",
+                  f"BLOOMLINE_REDIS_URL={servers.get('filter').url}", "BLOOMLINE_REDIS_KEY=push:dupefilter",
+                  f"JOBDIR={tmp_path / 'job'}", "SCHEDULER_PERSIST=True", timeout=120)
+    finally:
+        site.stop()
+        redis_client.config_set("maxmemory", 0)
+        redis_client.close()
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert re.search(r"'finish_reason': 'bloomline_redis_unavailable'", r.stderr), r.stderr[-3000:]
+    errors = [line for line in r.stderr.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1 and "refused a push" in errors[0], errors
+    assert "Traceback" not in r.stderr and "slot not assigned" not in r.stderr, r.stderr[-3000:]
+    assert not site.pages()
+    assert kept(tmp_path) == [url("theirs")]

@@ -43,6 +43,7 @@ class _CrawlStop:
         self.failed = False  # the crawl must end with a non-zero exit
         self._closed = False
         self._closing = False  # _close_spider started the close: it marks the crawl failed when the close is done
+        self._close_at_start: Optional[str] = None  # a stop found before the engine ran: its reason
 
     def _watch(self, crawler: Any) -> None:
         self.crawler = crawler
@@ -69,13 +70,21 @@ class _CrawlStop:
     def _opened(self, spider: Any) -> None:
         pass
 
-    def _close_spider(self, reason: str) -> None:
-        """Close the spider with this reason, and make the crawl exit 1."""
+    def _close_spider(self, reason: str, started: bool = False) -> None:
+        """Close the spider with this reason, and make the crawl exit 1
+        (started: called at engine_started, when engine.running may not be
+        set yet)."""
         self.failed = True
         engine = getattr(self.crawler, "engine", None)
         if engine is None:
             return
         engine.pause()
+        if not started and not getattr(engine, "running", True):
+            # A stop found before the engine started (as the spider opens):
+            # closing now would meet Scrapy half-open, as a refusal would;
+            # it is closed once the engine starts, paused meanwhile.
+            self._close_at_start = reason
+            return
         self._closing = True
         if hasattr(engine, "close_spider_async"):  # Scrapy 2.14+
             done = deferred_from_coro(engine.close_spider_async(reason=reason))
@@ -107,10 +116,11 @@ class _CrawlStop:
     def _engine_started(self) -> None:
         # A spider closed before the engine starts gets no engine_stopped
         # (Scrapy 2.19): a refused filter closes it only now.
-        if self.refused is not None:
+        reason = self.refused.reason if self.refused is not None else self._close_at_start
+        if reason is not None:
             from twisted.internet import reactor  # here: importing it installs a reactor, Scrapy's to choose
 
-            cast(Any, reactor).callLater(0, self._close_spider, self.refused.reason)
+            cast(Any, reactor).callLater(0, self._close_spider, reason, True)
 
     def _mark_failed_crawl(self) -> None:
         # Scrapy's crawl command exits 1 when a crawler has no spider after

@@ -242,6 +242,9 @@ class Outages:
             self._resuming = outage
             try:
                 self._recheck_spilled()
+            except Exception as e:  # (a spill that cannot be rewritten, say): loud, the spill kept
+                self.fail(f"handing on the requests kept while Redis was away failed: {e!r}")
+                return
             finally:
                 self._resuming = None
             if self.began is not None:
@@ -344,18 +347,23 @@ class Outages:
 
     def _left_spills(self) -> list[tuple[Path, Path]]:
         """(file, its spill name) of the spills of this key in the spill
-        directory: those left by crawls that ended, and those claimed by a
-        process that died as it handed them on (its pid gone), which would
-        otherwise be stranded under their claimed names."""
+        directory that this process may take: those left by crawls of this
+        process or of processes gone, and those claimed by a process that
+        died as it handed them on, which would otherwise be stranded under
+        their claimed names."""
         if not self.spill_dir.is_dir():
             return []
-        name = rf"{re.escape(_file_safe(self.dupefilter.key))}\.[0-9]+(?:-[0-9a-f]+)?\.unchecked\.journal"
+        name = rf"{re.escape(_file_safe(self.dupefilter.key))}\.([0-9]+)(?:-[0-9a-f]+)?\.unchecked\.journal"
         spill, claimed = re.compile(name), re.compile(rf"({name})\.([0-9]+)\.claimed")
         found = []
         for path in sorted(self.spill_dir.iterdir()):
-            if spill.fullmatch(path.name):
-                found.append((path, path))
-            elif (m := claimed.fullmatch(path.name)) and int(m.group(2)) != os.getpid() and not _alive(int(m.group(2))):
+            if m := spill.fullmatch(path.name):
+                # Another live process's spill is its own to hand on: it may
+                # be spilling to it now (taken, the file would be rewritten
+                # under it). This process's open spill the caller has.
+                if int(m.group(1)) == os.getpid() or not _alive(int(m.group(1))):
+                    found.append((path, path))
+            elif (m := claimed.fullmatch(path.name)) and int(m.group(3)) != os.getpid() and not _alive(int(m.group(3))):
                 found.append((path, path.with_name(m.group(1))))
         return found
 
@@ -402,7 +410,11 @@ class Outages:
         self._spider = spider
         if self._spill is not None:
             self._spill.spider = spider
-        self._recheck_spilled()
+        try:
+            self._recheck_spilled()
+        except Exception as e:  # (a spill that cannot be rewritten, say): loud, the spill kept
+            self.fail(f"handing on the requests an earlier crawl kept while Redis was away failed: {e!r}")
+            return
         if self.began is None:  # (else the outage's own probe is scheduled)
             self._schedule(HEALTH_INTERVAL)
 
