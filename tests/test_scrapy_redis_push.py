@@ -69,6 +69,20 @@ class Crawl:
     def open(self) -> None:
         self.df._opened(self.spider)
 
+    def stop_at_hand_on(self, n: int, server: RedisServer) -> list[str]:
+        """From now on, record each request handed to the engine and stop
+        `server` as the n-th is handed on; returns the URLs handed on."""
+        handed: list[str] = []
+
+        def hand_on(request: Request) -> Any:
+            handed.append(request.url)
+            if len(handed) == n:
+                server.stop()
+            return self.scheduler.enqueue_request(request)
+
+        self.handed = hand_on
+        return handed
+
     def probe(self) -> None:
         self.df._outages._probe()
 
@@ -143,16 +157,7 @@ def test_a_request_whose_push_to_the_queue_fails_is_spilled_not_lost(tmp_path: P
     servers.get("queue").stop()
     c.scheduler.enqueue_request(Request(url("d")))  # checked, then its push fails: spilled
     assert c.scheduler.enqueue_request(Request(url("e"))) is False  # spilled unchecked
-    servers.up("queue")
-    handed: list[str] = []
-
-    def hand_on_and_lose_the_queue(request: Request) -> Any:
-        handed.append(request.url)
-        if len(handed) == 1:
-            servers.get("queue").stop()
-        return c.scheduler.enqueue_request(request)
-
-    c.handed = hand_on_and_lose_the_queue
+    handed = c.stop_at_hand_on(1, servers.up("queue"))
     c.probe()  # both answer; as d is handed on, the queue's Redis goes: d is spilled again
     assert c.df._outages.active and handed == [url("d")]
     servers.up("queue")
@@ -271,15 +276,7 @@ def test_a_second_crawl_in_one_process_keeps_what_it_spills_while_handing_on(tmp
     first.close()
     servers.up("filter")
     second = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
-    handed: list[str] = []
-
-    def hand_on_and_lose_the_filter(request: Request) -> Any:
-        handed.append(request.url)
-        if len(handed) == 2:
-            servers.get("filter").stop()
-        return second.scheduler.enqueue_request(request)
-
-    second.handed = hand_on_and_lose_the_filter
+    handed = second.stop_at_hand_on(2, servers.get("filter"))
     second.open()
     assert handed == [url("a"), url("b")] and second.df._outages.active
     second.close()
