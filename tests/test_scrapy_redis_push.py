@@ -166,6 +166,14 @@ def test_a_request_whose_push_to_the_queue_fails_is_spilled_not_lost(tmp_path: P
     assert not c.df._outages.active
     assert c.queued() == [url("d"), url("e")]
     assert not list((tmp_path / "job").rglob("*.journal"))  # the spill is empty and gone
+    # A dont_filter request (never checked) whose push fails is queued once
+    # Redis is back, and is not recorded: the filter still finds it new.
+    servers.get("queue").stop()
+    c.scheduler.enqueue_request(Request(url("f"), dont_filter=True))
+    assert c.df._outages.active
+    servers.up("queue")
+    c.probe()
+    assert c.queued() == [url("f")] and c.df.request_seen(Request(url("f"))) is False
     c.df.close("finished")
 
 

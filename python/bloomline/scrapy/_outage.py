@@ -149,13 +149,14 @@ class Outages:
 
     def _push_failed(self, request: Request, error: Exception, *, refused: bool = False) -> None:
         """A request's push to scrapy-redis's queue failed: spilled (as one
-        whose check was sent: fetched without another check), and the outage
-        begins, or the crawl stops where the server refused the push (as for
-        a refused check); raises the push's error if the request cannot be
-        spilled either."""
+        whose check was sent: fetched without another check; a dont_filter
+        request, never checked, is handed on as it was, and not recorded),
+        and the outage begins, or the crawl stops where the server refused
+        the push (as for a refused check); raises the push's error if the
+        request cannot be spilled either."""
         if self.last_new is request:
             self.last_new = None
-        spill_error = self._spill_request(request, sent=True)
+        spill_error = self._spill_request(request, sent=not request.dont_filter)
         if spill_error is not None:
             logger.error("%s: %s was recorded as seen, and neither queued in Redis (%s) nor kept to fetch later "
                          "(%s): it is lost to this crawl", self.dupefilter.label, request, error, spill_error)
