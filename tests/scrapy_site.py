@@ -88,6 +88,14 @@ class Site:
         with self.lock:
             return collections.Counter({k: v for k, v in self.hits.items() if k.startswith("/page/")})
 
+    def lost(self) -> set[int]:
+        """The pages lost on their own: never fetched, though page 0 or a
+        fetched page links to them. Other missing pages were only never
+        found (each lost page takes with it those only it links to)."""
+        fetched = {int(p.rsplit("/", 1)[1]) for p in self.pages()}
+        found = {0}.union(*(self.links_of(i) for i in fetched))
+        return found - fetched
+
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
