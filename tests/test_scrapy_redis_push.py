@@ -401,8 +401,9 @@ def test_a_real_crawl_whose_queue_redis_is_killed_and_back_in_two_seconds_fetche
     its pop (MULTI/EXEC of ZRANGE and ZREMRANGEBYRANK) is at most once, so
     the one command in flight as the server died may have removed a request
     whose reply never came. That page is lost, and with it the pages only
-    it links to (its subtree): so at most one lost subtree, and only when a
-    pop met the dead server (its traceback is in the log)."""
+    it links to (its subtree): so at most one lost subtree. (redis-py
+    retries the pop for up to about 4 s, so the crawl may never see that
+    pop fail: the retry after the restart pops the next request.)"""
     import re
     import signal
     import subprocess
@@ -433,16 +434,13 @@ def test_a_real_crawl_whose_queue_redis_is_killed_and_back_in_two_seconds_fetche
         text = log.read_text()
         fetched = site.pages()
         missing = set(range(pages)) - {int(p.rsplit("/", 1)[1]) for p in fetched}
-        lost = site.lost()
-        assert len(lost) <= 1 and max(fetched.values()) == 1, (sorted(missing), text[-3000:])
+        assert len(site.lost()) <= 1 and max(fetched.values()) == 1, (sorted(missing), text[-3000:])
         assert re.search(r"'finish_reason': 'finished'", text), text[-3000:]
         assert "(scrapy-redis's queue) unreachable" in text and "is back after" in text, text[-3000:]
         # scrapy-redis's own pop may meet the dead server first: Scrapy logs
         # that traceback (its frames only); none may pass through bloomline.
-        traces = re.findall(r"Traceback \(most recent call last\):\n(?:\s.*\n)+\S.*", text)
-        for trace in traces:
+        for trace in re.findall(r"Traceback \(most recent call last\):\n(?:\s.*\n)+\S.*", text):
             assert "bloomline" not in trace and "Connection" in trace.splitlines()[-1], trace
-        assert not lost or any("scrapy_redis/queue.py" in t and "in pop" in t for t in traces), (lost, text[-3000:])
     finally:
         site.stop()
 
