@@ -401,9 +401,9 @@ def test_a_real_crawl_whose_queue_redis_is_killed_and_back_in_two_seconds_fetche
     its pop (MULTI/EXEC of ZRANGE and ZREMRANGEBYRANK) is at most once, so
     the one command in flight as the server died may have removed a request
     whose reply never came. That page is lost, and with it the pages only
-    it links to (its subtree): so at most one lost subtree. (redis-py
-    retries the pop for up to about 4 s, so the crawl may never see that
-    pop fail: the retry after the restart pops the next request.)"""
+    it links to (its subtree): so at most one lost subtree. (The crawl
+    need not see that pop fail: redis-py retries it, and a retry that
+    meets the server back pops the next request.)"""
     import re
     import signal
     import subprocess
