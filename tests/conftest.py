@@ -188,6 +188,7 @@ class FaultProxy:
         self.min_bytes, self.match, self.stall_s, self.then_cut = min_bytes, match, stall_s, then_cut
         self.seen = 0  # requests that qualified
         self.faults = 0
+        self.swallowed = 0  # replies of chosen requests thrown away ("cut_after", "drop"): those commands ran
         self.lock = threading.Lock()
         self.open: set[socket.socket] = set()  # both ends of each connection, for repoint
         self.listener = socket.socket()
@@ -263,6 +264,9 @@ class FaultProxy:
                 if not data:
                     break
                 fault, state["fault"], state["request"], state["counted"] = state["fault"], None, b"", False
+                if fault in ("cut_after", "drop"):
+                    with self.lock:
+                        self.swallowed += 1
                 if fault == "cut_after":
                     break
                 silent = silent or fault == "drop"

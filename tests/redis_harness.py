@@ -73,6 +73,11 @@ BATCH = 1_000
 # adds may all be done by then).
 PACE_S = {"migrate": 0.01, "script_flush": 0.01, "del": 0.01, "expire": 0.01, "replace": 0.01, "oom": 0.05,
           "failover": 0.05, "nomodule": 0.05}
+# The faults the adds must be seen to meet (the test asserts their errors):
+# each worker holds its last HELD_BATCHES batches until the fault is in
+# effect, so a slow strike on a loaded machine cannot come after them all.
+HELD_FAULTS = ("del", "expire", "replace", "oom", "nomodule")
+HELD_BATCHES = 3
 # Full syncs at once: Redis 7 waits 5 s for more replicas to share a diskless one.
 NO_SYNC_DELAY = ("--repl-diskless-sync-delay", "0")
 
@@ -151,13 +156,14 @@ def _make(spec: Spec, client: Any, create: bool) -> Any:
                                store=RedisStages(client, "fleet", backend=spec.backend, **waits))
 
 
-def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
+def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any, struck: Any) -> None:
     """Add every key, in an order of this process's own, in batches; report
     the keys found new (a raising call's `new` counts) and the keys that a
     raising call had no answer for (its `unknown`; the whole batch when it
     carries no facts, or raised NotDurable). The workers start adding
     together (`start`, a barrier) and count their batches in `progress` (a
-    server fault strikes mid-run)."""
+    server fault strikes mid-run); with a held fault, the last batches
+    wait for `struck`."""
     import redis
 
     from bloomline.redis import MissingKeyError, NotDurable, UnknownOutcome
@@ -174,7 +180,10 @@ def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any) -> None:
         raised = np.zeros(spec.keys, dtype=bool)
         errors: Counter[str] = Counter()
         deadline = time.monotonic() + 600
+        held = spec.keys - HELD_BATCHES * BATCH if spec.fault in HELD_FAULTS else None
         for lo in range(0, spec.keys, BATCH):
+            if held is not None and lo >= held:
+                struck.wait(timeout=120)  # (at once when set)
             batch = keys[lo : lo + BATCH]
             try:
                 flags = f.add_many(batch)
@@ -263,10 +272,11 @@ class _Strike(threading.Thread):
     """A server fault, struck while the workers run. ports: the servers (a
     pair's primary first); proxy: the one in front of them, for a pair."""
 
-    def __init__(self, spec: Spec, ports: list[int], progress: Any, batches: int,
+    def __init__(self, spec: Spec, ports: list[int], progress: Any, batches: int, struck: Any,
                  proxy: Optional[FaultProxy] = None) -> None:
         super().__init__(daemon=True)
         self.spec, self.ports, self.progress, self.batches, self.proxy = spec, ports, progress, batches, proxy
+        self.struck = struck  # set once the fault is in effect (or will never be): the held batches go on
         self.stop = threading.Event()
         self.count = 0
 
@@ -297,6 +307,7 @@ class _Strike(threading.Thread):
                 self.count += int(client.delete(key))
             elif spec.fault == "expire":
                 self.count += int(client.pexpire(key, 50))
+                wait_until(lambda: not client.exists(key))
             elif spec.fault == "evict":
                 used = int(client.info("memory")["used_memory"])
                 client.config_set("maxmemory-policy", "allkeys-lru")
@@ -334,6 +345,7 @@ class _Strike(threading.Thread):
                 # Just above its use: the next adds' kept answers pass it, and it refuses writes from then on.
                 node.config_set("maxmemory", int(node.info("memory")["used_memory"]) + 1_000)
                 self.count += 1
+                self.struck.set()
                 # Out of memory for half a second from its first refusal: the use read may have held buffers
                 # the server has since freed, so the adds may take a moment to pass the limit.
                 deadline = time.monotonic() + 5
@@ -350,6 +362,7 @@ class _Strike(threading.Thread):
         except redis.RedisError:
             pass
         finally:
+            self.struck.set()
             for c in clients:
                 c.close()
 
@@ -419,9 +432,10 @@ def run(spec: Spec, tmp: Path, procs: int = 4) -> Outcome:
         ctx = mp.get_context("spawn")
         q = ctx.Queue()
         progress = ctx.Value("i", 0)
-        strike = _Strike(spec, ports, progress, batches, proxy)
+        struck = ctx.Event()
+        strike = _Strike(spec, ports, progress, batches, struck, proxy)
         together = ctx.Barrier(procs)
-        workers = [ctx.Process(target=worker, args=(spec, i, q, progress, together)) for i in range(procs)]
+        workers = [ctx.Process(target=worker, args=(spec, i, q, progress, together, struck)) for i in range(procs)]
         for w in workers:
             w.start()
         if spec.fault not in PROXY_FAULTS:

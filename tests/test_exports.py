@@ -38,12 +38,18 @@ PACE = 0.003  # seconds between a writer's batches: the adds last long enough to
 
 class Writers:
     """Threads adding disjoint ranges of keys in batches; acknowledged(w) is
-    how many of writer w's keys an add_many has returned for."""
+    how many of writer w's keys an add_many has returned for. With `hold`,
+    the writers make their last batch, or stop on time, only once
+    `overlapped` is set (by the test, when enough exports overlapped them):
+    a loaded machine cannot let them finish before the exports begin."""
 
-    def __init__(self, f: Any, count: int, seconds: float) -> None:
+    def __init__(self, f: Any, count: int, seconds: float, *, hold: bool = False) -> None:
         self.f = f
         self.done = [0] * count
         self.stop_at = time.monotonic() + seconds
+        self.overlapped = threading.Event()
+        if not hold:
+            self.overlapped.set()
         # Within capacity (past it, the filter warns): the writers stop at it.
         self.max_batches = f.capacity // (count * BATCH)
         self.errors: list[BaseException] = []
@@ -55,7 +61,9 @@ class Writers:
     def _run(self, w: int) -> None:
         try:
             for b in range(self.max_batches):
-                if time.monotonic() > self.stop_at:
+                if b == self.max_batches - 1:
+                    self.overlapped.wait(timeout=60)
+                if time.monotonic() > self.stop_at and self.overlapped.is_set():
                     return
                 self.f.add_many(self.keys(w, (b + 1) * BATCH)[b * BATCH:])
                 self.done[w] = (b + 1) * BATCH
@@ -69,6 +77,7 @@ class Writers:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.overlapped.set()
         for t in self.threads:
             t.join(timeout=60)
         assert not self.errors, self.errors
@@ -102,12 +111,14 @@ def _via_stream(f: Any, path: Path, kind: str) -> Any:
 def test_exports_while_threads_add_always_load(tmp_path: Path, kind: str, export: str) -> None:
     f = KINDS[kind]()
     exports = 0
-    with Writers(f, 4, seconds=2.0) as w:
+    with Writers(f, 4, seconds=2.0, hold=True) as w:
         while w.running() and exports < 30:
             acknowledged = list(w.done)
             loaded = EXPORTS[export](f, tmp_path, exports, kind)  # a ValueError here is the defect
             w.check_holds(loaded, acknowledged)
             exports += 1
+            if exports == 3:
+                w.overlapped.set()
     assert exports >= 3, "the writers finished before the exports could overlap them"
 
 
@@ -127,12 +138,15 @@ def test_stress_eight_writers_while_others_save_export_and_pickle(tmp_path: Path
                 loaded = EXPORTS[name](f, tmp_path, 1000 * len(name) + i, "blocked")
                 w.check_holds(loaded, acknowledged)
                 results.append((name, i))
+                if {n for n, _ in list(results)} == set(names):
+                    w.overlapped.set()
                 i += 1
         except BaseException as e:  # noqa: BLE001
             failures.append(e)
 
-    with Writers(f, 8, seconds=4.0) as w:
-        ex = [threading.Thread(target=exporter, args=(name, w)) for name in ("save", "to_bytes", "pickle")]
+    names = ("save", "to_bytes", "pickle")
+    with Writers(f, 8, seconds=4.0, hold=True) as w:
+        ex = [threading.Thread(target=exporter, args=(name, w)) for name in names]
         for t in ex:
             t.start()
         for t in ex:

@@ -123,7 +123,11 @@ def test_a_chain_add_resent_to_a_filled_stage_without_its_answer_raises(tmp_path
         assert f.insert_count == 99 and f.num_stages == 1
 
         def lose_the_answer() -> None:
-            time.sleep(0.6)  # the lost send has run; the client waits out its socket timeout
+            # Once the lost send has run (its reply swallowed), while the
+            # client waits out its 2 s socket timeout.
+            deadline = time.monotonic() + 30
+            while proxy.swallowed == 0 and time.monotonic() < deadline:
+                time.sleep(0.005)
             if meanwhile == "the chain grows":
                 other = ScalableBloomFilter(100, 0.01, store=RedisStages(admin, "crawl", backend=backend))
                 other.add_many([f"other-{i}" for i in range(10)])

@@ -207,7 +207,7 @@ def test_the_module_replicates_the_generation_it_chose(tmp_path: Any) -> None:
                                              "always"], module_args("module"))
     try:
         p, r = redis.Redis(port=primary.port), redis.Redis(port=replica.port)
-        f = RedisWindowedFilter(p, "rep", 10_000, 0.001, window=600, generations=3, wait_replicas=1)
+        f = RedisWindowedFilter(p, "rep", 10_000, 0.001, window=7 * 86400, generations=3, wait_replicas=1)
         keys = np.arange(5_000, dtype=np.uint64)
         assert f.add_many(keys).sum() >= 4_990 and f.add("x") is True
         names = f.redis_keys()
@@ -403,20 +403,24 @@ def test_a_client_whose_clock_is_an_hour_off_agrees(window_server: Any) -> None:
 
 def test_generations_expire_by_ttl_and_an_idle_filter_leaves_nothing(window_server: Any) -> None:
     # A short retry window, so that kept answers may live briefly too.
-    r = redis.Redis(port=window_server.port, socket_timeout=0.2)
-    window, g = 1.0, 2
+    # (2.7 s: the least the retry window of 3 tries of 0.5 s allows.)
+    r = redis.Redis(port=window_server.port, socket_timeout=0.5)
+    window, g = 2.0, 2  # (its keys live 2-3 s from the add: time for the reads below on a loaded machine)
     span = window / g
-    f = RedisWindowedFilter(r, "ttl", 1000, 0.01, window=window, generations=g, retries=1, answer_ttl_ms=1500)
+    f = RedisWindowedFilter(r, "ttl", 1000, 0.01, window=window, generations=g, retries=2, answer_ttl_ms=2700)
     assert f.add("a")
-    now_ms = server_time(r) * 1000
     ((gen, count),) = [(n, c) for n, c in f.live_generations if c]  # (the add's, even past a boundary)
     assert count == 1
     end_ms = (gen + g + 1) * span * 1000  # the end of its life: G + 1 slices from its start
     slot = gen % (g + 1)
     for name in (f.redis_keys()[0], f.redis_keys()[1 + slot], f.redis_keys()[1 + g + 1 + slot]):
+        # Its expiry, in server time, lies between the clock read before
+        # the PTTL plus the TTL and the clock read after it plus the TTL.
+        before_ms = server_time(r) * 1000
         ttl = r.pttl(name)
+        after_ms = server_time(r) * 1000
         assert ttl > 0, name
-        assert end_ms - 50 <= now_ms + ttl <= end_ms + MARGIN_MS + 50, (name, ttl)
+        assert end_ms - 50 <= after_ms + ttl and before_ms + ttl <= end_ms + MARGIN_MS + 50, (name, ttl)
     wait_until(lambda: r.dbsize() == 0, seconds=(g + 1) * span + MARGIN_MS / 1000 + 3)
     assert f.add("a") is True  # the next add makes it again
 
@@ -466,7 +470,8 @@ def test_a_resend_whose_answer_is_gone_raises_with_its_facts(redis_server: Any) 
             f.add_many(["a", "b"])
         t.join()
         assert info.value.unknown.tolist() == [True, True]  # type: ignore[attr-defined]
-        assert f._sender.stats["resent"] == 1 and not f._sender.stats["NOSCRIPT"]
+        # (more than once if a re-send also met a stall of this loaded machine)
+        assert f._sender.stats["resent"] >= 1 and not f._sender.stats["NOSCRIPT"]
     finally:
         proxy.close()
 

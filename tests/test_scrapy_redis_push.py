@@ -397,13 +397,16 @@ def test_a_real_crawl_whose_queue_redis_is_killed_and_back_in_two_seconds_fetche
     (append-only, apart from the filter's) killed after a quarter of the
     site and back on its port 2 s later: the pushes that failed meanwhile
     are spilled and queued once it is back, and the crawl ends by itself
-    with every page fetched once. The one exception is scrapy-redis's own:
-    its pop (MULTI/EXEC of ZRANGE and ZREMRANGEBYRANK) is at most once, so
-    the one command in flight as the server died may have removed a request
-    whose reply never came. That page is lost, and with it the pages only
-    it links to (its subtree): so at most one lost subtree. (The crawl
-    need not see that pop fail: redis-py retries it, and a retry that
-    meets the server back pops the next request.)"""
+    with every page fetched once, but for the one queue command in flight
+    as the server died, whose outcome is unknown (the server may have run
+    it and lost only its reply):
+    - a push: the request is spilled and queued again once the server is
+      back (at least once), so its page may be fetched twice;
+    - a pop (scrapy-redis's own, MULTI/EXEC of ZRANGE and ZREMRANGEBYRANK,
+      is at most once): the request may be gone, lost with the pages only
+      it links to. The crawl need not see that pop fail: redis-py retries
+      it, and a retry that meets the server back pops the next request.
+    So at most one page lost on its own or fetched twice, never both."""
     import re
     import signal
     import subprocess
@@ -434,7 +437,8 @@ def test_a_real_crawl_whose_queue_redis_is_killed_and_back_in_two_seconds_fetche
         text = log.read_text()
         fetched = site.pages()
         missing = set(range(pages)) - {int(p.rsplit("/", 1)[1]) for p in fetched}
-        assert len(site.lost()) <= 1 and max(fetched.values()) == 1, (sorted(missing), text[-3000:])
+        twice = sorted(p for p, n in fetched.items() if n > 1)
+        assert len(site.lost()) + len(twice) <= 1 and max(fetched.values()) <= 2, (sorted(missing), twice, text[-3000:])
         assert re.search(r"'finish_reason': 'finished'", text), text[-3000:]
         assert "(scrapy-redis's queue) unreachable" in text and "is back after" in text, text[-3000:]
         # scrapy-redis's own pop may meet the dead server first: Scrapy logs

@@ -706,9 +706,11 @@ import os, sys, numpy as np, bloomline
 w = bloomline.WindowedBloomFilter.open(sys.argv[1], "r", clock=lambda: 0.0)
 stable = np.arange(0, 3000, dtype=np.uint64)
 checks = misses = 0
-while not os.path.exists(sys.argv[2]):
+while checks == 0 or not os.path.exists(sys.argv[2]):
     checks += 1
     misses += int((~w.contains_many(stable)).sum()) + sum(int(k) not in w for k in stable[:50])
+    if checks == 1:
+        print("ready", flush=True)
 print(checks, misses, w.current_generation, flush=True)
 """
 
@@ -721,7 +723,7 @@ def test_a_rotation_never_hides_a_live_key_from_a_reader_in_another_process(tmp_
         w.add_many(np.arange(0, 3000, dtype=np.uint64))
     reader = subprocess.Popen([sys.executable, "-c", READER, str(path), str(stop)], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.5)
+        assert reader.stdout is not None and reader.stdout.readline() == "ready\n"  # open, and checking
         rotator = subprocess.run([sys.executable, "-c", ROTATOR, str(path), "60"], capture_output=True, text=True,
                                  timeout=300)
         assert rotator.stdout == "rotated\n", rotator.stderr
