@@ -55,10 +55,13 @@ class Site:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 epoch = site.epoch
-                if not site.gate.wait(timeout=60) or site.epoch != epoch:
-                    return  # held, and its crawler was killed meanwhile: never answered
-                with site.lock:
-                    site.hits[self.path] += 1
+                while True:  # counted only with the gate open under the lock (close_gate takes it)
+                    if not site.gate.wait(timeout=60) or site.epoch != epoch:
+                        return  # held, and its crawler was killed meanwhile: never answered
+                    with site.lock:
+                        if site.gate.is_set():
+                            site.hits[self.path] += 1
+                            break
                 if self.path.startswith("/page/"):
                     i = int(self.path.rsplit("/", 1)[1])
                     body = "".join(f'<a href="/page/{j}">p{j}</a> ' for j in site.links_of(i))
@@ -87,6 +90,12 @@ class Site:
     def pages(self) -> collections.Counter[str]:
         with self.lock:
             return collections.Counter({k: v for k, v in self.hits.items() if k.startswith("/page/")})
+
+    def close_gate(self) -> None:
+        """Hold every request not yet counted: once this returns, no page
+        is counted until the gate opens (gate.set())."""
+        with self.lock:
+            self.gate.clear()
 
     def lost(self) -> set[int]:
         """The pages lost on their own: never fetched, though page 0 or a

@@ -129,7 +129,7 @@ def test_jobdir_kill_9_with_requests_in_flight_fetches_none_twice(site: Site, tm
     job = tmp_path / "job"
     proc = start_crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}")
     wait_for_pages(site, proc, 400)
-    site.gate.clear()  # requests now in flight get no answer ...
+    site.close_gate()  # requests now in flight get no answer ...
     wait_until_answers_handled(site, job)  # ... while every answered one is handled
     before = site.pages()
     kill_9(proc)
