@@ -12,6 +12,7 @@ from types import ModuleType
 EXTRAS: dict[str, tuple[str, str | None]] = {
     "redis": ("redis-py", "redis"),
     "scrapy": ("Scrapy", "scrapy"),
+    "scrapy_redis": ("scrapy-redis", None),
     "matplotlib": ("matplotlib", "plot"),
     "pandas": ("pandas", None),
 }

@@ -168,10 +168,7 @@ class Outages:
 
     def _spill_journal(self) -> RequestJournal:
         if self._spill is None:
-            self.spill_dir.mkdir(parents=True, exist_ok=True)
-            # (pid and a random part: two crawls of one process never share a name)
-            path = self.spill_dir / f"{_file_safe(self.dupefilter.key)}.{os.getpid()}-{os.urandom(4).hex()}" \
-                                    ".unchecked.journal"
+            path = own_journal_path(self.spill_dir, _file_safe(self.dupefilter.key), "unchecked")
             self._spill = RequestJournal(path, self._spider, fifo=True)
         return self._spill
 
@@ -297,10 +294,8 @@ class Outages:
         for path, name in self._left_spills():
             if any(path == j.path for j, _ in journals):
                 continue
-            claimed = name.with_name(f"{name.name}.{os.getpid()}.claimed")
-            try:
-                os.rename(path, claimed)
-            except OSError:
+            claimed = claim(path, name)
+            if claimed is None:
                 continue  # another process took it
             try:
                 journals.append((RequestJournal(claimed, self._spider, fifo=True), name))
@@ -347,26 +342,9 @@ class Outages:
                             (original or journal.path).name)
 
     def _left_spills(self) -> list[tuple[Path, Path]]:
-        """(file, its spill name) of the spills of this key in the spill
-        directory that this process may take: those left by crawls of this
-        process or of processes gone, and those claimed by a process that
-        died as it handed them on, which would otherwise be stranded under
-        their claimed names."""
-        if not self.spill_dir.is_dir():
-            return []
-        name = rf"{re.escape(_file_safe(self.dupefilter.key))}\.([0-9]+)(?:-[0-9a-f]+)?\.unchecked\.journal"
-        spill, claimed = re.compile(name), re.compile(rf"({name})\.([0-9]+)\.claimed")
-        found = []
-        for path in sorted(self.spill_dir.iterdir()):
-            if m := spill.fullmatch(path.name):
-                # Another live process's spill is its own to hand on: it may
-                # be spilling to it now (taken, the file would be rewritten
-                # under it). This process's open spill the caller has.
-                if int(m.group(1)) == os.getpid() or not _alive(int(m.group(1))):
-                    found.append((path, path))
-            elif (m := claimed.fullmatch(path.name)) and int(m.group(3)) != os.getpid() and not _alive(int(m.group(3))):
-                found.append((path, path.with_name(m.group(1))))
-        return found
+        """(file, its spill name) of the spills of this key that this
+        process may take (left_journals)."""
+        return left_journals(self.spill_dir, _file_safe(self.dupefilter.key), "unchecked")
 
     def _put_back(self, journal: RequestJournal, rid: int, request: Request, unchecked: bool,
                   error: Exception) -> None:
@@ -429,6 +407,48 @@ class Outages:
         if self._spill is not None:
             self._spill.close()  # kept for the next crawl
             self._spill = None
+
+
+def own_journal_path(directory: Path, stem: str, kind: str) -> Path:
+    """A new journal's path in directory (made if need be), named for this
+    process: its pid and a random part, so that two crawls of one process
+    never share a name."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"{stem}.{os.getpid()}-{os.urandom(4).hex()}.{kind}.journal"
+
+
+def left_journals(directory: Path, stem: str, kind: str) -> list[tuple[Path, Path]]:
+    """(file, its name) of the journals named by own_journal_path that this
+    process may take: those left by crawls of this process or of processes
+    gone, and those claimed (claim()) by a process that died as it handed
+    them on, which would otherwise be stranded under their claimed names.
+    A live process's journal is its own: it may be writing to it now (taken,
+    the file would be rewritten under it). This process's open one the
+    caller has."""
+    if not directory.is_dir():
+        return []
+    name = rf"{re.escape(stem)}\.([0-9]+)(?:-[0-9a-f]+)?\.{re.escape(kind)}\.journal"
+    own, claimed = re.compile(name), re.compile(rf"({name})\.([0-9]+)\.claimed")
+    found = []
+    for path in sorted(directory.iterdir()):
+        if m := own.fullmatch(path.name):
+            if int(m.group(1)) == os.getpid() or not _alive(int(m.group(1))):
+                found.append((path, path))
+        elif (m := claimed.fullmatch(path.name)) and int(m.group(3)) != os.getpid() and not _alive(int(m.group(3))):
+            found.append((path, path.with_name(m.group(1))))
+    return found
+
+
+def claim(path: Path, name: Path) -> Optional[Path]:
+    """Take a left journal (left_journals) by renaming it for this process,
+    so that no other process takes it too: its new path, or None if another
+    process took it first."""
+    claimed = name.with_name(f"{name.name}.{os.getpid()}.claimed")
+    try:
+        os.rename(path, claimed)
+    except OSError:
+        return None
+    return claimed
 
 
 def _alive(pid: int) -> bool:

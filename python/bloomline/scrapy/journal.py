@@ -238,11 +238,31 @@ class RequestJournal:
     # -- writing -------------------------------------------------------------
     def push(self, request: Request) -> None:
         """Queue a request (ValueError if it cannot be serialized)."""
+        parent = request.meta.pop(JOURNAL_META_ID, None)  # a retry or redirect of a request we handed out
+        offset, _ = self._write_request(request, parent)
+        self._enqueue(request.priority, offset)
+        if parent is not None and parent in self._handed:
+            self._chained.setdefault(offset, []).append(parent)
+
+    def take(self, request: Request) -> int:
+        """Journal a request that is handed out at once, not queued (one that
+        scrapy-redis's scheduler took from Redis): its id, also set as
+        ``request.meta[JOURNAL_META_ID]``, for done(). It stays pending in
+        the file until then. ValueError if it cannot be serialized."""
+        request.meta.pop(JOURNAL_META_ID, None)  # (another journal's id: it does not travel)
+        offset, serial = self._write_request(request, None)
+        rid = next(self._ids)
+        self._handed[rid] = (serial, self._size - offset, [])
+        request.meta[JOURNAL_META_ID] = rid
+        return rid
+
+    def _write_request(self, request: Request, parent: Optional[int]) -> tuple[int, int]:
+        """Append a request record: (its offset, its serial). On an error
+        the request's meta is as it was (parent put back)."""
         self._check_writable()
         fingerprint = b""
         if self._fingerprint_of is not None and not request.dont_filter:
             fingerprint = self._fingerprint_of(request)
-        parent = request.meta.pop(JOURNAL_META_ID, None)  # a retry or redirect of a request we handed out
         try:
             payload = pickle.dumps(request.to_dict(spider=self.spider), protocol=4)
         except Exception as e:  # unpicklable callback, meta or body: Scrapy's memory queue takes it
@@ -254,17 +274,16 @@ class RequestJournal:
         if not -(2**63) <= request.priority < 2**63 or len(payload) >= 2**32:
             raise ValueError(f"request priority must fit in 64 bits and its pickle in 4 GiB, got priority "
                              f"{request.priority} and {len(payload)} bytes")
+        serial = self._next_serial
         try:
-            offset = self._append(_record(_REQUEST, fingerprint, payload, self._next_serial, request.priority))
+            offset = self._append(_record(_REQUEST, fingerprint, payload, serial, request.priority))
         except JournalUnwritable:
             if parent is not None:
                 request.meta[JOURNAL_META_ID] = parent
             raise
         self._next_serial += 1
         self._live_bytes += self._size - offset
-        self._enqueue(request.priority, offset)
-        if parent is not None and parent in self._handed:
-            self._chained.setdefault(offset, []).append(parent)
+        return offset, serial
 
     def _append(self, rec: bytes) -> int:
         """Write a record at the end; its offset. JournalUnwritable if it
@@ -363,6 +382,14 @@ class RequestJournal:
             self.done(p)
         if self._size > _COMPACT_MIN_BYTES and self._live_bytes * 4 < self._size:
             self._rewrite(None)
+
+    def release(self) -> None:
+        """Close the file as it is: the requests handed out and not finished
+        stay pending in it (for a crawl that hands them on, not a clean
+        stop)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def close(self) -> None:
         """A clean stop: the engine has finished every request it took. A

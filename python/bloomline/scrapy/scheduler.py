@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Optional
 
@@ -17,7 +17,8 @@ from ._crawl import REASON_JOBDIR, _CrawlStop, _Refused
 from .dupefilter import BloomDupeFilter
 from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalError, JournalUnwritable, RequestJournal
 
-__all__ = ["REASON_JOURNAL", "JournalDoneMiddleware", "JournalScheduler", "request_done", "request_yielded"]
+__all__ = ["REASON_JOURNAL", "Finishing", "JournalDoneMiddleware", "JournalScheduler", "request_done", "request_yielded",
+           "require_middleware"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +74,7 @@ class JournalScheduler(Scheduler):
     @classmethod
     def from_crawler(cls, crawler: Any) -> JournalScheduler:
         """Scrapy's engine makes the scheduler; ValueError when JournalDoneMiddleware is not in SPIDER_MIDDLEWARES."""
-        middlewares = crawler.settings.getwithbase("SPIDER_MIDDLEWARES")
-        if not any(_is_middleware(k) and v is not None for k, v in middlewares.items()):
-            raise ValueError(
-                f"JournalScheduler needs its spider middleware: add SPIDER_MIDDLEWARES = {{{_MIDDLEWARE!r}: 0}}"
-                " (it tells the scheduler when a request is finished)"
-            )
+        require_middleware(crawler, "JournalScheduler")
         scheduler = super().from_crawler(crawler)
         scheduler.fifo = "fifo" in str(crawler.settings.get("SCHEDULER_DISK_QUEUE", "")).lower()
         return scheduler
@@ -121,12 +117,9 @@ class JournalScheduler(Scheduler):
                     reason, f"JournalScheduler cannot resume from JOBDIR {self.dqdir!r}: {e}"))
                 return result
             self.dqs = journal  # type: ignore[assignment]
-            self._children: dict[int, int] = {}  # journal id -> requests its callback yielded, not yet scheduled
-            self._parents: dict[int, tuple[Request, list[int]]] = {}  # id(request) -> (it, ids of who yielded it)
-            self._ended: set[int] = set()  # journal ids whose callback output ended with children outstanding
             assert self.crawler is not None
+            self._finishing = Finishing(self.crawler, self._finish)
             self.crawler.signals.connect(self._request_done, signal=request_done)
-            self.crawler.signals.connect(self._request_yielded, signal=request_yielded)
             if journal.recovered:
                 logger.info("Resuming crawl (%(queuesize)d requests scheduled)", {"queuesize": journal.recovered},
                             extra={"spider": spider})
@@ -148,8 +141,8 @@ class JournalScheduler(Scheduler):
         kept = self._enqueue(request)
         # Reached only if the request was journaled, filtered or refused: an
         # exception leaves the request that yielded it unfinished (fetched again).
-        if self.dqs is not None and self._parents:
-            self._scheduled(request)
+        if self.dqs is not None:
+            self._finishing.scheduled(request)
         return kept
 
     def _enqueue(self, request: Request) -> bool:
@@ -190,43 +183,9 @@ class JournalScheduler(Scheduler):
             self._journal_failed(e)
             return None
 
-    # -- finishing a request once its callback's requests are all scheduled ----------
-    # Scrapy reads a callback's output ahead of scheduling it (a queue of up to
-    # 2 x CONCURRENT_ITEMS), so the output can end before its requests are
-    # journaled: a done record written then would finish a page whose links
-    # are not yet kept anywhere.
-
-    def _request_yielded(self, request_id: int, request: Request) -> None:
-        self._children[request_id] = self._children.get(request_id, 0) + 1
-        entry = self._parents.get(id(request))
-        if entry is None:
-            self._parents[id(request)] = (request, [request_id])  # (the request: its id stays its own)
-        else:
-            entry[1].append(request_id)  # the same object yielded again
-
-    def _scheduled(self, request: Request) -> None:
-        entry = self._parents.get(id(request))
-        if entry is None or entry[0] is not request:
-            return
-        parent = entry[1].pop(0)
-        if not entry[1]:
-            del self._parents[id(request)]
-        left = self._children[parent] - 1
-        if left:
-            self._children[parent] = left
-            return
-        del self._children[parent]
-        if parent in self._ended:
-            self._ended.discard(parent)
-            self._finish(parent)
-
     def _request_done(self, request_id: int) -> None:
-        if self.dqs is None:
-            return
-        if request_id in self._children:
-            self._ended.add(request_id)  # finished when its last request is scheduled
-            return
-        self._finish(request_id)
+        if self.dqs is not None:
+            self._finishing.ended(request_id)
 
     def _finish(self, request_id: int) -> None:
         if self._failure is not None:
@@ -252,6 +211,60 @@ class JournalScheduler(Scheduler):
             with contextlib.suppress(OSError):
                 os.unlink(self._reserve)
             self._reserve = None
+
+
+class Finishing:
+    """When a handed-out request is finished: its callback's output has
+    ended (JournalDoneMiddleware's request_done) and every request that
+    output yielded (request_yielded) has been through the scheduler's
+    enqueue_request. Scrapy reads a callback's output ahead of scheduling
+    it (a queue of up to 2 x CONCURRENT_ITEMS), so the output can end
+    before its requests are kept: a done record written then would finish
+    a page whose links are kept nowhere. finish(id) is called once each."""
+
+    def __init__(self, crawler: Any, finish: Callable[[int], None]) -> None:
+        self._finish = finish
+        self._children: dict[int, int] = {}  # journal id -> requests its callback yielded, not yet scheduled
+        self._parents: dict[int, tuple[Request, list[int]]] = {}  # id(request) -> (it, ids of who yielded it)
+        self._ended: set[int] = set()  # journal ids whose callback output ended with children outstanding
+        crawler.signals.connect(self._yielded, signal=request_yielded)
+
+    def _yielded(self, request_id: int, request: Request) -> None:
+        self._children[request_id] = self._children.get(request_id, 0) + 1
+        entry = self._parents.get(id(request))
+        if entry is None:
+            self._parents[id(request)] = (request, [request_id])  # (the request: its id stays its own)
+        else:
+            entry[1].append(request_id)  # the same object yielded again
+
+    def yielded_by_a_callback(self, request: Request) -> bool:
+        """Is this request one a callback yielded, not yet scheduled?"""
+        entry = self._parents.get(id(request))
+        return entry is not None and entry[0] is request
+
+    def scheduled(self, request: Request) -> None:
+        """enqueue_request is done with the request (kept, or filtered)."""
+        if not self.yielded_by_a_callback(request):
+            return
+        entry = self._parents[id(request)]
+        parent = entry[1].pop(0)
+        if not entry[1]:
+            del self._parents[id(request)]
+        left = self._children[parent] - 1
+        if left:
+            self._children[parent] = left
+            return
+        del self._children[parent]
+        if parent in self._ended:
+            self._ended.discard(parent)
+            self._finish(parent)
+
+    def ended(self, request_id: int) -> None:
+        """The callback output for this request has ended."""
+        if request_id in self._children:
+            self._ended.add(request_id)  # finished when its last request is scheduled
+            return
+        self._finish(request_id)
 
 
 def _keep_reserve(path: Path) -> Path:
@@ -307,6 +320,16 @@ class _JournalRefusal(_CrawlStop):
         self._init_stop()
         self.refused = refused
         self._watch(crawler)
+
+
+def require_middleware(crawler: Any, scheduler: str) -> None:
+    """ValueError unless JournalDoneMiddleware is in SPIDER_MIDDLEWARES."""
+    middlewares = crawler.settings.getwithbase("SPIDER_MIDDLEWARES")
+    if not any(_is_middleware(k) and v is not None for k, v in middlewares.items()):
+        raise ValueError(
+            f"{scheduler} needs its spider middleware: add SPIDER_MIDDLEWARES = {{{_MIDDLEWARE!r}: 0}}"
+            " (it tells the scheduler when a request is finished)"
+        )
 
 
 def _is_middleware(key: Any) -> bool:

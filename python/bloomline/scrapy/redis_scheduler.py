@@ -1,0 +1,238 @@
+"""RedisJournalScheduler: scrapy-redis's scheduler, with a local journal of
+the requests this process took from Redis and has not finished.
+
+scrapy-redis's pop removes a request from Redis as the crawler takes it,
+and the dupefilter has already recorded it: a crawler killed with SIGKILL
+(the OOM killer, a container stopped without grace) loses every request it
+had taken and not finished, and the pages only they link to, for every
+later crawl. Here each request taken is written to a journal on local disk
+(journal.py, docs/FORMAT.md) before the engine gets it, and finished there
+once its callback's output has ended and every request it yielded is in
+Redis (or filtered, or spilled by RedisBloomDupeFilter), as JournalScheduler
+finishes its own. A crawl that opens hands the journals of dead processes
+on this machine back to the queue.
+
+Invariants:
+- A request taken is in the journal before the engine sees it; it leaves
+  the journal (a done record) only after what its page yielded is kept.
+- A dead process's journal is handed back whole: each pending request is
+  pushed to the queue, then marked done (killed in between, it is pushed
+  again by the next crawl: at least once). Only one process takes a file
+  (it is renamed first); a live process's journal is never taken.
+- Handed back, a request is not checked again: its fingerprint is recorded.
+- A clean close marks every request done (the engine has finished them) and
+  removes the journal.
+What it cannot keep: a request popped in Redis whose reply never reached the
+crawler (its Redis died, or the crawler was killed, between the two), and
+journals on a machine that is gone. Requests in flight at a kill are
+fetched again (at least once)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from scrapy.http import Request
+from scrapy.utils.job import job_dir
+from scrapy_redis.scheduler import Scheduler  # type: ignore[import-untyped]
+
+from .._units import noun
+from ._crawl import _CrawlStop, _Refused
+from ._outage import _file_safe, claim, left_journals, own_journal_path
+from ._redis_filter import _default_spill_dir
+from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal
+from .scheduler import REASON_JOURNAL, Finishing, request_done, require_middleware
+
+__all__ = ["RedisJournalScheduler"]
+
+logger = logging.getLogger(__name__)
+
+_KIND = "taken"  # journals named <queue key>.<pid>-<random>.taken.journal
+_OPEN: set[Path] = set()  # the journals this process's open schedulers write (a second crawl here leaves them)
+
+
+class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
+    """scrapy-redis's scheduler that loses no request to a crawler killed
+    with SIGKILL (see the module doc). Enable it with::
+
+        SCHEDULER = "bloomline.scrapy.RedisJournalScheduler"
+        SPIDER_MIDDLEWARES = {"bloomline.scrapy.JournalDoneMiddleware": 0}
+
+    and any dupefilter (RedisBloomDupeFilter, or scrapy-redis's own). The
+    journals live in ``JOBDIR`` if set, else in the project's data dir
+    (``.scrapy/bloomline``), one per process; every crawler of one machine
+    must use the same directory, so that a restarted one finds what a dead
+    one left. With ``SCHEDULER_FLUSH_ON_START`` the dead processes' journals
+    are removed with the queue they came from.
+
+    A journal that cannot be written (a full disk) stops the crawl, reason
+    ``bloomline_journal_unwritable``: the request being taken is pushed back
+    to the queue, and the unfinished ones stay in the journal for the next
+    crawl to hand back.
+    """
+
+    crawler: Any = None
+    journal_dir: Path = Path()
+    """Where this crawl's journal is, and where it looks for dead processes' journals."""
+    _taken: Optional[RequestJournal] = None
+    _stop: Optional[_CrawlStop] = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> RedisJournalScheduler:
+        """Scrapy's engine makes the scheduler; ValueError when JournalDoneMiddleware is not in SPIDER_MIDDLEWARES."""
+        require_middleware(crawler, cls.__name__)
+        scheduler = super().from_crawler(crawler)
+        scheduler.crawler = crawler
+        scheduler.journal_dir = Path(job_dir(crawler.settings) or _default_spill_dir())
+        return scheduler  # type: ignore[no-any-return]
+
+    def open(self, spider: Any) -> Any:
+        """Scrapy's engine, at the start: scrapy-redis's open (the queue, the
+        dupefilter, the flush on start), then the journals of dead processes
+        handed back to the queue, and this process's own journal."""
+        result = super().open(spider)
+        self._finishing = Finishing(self.crawler, self._finish)
+        self.crawler.signals.connect(self._request_done, signal=request_done)
+        stem = _file_safe(self.queue.key)
+        try:
+            for path, name in left_journals(self.journal_dir, stem, _KIND):
+                if path not in _OPEN:
+                    self._hand_back(path, name, spider)
+            self._taken = RequestJournal(own_journal_path(self.journal_dir, stem, _KIND), spider, fifo=True)
+            _OPEN.add(self._taken.path)
+        except (ValueError, OSError) as e:
+            self._stop = _TakenStop(self.crawler, f"RedisJournalScheduler cannot keep the requests it takes in "
+                                                  f"{self.journal_dir}: {e}", opening=True)
+        return result
+
+    def _hand_back(self, path: Path, name: Path, spider: Any) -> None:
+        """Push the pending requests of a dead process's journal to the
+        queue, or (flushed on start) remove it. A journal that holds no
+        journal at all, or whose push fails, is left under its name for
+        the next crawl (logged)."""
+        claimed = claim(path, name)
+        if claimed is None:
+            return  # another process took it
+        if self.flush_on_start:
+            os.unlink(claimed)
+            logger.info("RedisJournalScheduler: removed %s with the queue it came from (SCHEDULER_FLUSH_ON_START)",
+                        name.name, extra={"spider": spider})
+            return
+        try:
+            journal = RequestJournal(claimed, spider, fifo=True)
+        except (ValueError, OSError) as e:
+            os.rename(claimed, name)
+            logger.error("RedisJournalScheduler: cannot read the requests taken by a crawler gone, in %s: %s", name, e,
+                         extra={"spider": spider})
+            return
+        count = 0
+        try:
+            while (request := journal.pop()) is not None:
+                rid = request.meta.pop(JOURNAL_META_ID)
+                self.queue.push(request)  # pushed first, done after: killed between, pushed again (at least once)
+                journal.done(rid)
+                count += 1
+            journal.close()
+        except Exception as e:  # (Redis refused or went away; a full disk)
+            journal.release()  # what was not marked done stays pending in it
+            os.rename(claimed, name)
+            logger.error("RedisJournalScheduler: handing back the requests a crawler gone had taken failed (%r) "
+                         "after %d; the rest stay in %s for the next crawl", e, count, name,
+                         extra={"spider": spider})
+            return
+        os.unlink(claimed)
+        if count:
+            logger.info("RedisJournalScheduler: %d %s taken and not finished by a crawler gone queued again (%s)",
+                        count, noun(count, "request"), name.name, extra={"spider": spider})
+
+    def close(self, reason: str) -> Any:
+        """Scrapy's engine, at the end: scrapy-redis's close (the flush
+        without SCHEDULER_PERSIST); every request taken is finished, and the
+        journal removed, unless it could not be written (then kept, for the
+        next crawl to hand back)."""
+        result = super().close(reason)
+        taken, self._taken = self._taken, None
+        if taken is not None:
+            _OPEN.discard(taken.path)
+            if taken.unwritable is not None:
+                taken.release()
+            else:
+                try:
+                    taken.close()
+                    os.unlink(taken.path)
+                except OSError as e:
+                    logger.error("RedisJournalScheduler: cannot finish the requests taken, in %s (%s): the next "
+                                 "crawl queues them again", taken.path, e)
+        return result
+
+    def next_request(self) -> Optional[Request]:
+        """The next request from Redis, journaled before the engine gets it."""
+        if self._stop is not None:
+            return None
+        request = super().next_request()
+        if request is None or self._taken is None:
+            return request  # type: ignore[no-any-return]
+        try:
+            self._taken.take(request)
+        except JournalUnwritable as e:
+            request.meta.pop(JOURNAL_META_ID, None)
+            self.queue.push(request)  # back where it was; the crawl stops
+            self._unwritable(e)
+            return None
+        except ValueError as e:  # (a request scrapy-redis's serializer could read and pickle cannot write)
+            logger.warning("RedisJournalScheduler: cannot journal %s (%s); a crawler killed before it is finished "
+                           "loses it", request, e)
+        return request  # type: ignore[no-any-return]
+
+    def enqueue_request(self, request: Request) -> bool:
+        """scrapy-redis's enqueue (the dupefilter, then the push to Redis).
+        A retry or redirect of a request taken (made by a downloader
+        middleware, not yielded by a callback) finishes it once it is kept."""
+        parent = request.meta.pop(JOURNAL_META_ID, None)  # a journal id never goes to Redis
+        retried = parent is not None and not self._finishing.yielded_by_a_callback(request)
+        kept: bool = super().enqueue_request(request)
+        self._finishing.scheduled(request)
+        if retried:
+            self._finish(parent)
+        return kept
+
+    def _request_done(self, request_id: int) -> None:
+        self._finishing.ended(request_id)
+
+    def _finish(self, request_id: int) -> None:
+        if self._taken is None or self._taken.unwritable is not None:
+            return  # (stays pending: queued again by the next crawl)
+        try:
+            self._taken.done(request_id)
+        except JournalUnwritable as e:
+            self._unwritable(e)
+
+
+    def _unwritable(self, error: OSError) -> None:
+        """The journal cannot be written: the crawl stops (once)."""
+        if self._stop is None:
+            assert self._taken is not None
+            self._stop = _TakenStop(self.crawler, (
+                f"RedisJournalScheduler cannot write the journal of the requests it takes ({error}): closing the "
+                f"spider (reason {REASON_JOURNAL!r}); the requests it had not finished stay in {self._taken.path}, "
+                "for the next crawl to queue again"), opening=False)
+
+
+class _TakenStop(_CrawlStop):
+    """Stops the crawl whose journal of taken requests cannot be made (as
+    it opens: a refusal, _crawl.py) or written (mid-crawl: one ERROR line
+    and the close), reason ``bloomline_journal_unwritable``, exit 1."""
+
+    label = "RedisJournalScheduler"
+    error_log = logger
+
+    def __init__(self, crawler: Any, message: str, *, opening: bool) -> None:
+        self._init_stop()
+        self._watch(crawler)
+        if opening:
+            self.refused = _Refused(REASON_JOURNAL, message)
+            return
+        logger.error("%s", message)
+        self._close_spider(REASON_JOURNAL)

@@ -1,0 +1,315 @@
+"""RedisJournalScheduler: scrapy-redis's scheduler with a local journal of
+the requests a crawler took from Redis and has not finished. Real crawls
+killed with SIGKILL against the loopback test site, and the scheduler
+itself (opened as Scrapy's engine opens it) against a real redis-server,
+with other crawlers in real processes, live and killed."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("scrapy")
+pytest.importorskip("scrapy_redis")
+pytest.importorskip("redis")
+
+from conftest import RedisServer  # noqa: E402
+from scrapy import Spider  # noqa: E402
+from scrapy.http import Request  # noqa: E402
+from scrapy_site import Site, crawl, journal_records, kill_9, pending_urls, start_crawl, tree  # noqa: E402
+
+# scrapy-redis 0.9 counts its pushes with inc_value(spider=), which Scrapy 2.19 deprecates.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Passing a 'spider' argument:scrapy.exceptions.ScrapyDeprecationWarning")
+
+MIDDLEWARE = 'SPIDER_MIDDLEWARES={"bloomline.scrapy.JournalDoneMiddleware": 0}'
+U = "http://example.com"
+
+
+def taken_journals(where: Path) -> list[Path]:
+    return sorted(where.rglob("*.taken.journal*"))
+
+
+def taken_urls(where: Path) -> set[str]:
+    """The URLs pending in every journal of taken requests under `where`,
+    read as docs/FORMAT.md says (not by the code under test); a record
+    being written as it is read is read again."""
+    for _ in range(100):
+        try:
+            return set().union(*(pending_urls(journal_records(p.read_bytes())) for p in taken_journals(where)))
+        except Exception:  # a record half written (struct, pickle, the magic's assert)
+            time.sleep(0.01)
+    raise AssertionError("the journals never read whole")
+
+
+# -- real crawls, killed -----------------------------------------------------------------------------
+
+PAGES = 600
+
+
+def killed_mid_crawl(tmp: Path, site: Site, redis_url: str, scheduler: str) -> None:
+    """Crawl under `scheduler` with RedisBloomDupeFilter and scrapy-redis's
+    queue at redis_url, and SIGKILL it after a quarter of the site with 8
+    requests in flight: the site holds every request from then on
+    unanswered, and the kill comes once every page it answered is handled
+    (with the journal: finished in it), so that what the crawler had taken
+    and not fetched is exactly what was in flight."""
+    proc = start_crawl(tmp, site, f"SCHEDULER={scheduler}", "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter",
+                       f"REDIS_URL={redis_url}", "SCHEDULER_PERSIST=True", MIDDLEWARE, log=tmp / "killed.log")
+    try:
+        deadline = time.monotonic() + 120
+        while sum(site.pages().values()) < PAGES // 4 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.005)
+        assert proc.poll() is None, (tmp / "killed.log").read_text()[-3000:]
+        site.close_gate()
+        if "Journal" in scheduler:
+            deadline = time.monotonic() + 60
+            while {site.url(p) for p in site.pages()} & taken_urls(tmp):
+                assert time.monotonic() < deadline, "the answered pages were never finished"
+                time.sleep(0.01)
+        else:
+            time.sleep(1.0)  # (scrapy-redis's scheduler has no record to wait on)
+    finally:
+        kill_9(proc)
+    site.epoch += 1
+    site.gate.set()
+
+
+@pytest.mark.slow
+def test_a_crawler_killed_with_requests_in_flight_loses_none_and_fetches_none_twice(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """The requests a crawler took from Redis and had not fetched when it
+    was killed are in its journal, and the next crawl on the machine queues
+    them again: every page of the tree is fetched, none twice, and the
+    clean end leaves no journal."""
+    site = Site(PAGES, tree(PAGES, 3))
+    try:
+        killed_mid_crawl(tmp_path, site, redis_server.url, "bloomline.scrapy.RedisJournalScheduler")
+        before = site.pages()
+        in_flight = taken_urls(tmp_path)
+        assert 1 <= len(in_flight) <= 16 and not in_flight & {site.url(p) for p in before}, in_flight
+        r = crawl(tmp_path, site, "SCHEDULER=bloomline.scrapy.RedisJournalScheduler",
+                  "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter", f"REDIS_URL={redis_server.url}",
+                  "SCHEDULER_PERSIST=True", MIDDLEWARE)
+        assert r.returncode == 0, r.stderr[-3000:]
+        n = len(in_flight)
+        assert f"{n} {'request' if n == 1 else 'requests'} taken and not finished by a crawler gone queued again" \
+            in r.stderr, r.stderr[-3000:]
+        pages = site.pages()
+        assert site.lost() == set() and len(pages) == PAGES, (sorted(site.lost()), r.stderr[-3000:])
+        assert max(pages.values()) == 1, sorted(p for p, n in pages.items() if n > 1)
+        assert taken_journals(tmp_path) == []
+    finally:
+        site.stop()
+
+
+@pytest.mark.slow
+def test_scrapy_redis_own_scheduler_loses_what_a_killed_crawler_had_taken(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """Why RedisJournalScheduler exists: the same kill under scrapy-redis's
+    own scheduler, and the next crawl never fetches the requests that were
+    in flight, nor the pages only they link to."""
+    site = Site(PAGES, tree(PAGES, 3))
+    try:
+        killed_mid_crawl(tmp_path, site, redis_server.url, "scrapy_redis.scheduler.Scheduler")
+        r = crawl(tmp_path, site, "SCHEDULER=scrapy_redis.scheduler.Scheduler",
+                  "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter", f"REDIS_URL={redis_server.url}",
+                  "SCHEDULER_PERSIST=True")
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert len(site.lost()) >= 1 and len(site.pages()) < PAGES
+    finally:
+        site.stop()
+
+
+# -- the scheduler itself, as the engine opens it ---------------------------------------------------
+
+
+def opened(tmp: Path, redis_url: str, **settings: Any) -> Any:
+    """A RedisJournalScheduler opened as Scrapy's engine opens it, with
+    scrapy-redis's FIFO queue and dupefilter at redis_url and its journals
+    in tmp/job."""
+    from scrapy.utils.test import get_crawler
+
+    from bloomline.scrapy import RedisJournalScheduler
+
+    class S(Spider):
+        name = "taken"
+
+    crawler = get_crawler(S, {
+        "REDIS_URL": redis_url, "SCHEDULER_PERSIST": True, "JOBDIR": str(tmp / "job"),
+        "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue",
+        "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+        "SPIDER_MIDDLEWARES": {"bloomline.scrapy.JournalDoneMiddleware": 0}, **settings})
+    spider = S.from_crawler(crawler)
+    scheduler = RedisJournalScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    return scheduler
+
+
+def queued(scheduler: Any) -> list[str]:
+    """The URLs in the queue, taken out (not through the scheduler)."""
+    urls = []
+    while (r := scheduler.queue.pop()) is not None:
+        urls.append(r.url)
+    return urls
+
+
+TAKES_AND_WAITS = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from test_scrapy_redis_journal import opened
+s = opened(Path(sys.argv[2]), sys.argv[3])
+print("taken", s.next_request().url, flush=True)
+sys.stdin.readline()
+"""
+
+
+def taking_child(tmp: Path, redis_url: str) -> Any:
+    """A crawler in another process that took one request and waits."""
+    child = subprocess.Popen([sys.executable, "-c", TAKES_AND_WAITS, str(Path(__file__).parent), str(tmp), redis_url],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    assert child.stdout.readline() == f"taken {U}/theirs\n"
+    return child
+
+
+def kill(child: Any) -> None:
+    child.kill()
+    child.wait(timeout=30)
+    child.stdin.close()
+    child.stdout.close()
+
+
+def test_a_live_crawlers_journal_is_left_to_it_and_a_dead_ones_is_queued_again(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    first = opened(tmp_path, redis_server.url)
+    assert first.enqueue_request(Request(f"{U}/theirs"))
+    first.close("finished")
+    child = taking_child(tmp_path, redis_server.url)
+    try:
+        ours = opened(tmp_path, redis_server.url)
+        assert ours.next_request() is None and taken_urls(tmp_path) == {f"{U}/theirs"}  # its owner lives
+        ours.close("finished")
+    finally:
+        kill(child)
+    later = opened(tmp_path, redis_server.url)
+    request = later.next_request()
+    assert request is not None and request.url == f"{U}/theirs"
+    assert len(taken_journals(tmp_path)) == 1 and taken_urls(tmp_path) == {f"{U}/theirs"}  # taken again, by later
+    later.close("finished")
+    assert taken_journals(tmp_path) == []
+
+
+def test_a_second_crawl_in_one_process_leaves_the_first_ones_journal(tmp_path: Path,
+                                                                      redis_server: RedisServer) -> None:
+    first = opened(tmp_path, redis_server.url)
+    first.enqueue_request(Request(f"{U}/one"))
+    assert first.next_request() is not None
+    second = opened(tmp_path, redis_server.url)
+    assert queued(second) == [] and taken_urls(tmp_path) == {f"{U}/one"}
+    second.close("finished")
+    first.close("finished")
+    assert taken_journals(tmp_path) == []
+
+
+def test_flush_on_start_removes_dead_crawlers_journals_with_the_queue(tmp_path: Path,
+                                                                     redis_server: RedisServer,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    first = opened(tmp_path, redis_server.url)
+    first.enqueue_request(Request(f"{U}/theirs"))
+    first.close("finished")
+    kill(taking_child(tmp_path, redis_server.url))
+    with caplog.at_level(logging.INFO):
+        fresh = opened(tmp_path, redis_server.url, SCHEDULER_FLUSH_ON_START=True)
+    assert queued(fresh) == [] and taken_urls(tmp_path) == set()
+    assert "SCHEDULER_FLUSH_ON_START" in caplog.text
+    fresh.close("finished")
+
+
+def test_a_redirect_finishes_the_request_it_replaces_once_it_is_in_redis(tmp_path: Path,
+                                                                          redis_server: RedisServer) -> None:
+    """A redirect or retry (made by a downloader middleware, carrying its
+    request's meta) finishes the request it replaces once it is queued, and
+    the journal's id never travels to Redis."""
+    from bloomline.scrapy.journal import JOURNAL_META_ID
+
+    s = opened(tmp_path, redis_server.url)
+    s.enqueue_request(Request(f"{U}/a"))
+    taken = s.next_request()
+    assert taken is not None and JOURNAL_META_ID in taken.meta
+    assert taken_urls(tmp_path) == {f"{U}/a"}
+    s.enqueue_request(taken.replace(url=f"{U}/b"))
+    assert taken_urls(tmp_path) == set()
+    again = s.queue.pop()
+    assert again.url == f"{U}/b" and JOURNAL_META_ID not in again.meta
+    s.close("finished")
+
+
+def test_a_page_is_finished_only_once_its_output_ended_and_its_links_are_queued(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """A callback's link that copies the response's meta (the journal id
+    with it) is a child, not a redirect: the page stays unfinished until its
+    output has ended and every link it yielded is in Redis."""
+    from bloomline.scrapy.journal import JOURNAL_META_ID
+    from bloomline.scrapy.scheduler import request_done, request_yielded
+
+    s = opened(tmp_path, redis_server.url)
+    s.enqueue_request(Request(f"{U}/page"))
+    page = s.next_request()
+    rid = page.meta[JOURNAL_META_ID]
+    links = [Request(f"{U}/link/{i}", meta=dict(page.meta)) for i in range(2)]
+    for link in links:
+        s.crawler.signals.send_catch_log(signal=request_yielded, request_id=rid, request=link)
+    s.enqueue_request(links[0])
+    s.crawler.signals.send_catch_log(signal=request_done, request_id=rid)
+    assert taken_urls(tmp_path) == {f"{U}/page"}  # one link not yet in Redis
+    s.enqueue_request(links[1])
+    assert taken_urls(tmp_path) == set()
+    assert sorted(queued(s)) == [f"{U}/link/0", f"{U}/link/1"]
+    s.close("finished")
+
+
+def test_a_full_disk_stops_the_crawl_and_puts_the_request_back(tmp_path: Path, redis_server: RedisServer,
+                                                              small_fs: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A journal that cannot be written: the request being taken goes back
+    to Redis, the crawl stops (one ERROR line naming the reason), and the
+    requests taken before stay pending in the journal."""
+    from test_scrapy_journal import fill
+
+    from bloomline.scrapy.journal import JournalUnwritable
+
+    from types import SimpleNamespace
+
+    from twisted.internet import defer
+
+    d = small_fs("256k")
+    s = opened(tmp_path, redis_server.url, JOBDIR=str(d))
+    closes: list[str] = []
+    s.crawler.engine = SimpleNamespace(pause=lambda: None, running=True, spider=s.spider,
+                                       close_spider=lambda spider, reason: closes.append(reason) or defer.succeed(None))
+    for i in range(1000):
+        s.enqueue_request(Request(f"{U}/{i}", body=b"x" * 500))
+    fill(d, leave=8 << 10)
+    taken = []
+    with caplog.at_level(logging.ERROR):
+        for _ in range(1000):  # 8 KiB holds far fewer than 1000 of these
+            request = s.next_request()
+            if request is None:
+                break
+            taken.append(request.url)
+    assert 0 < len(taken) < 1000
+    assert isinstance(s._taken.unwritable, JournalUnwritable) and s._taken.unwritable.errno == errno.ENOSPC
+    assert closes == ["bloomline_journal_unwritable"] and "cannot write the journal" in caplog.text
+    assert s.next_request() is None  # stopped
+    left = queued(s)
+    assert len(left) == 1000 - len(taken) and set(left).isdisjoint(taken)  # the one refused is back
+    s.close("bloomline_journal_unwritable")
+    assert taken_urls(d) == set(taken)  # kept for the next crawl
