@@ -74,6 +74,7 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
     """
 
     crawler: Any = None
+    """The crawl's Crawler (scrapy-redis's scheduler keeps none)."""
     journal_dir: Path = Path()
     """Where this crawl's journal is, and where it looks for dead processes' journals."""
     _taken: Optional[RequestJournal] = None
