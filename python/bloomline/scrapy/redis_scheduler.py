@@ -64,7 +64,8 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
     journals live in ``JOBDIR`` if set, else in the project's data dir
     (``.scrapy/bloomline``), one per process; every crawler of one machine
     must use the same directory, so that a restarted one finds what a dead
-    one left. With ``SCHEDULER_FLUSH_ON_START`` the dead processes' journals
+    one left, and crawlers of other machines or containers (other process
+    ids) must not, since a journal's owner is told alive by its pid. With ``SCHEDULER_FLUSH_ON_START`` the dead processes' journals
     are removed with the queue they came from.
 
     A journal that cannot be written (a full disk) stops the crawl, reason
