@@ -71,6 +71,11 @@ class Site:
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
+                elif self.path.startswith("/redirect/"):  # to the page of that number
+                    self.send_response(301)
+                    self.send_header("Location", "/page/" + self.path.rsplit("/", 1)[1])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                 else:
                     self.send_response(404)
                     self.send_header("Content-Length", "0")

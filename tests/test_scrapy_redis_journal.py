@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -162,20 +163,22 @@ def queued(scheduler: Any) -> list[str]:
 
 
 TAKES_AND_WAITS = """
-import sys
+import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from test_scrapy_redis_journal import opened
-s = opened(Path(sys.argv[2]), sys.argv[3])
+s = opened(Path(sys.argv[2]), sys.argv[3], **json.loads(sys.argv[4]))
 print("taken", s.next_request().url, flush=True)
 sys.stdin.readline()
 """
 
 
-def taking_child(tmp: Path, redis_url: str) -> Any:
+def taking_child(tmp: Path, redis_url: str, **settings: Any) -> Any:
     """A crawler in another process that took one request and waits."""
-    child = subprocess.Popen([sys.executable, "-c", TAKES_AND_WAITS, str(Path(__file__).parent), str(tmp), redis_url],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    import json
+
+    child = subprocess.Popen([sys.executable, "-c", TAKES_AND_WAITS, str(Path(__file__).parent), str(tmp), redis_url,
+                              json.dumps(settings)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     assert child.stdout.readline() == f"taken {U}/theirs\n"
     return child
@@ -313,3 +316,192 @@ def test_a_full_disk_stops_the_crawl_and_puts_the_request_back(tmp_path: Path, r
     assert len(left) == 1000 - len(taken) and set(left).isdisjoint(taken)  # the one refused is back
     s.close("bloomline_journal_unwritable")
     assert taken_urls(d) == set(taken)  # kept for the next crawl
+
+
+def test_a_journal_claimed_under_this_processs_pid_by_a_dead_one_is_queued_again(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """A crawler killed while it handed a dead crawler's journal back left
+    it claimed under its pid; in a container every start has the same pid
+    (1), and such a file was skipped as this process's own for good."""
+    import os
+
+    first = opened(tmp_path, redis_server.url)
+    first.enqueue_request(Request(f"{U}/theirs"))
+    first.close("finished")
+    kill(taking_child(tmp_path, redis_server.url))
+    [left] = taken_journals(tmp_path)
+    left.rename(left.with_name(f"{left.name}.{os.getpid()}.claimed"))  # as a pid-1 crawler killed mid-claim leaves it
+    later = opened(tmp_path, redis_server.url)
+    assert queued(later) == [f"{U}/theirs"]
+    later.close("finished")
+    assert taken_journals(tmp_path) == []
+
+
+def test_queues_whose_keys_fold_to_one_file_name_never_share_journals(tmp_path: Path,
+                                                                      redis_server: RedisServer) -> None:
+    first = opened(tmp_path, redis_server.url, SCHEDULER_QUEUE_KEY="crawl:requests")
+    first.enqueue_request(Request(f"{U}/theirs"))
+    first.close("finished")
+    kill(taking_child(tmp_path, redis_server.url, SCHEDULER_QUEUE_KEY="crawl:requests"))
+    other = opened(tmp_path, redis_server.url, SCHEDULER_QUEUE_KEY="crawl_requests")  # the same file-safe name
+    assert queued(other) == [] and taken_urls(tmp_path) == {f"{U}/theirs"}
+    other.close("finished")
+    same = opened(tmp_path, redis_server.url, SCHEDULER_QUEUE_KEY="crawl:requests")
+    assert queued(same) == [f"{U}/theirs"]
+    same.close("finished")
+
+
+def test_a_second_crawl_naming_the_directory_otherwise_leaves_the_first_ones_journal(
+        tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = opened(tmp_path, redis_server.url, JOBDIR="job")
+    first.enqueue_request(Request(f"{U}/one"))
+    assert first.next_request() is not None
+    second = opened(tmp_path, redis_server.url, JOBDIR=str(tmp_path / "job"))
+    assert queued(second) == [] and taken_urls(tmp_path) == {f"{U}/one"}
+    second.close("finished")
+    first.close("finished")
+    assert taken_journals(tmp_path) == []
+
+
+def open_on(path: Path) -> list[str]:
+    """This process's descriptors open on path."""
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") in (str(path), f"{path} (deleted)"):
+                fds.append(fd)
+        except OSError:  # (the listing's own descriptor, closed)
+            pass
+    return fds
+
+
+def test_a_close_whose_flush_meets_redis_gone_still_closes_the_journal(tmp_path: Path) -> None:
+    """Without SCHEDULER_PERSIST scrapy-redis's close flushes the queue; with
+    Redis gone that raises, and the journal was left open (its descriptor,
+    and a file no later crawl of the process would take)."""
+    from bloomline.scrapy import redis_scheduler
+
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    try:
+        s = opened(tmp_path, server.url, SCHEDULER_PERSIST=False)
+        s.enqueue_request(Request(f"{U}/one"))
+        assert s.next_request() is not None
+        path = s._taken.path
+        assert open_on(path)
+    finally:
+        server.stop()
+    with pytest.raises(Exception, match="(?i)connect"):
+        s.close("finished")
+    assert s._taken is None and not path.exists() and path.resolve() not in redis_scheduler._OPEN
+    assert not open_on(path)
+
+
+OFFSITE_SPIDER = """
+import sys
+import scrapy
+from scrapy import signals
+
+sys.path.insert(0, {tests!r})
+from scrapy_site import journal_records, pending_urls
+
+
+class OffsiteSpider(scrapy.Spider):
+    name = "offsite"
+    allowed_domains = ["127.0.0.1"]
+
+    def __init__(self, start_url=None, dead_port=None, **kw):
+        super().__init__(**kw)
+        self.start_url = start_url
+        self.dead_port = dead_port
+
+    @classmethod
+    def from_crawler(cls, crawler, *args, **kw):
+        spider = super().from_crawler(crawler, *args, **kw)
+        crawler.signals.connect(spider.idle, signal=signals.spider_idle)
+        return spider
+
+    async def start(self):
+        yield scrapy.Request(self.start_url)
+
+    def parse(self, response):
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href, self.parse)
+        yield scrapy.Request("http://offsite.example/elsewhere")  # refused by Scrapy's OffsiteMiddleware
+        yield scrapy.Request(f"http://127.0.0.1:{{self.dead_port}}{{response.url[response.url.index('/page'):]}}")
+        if response.url.endswith("/page/0"):
+            twice = scrapy.Request("http://offsite.example/twice")
+            yield twice  # the same object twice, refused twice
+            yield twice
+            yield response.follow("/missing/0", self.parse)  # 404: HttpErrorMiddleware ignores it
+            yield response.follow("/redirect/1", self.parse)  # to a page already seen: the redirect is dropped
+            yield scrapy.Request(f"http://127.0.0.1:{{self.dead_port}}/errback", errback=self.rescue)
+
+    def rescue(self, failure):
+        self.logger.info("rescued %s", failure.request.url)
+        yield scrapy.Request(self.start_url.replace("/page/0", "/missing/rescued"), callback=self.parse)
+
+    def idle(self):
+        from pathlib import Path
+        pending = set()
+        for path in Path(".").rglob("*.journal"):  # (JournalScheduler's queue is empty at idle)
+            pending |= pending_urls(journal_records(path.read_bytes()))
+        self.logger.info("pending at idle: %d", len(pending))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheduler", ["RedisJournalScheduler", "JournalScheduler"])
+def test_a_link_refused_offsite_or_whose_download_fails_is_finished(tmp_path: Path, redis_server: RedisServer,
+                                                                    scheduler: str) -> None:
+    """Scrapy's OffsiteMiddleware refuses a request from a request_scheduled
+    handler, and the engine never enqueues it: a page with an offsite link
+    waited for it forever. A request whose download fails reaches no spider
+    middleware: it stayed unfinished too. Both stayed pending in the
+    journal (fetched again after every kill, their count growing in a crawl
+    that never closes). So did the same request refused twice, a redirect
+    to a page already seen (JournalScheduler), and a failed request whose
+    own errback yields a request. At idle everything is finished, under
+    either scheduler, and Scrapy logs and counts as it would without them:
+    failed downloads logged, 404s ignored, the errback called."""
+    import re
+
+    from conftest import free_port
+
+    settings = (f"SCHEDULER=bloomline.scrapy.{scheduler}", "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter",
+                f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=True") if scheduler.startswith("Redis") else \
+        (f"SCHEDULER=bloomline.scrapy.{scheduler}", "DUPEFILTER_CLASS=bloomline.scrapy.BloomDupeFilter",
+         f"JOBDIR={tmp_path / 'job'}")
+    site = Site(40, tree(40, 3))
+    try:
+        spider = tmp_path / "offsite_spider.py"
+        spider.write_text(OFFSITE_SPIDER.format(tests=str(Path(__file__).parent)))
+        r = subprocess.run([sys.executable, "-m", "scrapy", "runspider", str(spider), "-a", f"start_url={site.url()}",
+                            "-a", f"dead_port={free_port()}", "-s", "RETRY_ENABLED=False",
+                            "-s", "LOG_LEVEL=INFO", "-s", "TELNETCONSOLE_ENABLED=False",
+                            "-s", MIDDLEWARE, *(a for setting in settings for a in ("-s", setting))],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert len(site.pages()) == 40 and "'offsite/filtered': 42" in r.stderr, r.stderr[-3000:]
+        assert "'downloader/exception_count': 41" in r.stderr and r.stderr.count("Error downloading") == 40
+        assert "rescued http://127.0.0.1" in r.stderr and "'httperror/response_ignored_count': 2" in r.stderr
+        assert re.findall(r"pending at idle: (\d+)", r.stderr) == ["0"], r.stderr[-3000:]
+    finally:
+        site.stop()
+
+
+@pytest.mark.slow
+def test_journal_scheduler_runs_without_a_twisted_reactor(tmp_path: Path) -> None:
+    """Scrapy 2.15+ can run on asyncio alone (TWISTED_REACTOR_ENABLED=False)
+    and refuses any import of Twisted's reactor: the watch for refused
+    requests imported it for every link a page yielded, each an ERROR."""
+    from scrapy_site import JOURNAL
+
+    site = Site(40, tree(40, 3))
+    try:
+        r = crawl(tmp_path, site, *JOURNAL, f"JOBDIR={tmp_path / 'job'}", "TWISTED_REACTOR_ENABLED=False")
+        assert r.returncode == 0 and len(site.pages()) == 40, r.stderr[-3000:]
+        assert "ERROR" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
+    finally:
+        site.stop()

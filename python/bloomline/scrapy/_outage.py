@@ -424,7 +424,9 @@ def left_journals(directory: Path, stem: str, kind: str) -> list[tuple[Path, Pat
     them on, which would otherwise be stranded under their claimed names.
     A live process's journal is its own: it may be writing to it now (taken,
     the file would be rewritten under it). This process's open one the
-    caller has."""
+    caller has. A claim is made and settled within one call (handed on,
+    or renamed back), so one under this process's pid is a dead process's
+    that had the same pid (a container's crawler is pid 1 on every start)."""
     if not directory.is_dir():
         return []
     name = rf"{re.escape(stem)}\.([0-9]+)(?:-[0-9a-f]+)?\.{re.escape(kind)}\.journal"
@@ -434,7 +436,7 @@ def left_journals(directory: Path, stem: str, kind: str) -> list[tuple[Path, Pat
         if m := own.fullmatch(path.name):
             if int(m.group(1)) == os.getpid() or not _alive(int(m.group(1))):
                 found.append((path, path))
-        elif (m := claimed.fullmatch(path.name)) and int(m.group(3)) != os.getpid() and not _alive(int(m.group(3))):
+        elif (m := claimed.fullmatch(path.name)) and (int(m.group(3)) == os.getpid() or not _alive(int(m.group(3)))):
             found.append((path, path.with_name(m.group(1))))
     return found
 

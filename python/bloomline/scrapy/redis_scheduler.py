@@ -29,6 +29,7 @@ fetched again (at least once)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -49,8 +50,8 @@ __all__ = ["RedisJournalScheduler"]
 
 logger = logging.getLogger(__name__)
 
-_KIND = "taken"  # journals named <queue key>.<pid>-<random>.taken.journal
-_OPEN: set[Path] = set()  # the journals this process's open schedulers write (a second crawl here leaves them)
+_KIND = "taken"  # journals named <queue key>-<its hash>.<pid>-<random>.taken.journal
+_OPEN: set[Path] = set()  # the journals this process's open schedulers write, resolved (a second crawl leaves them)
 
 
 class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
@@ -97,13 +98,15 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         result = super().open(spider)
         self._finishing = Finishing(self.crawler, self._finish)
         self.crawler.signals.connect(self._request_done, signal=request_done)
-        stem = _file_safe(self.queue.key)
+        # (with a hash of the whole key: _file_safe folds and cuts, and two
+        # queues must never share journals)
+        stem = f"{_file_safe(self.queue.key)}-{hashlib.sha256(self.queue.key.encode()).hexdigest()[:12]}"
         try:
             for path, name in left_journals(self.journal_dir, stem, _KIND):
-                if path not in _OPEN:
+                if path.resolve() not in _OPEN:
                     self._hand_back(path, name, spider)
             self._taken = RequestJournal(own_journal_path(self.journal_dir, stem, _KIND), spider, fifo=True)
-            _OPEN.add(self._taken.path)
+            _OPEN.add(self._taken.path.resolve())
         except (ValueError, OSError) as e:
             self._stop = _TakenStop(self.crawler, f"RedisJournalScheduler cannot keep the requests it takes in "
                                                   f"{self.journal_dir}: {e}", opening=True)
@@ -154,20 +157,25 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         without SCHEDULER_PERSIST); every request taken is finished, and the
         journal removed, unless it could not be written (then kept, for the
         next crawl to hand back)."""
-        result = super().close(reason)
+        try:
+            return super().close(reason)  # (its flush may raise: Redis gone)
+        finally:
+            self._close_journal()
+
+    def _close_journal(self) -> None:
         taken, self._taken = self._taken, None
-        if taken is not None:
-            _OPEN.discard(taken.path)
-            if taken.unwritable is not None:
-                taken.release()
-            else:
-                try:
-                    taken.close()
-                    os.unlink(taken.path)
-                except OSError as e:
-                    logger.error("RedisJournalScheduler: cannot finish the requests taken, in %s (%s): the next "
-                                 "crawl queues them again", taken.path, e)
-        return result
+        if taken is None:
+            return
+        _OPEN.discard(taken.path.resolve())
+        if taken.unwritable is not None:
+            taken.release()
+            return
+        try:
+            taken.close()
+            os.unlink(taken.path)
+        except OSError as e:
+            logger.error("RedisJournalScheduler: cannot finish the requests taken, in %s (%s): the next crawl "
+                         "queues them again", taken.path, e)
 
     def next_request(self) -> Optional[Request]:
         """The next request from Redis, journaled before the engine gets it."""
@@ -179,19 +187,26 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         try:
             self._taken.take(request)
         except JournalUnwritable as e:
+            self._unwritable(e)  # the crawl stops
             request.meta.pop(JOURNAL_META_ID, None)
-            self.queue.push(request)  # back where it was; the crawl stops
-            self._unwritable(e)
+            try:
+                self.queue.push(request)  # back where it was
+            except Exception as error:  # (Redis gone too: nowhere left to keep it)
+                logger.error("RedisJournalScheduler: %s, taken as the journal failed, could not be put back in the "
+                             "queue (%r): it is lost to this crawl", request, error)
             return None
         except ValueError as e:  # (a request scrapy-redis's serializer could read and pickle cannot write)
             logger.warning("RedisJournalScheduler: cannot journal %s (%s); a crawler killed before it is finished "
                            "loses it", request, e)
+        else:
+            self._finishing.watch_failure(request)
         return request  # type: ignore[no-any-return]
 
     def enqueue_request(self, request: Request) -> bool:
         """scrapy-redis's enqueue (the dupefilter, then the push to Redis).
         A retry or redirect of a request taken (made by a downloader
         middleware, not yielded by a callback) finishes it once it is kept."""
+        self._finishing.entering(request)
         parent = request.meta.pop(JOURNAL_META_ID, None)  # a journal id never goes to Redis
         retried = parent is not None and not self._finishing.yielded_by_a_callback(request)
         kept: bool = super().enqueue_request(request)

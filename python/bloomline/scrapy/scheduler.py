@@ -4,14 +4,18 @@ JOBDIR queue that survives kill -9 (the journal: journal.py)."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
+from scrapy import signals
 from scrapy.core.scheduler import Scheduler
 from scrapy.http import Request, Response
+from scrapy.utils.misc import arg_to_iter
+from twisted.python.failure import Failure
 
 from ._crawl import REASON_JOBDIR, _CrawlStop, _Refused
 from .dupefilter import BloomDupeFilter
@@ -138,11 +142,17 @@ class JournalScheduler(Scheduler):
 
     def enqueue_request(self, request: Request) -> bool:
         """Schedule a request unless the dupefilter drops it; True when scheduled. With a JOBDIR it is journaled before its fingerprint is recorded."""
+        if self.dqs is None:
+            return self._enqueue(request)
+        self._finishing.entering(request)
+        replaced = request.meta.get(JOURNAL_META_ID)  # (a redirect's or retry's: taken off as it is journaled)
+        redirect = replaced is not None and not self._finishing.yielded_by_a_callback(request)
         kept = self._enqueue(request)
         # Reached only if the request was journaled, filtered or refused: an
         # exception leaves the request that yielded it unfinished (fetched again).
-        if self.dqs is not None:
-            self._finishing.scheduled(request)
+        self._finishing.scheduled(request)
+        if redirect and not kept and replaced is not None:
+            self._finish(replaced)  # (filtered: a redirect to a page seen; kept, it finishes the page when done)
         return kept
 
     def _enqueue(self, request: Request) -> bool:
@@ -178,10 +188,13 @@ class JournalScheduler(Scheduler):
 
     def _dqpop(self) -> Optional[Request]:
         try:
-            return super()._dqpop()
+            request: Optional[Request] = super()._dqpop()
         except JournalUnwritable as e:  # (finishing a record that cannot be made a request again)
             self._journal_failed(e)
             return None
+        if request is not None:
+            self._finishing.watch_failure(request)
+        return request
 
     def _request_done(self, request_id: int) -> None:
         if self.dqs is not None:
@@ -227,7 +240,70 @@ class Finishing:
         self._children: dict[int, int] = {}  # journal id -> requests its callback yielded, not yet scheduled
         self._parents: dict[int, tuple[Request, list[int]]] = {}  # id(request) -> (it, ids of who yielded it)
         self._ended: set[int] = set()  # journal ids whose callback output ended with children outstanding
+        self._offered: dict[int, tuple[Request, int]] = {}  # id(request) -> (it, offers not yet entered)
         crawler.signals.connect(self._yielded, signal=request_yielded)
+        crawler.signals.connect(self._on_request_scheduled, signal=signals.request_scheduled)
+
+    # A request_scheduled handler may refuse a request (IgnoreRequest: Scrapy's
+    # OffsiteMiddleware), and the engine then never calls enqueue_request. The
+    # engine sends the signal and enqueues in one call, so a request offered
+    # and not entered by the next turn of the event loop was refused: nothing
+    # is left to keep, and the page that yielded it (or the request a redirect
+    # or retry replaced) must not wait for it forever.
+
+    def _on_request_scheduled(self, request: Request) -> None:
+        if self.yielded_by_a_callback(request) or JOURNAL_META_ID in request.meta:
+            entry = self._offered.get(id(request))
+            self._offered[id(request)] = (request, entry[1] + 1 if entry is not None else 1)
+            _call_soon(self._refused_unless_entered, request)
+
+    def entering(self, request: Request) -> None:
+        """enqueue_request begins with the request (first thing: what it
+        does next, even raise, is the scheduler's to answer for). A retry or
+        redirect copies the errback watch_failure gave its request: its own
+        (or none) is put back, so that only spider methods are serialized."""
+        if self._offered:
+            entry = self._offered.get(id(request))
+            if entry is not None and entry[0] is request:
+                self._take_offer(request, entry)
+        unwatch(request)
+
+    def _take_offer(self, request: Request, entry: tuple[Request, int]) -> None:
+        if entry[1] > 1:
+            self._offered[id(request)] = (request, entry[1] - 1)
+        else:
+            del self._offered[id(request)]
+
+    def _refused_unless_entered(self, request: Request) -> None:
+        entry = self._offered.get(id(request))
+        if entry is None or entry[0] is not request:
+            return  # entered
+        self._take_offer(request, entry)
+        if self.yielded_by_a_callback(request):
+            self.scheduled(request)
+        elif (replaced := request.meta.get(JOURNAL_META_ID)) is not None:
+            self._finish(replaced)
+
+    # A download that fails reaches the request's errback, never the spider
+    # middleware: without this, a failed request stayed pending until a clean
+    # close (in a crawl that never closes, for good; fetched again after each
+    # kill).
+
+    def watch_failure(self, request: Request) -> None:
+        """Give a handed-out request the errback that finishes it when its
+        download fails: its own errback (if any) runs inside, and what it
+        yields is tracked as a callback's output is."""
+        if not isinstance(request.errback, _WatchedErrback):
+            request.errback = _WatchedErrback(self, request.errback)
+
+    def _output_of(self, request_id: int, items: Iterable[Any]) -> Iterator[Any]:
+        try:
+            for item in items:
+                if isinstance(item, Request):
+                    self._yielded(request_id, item)
+                yield item
+        finally:
+            self.ended(request_id)
 
     def _yielded(self, request_id: int, request: Request) -> None:
         self._children[request_id] = self._children.get(request_id, 0) + 1
@@ -265,6 +341,64 @@ class Finishing:
             self._ended.add(request_id)  # finished when its last request is scheduled
             return
         self._finish(request_id)
+
+
+class _WatchedErrback:
+    """The errback Finishing.watch_failure gives a handed-out request. The
+    request's own errback (or none) is put back first, so Scrapy sees what
+    it would have: no errback, the failure returned (Scrapy raises it again
+    and logs the download error as before); one that returns a Failure or
+    raises, the same. Either way nothing was yielded, and the request is
+    finished. Output is passed on with its requests tracked, and the request
+    finished once it ends; an asynchronous errback's output is not tracked
+    (finished at the close, as before)."""
+
+    def __init__(self, finishing: Finishing, own: Any) -> None:
+        self.finishing, self.own = finishing, own
+
+    def __call__(self, failure: Any) -> Any:
+        request = getattr(failure, "request", None)
+        rid = None if request is None else request.meta.get(JOURNAL_META_ID)
+        if request is not None:
+            request.errback = self.own
+        if rid is None:  # (not ours to finish)
+            return failure if self.own is None else self.own(failure)
+        if self.own is None:
+            self.finishing.ended(rid)
+            return failure
+        try:
+            output = self.own(failure)
+        except BaseException:
+            self.finishing.ended(rid)
+            raise
+        if inspect.isasyncgen(output) or inspect.isawaitable(output):
+            return output
+        if output is None or isinstance(output, Failure):
+            self.finishing.ended(rid)
+            return output
+        return self.finishing._output_of(rid, arg_to_iter(output))
+
+
+def unwatch(request: Request) -> None:
+    """Put back the request's own errback in place of _WatchedErrback (a
+    copy made by a retry or redirect; a response that goes to the spider
+    middleware, where JournalDoneMiddleware finishes it)."""
+    if isinstance(request.errback, _WatchedErrback):
+        request.errback = request.errback.own
+
+
+def _call_soon(func: Callable[..., Any], *args: Any) -> None:
+    """func(*args) at the next turn of Scrapy's event loop (asyncio's, or
+    the reactor's on Scrapy 2.13; importing the reactor is refused where
+    Scrapy runs without one)."""
+    try:
+        from scrapy.utils.asyncio import call_later
+    except ImportError:  # pragma: no cover - Scrapy 2.13
+        from twisted.internet import reactor
+
+        cast(Any, reactor).callLater(0, func, *args)
+        return
+    call_later(0, func, *args)
 
 
 def _keep_reserve(path: Path) -> Path:
@@ -363,6 +497,14 @@ class JournalDoneMiddleware:
     def _yielded(self, rid: Optional[int], item: Any) -> None:
         if rid is not None and isinstance(item, Request):
             self.crawler.signals.send_catch_log(signal=request_yielded, request_id=rid, request=item)
+
+    def process_spider_input(self, response: Response, spider: Any = None) -> None:
+        """First (order 0): the request's own errback is put back, so that an
+        error from a later middleware's input (HttpErrorMiddleware's) meets
+        it as it would have, and the page is finished here, after its output."""
+        request = getattr(response, "request", None)
+        if request is not None:
+            unwatch(request)
 
     def process_spider_output(self, response: Response, result: Iterable[Any], spider: Any = None) -> Iterator[Any]:
         """Passes the callback's output through, telling the scheduler which requests it yielded and when it ended."""
