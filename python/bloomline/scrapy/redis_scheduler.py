@@ -66,8 +66,9 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
     (``.scrapy/bloomline``), one per process; every crawler of one machine
     must use the same directory, so that a restarted one finds what a dead
     one left, and crawlers of other machines or containers (other process
-    ids) must not, since a journal's owner is told alive by its pid. With ``SCHEDULER_FLUSH_ON_START`` the dead processes' journals
-    are removed with the queue they came from.
+    ids) must not, since a journal's owner is told alive by its pid. With
+    ``SCHEDULER_FLUSH_ON_START`` the dead processes' journals are removed
+    with the queue they came from.
 
     A journal that cannot be written (a full disk) stops the crawl, reason
     ``bloomline_journal_unwritable``: the request being taken is pushed back
@@ -225,7 +226,6 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
             self._taken.done(request_id)
         except JournalUnwritable as e:
             self._unwritable(e)
-
 
     def _unwritable(self, error: OSError) -> None:
         """The journal cannot be written: the crawl stops (once)."""

@@ -21,8 +21,8 @@ from ._crawl import REASON_JOBDIR, _CrawlStop, _Refused
 from .dupefilter import BloomDupeFilter
 from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalError, JournalUnwritable, RequestJournal
 
-__all__ = ["REASON_JOURNAL", "Finishing", "JournalDoneMiddleware", "JournalScheduler", "request_done", "request_yielded",
-           "require_middleware"]
+__all__ = ["REASON_JOURNAL", "Finishing", "JournalDoneMiddleware", "JournalScheduler", "request_done",
+           "request_yielded", "require_middleware"]
 
 logger = logging.getLogger(__name__)
 
