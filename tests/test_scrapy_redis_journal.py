@@ -492,15 +492,22 @@ def test_a_link_refused_offsite_or_whose_download_fails_is_finished(tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_journal_scheduler_runs_without_a_twisted_reactor(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scheduler", ["RedisJournalScheduler", "JournalScheduler"])
+def test_the_schedulers_and_the_redis_filter_run_without_a_twisted_reactor(tmp_path: Path, redis_server: RedisServer,
+                                                                            scheduler: str) -> None:
     """Scrapy 2.15+ can run on asyncio alone (TWISTED_REACTOR_ENABLED=False)
     and refuses any import of Twisted's reactor: the watch for refused
-    requests imported it for every link a page yielded, each an ERROR."""
+    requests imported it for every link a page yielded, and
+    RedisBloomDupeFilter for its health probe as the spider opened, each an
+    ERROR (and no probe)."""
     from scrapy_site import JOURNAL
 
+    settings = (f"SCHEDULER=bloomline.scrapy.{scheduler}", MIDDLEWARE,
+                "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter", f"REDIS_URL={redis_server.url}") \
+        if scheduler.startswith("Redis") else (*JOURNAL, f"JOBDIR={tmp_path / 'job'}")
     site = Site(40, tree(40, 3))
     try:
-        r = crawl(tmp_path, site, *JOURNAL, f"JOBDIR={tmp_path / 'job'}", "TWISTED_REACTOR_ENABLED=False")
+        r = crawl(tmp_path, site, *settings, "TWISTED_REACTOR_ENABLED=False")
         assert r.returncode == 0 and len(site.pages()) == 40, r.stderr[-3000:]
         assert "ERROR" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
     finally:

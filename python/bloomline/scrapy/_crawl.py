@@ -6,6 +6,7 @@ stop a crawl this way."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Optional, cast
 
 from scrapy import signals
@@ -17,6 +18,21 @@ REASON_REDIS = "bloomline_redis_unavailable"
 REASON_SETTINGS = "bloomline_bad_settings"
 REASON_JOBDIR = "bloomline_damaged_jobdir"
 REASON_LEFT_OVER = "bloomline_left_over_filter"
+
+
+def call_later(delay: float, func: Callable[..., Any], *args: Any) -> Any:
+    """func(*args) after delay seconds on Scrapy's event loop: asyncio's, or
+    Twisted's reactor (Scrapy 2.13 has only that). The handle's cancel()
+    stops it. Importing the reactor is refused where Scrapy runs without
+    one (TWISTED_REACTOR_ENABLED=False), so it is never imported here."""
+    try:
+        from scrapy.utils.asyncio import call_later as scrapy_call_later
+
+        return scrapy_call_later(delay, func, *args)
+    except (ImportError, RuntimeError):  # Scrapy 2.13; or no loop yet (a filter used outside a crawl)
+        from twisted.internet import reactor  # importing it installs a reactor, Scrapy's to choose
+
+        return cast(Any, reactor).callLater(delay, func, *args)
 
 
 class _Refused(Exception):
@@ -109,18 +125,14 @@ class _CrawlStop:
         if self.failed:
             # (engine_stopped does not follow every close: Scrapy 2.19 sends
             # none when the spider closed as the engine started)
-            from twisted.internet import reactor  # here: importing it installs a reactor, Scrapy's to choose
-
-            cast(Any, reactor).callLater(0, self._mark_failed_crawl)
+            call_later(0, self._mark_failed_crawl)
 
     def _engine_started(self) -> None:
         # A spider closed before the engine starts gets no engine_stopped
         # (Scrapy 2.19): a refused filter closes it only now.
         reason = self.refused.reason if self.refused is not None else self._close_at_start
         if reason is not None:
-            from twisted.internet import reactor  # here: importing it installs a reactor, Scrapy's to choose
-
-            cast(Any, reactor).callLater(0, self._close_spider, reason, True)
+            call_later(0, self._close_spider, reason, True)
 
     def _mark_failed_crawl(self) -> None:
         # Scrapy's crawl command exits 1 when a crawler has no spider after

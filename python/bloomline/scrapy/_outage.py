@@ -14,12 +14,12 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Optional, Protocol, cast
+from typing import Any, Optional, Protocol
 
 from scrapy.http import Request
 
 from .._units import noun
-from ._crawl import REASON_REDIS, logger
+from ._crawl import REASON_REDIS, call_later, logger
 from ._settings import _server_where
 from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal
 
@@ -202,11 +202,15 @@ class Outages:
         self._schedule(self._probe_delay)
 
     def _schedule(self, delay: float) -> None:
-        from twisted.internet import reactor  # here: importing it installs a reactor, Scrapy's to choose
+        self._cancel_probe()
+        self._timer = call_later(delay, self._probe)
 
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = cast(Any, reactor).callLater(delay, self._probe)
+    def _cancel_probe(self) -> None:
+        # (a timer that has run is None: _probe clears it first)
+        if self._timer is not None:
+            with contextlib.suppress(Exception):  # (Twisted's AlreadyCalled/AlreadyCancelled)
+                self._timer.cancel()
+            self._timer = None
 
     def _probe(self) -> None:
         """PING Redis: every HEALTH_INTERVAL while it is well (scrapy-redis's
@@ -400,9 +404,7 @@ class Outages:
     def stop(self) -> None:
         """The crawl is closing: no more probes; the spill is closed, kept
         for the next crawl."""
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
+        self._cancel_probe()
         self._spider = None
         if self._spill is not None:
             self._spill.close()  # kept for the next crawl

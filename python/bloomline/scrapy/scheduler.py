@@ -9,7 +9,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Optional, cast
+from typing import Any, Optional
 
 from scrapy import signals
 from scrapy.core.scheduler import Scheduler
@@ -17,7 +17,7 @@ from scrapy.http import Request, Response
 from scrapy.utils.misc import arg_to_iter
 from twisted.python.failure import Failure
 
-from ._crawl import REASON_JOBDIR, _CrawlStop, _Refused
+from ._crawl import REASON_JOBDIR, _CrawlStop, _Refused, call_later
 from .dupefilter import BloomDupeFilter
 from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalError, JournalUnwritable, RequestJournal
 
@@ -255,7 +255,7 @@ class Finishing:
         if self.yielded_by_a_callback(request) or JOURNAL_META_ID in request.meta:
             entry = self._offered.get(id(request))
             self._offered[id(request)] = (request, entry[1] + 1 if entry is not None else 1)
-            _call_soon(self._refused_unless_entered, request)
+            call_later(0, self._refused_unless_entered, request)
 
     def entering(self, request: Request) -> None:
         """enqueue_request begins with the request (first thing: what it
@@ -385,20 +385,6 @@ def unwatch(request: Request) -> None:
     middleware, where JournalDoneMiddleware finishes it)."""
     if isinstance(request.errback, _WatchedErrback):
         request.errback = request.errback.own
-
-
-def _call_soon(func: Callable[..., Any], *args: Any) -> None:
-    """func(*args) at the next turn of Scrapy's event loop (asyncio's, or
-    the reactor's on Scrapy 2.13; importing the reactor is refused where
-    Scrapy runs without one)."""
-    try:
-        from scrapy.utils.asyncio import call_later
-    except ImportError:  # pragma: no cover - Scrapy 2.13
-        from twisted.internet import reactor
-
-        cast(Any, reactor).callLater(0, func, *args)
-        return
-    call_later(0, func, *args)
 
 
 def _keep_reserve(path: Path) -> Path:
