@@ -193,11 +193,14 @@ def test_resuming_with_other_settings_names_them_as_written(site: Site, tmp_path
     assert_clean(r.stderr)
 
 
-def test_unreachable_redis_at_start_fails_the_crawl(site: Site, tmp_path: Path) -> None:
+@pytest.mark.parametrize("reactor", ["", "twisted.internet.epollreactor.EPollReactor"])
+def test_unreachable_redis_at_start_fails_the_crawl(site: Site, tmp_path: Path, reactor: str) -> None:
+    """Exit status 1 also under a Twisted reactor other than asyncio's, where
+    the engine stops before the close's own callback has run."""
     from conftest import free_port
 
     r = crawl(tmp_path, site, OURS, f"REDIS_URL=redis://127.0.0.1:{free_port()}/0",
-              "BLOOMLINE_REDIS_RETRY_TIMEOUT=1")
+              "BLOOMLINE_REDIS_RETRY_TIMEOUT=1", *([f"TWISTED_REACTOR={reactor}"] if reactor else []))
     assert r.returncode == 1
     assert finish_reason(r.stderr) == "bloomline_redis_unavailable"
     assert len(our_lines(r.stderr, "ERROR")) == 1

@@ -184,6 +184,14 @@ def taking_child(tmp: Path, redis_url: str, **settings: Any) -> Any:
     return child
 
 
+def finish(scheduler: Any, request: Request) -> None:
+    """The request's page is done, as JournalDoneMiddleware reports it."""
+    from bloomline.scrapy.journal import JOURNAL_META_ID
+    from bloomline.scrapy.scheduler import request_done
+
+    scheduler.crawler.signals.send_catch_log(signal=request_done, request_id=request.meta[JOURNAL_META_ID])
+
+
 def kill(child: Any) -> None:
     child.kill()
     child.wait(timeout=30)
@@ -207,6 +215,7 @@ def test_a_live_crawlers_journal_is_left_to_it_and_a_dead_ones_is_queued_again(
     request = later.next_request()
     assert request is not None and request.url == f"{U}/theirs"
     assert len(taken_journals(tmp_path)) == 1 and taken_urls(tmp_path) == {f"{U}/theirs"}  # taken again, by later
+    finish(later, request)
     later.close("finished")
     assert taken_journals(tmp_path) == []
 
@@ -215,10 +224,12 @@ def test_a_second_crawl_in_one_process_leaves_the_first_ones_journal(tmp_path: P
                                                                       redis_server: RedisServer) -> None:
     first = opened(tmp_path, redis_server.url)
     first.enqueue_request(Request(f"{U}/one"))
-    assert first.next_request() is not None
+    one = first.next_request()
+    assert one is not None
     second = opened(tmp_path, redis_server.url)
     assert queued(second) == [] and taken_urls(tmp_path) == {f"{U}/one"}
     second.close("finished")
+    finish(first, one)
     first.close("finished")
     assert taken_journals(tmp_path) == []
 
@@ -356,10 +367,12 @@ def test_a_second_crawl_naming_the_directory_otherwise_leaves_the_first_ones_jou
     monkeypatch.chdir(tmp_path)
     first = opened(tmp_path, redis_server.url, JOBDIR="job")
     first.enqueue_request(Request(f"{U}/one"))
-    assert first.next_request() is not None
+    one = first.next_request()
+    assert one is not None
     second = opened(tmp_path, redis_server.url, JOBDIR=str(tmp_path / "job"))
     assert queued(second) == [] and taken_urls(tmp_path) == {f"{U}/one"}
     second.close("finished")
+    finish(first, one)
     first.close("finished")
     assert taken_journals(tmp_path) == []
 
@@ -512,3 +525,35 @@ def test_the_schedulers_and_the_redis_filter_run_without_a_twisted_reactor(tmp_p
         assert "ERROR" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
     finally:
         site.stop()
+
+
+def test_a_request_a_callback_sends_with_the_pages_meta_does_not_finish_the_page(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """A request made with a copy of the response's meta (the page's journal
+    id in it) and handed to engine.crawl, not yielded, was taken for a
+    redirect: the page was finished as it was pushed, before the links its
+    callback yields after it were kept."""
+    s = opened(tmp_path, redis_server.url)
+    s.enqueue_request(Request(f"{U}/page"))
+    page = s.next_request()
+    s.enqueue_request(Request(f"{U}/sent", meta=dict(page.meta)))
+    assert taken_urls(tmp_path) == {f"{U}/page"}
+    s.enqueue_request(page.replace(url=f"{U}/moved"))  # a redirect: a copy made on the way to the download
+    assert taken_urls(tmp_path) == set()
+    s.close("finished")
+
+
+def test_a_request_unfinished_at_a_clean_close_is_kept_for_the_next_crawl(tmp_path: Path,
+                                                                          redis_server: RedisServer) -> None:
+    """A clean close marked every request taken as done, also a page whose
+    link could not be queued (its enqueue raised): lost, with the pages only
+    it links to. With SCHEDULER_PERSIST it is kept, and queued again."""
+    s = opened(tmp_path, redis_server.url)
+    s.enqueue_request(Request(f"{U}/page"))
+    assert s.next_request() is not None  # never finished
+    s.close("finished")
+    assert taken_urls(tmp_path) == {f"{U}/page"}
+    later = opened(tmp_path, redis_server.url)
+    assert queued(later) == [f"{U}/page"]
+    later.close("finished")
+    assert taken_journals(tmp_path) == []

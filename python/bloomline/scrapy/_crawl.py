@@ -69,7 +69,7 @@ class _CrawlStop:
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened, weak=False)
         crawler.signals.connect(self._note_closed, signal=signals.spider_closed, weak=False)
         crawler.signals.connect(self._engine_started, signal=signals.engine_started, weak=False)
-        crawler.signals.connect(self._mark_failed_crawl, signal=signals.engine_stopped, weak=False)
+        crawler.signals.connect(self._engine_stopped, signal=signals.engine_stopped, weak=False)
 
     def _spider_opened(self, spider: Any) -> None:
         # A refused filter stops the crawl from here, not by raising where it
@@ -117,6 +117,15 @@ class _CrawlStop:
         self._closed = True
         self._mark_failed_crawl()
         return result
+
+    def _engine_stopped(self) -> None:
+        # The engine stops only once the spider has closed, every
+        # spider_closed handler done. Under a Twisted reactor other than
+        # asyncio's that comes before _closed_by_us, and Scrapy reads
+        # crawler.spider for the exit status right after: mark it now.
+        if self._closing:
+            self._closed = True
+        self._mark_failed_crawl()
 
     def _note_closed(self, spider: Any = None, reason: str = "") -> None:
         if self._closing:

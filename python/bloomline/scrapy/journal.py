@@ -409,6 +409,11 @@ class RequestJournal:
     def __len__(self) -> int:
         return self._pending
 
+    @property
+    def handed_out(self) -> int:
+        """Requests handed out (pop, take) and not yet done."""
+        return len(self._handed)
+
     # -- reading and rewriting -------------------------------------------------
     def _enqueue(self, priority: int, offset: int) -> None:
         queue = self._queues.get(priority)

@@ -20,8 +20,10 @@ Invariants:
   again by the next crawl: at least once). Only one process takes a file
   (it is renamed first); a live process's journal is never taken.
 - Handed back, a request is not checked again: its fingerprint is recorded.
-- A clean close marks every request done (the engine has finished them) and
-  removes the journal.
+- A clean close removes the journal when every request taken is finished.
+  One still unfinished (its page's link could not be queued) is kept for
+  the next crawl to queue again, with SCHEDULER_PERSIST; without it the
+  crawl's queue and filter are gone, and so is the journal.
 What it cannot keep: a request popped in Redis whose reply never reached the
 crawler (its Redis died, or the crawler was killed, between the two), and
 journals on a machine that is gone. Requests in flight at a kill are
@@ -155,9 +157,10 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
 
     def close(self, reason: str) -> Any:
         """Scrapy's engine, at the end: scrapy-redis's close (the flush
-        without SCHEDULER_PERSIST); every request taken is finished, and the
-        journal removed, unless it could not be written (then kept, for the
-        next crawl to hand back)."""
+        without SCHEDULER_PERSIST), then the journal: removed if nothing in
+        it is unfinished (or, without SCHEDULER_PERSIST, with the queue),
+        else kept for the next crawl to hand back (also one that could not
+        be written)."""
         try:
             return super().close(reason)  # (its flush may raise: Redis gone)
         finally:
@@ -170,6 +173,14 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         _OPEN.discard(taken.path.resolve())
         if taken.unwritable is not None:
             taken.release()
+            return
+        if self.persist and taken.handed_out:
+            # Unfinished at a clean close: a page whose link could not be
+            # queued (its enqueue raised), say. Kept for the next crawl to
+            # queue again (at least once), never marked done.
+            taken.release()
+            logger.info("RedisJournalScheduler: %d %s taken and not finished kept in %s for the next crawl",
+                        taken.handed_out, noun(taken.handed_out, "request"), taken.path)
             return
         try:
             taken.close()
@@ -207,12 +218,11 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         """scrapy-redis's enqueue (the dupefilter, then the push to Redis).
         A retry or redirect of a request taken (made by a downloader
         middleware, not yielded by a callback) finishes it once it is kept."""
-        self._finishing.entering(request)
+        retried = self._finishing.entering(request)
         parent = request.meta.pop(JOURNAL_META_ID, None)  # a journal id never goes to Redis
-        retried = parent is not None and not self._finishing.yielded_by_a_callback(request)
         kept: bool = super().enqueue_request(request)
         self._finishing.scheduled(request)
-        if retried:
+        if retried and parent is not None:
             self._finish(parent)
         return kept
 

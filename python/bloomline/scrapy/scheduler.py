@@ -144,9 +144,8 @@ class JournalScheduler(Scheduler):
         """Schedule a request unless the dupefilter drops it; True when scheduled. With a JOBDIR it is journaled before its fingerprint is recorded."""
         if self.dqs is None:
             return self._enqueue(request)
-        self._finishing.entering(request)
+        redirect = self._finishing.entering(request)
         replaced = request.meta.get(JOURNAL_META_ID)  # (a redirect's or retry's: taken off as it is journaled)
-        redirect = replaced is not None and not self._finishing.yielded_by_a_callback(request)
         kept = self._enqueue(request)
         # Reached only if the request was journaled, filtered or refused: an
         # exception leaves the request that yielded it unfinished (fetched again).
@@ -252,21 +251,26 @@ class Finishing:
     # or retry replaced) must not wait for it forever.
 
     def _on_request_scheduled(self, request: Request) -> None:
-        if self.yielded_by_a_callback(request) or JOURNAL_META_ID in request.meta:
+        if self.yielded_by_a_callback(request) or _copied_on_its_way(request):
             entry = self._offered.get(id(request))
             self._offered[id(request)] = (request, entry[1] + 1 if entry is not None else 1)
             call_later(0, self._refused_unless_entered, request)
 
-    def entering(self, request: Request) -> None:
+    def entering(self, request: Request) -> bool:
         """enqueue_request begins with the request (first thing: what it
-        does next, even raise, is the scheduler's to answer for). A retry or
-        redirect copies the errback watch_failure gave its request: its own
-        (or none) is put back, so that only spider methods are serialized."""
+        does next, even raise, is the scheduler's to answer for). True for
+        a retry or redirect of a handed-out request: a copy made on its way
+        to the download, which carries the errback watch_failure gave it,
+        and its journal id; a request a callback made with a copy of the
+        response's meta carries only the id. The own errback (or none) is
+        put back, so that only spider methods are serialized."""
         if self._offered:
             entry = self._offered.get(id(request))
             if entry is not None and entry[0] is request:
                 self._take_offer(request, entry)
+        copied = _copied_on_its_way(request) and not self.yielded_by_a_callback(request)
         unwatch(request)
+        return copied
 
     def _take_offer(self, request: Request, entry: tuple[Request, int]) -> None:
         if entry[1] > 1:
@@ -281,8 +285,8 @@ class Finishing:
         self._take_offer(request, entry)
         if self.yielded_by_a_callback(request):
             self.scheduled(request)
-        elif (replaced := request.meta.get(JOURNAL_META_ID)) is not None:
-            self._finish(replaced)
+        elif _copied_on_its_way(request):
+            self._finish(request.meta[JOURNAL_META_ID])
 
     # A download that fails reaches the request's errback, never the spider
     # middleware: without this, a failed request stayed pending until a clean
@@ -377,6 +381,11 @@ class _WatchedErrback:
             self.finishing.ended(rid)
             return output
         return self.finishing._output_of(rid, arg_to_iter(output))
+
+
+def _copied_on_its_way(request: Request) -> bool:
+    """A retry or redirect of a handed-out request (see Finishing.entering)."""
+    return isinstance(request.errback, _WatchedErrback) and JOURNAL_META_ID in request.meta
 
 
 def unwatch(request: Request) -> None:
