@@ -427,6 +427,46 @@ def test_line_blocks_end_at_newlines(tmp_path: Path) -> None:
         assert all(b.endswith(b"\n") for b in got[:-1]) and got[-1].endswith(b"no newline at the end")
 
 
+def test_blocks_read_ahead_stay_whole_while_they_are_handled(tmp_path: Path) -> None:
+    """dedup reads one block ahead on a thread (three buffers taking turns):
+    a block handed out is never written into before the next one is asked
+    for, across files, a last line without a newline, and a line longer
+    than the buffer; the reader stops when the consumer does, and an
+    unreadable file is raised where its blocks would have come."""
+    import threading
+    import time
+
+    from bloomline.cli import CliError
+    from bloomline.cli._input import LineBlocks, ReadAhead
+
+    files = {"a": b"k\r", "b": b"".join(b"line%d\n" % i for i in range(300)), "c": b"x" * 5000 + b"\nend"}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    names = [str(tmp_path / n) for n in files]
+    for block in (7, 64, 4096):
+        expected = [bytes(b) for b in LineBlocks(names, block=block)]
+        got = []
+        for b in ReadAhead(LineBlocks(names, block=block, buffers=3)):
+            time.sleep(0.002)  # the reader runs ahead meanwhile
+            got.append(bytes(b))
+        assert got == expected and b"".join(got) == b"".join(files.values())
+
+    def readers() -> int:
+        return sum(t.name == "bloomline-read-ahead" for t in threading.enumerate())
+
+    for b in ReadAhead(LineBlocks(names, block=7, buffers=3)):
+        break
+    deadline = time.monotonic() + 10
+    while readers() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert readers() == 0
+    got = []
+    with pytest.raises(CliError, match="cannot read .*missing"):
+        for b in ReadAhead(LineBlocks([names[1], str(tmp_path / "missing")], block=64, buffers=3)):
+            got.append(bytes(b))
+    assert b"".join(got) == files["b"]
+
+
 def test_add_lines_reads_crlf_empty_and_unterminated_lines() -> None:
     f = bloomline.BloomFilter(1000, 1e-6)
     assert f.add_lines(b"a\r\nb\n\nb\r\n\r\na").tolist() == [True, True, True, False, False, False]

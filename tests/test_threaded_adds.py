@@ -163,6 +163,33 @@ def test_lines_on_threads_are_one_threads(last_newline: bool) -> None:
         bloomline.select_lines(data, np.ones(n, bool), threads=-1)
 
 
+@pytest.mark.parametrize("make", [lambda: BloomFilter(60_000, 0.001), lambda: BloomFilter(60_000, 0.001, layout="standard"),
+                                  lambda: CountingBloomFilter(60_000, 0.001)], ids=["blocked", "standard", "counting"])
+def test_dedup_lines_is_add_lines_then_select_lines(make: Callable[[], Any]) -> None:
+    """dedup_lines (one split for the add and the copy) gives what add_lines
+    then select_lines give, with the block's line count and new count, on
+    one thread or several, and leaves the filter as add_lines does."""
+    rng = np.random.default_rng(9)
+    n = 100_000
+    keys = rng.integers(0, 40_000, n)  # repeats, within the block and across blocks
+    ends = [b"\r\n" if r < 0.2 else b"\n" for r in rng.random(n)]
+    blocks = [b"".join(b"u%d" % k + e for k, e in zip(keys[lo:lo + 25_000], ends[lo:lo + 25_000]))
+              for lo in range(0, n, 25_000)]
+    blocks[-1] = blocks[-1].rstrip(b"\r\n") + b"\r"  # a last line ended by a lone \r
+    blocks.append(b"")
+    for t in (1, 2, 0):
+        reference, fused = make(), make()
+        for block in blocks:
+            new = reference.add_lines(block)
+            out, lines, kept = fused.dedup_lines(bytearray(block), threads=t)
+            assert (out, lines, kept) == (bloomline.select_lines(block, new), len(new), int(new.sum())), t
+        same_state(reference, fused)
+    with pytest.raises(TypeError, match="data must be bytes-like"):
+        make().dedup_lines("text")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="threads must be in"):
+        make().dedup_lines(b"a\n", threads=-1)
+
+
 @pytest.mark.slow
 def test_cli_dedup_and_build_are_identical_byte_for_byte(tmp_path: Path) -> None:
     lines = tmp_path / "in.txt"

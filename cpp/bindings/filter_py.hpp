@@ -595,6 +595,32 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             "bool array, one per line: True where the line was new. "
             "bloomline.select_lines(data, new) gives those lines.")
         .def(
+            "dedup_lines",
+            [](H& h, py_args::Buffer data, py_args::Int threads) {
+                T& f = *h;
+                const unsigned t = parse_threads(threads);
+                py::tuple r = py_keys::with_lines(
+                    data, "data", t, [&f, t](const unsigned char* p, std::size_t n, const LineSpans& lines) {
+                        std::unique_ptr<bool[]> added(new bool[lines.size()]);
+                        std::size_t kept = 0;
+                        {
+                            py::gil_scoped_release nogil;
+                            LineKeys src{p, &lines, f.geometry().seed};
+                            add_parallel(f, src, lines.size(), added.get(), useful_threads(t, lines.size()));
+                            for (std::size_t i = 0; i < lines.size(); ++i) kept += added[i];
+                        }
+                        py::bytes out = py_keys::selected_lines(p, n, lines, added.get(), t);
+                        return py::make_tuple(std::move(out), lines.size(), kept);
+                    });
+                note_capacity(h);
+                return r;
+            },
+            py::arg("data"), py::kw_only(), py::arg("threads") = 1,
+            "Add each line of a block of text, as add_lines does, and return (new_lines, lines, new): the lines "
+            "that were new, as select_lines(data, add_lines(data)) gives them, in one bytes object; how many lines "
+            "the block has; how many were new. One split of the block serves the add and the copy. threads=N adds "
+            "and copies on N threads (0: one per CPU), with one thread's answers.")
+        .def(
             "contains_lines",
             [](const H& h, py_args::Buffer data, py_args::Int threads) {
                 const T& f = *h;

@@ -521,12 +521,11 @@ inline std::vector<Hash128> batch_hashes(py::handle keys, std::uint64_t seed) {
     return hashes;
 }
 
-// The lines of a bytes-like block as keys (lines.hpp): body(src, n, out)
-// with the GIL released, out[i] for line i of a 1-D result. The block is
-// split into lines on up to `threads` threads.
-template <class Out = bool, class Body>
-py::array_t<Out> with_line_hashes(py::handle data, std::uint64_t seed, const char* param, Body body,
-                                  unsigned threads = 1) {
+// The lines of a bytes-like block (lines.hpp): body(p, n, lines) with the
+// GIL held and the buffer held, after the block was split into lines on
+// up to `threads` threads with the GIL released.
+template <class Body>
+auto with_lines(py::handle data, const char* param, unsigned threads, Body body) {
     Py_buffer view{};
     if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
         PyErr_Clear();
@@ -541,14 +540,39 @@ py::array_t<Out> with_line_hashes(py::handle data, std::uint64_t seed, const cha
         py::gil_scoped_release nogil;
         split_lines_on(p, n, &lines, threads);
     }
-    py::array_t<Out> result(static_cast<py::ssize_t>(lines.size()));
-    Out* out = result.mutable_data();
-    {
+    return body(p, n, lines);
+}
+
+// The lines of a bytes-like block as keys: body(src, n, out) with the GIL
+// released, out[i] for line i of a 1-D result.
+template <class Out = bool, class Body>
+py::array_t<Out> with_line_hashes(py::handle data, std::uint64_t seed, const char* param, Body body,
+                                  unsigned threads = 1) {
+    return with_lines(data, param, threads, [&](const unsigned char* p, std::size_t, const LineSpans& lines) {
+        py::array_t<Out> result(static_cast<py::ssize_t>(lines.size()));
+        Out* out = result.mutable_data();
         py::gil_scoped_release nogil;
         LineKeys src{p, &lines, seed};
         body(src, lines.size(), out);
+        return result;
+    });
+}
+
+// The lines of p[0, n) that keep names, as one bytes object (select_lines_on,
+// parallel.hpp), copied on up to `threads` threads with the GIL released.
+// Called with the GIL held.
+inline py::bytes selected_lines(const unsigned char* p, std::size_t n, const LineSpans& lines, const bool* keep,
+                                unsigned threads) {
+    py::bytes out;
+    {
+        py::gil_scoped_release nogil;
+        select_lines_on(p, n, lines, keep, threads, [&out](std::size_t size) {
+            py::gil_scoped_acquire gil;
+            out = py::bytes(nullptr, static_cast<py::ssize_t>(size));
+            return reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
+        });
     }
-    return result;
+    return out;
 }
 
 // Keys for a call that needs no answer per key (update): f(src, n) with the

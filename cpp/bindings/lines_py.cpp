@@ -43,37 +43,12 @@ void register_lines(py::module_& m) {
             if (static_cast<std::size_t>(mask.size()) != lines.size())
                 throw std::invalid_argument("mask has " + std::to_string(mask.size()) + " entries, data has " +
                                             std::to_string(lines.size()) + " lines");
-            // The output is sized, allocated, then filled, with the GIL
-            // released around both passes, while other Python threads may
-            // write to the mask (a NumPy array is not copied) or to the data
-            // (a bytearray): both passes read one copy of the mask and one
-            // reading of the last byte, so the copy writes exactly the size.
+            // A copy of the mask, taken once: other Python threads may write
+            // to it (a NumPy array is not copied) while the GIL is released.
             const auto* mask_bytes = reinterpret_cast<const unsigned char*>(mask.data());
             std::unique_ptr<bool[]> keep(new bool[lines.size()]);
-            const bool add_newline = last_line_needs_newline(p, n);
-            // Each thread a range of lines: their sizes first, then each
-            // copies its own into its place in one bytes object.
-            const unsigned t = useful_threads(asked, lines.size());
-            std::vector<std::size_t> offset(t + 1, 0);
-            {
-                py::gil_scoped_release nogil;
-                run_on_threads(t, [&](unsigned k) {
-                    const std::size_t lo = part_begin(lines.size(), t, k), hi = part_begin(lines.size(), t, k + 1);
-                    for (std::size_t i = lo; i < hi; ++i) keep[i] = mask_bytes[i] != 0;
-                    offset[k + 1] = selected_bytes(n, lines, keep.get(), add_newline, lo, hi);
-                });
-            }
-            for (unsigned k = 0; k < t; ++k) offset[k + 1] += offset[k];
-            py::bytes out(nullptr, offset[t]);
-            auto* dst = reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
-            {
-                py::gil_scoped_release nogil;
-                run_on_threads(t, [&](unsigned k) {
-                    copy_selected(p, n, lines, keep.get(), add_newline, part_begin(lines.size(), t, k),
-                                  part_begin(lines.size(), t, k + 1), dst + offset[k]);
-                });
-            }
-            return out;
+            for (std::size_t i = 0; i < lines.size(); ++i) keep[i] = mask_bytes[i] != 0;
+            return py_keys::selected_lines(p, n, lines, keep.get(), asked);
         },
         py::arg("data"), py::arg("mask"), py::kw_only(), py::arg("threads") = 1,
         "The lines of data where mask is True, each with its own ending (a last line without one gets \\n). "

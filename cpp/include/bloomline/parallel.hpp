@@ -209,6 +209,31 @@ inline void split_lines_on(const unsigned char* p, std::size_t n, LineSpans* out
     });
 }
 
+// The lines of p[0, n) that keep[i] names, copied into one output on up to
+// `threads` threads (at least 16,384 lines each), as select_lines writes
+// them: each thread sizes its own range of lines, alloc(total) gives the
+// output's memory, then each copies its range into its place. The size
+// reads only the spans and keep, so a buffer that changes between the
+// passes never makes the copy write more than was sized.
+template <class Alloc>
+void select_lines_on(const unsigned char* p, std::size_t n, const LineSpans& lines, const bool* keep,
+                     unsigned threads, Alloc&& alloc) {
+    const bool add_newline = last_line_needs_newline(p, n);
+    const unsigned t = useful_threads(threads, lines.size());
+    std::vector<std::size_t> offset(t + 1, 0);
+    Team team(t);
+    team.run([&](unsigned k) {
+        offset[k + 1] = selected_bytes(n, lines, keep, add_newline, part_begin(lines.size(), t, k),
+                                       part_begin(lines.size(), t, k + 1));
+    });
+    for (unsigned k = 0; k < t; ++k) offset[k + 1] += offset[k];
+    unsigned char* dst = alloc(offset[t]);
+    team.run([&](unsigned k) {
+        copy_selected(p, n, lines, keep, add_newline, part_begin(lines.size(), t, k), part_begin(lines.size(), t, k + 1),
+                      dst + offset[k]);
+    });
+}
+
 // Which thread owns a slot: slots in whole units of 512, the units cut into
 // `parts` contiguous ranges. The owner of unit u is the high half of
 // u * (2**64 * parts / units): one multiply per key, no division; it

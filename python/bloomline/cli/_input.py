@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import io
 import os
+import queue
 import signal
 import stat
 import sys
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,18 +29,22 @@ BLOCK = 1 << 20  # bytes read at a time (a larger block is no faster, and costs 
 class LineBlocks:
     """The input files (or stdin for none or '-') as blocks of whole lines.
 
-    One buffer is read into again and again; each block handed out ends at
-    its last newline, and the part line after it moves to the front of the
-    buffer for the next read. A line longer than the buffer makes the
-    buffer grow; a file's last line without a newline is a block of its
-    own. A block is valid until the next one is asked for. The lines are
-    split and hashed in C++ (add_lines, contains_lines): no line ever
-    becomes a Python object.
+    Each block handed out ends at its last newline, and the part line after
+    it moves to the front of the next buffer, for the next read. A line
+    longer than the buffer makes the buffer grow; a file's last line without
+    a newline is a block of its own. The lines are split and hashed in C++
+    (add_lines, contains_lines): no line ever becomes a Python object.
+
+    buffers: how many buffers take turns. With one, a block is valid until
+    the next is asked for. ReadAhead, which reads one block ahead on a
+    thread of its own, takes three: the block being handled, the one read
+    ahead and waiting, and the one being read.
     """
 
-    def __init__(self, files: Sequence[str], block: int = BLOCK) -> None:
+    def __init__(self, files: Sequence[str], block: int = BLOCK, buffers: int = 1) -> None:
         self.names = list(files) or ["-"]
         self.block = block
+        self.buffers = buffers
         self.bytes_read = 0
         self.total_bytes: int | None = 0
         for name in self.names:
@@ -52,7 +58,19 @@ class LineBlocks:
             self.total_bytes = None if size is None or self.total_bytes is None else self.total_bytes + size
 
     def __iter__(self) -> Iterator[memoryview]:
-        buf = bytearray(self.block)
+        ring = [bytearray(self.block)] + [bytearray(0)] * (self.buffers - 1)  # the others made when first used
+        turn = 0
+
+        def next_buffer(size: int) -> bytearray:
+            """The next buffer of the ring, of at least size bytes: never resized in place (a block handed out
+            may still view it)."""
+            nonlocal turn
+            turn = (turn + 1) % len(ring)
+            if len(ring[turn]) < size:
+                ring[turn] = bytearray(size)
+            return ring[turn]
+
+        buf = ring[0]
         for name in self.names:
             with _open_input(name) as handle:
                 filled = 0
@@ -60,12 +78,13 @@ class LineBlocks:
                     if filled == len(buf):  # a line longer than the buffer
                         grown = bytearray(2 * len(buf))
                         grown[:filled] = buf
-                        buf = grown
+                        buf = ring[turn] = grown
                     view = memoryview(buf)
                     n = handle.readinto(view[filled:])
                     if not n:
-                        if filled:
+                        if filled:  # a last line without a newline: the next file starts in the next buffer
                             yield view[:filled]
+                            buf = next_buffer(len(buf))
                         break
                     self.bytes_read += n
                     end = filled + n
@@ -76,8 +95,65 @@ class LineBlocks:
                     yield view[:cut]
                     view.release()
                     rest = end - cut
-                    buf[:rest] = buf[cut:end]
+                    nxt = next_buffer(len(buf))
+                    nxt[:rest] = buf[cut:end]
+                    buf = nxt
                     filled = rest
+
+
+class ReadAhead:
+    """LineBlocks read one block ahead on a thread of its own, so that the
+    next block is read while this one is handled (the read releases the
+    GIL). Iterated like LineBlocks: a block is valid until the next is asked
+    for. An error of the reading is raised where the block would have come.
+    When the consumer stops early the reader stops too, at its next block
+    (a reader waiting on stdin is a daemon thread, and holds one block)."""
+
+    def __init__(self, blocks: LineBlocks) -> None:
+        self.blocks = blocks
+        self.total_bytes = blocks.total_bytes
+
+    @property
+    def bytes_read(self) -> int:
+        return self.blocks.bytes_read
+
+    def __iter__(self) -> Iterator[memoryview]:
+        # One block waiting here, one handled by the consumer, one being read: LineBlocks' three buffers.
+        ready: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
+        stop = threading.Event()
+
+        def hand(item: tuple[str, Any]) -> bool:
+            while not stop.is_set():
+                try:
+                    ready.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def read() -> None:
+            blocks = iter(self.blocks)
+            try:
+                for block in blocks:
+                    if not hand(("block", block)):
+                        return
+                hand(("end", None))
+            except BaseException as exc:  # raised by the consumer, where the block would have come
+                hand(("error", exc))
+            finally:
+                blocks.close()  # type: ignore[attr-defined]  # (a generator: its files are closed now)
+
+        threading.Thread(target=read, name="bloomline-read-ahead", daemon=True).start()
+        try:
+            while True:
+                what, item = ready.get()
+                if what == "end":
+                    return
+                if what == "error":
+                    raise item
+                yield item
+        finally:
+            stop.set()
 
 
 class _open_input:
@@ -226,7 +302,7 @@ class Interrupt:
         self.previous = signal.signal(signal.SIGINT, note)
         return self
 
-    def blocks(self, blocks: LineBlocks) -> Iterator[memoryview]:
+    def blocks(self, blocks: Iterable[memoryview]) -> Iterator[memoryview]:
         """The blocks, with `phase` "block" while each is handled."""
         try:
             lines = iter(blocks)

@@ -21,9 +21,9 @@ from .. import (BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedB
 from .._protocol import Filter
 from .._units import count, format_bytes
 from ._errors import PROG, CliError, UsageError
-from ._input import (BLOCK, Interrupt, LineBlocks, Progress, count_lines, filter_bytes, input_name, input_stat,
+from ._input import (BLOCK, Interrupt, LineBlocks, Progress, ReadAhead, count_lines, filter_bytes, input_name, input_stat,
                      open_filter, what_it_is)
-from ._output import OutputError, check_output, note, refuse_same_file, write_all, write_filter
+from ._output import OutputError, WriteBehind, check_output, note, refuse_same_file, write_all, write_filter
 
 
 DEDUP_CAPACITY = 10_000_000
@@ -95,12 +95,14 @@ def _add_lines(f: Any, block: Any, args: argparse.Namespace) -> Any:
     return f.add_lines(block, **options)
 
 
-def _line_blocks(files: list[str], threads: int) -> LineBlocks:
+def _line_blocks(files: list[str], threads: int, ahead: bool = False) -> LineBlocks | ReadAhead:
     """The input in blocks of BLOCK bytes a thread (--threads 0: a CPU), up
     to 32: a threaded add cuts a block into parts of at least 16,384 lines,
-    so one thread's block would keep the others idle."""
+    so one thread's block would keep the others idle. ahead: read one block
+    ahead, on a thread of its own."""
     per_cpu = threads or os.cpu_count() or 1
-    return LineBlocks(files, BLOCK * max(1, min(per_cpu, 32)))
+    blocks = LineBlocks(files, BLOCK * max(1, min(per_cpu, 32)), buffers=3 if ahead else 1)
+    return ReadAhead(blocks) if ahead else blocks
 
 
 def _clock(args: argparse.Namespace) -> Any:
@@ -161,29 +163,47 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     f = _dedup_filter(args)
     read = written = 0
     expected_fp = 0.0
-    blocks = _line_blocks(args.files, args.threads)
+    # A local BloomFilter or CountingBloomFilter adds a block and copies its new lines in one call, while the next
+    # block is read and the last one written on threads of their own. The others (Redis, windowed, scalable) take
+    # a block at a time: with Redis the lines a failed write leaves are recorded as seen there, and the message
+    # counts them in the one block that failed.
+    pipelined = hasattr(f, "dedup_lines")
+    blocks = _line_blocks(args.files, args.threads, pipelined)
     progress = Progress(blocks.total_bytes, args.quiet)
+
+    def write(out: bytes) -> None:
+        try:
+            write_all(out)
+        except OutputError as exc:
+            raise CliError(str(exc) + _not_written(args, out[exc.written:].count(b"\n"))) from None
+
+    behind = WriteBehind(write) if pipelined else None
     with Interrupt() as interrupt:
         kept = 0
         try:
             for block in interrupt.blocks(blocks):
                 rate = f.expected_fp_rate
-                try:
-                    new = _add_lines(f, block, args)
-                except Exception as exc:
-                    raise (_redis_errors(exc) or exc) from None
-                kept = int(new.sum())
-                out = select_lines(block, new, threads=args.threads)
-                try:
+                if behind is not None:
+                    out, lines, kept = f.dedup_lines(block, threads=args.threads)  # type: ignore[attr-defined]
+                    behind.write(out)  # once the block before is written whole (or raises its error)
+                else:
+                    try:
+                        new = _add_lines(f, block, args)
+                    except Exception as exc:
+                        raise (_redis_errors(exc) or exc) from None
+                    lines, kept = len(new), int(new.sum())
                     # Whole before the next block is read: --state is saved only after every line in it was
                     # written (a failure leaves the old state as it was).
-                    write_all(out)
-                except OutputError as exc:
-                    raise CliError(str(exc) + _not_written(args, out[exc.written:].count(b"\n"))) from None
-                read += len(new)
+                    write(select_lines(block, new, threads=args.threads))
+                read += lines
                 written += kept
                 expected_fp += rate * kept
                 progress.update(blocks.bytes_read, read)
+            if behind is not None:
+                interrupt.phase = "block"  # the last block is written whole; a second Ctrl-C gives it up
+                behind.wait()
+                interrupt.phase = "note"
+                behind.close()
         except KeyboardInterrupt:
             progress.done()
             sys.stderr.write(f"{PROG}: interrupted again: the block being written was given up"

@@ -8,9 +8,11 @@ from __future__ import annotations
 import errno
 import io
 import os
+import queue
 import select
 import stat
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,6 +59,52 @@ def write_all(data: bytes | memoryview) -> None:
         if n <= 0:
             raise OutputError(OSError(errno.EIO, "the output took no bytes"), total - len(view))
         view = view[n:]
+
+
+class WriteBehind:
+    """write(data) on a thread of its own, one block behind: the caller goes
+    on to read and add the next block while this one is written (the write
+    releases the GIL). write() first waits for the write before it, and
+    wait() for the last; each raises what that write raised (an OutputError,
+    with `written`; a BrokenPipeError). `written` is what was handed over
+    and written whole."""
+
+    def __init__(self, write: Any) -> None:
+        self._write = write
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="bloomline-write-behind", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            data = self._queue.get()
+            try:
+                if data is None:
+                    return
+                if self._error is None:
+                    self._write(data)
+            except BaseException as exc:  # raised by the caller's next write() or wait()
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def wait(self) -> None:
+        """Until the last block handed over is written; raises what its write raised."""
+        self._queue.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def write(self, data: bytes) -> None:
+        """Hands data over once the write before it has ended."""
+        self.wait()
+        self._queue.put(data)
+
+    def close(self) -> None:
+        """Ends the thread, once what was handed over is written (or has failed)."""
+        self._queue.put(None)
+        self._thread.join()
 
 
 def whole_text_writes() -> None:
