@@ -1,18 +1,28 @@
-"""Where `bloomline dedup --threads N` spends its time: the command's own
-loop (read a block, add_lines, select_lines, write) timed step by step in
-one process, beside the interpreter's start with bloomline imported, and
-the whole command.
+"""Where `bloomline dedup --threads N` spends its time: the whole command
+for each build and interpreter given, taking turns; the interpreter's start
+(bare, with NumPy, with bloomline's CLI imported); and dedup's loop timed
+step by step in this process.
 
-    python benchmarks/dedup_steps.py [--mb 400] [--threads 1,16] [--out FILE.json]
+    python benchmarks/dedup_steps.py [--mb 400] [--threads 1,16] [--repeats 3]
+        [--builds old=DIR,new=DIR] [--pythons machine=EXE,clean=EXE] [--out FILE.json]
 
-Each thread count's steps are summed over the file's blocks (the blocks as
-the CLI cuts them); the output of every thread count is compared byte for
-byte with one thread's. benchmarks/NOTES.md quotes it.
+--builds: folders each holding a built bloomline package (PYTHONPATH for
+the commands); by default the bloomline this interpreter imports.
+--pythons: interpreters to run the commands with (a fresh venv starts
+faster than one with hundreds of packages); by default this one.
+
+The steps, summed over the file's blocks as the CLI cuts them, for the
+bloomline this process imports: "separate" is add_lines then select_lines
+(two splits of each block), "fused" is dedup_lines (one); neither overlaps
+the reads and writes, which the command does on threads of its own.
+Every output is compared byte for byte with the first. benchmarks/NOTES.md
+quotes it.
 """
 
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import os
 import statistics
@@ -26,14 +36,15 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def steps(src: Path, out: Path, threads: int) -> dict[str, float]:
-    """One pass of dedup's loop over src, as `bloomline dedup` makes it."""
+def loop_steps(src: Path, out: Path, threads: int, fused: bool) -> dict[str, float]:
+    """One pass of dedup's loop over src, one step after another."""
     import bloomline
     from bloomline.cli._input import LineBlocks
     from bloomline.cli._local import DEDUP_CAPACITY, DEDUP_ERROR_RATE, _line_blocks
 
-    spent = {"read": 0.0, "add_lines": 0.0, "select_lines": 0.0, "write": 0.0}
-    blocks: LineBlocks = _line_blocks([str(src)], threads)
+    spent = {"read": 0.0, "add": 0.0, "select": 0.0, "write": 0.0}
+    blocks = _line_blocks([str(src)], threads)
+    assert isinstance(blocks, LineBlocks)
     f = bloomline.BloomFilter(DEDUP_CAPACITY, DEDUP_ERROR_RATE, layout="blocked")  # dedup's own filter
     start = time.perf_counter()
     with open(out, "wb") as sink:
@@ -45,23 +56,33 @@ def steps(src: Path, out: Path, threads: int) -> dict[str, float]:
             spent["read"] += t1 - t0
             if block is None:
                 break
-            new = f.add_lines(block, threads=threads)
-            t2 = time.perf_counter()
-            kept = bloomline.select_lines(block, new, threads=threads)
-            t3 = time.perf_counter()
+            if fused:
+                kept = f.dedup_lines(block, threads=threads)[0]
+                t3 = t2 = time.perf_counter()
+            else:
+                new = f.add_lines(block, threads=threads)
+                t2 = time.perf_counter()
+                kept = bloomline.select_lines(block, new, threads=threads)
+                t3 = time.perf_counter()
             sink.write(kept)
             t4 = time.perf_counter()
-            spent["add_lines"] += t2 - t1
-            spent["select_lines"] += t3 - t2
+            spent["add"] += t2 - t1
+            spent["select"] += t3 - t2
             spent["write"] += t4 - t3
     spent["loop"] = time.perf_counter() - start
     return spent
 
 
-def start_up() -> float:
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import bloomline.cli"], check=True)
-    return time.perf_counter() - t0
+def seconds(cmd: list[str], env: dict[str, str], stdout: Any = subprocess.DEVNULL) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, env=env, stdout=stdout, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def pairs(spec: str | None, default: str) -> list[tuple[str, str]]:
+    if not spec:
+        return [("this", default)]
+    return [(p.split("=", 1)[0], p.split("=", 1)[1]) for p in spec.split(",")]
 
 
 def main(argv: list[str]) -> int:
@@ -69,35 +90,72 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--mb", type=float, default=400)
     ap.add_argument("--threads", default=f"1,{os.cpu_count() or 1}")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--builds", help="NAME=DIR,... (default: the bloomline this interpreter imports)")
+    ap.add_argument("--pythons", help="NAME=EXE,... (default: this interpreter)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE))
-    from many_cores import dedup_command, machine, write_url_file
+    from many_cores import machine, write_url_file
 
     counts = [int(t) for t in args.threads.split(",")]
-    result: dict[str, Any] = {"machine": machine(), "runs": []}
+    builds = pairs(args.builds, "")
+    pythons = pairs(args.pythons, sys.executable)
+
+    def env(folder: str) -> dict[str, str]:
+        return dict(os.environ, PYTHONPATH=folder) if folder else dict(os.environ)
+
+    result: dict[str, Any] = {"machine": machine(), "threads": counts, "repeats": args.repeats,
+                              "builds": [b for b, _ in builds], "pythons": [p for p, _ in pythons]}
     with tempfile.TemporaryDirectory(prefix="bloomline-dedup-") as tmp:
         d = Path(tmp)
         src = d / "urls.txt"
-        write_url_file(src, int(args.mb * 1e6))
+        result["lines"] = write_url_file(src, int(args.mb * 1e6))
         result["bytes"] = src.stat().st_size
-        result["start_up_s"] = statistics.median(start_up() for _ in range(5))
-        per: dict[int, list[dict[str, float]]] = {t: [] for t in counts}
-        whole: dict[int, list[float]] = {t: [] for t in counts}
-        for _ in range(args.repeats):
-            for t in counts:  # taking turns
-                per[t].append(steps(src, d / f"steps{t}.txt", t))
-                whole[t].append(dedup_command(src, d / f"out{t}.txt", t))
-        same = all(open(d / f"out{t}.txt", "rb").read() == open(d / f"out{counts[0]}.txt", "rb").read()
-                   and open(d / f"steps{t}.txt", "rb").read() == open(d / f"out{counts[0]}.txt", "rb").read()
-                   for t in counts)
-    for t in counts:
-        row = {"threads": t, "command_s": statistics.median(whole[t])}
-        row.update({k: statistics.median(x[k] for x in per[t]) for k in per[t][0]})
-        result["runs"].append(row)
-        print(json.dumps(row), flush=True)
-    result["identical"] = same
-    print(f"start-up {result['start_up_s']:.3f} s; outputs identical: {same}", flush=True)
+        # The interpreter's start: bare, with NumPy, with the CLI (each build's), medians of 7.
+        start: list[dict[str, Any]] = []
+        for pname, exe in pythons:
+            row: dict[str, Any] = {"python": pname}
+            for what, code in (("bare", "pass"), ("numpy", "import numpy")):
+                row[what] = statistics.median(seconds([exe, "-c", code], env("")) for _ in range(7))
+            for bname, folder in builds:
+                row[f"cli_{bname}"] = statistics.median(
+                    seconds([exe, "-c", "import bloomline.cli"], env(folder)) for _ in range(7))
+            start.append(row)
+            print(json.dumps(row), flush=True)
+        result["start_up"] = start
+        # Whole commands, every (python, build, threads) taking turns in each repeat.
+        combos = [(p, b, t) for p in pythons for b in builds for t in counts]
+        times: dict[tuple[str, str, int], list[float]] = {(p[0], b[0], t): [] for p, b, t in combos}
+        outs: list[Path] = []
+        for r in range(args.repeats):
+            for (pname, exe), (bname, folder), t in combos[r % len(combos):] + combos[: r % len(combos)]:
+                out = d / f"out-{pname}-{bname}-{t}.txt"
+                with open(out, "wb") as sink:
+                    times[(pname, bname, t)].append(
+                        seconds([exe, "-m", "bloomline", "dedup", "--threads", str(t), str(src)], env(folder), sink))
+                outs.append(out)
+        result["commands"] = [{"python": p, "build": b, "threads": t, "wall_s": statistics.median(v),
+                               "gb_per_s": result["bytes"] / statistics.median(v) / 1e9, "runs_s": v}
+                              for (p, b, t), v in times.items()]
+        for row in result["commands"]:
+            print(json.dumps(row), flush=True)
+        # The loop's steps in this process, for the bloomline it imports.
+        steps: list[dict[str, Any]] = []
+        for fused in (False, True):
+            for t in counts:
+                runs = []
+                for r in range(args.repeats):
+                    out = d / f"steps-{fused}-{t}.txt"
+                    runs.append(loop_steps(src, out, t, fused))
+                    outs.append(out)
+                row = {"kind": "fused" if fused else "separate", "threads": t}
+                row.update({k: statistics.median(x[k] for x in runs) for k in runs[0]})
+                steps.append(row)
+                print(json.dumps(row), flush=True)
+        result["steps"] = steps
+        result["identical"] = all(filecmp.cmp(outs[0], o, shallow=False) for o in outs)
+        result["written"] = sum(1 for _ in open(outs[0], "rb"))
+    print(f"outputs identical: {result['identical']}", flush=True)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     return 0

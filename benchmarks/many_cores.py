@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 TARGET_SCALING = 8.0  # adds at 16 threads against one
 TARGET_PROBE = 1.5  # a 1B-key build against the 16-thread probe
 TARGET_DEDUP_GBS = 1.0
+DEDUP_STEPS = HERE / "dedup_steps.json"  # benchmarks/dedup_steps.py's figures, shown beside dedup's
 
 
 def thread_counts() -> list[int]:
@@ -330,6 +331,32 @@ def steps_table(steps: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def dedup_steps_table(d: dict[str, Any]) -> list[str]:
+    """dedup_steps.json: the whole command per interpreter and build, the
+    interpreters' start, and the loop's steps."""
+    m = d["machine"]
+    lines = [f"### `bloomline dedup`: builds and interpreters side by side ({m['when']})", "",
+             f"`python benchmarks/dedup_steps.py`, {d['bytes'] / 1e6:.0f} MB of URL lines ({d['lines']:,} lines, "
+             f"{d['written']:,} written), in the page cache; every (interpreter, build, threads) taking turns, medians "
+             f"of {d['repeats']}; the whole command, output to a file. Builds: " + ", ".join(d["builds"]) + "; "
+             "interpreters: " + ", ".join(d["pythons"]) + ".", "",
+             "| interpreter | build | threads | wall s | GB/s |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {c['python']} | {c['build']} | {c['threads']} | {c['wall_s']:.3f} | {c['gb_per_s']:.2f} |"
+              for c in d["commands"]]
+    lines += ["", "The interpreter's start (medians of 7, seconds): bare, NumPy imported, bloomline's CLI imported:", "",
+              "| interpreter | bare | numpy | " + " | ".join(f"cli ({b})" for b in d["builds"]) + " |",
+              "|---|---:|---:|" + "---:|" * len(d["builds"])]
+    lines += [f"| {s['python']} | {s['bare']:.3f} | {s['numpy']:.3f} | "
+              + " | ".join(f"{s['cli_' + b]:.3f}" for b in d["builds"]) + " |" for s in d["start_up"]]
+    lines += ["", "dedup's loop in one process, step by step, no overlap (seconds, medians): separate = add_lines then "
+              "select_lines, fused = dedup_lines:", "",
+              "| loop | threads | read | add | select | write | loop |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {s['kind']} | {s['threads']} | {s['read']:.3f} | {s['add']:.3f} | {s['select']:.3f} | "
+              f"{s['write']:.3f} | {s['loop']:.3f} |" for s in d["steps"]]
+    lines += ["", f"Outputs identical byte for byte: **{'yes' if d['identical'] else 'NO'}**.", ""]
+    return lines
+
+
 def write(path: Path, steps_path: Path) -> None:
     sys.path.insert(0, str(HERE))
     from _sections import write_section
@@ -399,6 +426,7 @@ def write(path: Path, steps_path: Path) -> None:
         "",
         f"Output identical byte for byte across thread counts: **{'yes' if d['identical'] else 'NO'}**.",
         "",
+        *(dedup_steps_table(json.loads(DEDUP_STEPS.read_text())) if DEDUP_STEPS.exists() else []),
         "### Targets",
         "",
     ]
