@@ -392,6 +392,21 @@ def test_build_streams_its_keys_in_bounded_memory(tmp_path: Path) -> None:
     assert b"peak memory" in r.stderr and b"expected false-positive rate" in r.stderr
 
 
+def test_a_local_dedup_runs_without_numpy(tmp_path: Path) -> None:
+    """NumPy is most of bloomline's import time, and a local dedup (its
+    blocks bytes to bytes in the core) never imports it, with --state and
+    threads too; the output is the first occurrences, as ever."""
+    (tmp_path / "in.txt").write_bytes(b"".join(b"k%d\n" % (i % 700) for i in range(3000)))
+    code = ("import sys; from bloomline.cli import main; rc = main(sys.argv[1:]); "
+            "sys.stderr.write('numpy imported: %s' % ('numpy' in sys.modules)); sys.exit(rc)")
+    for extra in ([], ["--threads", "2", "--state", str(tmp_path / "s.blf")]):
+        r = subprocess.run([sys.executable, "-c", code, "dedup", *extra, str(tmp_path / "in.txt")],
+                           capture_output=True, timeout=120, check=False)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == b"".join(b"k%d\n" % i for i in range(700))
+        assert r.stderr.endswith(b"numpy imported: False"), r.stderr
+
+
 def test_redis_module_prints_the_module_path() -> None:
     r = run("redis-module")
     assert r.returncode == 0

@@ -8,6 +8,7 @@ wrote from the rules in plain Python."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -149,6 +150,35 @@ def test_nan_in_a_batch_is_a_null_by_every_path() -> None:
 
 
 # ---- tuples and frozensets --------------------------------------------------------
+
+
+def test_numpy_imported_after_bloomline_gives_the_same_keys() -> None:
+    """bloomline leaves NumPy unimported until it is used: NumPy scalars made
+    after a filter was, and NaN in a batch, are the keys and nulls they are
+    when NumPy came first."""
+    code = """
+import sys
+import bloomline
+f = bloomline.BloomFilter(1000, 0.001)
+assert f.add(7) and f.add(2.5) and f.add(memoryview(b"m"))
+try:
+    f.add(object())  # checked against NumPy's types, which are none yet
+except TypeError as e:
+    assert "object" in str(e), e
+assert "numpy" not in sys.modules
+import numpy as np
+assert not f.add(np.int64(7)) and not f.add(np.float32(2.5)) and np.uint8(7) in f and np.bool_(True) not in f
+assert f.add_many([np.float64("nan"), "x"], nulls="skip").tolist() == [False, True]
+try:
+    f.add(np.arange(3))
+except TypeError as e:
+    assert "numpy.ndarray" in str(e), e
+else:
+    raise AssertionError("an array was taken as a key")
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
 
 
 def test_tuples_are_keys_by_their_elements() -> None:

@@ -3,26 +3,39 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "bloomline/resp.hpp"
 
 namespace bloomline::py_keys {
 
-NumpyTypes& numpy_types() {
+const NumpyTypes& numpy_types() {
+    // Looked up once NumPy is imported, by whoever imports it: bloomline
+    // never imports it for a check (`bloomline dedup` runs without it).
+    // Until then no object can be one of its types, and every type is null.
     static NumpyTypes t;
+    static const NumpyTypes none;
+    if (t.ndarray) return t;
+    static PyObject* const name = PyUnicode_InternFromString("numpy");
+    py::object np = py::reinterpret_steal<py::object>(PyImport_GetModule(name));
+    if (!np) {
+        if (PyErr_Occurred()) throw py::error_already_set();
+        return none;
+    }
+    NumpyTypes found;
+    const std::pair<PyObject**, const char*> fields[] = {{&found.ndarray, "ndarray"},   {&found.generic, "generic"},
+                                                         {&found.integer, "integer"},   {&found.bool_, "bool_"},
+                                                         {&found.floating, "floating"}, {&found.longdouble, "longdouble"}};
+    for (const auto& field : fields) {
+        *field.first = PyObject_GetAttrString(np.ptr(), field.second);
+        if (!*field.first) {  // NumPy half imported (by another thread): looked up again next time
+            PyErr_Clear();
+            for (const auto& got : fields) Py_XDECREF(*got.first);
+            return none;
+        }
+    }
+    t = found;  // held for the life of the process, like NumPy's own C API table
     return t;
-}
-
-void init_numpy_types() {
-    py::module_ np = py::module_::import("numpy");
-    NumpyTypes& t = numpy_types();
-    // Held for the life of the process, like NumPy's own C API table.
-    t.ndarray = py::object(np.attr("ndarray")).release().ptr();
-    t.generic = py::object(np.attr("generic")).release().ptr();
-    t.integer = py::object(np.attr("integer")).release().ptr();
-    t.bool_ = py::object(np.attr("bool_")).release().ptr();
-    t.floating = py::object(np.attr("floating")).release().ptr();
-    t.longdouble = py::object(np.attr("longdouble")).release().ptr();
 }
 
 std::string type_name(PyObject* o) { return Py_TYPE(o)->tp_name; }
@@ -37,6 +50,7 @@ namespace {
 }
 
 bool is_instance(PyObject* o, PyObject* type) {
+    if (type == nullptr) return false;  // a NumPy type before NumPy is imported
     const int r = PyObject_IsInstance(o, type);
     if (r < 0) throw_current();
     return r == 1;

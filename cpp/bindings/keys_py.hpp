@@ -44,7 +44,8 @@ namespace bloomline::py_keys {
 
 namespace py = pybind11;
 
-// NumPy's scalar and array types, looked up once at import.
+// NumPy's scalar and array types, looked up once NumPy is imported (all
+// null before: no object is an instance of them then).
 struct NumpyTypes {
     PyObject* ndarray = nullptr;
     PyObject* generic = nullptr;
@@ -53,8 +54,7 @@ struct NumpyTypes {
     PyObject* floating = nullptr;
     PyObject* longdouble = nullptr;
 };
-NumpyTypes& numpy_types();
-void init_numpy_types();
+const NumpyTypes& numpy_types();
 
 std::string type_name(PyObject* o);
 

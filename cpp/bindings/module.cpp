@@ -63,7 +63,6 @@ PYBIND11_MODULE(_core, m) {
     // The locks of files mapped for writing (file.hpp): "ofd", any number
     // of writers per file; "flock", one at a time (macOS, BLOOMLINE_FLOCK).
     m.attr("file_locks") = bloomline::file_lock_kind();
-    bloomline::py_keys::init_numpy_types();
     // bloomline.CapacityWarning, shared by every fixed filter (local and in
     // Redis): one warning per filter when it passes its capacity.
     bloomline::py_filter::capacity_warning = PyErr_NewExceptionWithDoc(

@@ -11,12 +11,14 @@ skipped read False in both).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import numpy as np
-import numpy.typing as npt
+from ._numpy import np
 
-Facts = tuple[Optional[npt.NDArray[np.bool_]], Optional[npt.NDArray[np.bool_]]]
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    Facts = tuple[Optional[npt.NDArray[np.bool_]], Optional[npt.NDArray[np.bool_]]]
 
 
 def batch_shaped(valid: Optional[npt.NDArray[np.bool_]], answers: npt.NDArray[Any]) -> npt.NDArray[Any]:

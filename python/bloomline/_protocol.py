@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
+from ._numpy import np
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from ._core import Keys, Layout, Nulls
 
 __all__ = ["Filter"]

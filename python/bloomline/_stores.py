@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-import numpy as np
-import numpy.typing as npt
-
 from ._core import BloomFilter, ChainRule
+from ._numpy import np
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from ._core import Layout, StrPath
 
 __all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "SharedStageStore", "StageAdd", "StageStore"]

@@ -17,17 +17,18 @@ is at least once, as for a BloomFilter file.
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 import numbers
 from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
-import numpy as np
-import numpy.typing as npt
-
 from . import _core
 from ._core import BloomFilter
+from ._numpy import np
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from typing_extensions import Self
 
     from ._core import Layout, StrPath
@@ -67,8 +68,13 @@ def _take(hashed: npt.NDArray[Any], which: npt.NDArray[Any]) -> npt.NDArray[Any]
     return out
 
 
-# Bits set per byte value: a popcount that every supported NumPy has.
-_POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+@functools.lru_cache(maxsize=None)
+def _popcount8() -> npt.NDArray[np.uint8]:
+    """Bits set per byte value: a popcount that every supported NumPy has
+    (made at first use, so that importing bloomline leaves NumPy alone)."""
+    return np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
 _UNION_CHUNK = 1 << 20  # bytes of the union held at once
 
 
@@ -82,7 +88,7 @@ def _union_bits_set(filters: list[BloomFilter]) -> int:
         acc = bits[0][start:start + _UNION_CHUNK].copy()
         for other in bits[1:]:
             np.bitwise_or(acc, other[start:start + _UNION_CHUNK], out=acc)
-        total += int(_POPCOUNT8[acc].sum(dtype=np.uint64))
+        total += int(_popcount8()[acc].sum(dtype=np.uint64))
     return total
 
 

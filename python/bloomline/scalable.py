@@ -25,16 +25,16 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, cast
 
-import numpy as np
-import numpy.typing as npt
-
 from . import _core
 from ._core import BloomFilter, ChainRule
 from ._facts import batch_shaped, with_facts
+from ._numpy import np
 from ._stores import ChainMismatch, DirectoryStages, MemoryStages, SharedStageStore, StageAdd, StageStore
 from .display import filter_html
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from ._core import BinaryReader, BinaryWriter, Keys, Layout, Nulls, StrPath
 
 __all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "ScalableBloomFilter", "SharedStageStore", "StageAdd",

@@ -40,12 +40,12 @@ from decimal import Decimal, localcontext
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple, Union, cast, overload
 
-import numpy as np
-import numpy.typing as npt
-
 from . import _core
+from ._numpy import np
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from ._core import Layout
 
 __all__ = ["Params", "ParamsArrays", "bits_per_key", "false_positive_rate", "optimal_num_hashes", "optimal_params"]

@@ -72,15 +72,15 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-import numpy as np
-import numpy.typing as npt
-
 from . import _core
 from ._core import BloomFilter, CapacityWarning
 from ._facts import batch_shaped
+from ._numpy import np
 from .display import filter_html
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from ._core import BinaryReader, BinaryWriter, Keys, Layout, Nulls, StrPath
 
 __all__ = ["WindowedBloomFilter"]

@@ -8,9 +8,8 @@ import argparse
 import sys
 import time
 
-import numpy as np
-
 from .. import BloomFilter, __version__, false_positive_rate
+from .._numpy import np
 from .._units import format_bytes
 
 

@@ -15,9 +15,8 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from .. import _core
+from .._numpy import np
 from .._pickling import from_bytes
 from .._units import count, format_bytes
 from ._errors import PROG, CliError

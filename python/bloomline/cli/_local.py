@@ -14,10 +14,9 @@ import sys
 import time
 from typing import Any
 
-import numpy as np
-
 from .. import (BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedBloomFilter, __version__,
                optimal_params, read_header, select_lines)
+from .._numpy import np
 from .._protocol import Filter
 from .._units import count, format_bytes
 from ._errors import PROG, CliError, UsageError

@@ -1,0 +1,31 @@
+"""NumPy, imported when first used.
+
+Importing NumPy is most of what `import bloomline` costs (a third of a
+second on some servers, where it starts a thread pool), and a local
+`bloomline dedup` never needs it: its blocks go from bytes to bytes in the
+core. So the package's modules take `np` from here: the first attribute
+looked up imports NumPy (Python's import lock makes that safe from any
+thread) and keeps the attribute, so later lookups are plain reads. The type
+checker sees NumPy itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["np"]
+
+
+class _NumPy(types.ModuleType):
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(importlib.import_module("numpy"), name)
+        setattr(self, name, value)
+        return value
+
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = _NumPy("numpy")
