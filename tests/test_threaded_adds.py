@@ -163,26 +163,31 @@ def test_lines_on_threads_are_one_threads(last_newline: bool) -> None:
         bloomline.select_lines(data, np.ones(n, bool), threads=-1)
 
 
-@pytest.mark.parametrize("make", [lambda: BloomFilter(60_000, 0.001), lambda: BloomFilter(60_000, 0.001, layout="standard"),
-                                  lambda: CountingBloomFilter(60_000, 0.001)], ids=["blocked", "standard", "counting"])
+@pytest.mark.parametrize("make", [lambda: BloomFilter(200_000, 0.001), lambda: BloomFilter(200_000, 0.001, layout="standard"),
+                                  lambda: CountingBloomFilter(200_000, 0.001)], ids=["blocked", "standard", "counting"])
 def test_dedup_lines_is_add_lines_then_select_lines(make: Callable[[], Any]) -> None:
-    """dedup_lines (one split for the add and the copy) gives what add_lines
-    then select_lines give, with the block's line count and new count, on
-    one thread or several, and leaves the filter as add_lines does."""
+    """dedup_lines (one split for the add and the copy, on one team of
+    threads) gives what add_lines then select_lines give, with the block's
+    line count and new count, on one thread or several, and leaves the
+    filter as add_lines does. The blocks are sized so that the steps ask
+    for different numbers of threads: the split's team serves an add that
+    wants fewer, and an add that wants more than the split makes its own."""
     rng = np.random.default_rng(9)
-    n = 100_000
-    keys = rng.integers(0, 40_000, n)  # repeats, within the block and across blocks
-    ends = [b"\r\n" if r < 0.2 else b"\n" for r in rng.random(n)]
-    blocks = [b"".join(b"u%d" % k + e for k, e in zip(keys[lo:lo + 25_000], ends[lo:lo + 25_000]))
-              for lo in range(0, n, 25_000)]
-    blocks[-1] = blocks[-1].rstrip(b"\r\n") + b"\r"  # a last line ended by a lone \r
+
+    def block(n: int, width: int) -> bytes:
+        keys = rng.integers(0, 40_000, n)  # repeats, within the block and across blocks
+        return b"".join(b"u%d" % k + b"x" * width + (b"\r\n" if r < 0.2 else b"\n")
+                        for k, r in zip(keys, rng.random(n)))
+
+    blocks = [block(25_000, 0), block(40_000, 80), block(150_000, 4)]  # 0.2 MB; 3.6 MB, 40k lines; 1.6 MB, 150k
+    blocks.append(block(30_000, 0).rstrip(b"\r\n") + b"\r")  # a last line ended by a lone \r
     blocks.append(b"")
-    for t in (1, 2, 0):
+    for t in (1, 2, 3, 0):
         reference, fused = make(), make()
-        for block in blocks:
-            new = reference.add_lines(block)
-            out, lines, kept = fused.dedup_lines(bytearray(block), threads=t)
-            assert (out, lines, kept) == (bloomline.select_lines(block, new), len(new), int(new.sum())), t
+        for data in blocks:
+            new = reference.add_lines(data)
+            out, lines, kept = fused.dedup_lines(bytearray(data), threads=t)
+            assert (out, lines, kept) == (bloomline.select_lines(data, new), len(new), int(new.sum())), t
         same_state(reference, fused)
     with pytest.raises(TypeError, match="data must be bytes-like"):
         make().dedup_lines("text")  # type: ignore[arg-type]
