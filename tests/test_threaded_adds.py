@@ -166,12 +166,11 @@ def test_lines_on_threads_are_one_threads(last_newline: bool) -> None:
 @pytest.mark.parametrize("make", [lambda: BloomFilter(200_000, 0.001), lambda: BloomFilter(200_000, 0.001, layout="standard"),
                                   lambda: CountingBloomFilter(200_000, 0.001)], ids=["blocked", "standard", "counting"])
 def test_dedup_lines_is_add_lines_then_select_lines(make: Callable[[], Any]) -> None:
-    """dedup_lines (one split for the add and the copy, on one team of
-    threads) gives what add_lines then select_lines give, with the block's
-    line count and new count, on one thread or several, and leaves the
-    filter as add_lines does. The blocks are sized so that the steps ask
-    for different numbers of threads: the split's team serves an add that
-    wants fewer, and an add that wants more than the split makes its own."""
+    """dedup_lines (one split for the add and the copy) gives what add_lines
+    then select_lines give, with the block's line count and new count, on
+    one thread or several, and leaves the filter as add_lines does. The
+    blocks are sized so that the split, the add and the copy ask for
+    different numbers of threads."""
     rng = np.random.default_rng(9)
 
     def block(n: int, width: int) -> bytes:

@@ -599,9 +599,6 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             [](H& h, py_args::Buffer data, py_args::Int threads) {
                 T& f = *h;
                 const unsigned t = parse_threads(threads);
-                // The split, the add and the copy on one team of threads,
-                // whose threads end (joined) with the GIL released.
-                auto one_team = std::make_unique<TeamLender>();
                 py::tuple r = py_keys::with_lines(
                     data, "data", t, [&f, t](const unsigned char* p, std::size_t n, const LineSpans& lines) {
                         std::unique_ptr<bool[]> added(new bool[lines.size()]);
@@ -615,10 +612,6 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
                         py::bytes out = py_keys::selected_lines(p, n, lines, added.get(), t);
                         return py::make_tuple(std::move(out), lines.size(), kept);
                     });
-                {
-                    py::gil_scoped_release nogil;
-                    one_team.reset();
-                }
                 note_capacity(h);
                 return r;
             },

@@ -73,21 +73,12 @@ public:
 
     unsigned size() const { return size_; }
 
-    // Whether a phase is running: a team lent by a TeamLender (below) is
-    // not lent again to a step inside its own phase.
-    bool running() const { return running_; }
-
     template <class F>
     void run(F&& f) {
         if (workers_.empty()) {
             f(0u);
             return;
         }
-        running_ = true;
-        struct Done {
-            bool& running;
-            ~Done() { running = false; }
-        } done{running_};
         using Fn = std::remove_reference_t<F>;
         ctx_ = const_cast<void*>(static_cast<const void*>(&f));
         call_ = [](void* c, unsigned t) { (*static_cast<Fn*>(c))(t); };
@@ -165,67 +156,6 @@ private:
     std::atomic<bool> stopping_{false};
     void (*call_)(void*, unsigned) = nullptr;
     void* ctx_ = nullptr;
-    bool running_ = false;  // read and written by the calling thread alone
-};
-
-// One team lent to every threaded step its thread runs while the lender
-// lives, made at the first step's request: dedup_lines splits a block, adds
-// it and copies its new lines on one team, where each step started its own
-// (each start and end of 15 threads costs about a millisecond, and the CLI
-// makes three calls' worth per block). A step that asks for more threads
-// than the lent team has, or that runs inside one of its phases, makes its
-// own team as before.
-class TeamLender {
-public:
-    TeamLender() : previous_(current()) { current() = this; }
-    ~TeamLender() { current() = previous_; }
-    TeamLender(const TeamLender&) = delete;
-    TeamLender& operator=(const TeamLender&) = delete;
-
-    // The calling thread's lender, or nullptr.
-    static TeamLender*& current() {
-        static thread_local TeamLender* lender = nullptr;
-        return lender;
-    }
-    // A team of at least `threads` members, free to run a phase; nullptr
-    // where this lender has none.
-    Team* lend(unsigned threads) {
-        if (!team_) team_ = std::make_unique<Team>(threads);
-        return team_->size() >= threads && !team_->running() ? team_.get() : nullptr;
-    }
-
-private:
-    TeamLender* previous_;
-    std::unique_ptr<Team> team_;
-};
-
-// The team a threaded step of `threads` parts runs on: the calling thread's
-// lent team where it has one (its members past `threads` sit each phase
-// out), or a team of its own.
-class TeamFor {
-public:
-    explicit TeamFor(unsigned threads) : threads_(std::max(1u, threads)) {
-        TeamLender* lender = threads_ > 1 ? TeamLender::current() : nullptr;
-        team_ = lender ? lender->lend(threads_) : nullptr;
-        if (!team_) {
-            own_ = std::make_unique<Team>(threads_);
-            team_ = own_.get();
-        }
-    }
-    unsigned size() const { return threads_; }
-    template <class F>
-    void run(F&& f) {
-        if (team_->size() == threads_) return team_->run(f);
-        const unsigned n = threads_;
-        team_->run([&f, n](unsigned t) {
-            if (t < n) f(t);
-        });
-    }
-
-private:
-    unsigned threads_;
-    Team* team_ = nullptr;
-    std::unique_ptr<Team> own_;
 };
 
 // f(t) for t in [0, threads), once: t = 0 on the calling thread, the others
@@ -237,7 +167,7 @@ void run_on_threads(unsigned threads, F&& f) {
         f(0u);
         return;
     }
-    TeamFor(threads).run(f);
+    Team(threads).run(f);
 }
 
 // The threads worth starting for n items: starting one costs tens of
@@ -265,7 +195,7 @@ inline void split_lines_on(const unsigned char* p, std::size_t n, LineSpans* out
     if (threads <= 1) return split_lines(p, n, out);
     std::vector<LineSpans> parts(threads);
     std::vector<std::size_t> first(threads + 1, 0);  // [part]: its first line's index in out
-    TeamFor team(threads);
+    Team team(threads);
     team.run([&](unsigned t) {
         const std::size_t stop = part_begin(n, threads, t + 1);
         split_lines_from(p, n, first_line_start(p, part_begin(n, threads, t), stop), stop, &parts[t]);
@@ -291,7 +221,7 @@ void select_lines_on(const unsigned char* p, std::size_t n, const LineSpans& lin
     const bool add_newline = last_line_needs_newline(p, n);
     const unsigned t = useful_threads(threads, lines.size());
     std::vector<std::size_t> offset(t + 1, 0);
-    TeamFor team(t);
+    Team team(t);
     team.run([&](unsigned k) {
         offset[k + 1] = selected_bytes(n, lines, keep, add_newline, part_begin(lines.size(), t, k),
                                        part_begin(lines.size(), t, k + 1));
@@ -458,7 +388,7 @@ void add_by_key_owner(Src& src, std::size_t n, bool* out, unsigned threads, Owne
         }
     };
 
-    TeamFor team(threads);
+    Team team(threads);
     // Phase p: chunk p sorted, chunk p - 1 added, chunk p - 2 answered.
     const std::size_t phases = chunks + (out ? 2 : 1);
     for (std::size_t p = 0; p < phases; ++p) {
@@ -510,7 +440,7 @@ void add_by_slot_owner(Src& src, std::size_t n, bool* out, unsigned threads, con
     std::vector<PerThread<Pair>> per(threads);
     for (auto& p : per) p.to.resize(threads);
     std::vector<AddCounts> news(threads);
-    TeamFor team(threads);
+    Team team(threads);
     for (std::size_t start = 0; start < n; start += kChunk) {
         const std::size_t m = std::min(kChunk, n - start);
         in_lock([&] {
