@@ -349,7 +349,7 @@ def dedup_steps_table(d: dict[str, Any]) -> list[str]:
     lines += [f"| {s['python']} | {s['bare']:.3f} | {s['numpy']:.3f} | "
               + " | ".join(f"{s['cli_' + b]:.3f}" for b in d["builds"]) + " |" for s in d["start_up"]]
     lines += ["", "dedup's loop in one process, step by step, no overlap (seconds, medians): separate = add_lines then "
-              "select_lines, fused = dedup_lines:", "",
+              "select_lines, fused = dedup_lines (its add column holds the add and the copy):", "",
               "| loop | threads | read | add | select | write | loop |", "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {s['kind']} | {s['threads']} | {s['read']:.3f} | {s['add']:.3f} | {s['select']:.3f} | "
               f"{s['write']:.3f} | {s['loop']:.3f} |" for s in d["steps"]]
@@ -442,7 +442,8 @@ def write(path: Path, steps_path: Path) -> None:
     best = max(d["runs"], key=lambda x: x["gb_per_s"])
     lines.append(f"- `dedup --threads {top}` at least {TARGET_DEDUP_GBS:g} GB/s: {at_top:.2f} GB/s (the best count, "
                  f"{best['threads']}: {best['gb_per_s']:.2f}), {verdict(at_top >= TARGET_DEDUP_GBS)}.")
-    lines += [""] + [f"Note: {n}" for n in r.get("notes", [])]
+    for n in r.get("notes", []):
+        lines += ["", f"Note: {n}"]
     write_section("many-cores", "\n".join(lines))
     print("wrote the many-cores section of benchmarks/RESULTS.md")
 
