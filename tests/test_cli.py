@@ -407,6 +407,73 @@ def test_a_local_dedup_runs_without_numpy(tmp_path: Path) -> None:
         assert r.stderr.endswith(b"numpy imported: False"), r.stderr
 
 
+MAIN_THEN_THREADS = ("import sys, threading; from bloomline.cli import main; rc = main(sys.argv[1:]); "
+                     "sys.stderr.write('threads left: %r' % [t.name for t in threading.enumerate() "
+                     "if t.name.startswith('bloomline-')]); sys.exit(rc)")
+
+
+def test_a_dedup_into_a_file_writes_every_block_before_a_failure_and_leaves_no_thread(tmp_path: Path) -> None:
+    """Into a regular file, dedup writes one block behind on a thread: an
+    input that fails later (a missing file) still finds every block before
+    it written whole, and no thread of the command outlives main()."""
+    data = b"".join(b"https://example.com/%07d\n" % i for i in range(120_000))  # 3.4 MB: blocks of 1 MiB
+    (tmp_path / "a.txt").write_bytes(data)
+    for files, rc in (([tmp_path / "a.txt"], 0), ([tmp_path / "a.txt", tmp_path / "missing"], 1)):
+        with open(tmp_path / "out.txt", "wb") as out:
+            r = subprocess.run([sys.executable, "-c", MAIN_THEN_THREADS, "dedup", "-q", *map(str, files)], stdout=out,
+                               stderr=subprocess.PIPE, timeout=120, check=False)
+        assert r.returncode == rc and r.stderr.endswith(b"threads left: []"), r.stderr
+        assert (tmp_path / "out.txt").read_bytes() == data
+        assert (b"cannot read" in r.stderr) == (rc == 1)
+
+
+def test_a_closed_pipe_ends_dedup_without_waiting_for_more_input() -> None:
+    """`... | bloomline dedup | head -1` with input still coming: the write
+    after the reader left ends the command, as it always did, without
+    another line of input."""
+    p = subprocess.Popen([sys.executable, "-m", "bloomline", "dedup", "-q"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stdin is not None and p.stdout is not None
+        p.stdin.write(b"a\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == b"a\n"
+        p.stdout.close()  # as head -1 does
+        p.stdin.write(b"b\nc\n")  # its write fails; stdin stays open
+        p.stdin.flush()
+        p.wait(timeout=30)
+    finally:
+        p.kill()
+        p.wait()
+        p.stderr.close()  # type: ignore[union-attr]
+        p.stdin.close()  # type: ignore[union-attr]
+
+
+def test_a_dedup_stopped_while_reading_stdin_leaves_the_rest_to_the_next_reader(tmp_path: Path) -> None:
+    """A process that runs dedup twice on its stdin, the first stopped by
+    Ctrl-C while it waits for input: the second reads every line that came
+    after (nothing read ahead and dropped by the first)."""
+    code = f"""
+import os, signal, sys, threading, time
+from bloomline.cli import main
+r, w = os.pipe()
+os.dup2(r, 0)
+os.dup2(os.open({str(tmp_path / "out.txt")!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
+def feed():
+    os.write(w, b"a\\n"); time.sleep(1)
+    os.kill(os.getpid(), signal.SIGINT); time.sleep(1)
+    os.write(w, b"b\\n"); time.sleep(0.5)
+    os.write(w, b"c\\n"); os.close(w)
+threading.Thread(target=feed).start()
+first = main(["dedup", "-q"])
+second = main(["dedup", "-q"])
+sys.stderr.write("rc %d %d" % (first, second))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=False)
+    assert r.returncode == 0 and r.stderr.endswith(b"rc 130 0"), r.stderr
+    assert (tmp_path / "out.txt").read_bytes() == b"a\nb\nc\n"
+
+
 def test_redis_module_prints_the_module_path() -> None:
     r = run("redis-module")
     assert r.returncode == 0

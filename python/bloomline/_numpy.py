@@ -1,9 +1,10 @@
 """NumPy, imported when first used.
 
 Importing NumPy is most of what `import bloomline` costs (a third of a
-second on some servers, where it starts a thread pool), and a local
-`bloomline dedup` never needs it: its blocks go from bytes to bytes in the
-core. So the package's modules take `np` from here: the first attribute
+second on some servers, where it starts a thread pool), and `bloomline
+dedup` into a BloomFilter never needs it: its blocks go from bytes to bytes
+in the core. So the modules `import bloomline` loads take `np` from here
+(bloomline.redis and bloomline.analysis, loaded when used, import NumPy): the first attribute
 looked up imports NumPy (Python's import lock makes that safe from any
 thread) and keeps the attribute, so later lookups are plain reads. The type
 checker sees NumPy itself.

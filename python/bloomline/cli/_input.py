@@ -105,8 +105,9 @@ class ReadAhead:
     next block is read while this one is handled (the read releases the
     GIL). Iterated like LineBlocks: a block is valid until the next is asked
     for. An error of the reading is raised where the block would have come.
-    When the consumer stops early the reader stops too, at its next block
-    (a reader waiting on stdin is a daemon thread, and holds one block)."""
+    When the consumer stops early the reader stops too, at its next block.
+    For regular files only (regular_inputs): a reader waiting on a pipe
+    could not be stopped, and would take input meant for the next reader."""
 
     def __init__(self, blocks: LineBlocks) -> None:
         self.blocks = blocks
@@ -142,8 +143,8 @@ class ReadAhead:
             finally:
                 blocks.close()  # type: ignore[attr-defined]  # (a generator: its files are closed now)
 
-        threading.Thread(target=read, name="bloomline-read-ahead", daemon=True).start()
         try:
+            threading.Thread(target=read, name="bloomline-read-ahead", daemon=True).start()
             while True:
                 what, item = ready.get()
                 if what == "end":
@@ -191,6 +192,14 @@ def input_stat(name: str) -> os.stat_result | None:
         return os.fstat(sys.stdin.fileno()) if name == "-" else os.stat(name)
     except (OSError, ValueError):
         return None
+
+
+def regular_inputs(files: Sequence[str]) -> bool:
+    """Whether every input is a regular file named by its path (not stdin),
+    so that reading ahead on a thread never waits on, nor takes, input that
+    someone else reads next."""
+    names = list(files) or ["-"]
+    return all(name != "-" and (st := input_stat(name)) is not None and stat.S_ISREG(st.st_mode) for name in names)
 
 
 def what_it_is(st: os.stat_result) -> str:

@@ -21,8 +21,9 @@ from .._protocol import Filter
 from .._units import count, format_bytes
 from ._errors import PROG, CliError, UsageError
 from ._input import (BLOCK, Interrupt, LineBlocks, Progress, ReadAhead, count_lines, filter_bytes, input_name, input_stat,
-                     open_filter, what_it_is)
-from ._output import OutputError, WriteBehind, check_output, note, refuse_same_file, write_all, write_filter
+                     open_filter, regular_inputs, what_it_is)
+from ._output import (OutputError, WriteBehind, check_output, note, refuse_same_file, stdout_is_regular, write_all,
+                      write_filter)
 
 
 DEDUP_CAPACITY = 10_000_000
@@ -162,12 +163,14 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     f = _dedup_filter(args)
     read = written = 0
     expected_fp = 0.0
-    # A local BloomFilter or CountingBloomFilter adds a block and copies its new lines in one call, while the next
-    # block is read and the last one written on threads of their own. The others (Redis, windowed, scalable) take
-    # a block at a time: with Redis the lines a failed write leaves are recorded as seen there, and the message
-    # counts them in the one block that failed.
-    pipelined = hasattr(f, "dedup_lines")
-    blocks = _line_blocks(args.files, args.threads, pipelined)
+    # A local BloomFilter or CountingBloomFilter adds a block and copies its new lines in one call (dedup_lines).
+    # Where nothing can block for long (input files, and stdout, that are regular files) the next block is also
+    # read, and the last one written, on threads of their own. A pipe or a terminal keeps the serial loop: a
+    # reader thread would take stdin from whoever reads it next, and a writer blocked on a pipe would outlive the
+    # command. The others (Redis, windowed, scalable) take a block at a time: with Redis the lines a failed write
+    # leaves are recorded as seen there, and the message counts them in the one block that failed.
+    fused = hasattr(f, "dedup_lines")
+    blocks = _line_blocks(args.files, args.threads, ahead=fused and regular_inputs(args.files))
     progress = Progress(blocks.total_bytes, args.quiet)
 
     def write(out: bytes) -> None:
@@ -176,38 +179,50 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         except OutputError as exc:
             raise CliError(str(exc) + _not_written(args, out[exc.written:].count(b"\n"))) from None
 
-    behind = WriteBehind(write) if pipelined else None
+    behind = WriteBehind(write) if fused and stdout_is_regular() else None
     with Interrupt() as interrupt:
+
+        def written_whole() -> None:
+            """Every block handed to the writer written (or its error raised); a second Ctrl-C gives it up."""
+            if behind is not None:
+                interrupt.phase = "block"
+                behind.wait()
+                interrupt.phase = "note"
+
         kept = 0
         try:
             for block in interrupt.blocks(blocks):
                 rate = f.expected_fp_rate
-                if behind is not None:
+                if fused:
                     out, lines, kept = f.dedup_lines(block, threads=args.threads)  # type: ignore[attr-defined]
-                    behind.write(out)  # once the block before is written whole (or raises its error)
                 else:
                     try:
                         new = _add_lines(f, block, args)
                     except Exception as exc:
                         raise (_redis_errors(exc) or exc) from None
                     lines, kept = len(new), int(new.sum())
-                    # Whole before the next block is read: --state is saved only after every line in it was
-                    # written (a failure leaves the old state as it was).
-                    write(select_lines(block, new, threads=args.threads))
+                    out = select_lines(block, new, threads=args.threads)
+                # Whole before the next block is read, or, behind, before the next is handed over: --state is
+                # saved only after every line in it was written (a failure leaves the old state as it was).
+                (behind.write if behind is not None else write)(out)
                 read += lines
                 written += kept
                 expected_fp += rate * kept
                 progress.update(blocks.bytes_read, read)
-            if behind is not None:
-                interrupt.phase = "block"  # the last block is written whole; a second Ctrl-C gives it up
-                behind.wait()
-                interrupt.phase = "note"
-                behind.close()
+            written_whole()
         except KeyboardInterrupt:
             progress.done()
             sys.stderr.write(f"{PROG}: interrupted again: the block being written was given up"
                              + _not_written(args, kept, maybe=True) + "\n")
             return 130
+        except Exception:
+            # The blocks before the failure are written whole, as the serial loop wrote each before it read on;
+            # a write of theirs that failed is the error the serial loop would have met first.
+            written_whole()
+            raise
+        finally:
+            if behind is not None:
+                behind.close()
         progress.done()
         if args.state:
             write_filter(f, args.state)

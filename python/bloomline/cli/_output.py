@@ -61,13 +61,24 @@ def write_all(data: bytes | memoryview) -> None:
         view = view[n:]
 
 
+def stdout_is_regular() -> bool:
+    """Whether stdout is a regular file: a write to it never waits on a
+    reader (WriteBehind is for such output only)."""
+    try:
+        return stat.S_ISREG(os.fstat(_stdout_fd()).st_mode)
+    except OSError:
+        return False
+
+
 class WriteBehind:
     """write(data) on a thread of its own, one block behind: the caller goes
     on to read and add the next block while this one is written (the write
     releases the GIL). write() first waits for the write before it, and
-    wait() for the last; each raises what that write raised (an OutputError,
-    with `written`; a BrokenPipeError). `written` is what was handed over
-    and written whole."""
+    wait() for the last; each raises what that write raised. For output to a
+    regular file only (stdout_is_regular): a write blocked on a pipe could
+    not be stopped, and its failure would be seen only at the next block.
+    close() ends the thread once its write has ended; the caller calls it on
+    every way out."""
 
     def __init__(self, write: Any) -> None:
         self._write = write
