@@ -179,8 +179,8 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         except OutputError as exc:
             raise CliError(str(exc) + _not_written(args, out[exc.written:].count(b"\n"))) from None
 
-    behind = WriteBehind(write) if fused and stdout_is_regular() else None
     with Interrupt() as interrupt:
+        behind = WriteBehind(write) if fused and stdout_is_regular() else None
 
         def written_whole() -> None:
             """Every block handed to the writer written (or its error raised); a second Ctrl-C gives it up."""
