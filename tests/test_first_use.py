@@ -6,6 +6,7 @@ when an optional dependency is missing."""
 from __future__ import annotations
 
 import inspect
+import pickle
 import math
 import pydoc
 import subprocess
@@ -294,3 +295,113 @@ def test_converted_arguments_still_reach_the_method(tmp_path: Any) -> None:
         assert "a" in h
     with pytest.raises(TypeError, match="mode must be 'r' or 'r\\+', got int"):
         BloomFilter.open(path, 1)  # type: ignore[arg-type]
+
+
+# ---- the Python kinds load at their first use ------------------------------------------------
+
+PYTHON_KINDS = ("bloomline.scalable", "bloomline.windowed", "bloomline.frontier")
+
+
+def _fresh(code: str) -> str:
+    """What a fresh interpreter prints running code."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def test_import_bloomline_leaves_the_python_kinds_unloaded_and_the_cpp_kinds_whole() -> None:
+    """import bloomline loads no module of the scalable chain, the windowed
+    filter or the frontier; the C++ kinds still pickle (through restore) and
+    display, from_bytes reads every kind, loading its module then."""
+    out = _fresh(f"""
+        import pickle, sys
+        import bloomline
+        loaded = lambda: sorted(m for m in {PYTHON_KINDS!r} if m in sys.modules)
+        print(loaded())
+        f = bloomline.BloomFilter(1000)
+        f.add("a")
+        g = pickle.loads(pickle.dumps(f))
+        print(type(g).__name__, "a" in g, "b" in g, "<table>" in f._repr_html_(), loaded())
+        c = bloomline.from_bytes(bloomline.CountingBloomFilter(100).to_bytes())
+        print(type(c).__name__, loaded())
+        s = bloomline.ScalableBloomFilter(100)
+        s.add("x")
+        print(loaded(), type(bloomline.from_bytes(s.to_bytes())).__name__)
+    """)
+    assert out.splitlines() == [
+        "[]",
+        "BloomFilter True False True []",
+        "CountingBloomFilter []",
+        "['bloomline.scalable'] ScalableBloomFilter",
+    ]
+
+
+@pytest.mark.parametrize("kind", ["ScalableBloomFilter", "WindowedBloomFilter"])
+def test_a_pickle_or_file_of_a_python_kind_loads_its_module(tmp_path: Any, kind: str) -> None:
+    """Neither a pickle nor bloomline.from_bytes needs the kind's module
+    imported first: reading one loads it, and the filter is whole."""
+    f = getattr(bloomline, kind)(1000, 0.01, **({"window": 3600} if kind == "WindowedBloomFilter" else {}))
+    f.add_many([f"k{i}" for i in range(500)])
+    (tmp_path / "f.pickle").write_bytes(pickle.dumps(f))
+    (tmp_path / "f.blf").write_bytes(f.to_bytes())
+    out = _fresh(f"""
+        import pickle, sys
+        g = pickle.loads(open({str(tmp_path / "f.pickle")!r}, "rb").read())
+        print(type(g).__module__, type(g).__name__, all(f"k{{i}}" in g for i in range(500)))
+        import bloomline
+        h = bloomline.from_bytes(open({str(tmp_path / "f.blf")!r}, "rb").read())
+        print(type(h) is type(g), h.to_bytes() == g.to_bytes())
+    """)
+    assert out.splitlines() == [f"{type(f).__module__} {kind} True", "True True"]
+
+
+def test_every_exported_name_is_there_however_it_is_asked_for() -> None:
+    """A star import, dir(), attribute lookups and `from bloomline import`
+    give every name of __all__, and the kinds' modules as attributes; a
+    name that is not there raises AttributeError naming it."""
+    out = _fresh("""
+        import bloomline
+        names = {}
+        exec("from bloomline import *", names)
+        print(sorted(set(bloomline.__all__) - set(names)), sorted(set(bloomline.__all__) - set(dir(bloomline))))
+        print(bloomline.scalable.ScalableBloomFilter is bloomline.ScalableBloomFilter,
+              bloomline.windowed.__name__, "frontier" in dir(bloomline))
+        from bloomline import DedupQueue
+        print(DedupQueue is bloomline.frontier.DedupQueue)
+        try:
+            bloomline.ScalableBloomFiltre
+        except AttributeError as e:
+            print(e)
+    """)
+    assert out.splitlines() == ["[] []", "True bloomline.windowed True", "True",
+                                "module 'bloomline' has no attribute 'ScalableBloomFiltre'"]
+
+
+def test_threads_that_first_ask_for_a_kind_together_get_the_one_class() -> None:
+    """Sixteen threads looking up the windowed kind, the scalable kind and a
+    from_bytes of a windowed filter at once, in a fresh process: one class
+    each, no error."""
+    out = _fresh("""
+        import threading
+        import bloomline
+        data = None
+        start = threading.Barrier(16)
+        seen, errors = [], []
+        def ask(i):
+            start.wait()
+            try:
+                if i % 3 == 0:
+                    seen.append(("W", bloomline.WindowedBloomFilter))
+                elif i % 3 == 1:
+                    seen.append(("S", bloomline.ScalableBloomFilter))
+                else:
+                    from bloomline import WindowedBloomFilter
+                    seen.append(("W", WindowedBloomFilter))
+            except Exception as e:
+                errors.append(repr(e))
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(16)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print(errors, len(seen), len({c for _, c in seen}), sorted({(k, c.__name__) for k, c in seen}))
+    """)
+    assert out.splitlines() == ["[] 16 2 [('S', 'ScalableBloomFilter'), ('W', 'WindowedBloomFilter')]"]

@@ -233,11 +233,17 @@ public:
             t.occ.assign(kBlockBits + 1, 0.0);
             t.occ[0] = 1.0;
             t.fp_by_j.push_back(0.0);  // j = 0: an empty block answers no
+            t.next.assign(kBlockBits + 1, 0.0);
+            t.hit.assign(kBlockBits + 1, 0.0);
+            for (unsigned x = 1; x <= kBlockBits; ++x) t.hit[x] = std::pow(static_cast<double>(x) / kBlockBits, k);
         }
         while (t.fp_by_j.size() <= j) {
-            for (std::uint32_t ball = 0; ball < k; ++ball) add_ball(t.occ);
+            for (std::uint32_t ball = 0; ball < k; ++ball) {
+                add_ball(t.occ.data(), t.next.data());
+                t.occ.swap(t.next);
+            }
             double e = 0.0;
-            for (unsigned x = 1; x <= kBlockBits; ++x) e += t.occ[x] * std::pow(static_cast<double>(x) / kBlockBits, k);
+            for (unsigned x = 1; x <= kBlockBits; ++x) e += t.occ[x] * t.hit[x];
             t.fp_by_j.push_back(e);
         }
         return t.fp_by_j[j];
@@ -246,12 +252,15 @@ public:
 private:
     struct Table {
         std::vector<double> occ;      // P(X = x) after fp_by_j.size() - 1 keys
+        std::vector<double> next;     // occ after one more ball
         std::vector<double> fp_by_j;  // fp for a block with j keys
+        std::vector<double> hit;      // (x / 512)^k, once per k: it was most of a first sizing's time
     };
-    static void add_ball(std::vector<double>& p) {
-        for (unsigned x = kBlockBits; x > 0; --x)
-            p[x] = p[x] * x / kBlockBits + p[x - 1] * (kBlockBits - x + 1) / kBlockBits;
-        p[0] = 0.0;
+    // One more draw: from p into q, two arrays so that the loop vectorizes.
+    static void add_ball(const double* __restrict p, double* __restrict q) {
+        q[0] = 0.0;
+        for (unsigned x = 1; x <= kBlockBits; ++x)
+            q[x] = p[x] * x / kBlockBits + p[x - 1] * (kBlockBits - x + 1) / kBlockBits;
     }
     std::mutex mu_;
     std::map<std::uint32_t, Table> tables_;

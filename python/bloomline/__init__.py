@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import _lazy, display
 from ._core import (
     BloomFilter,
     CapacityWarning,
@@ -34,13 +35,13 @@ from ._core import (
 )
 from ._pickling import from_bytes
 from ._protocol import Filter
-from .frontier import DedupQueue
-from .scalable import ScalableBloomFilter
-from .windowed import WindowedBloomFilter
 from .sizing import Params, ParamsArrays, bits_per_key, false_positive_rate, optimal_num_hashes, optimal_params
 
 if TYPE_CHECKING:
     from ._core import Layout
+    from .frontier import DedupQueue
+    from .scalable import ScalableBloomFilter
+    from .windowed import WindowedBloomFilter
 
 __all__ = [
     "BloomFilter",
@@ -68,3 +69,20 @@ __all__ = [
     "select_lines",
     "simd_level",
 ]
+
+if not TYPE_CHECKING:  # (the type checker reads the imports above)
+
+    def __getattr__(name: str) -> object:
+        """The Python kinds and their modules, loaded at their first lookup
+        (_lazy.py says why); each is kept here once loaded."""
+        if name in _lazy.HOMES:
+            value = _lazy.load(name)
+        elif name in _lazy.HOMES.values():
+            value = _lazy.module(name)
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(__all__) | set(_lazy.HOMES.values()))

@@ -3,23 +3,26 @@ the header), and what a pickle of any filter names: ``restore``, a
 module-level function of this package, and nothing else
 (docs/design/api.md, "Pickling").
 
-Every kind's ``__reduce_ex__`` is ``_reduce_ex``, given to the classes
-here, the one place that names ``restore``: the compiled module and
-scalable.py import nothing above them, and this module sits above every
-kind it reads. A restricted unpickler that resolves only ``bloomline.*``
-names reads every kind at every protocol.
+Every kind's ``__reduce_ex__`` is ``_reduce_ex``, given by ``picklable``,
+the one place that names ``restore``: to the C++ kinds here (the compiled
+module imports nothing of the package), and by scalable.py and windowed.py
+to theirs as they are defined, since those load at their first use
+(_lazy.py). A restricted unpickler that resolves only ``bloomline.*`` names
+reads every kind at every protocol.
 """
 
 from __future__ import annotations
 
-from typing import Any, SupportsIndex, Union
+from typing import TYPE_CHECKING, Any, SupportsIndex, Union
 
-from . import _core
+from . import _core, _lazy
 from ._core import BloomFilter, CountingBloomFilter
-from .scalable import ScalableBloomFilter
-from .windowed import WindowedBloomFilter
 
-__all__ = ["from_bytes", "restore"]
+if TYPE_CHECKING:
+    from .scalable import ScalableBloomFilter
+    from .windowed import WindowedBloomFilter
+
+__all__ = ["from_bytes", "picklable", "restore"]
 
 
 def from_bytes(data: Any) -> Union[BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedBloomFilter]:
@@ -29,9 +32,9 @@ def from_bytes(data: Any) -> Union[BloomFilter, CountingBloomFilter, ScalableBlo
     takes another)."""
     kind = _core.read_header(data)["kind"]
     if kind == "ScalableBloomFilter":
-        return ScalableBloomFilter.from_bytes(data)
+        return _lazy.scalable_kind().from_bytes(data)
     if kind == "WindowedBloomFilter":
-        return WindowedBloomFilter.from_bytes(data)
+        return _lazy.windowed_kind().from_bytes(data)
     filt: Union[BloomFilter, CountingBloomFilter] = _core.from_bytes(data)
     return filt
 
@@ -59,6 +62,11 @@ def _reduce(self: Any) -> tuple[Any, tuple[Union[bytes, str]]]:
     return _reduce_ex(self, 4)
 
 
-for _kind in (BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedBloomFilter):
-    setattr(_kind, "__reduce_ex__", _reduce_ex)
-    setattr(_kind, "__reduce__", _reduce)
+def picklable(kind: type) -> None:
+    """Give a filter kind its pickling: its checked bytes, read back by restore."""
+    setattr(kind, "__reduce_ex__", _reduce_ex)
+    setattr(kind, "__reduce__", _reduce)
+
+
+picklable(BloomFilter)
+picklable(CountingBloomFilter)

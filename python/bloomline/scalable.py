@@ -11,11 +11,10 @@ hashes and 2**48 bits), is the core's ``ChainRule``; the chain checks its
 parameters once, at construction, and knows from then on how many keys it
 can take (``max_capacity``).
 
-This is the one scalable chain of bloomline. Where its stages live is
-pluggable (a ``StageStore``): in memory (the default), as mapped files in a
-directory (``DirectoryStages``, the Scrapy dupefilter's JOBDIR), or
-elsewhere. Serialised as a kind-3 bloomline container (docs/FORMAT.md),
-written and read by the core.
+This is the one scalable chain of bloomline. Where its stages live is pluggable
+(a ``StageStore``): in memory (the default), as mapped files in a directory
+(``DirectoryStages``, the Scrapy dupefilter's JOBDIR), or elsewhere. Serialised
+as a kind-3 bloomline container (docs/FORMAT.md), written and read by the core.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from . import _core
 from ._core import BloomFilter, ChainRule
 from ._facts import batch_shaped, with_facts
 from ._numpy import np
+from ._pickling import picklable
 from ._stores import ChainMismatch, DirectoryStages, MemoryStages, SharedStageStore, StageAdd, StageStore
 from .display import filter_html
 
@@ -527,8 +527,8 @@ class ScalableBloomFilter(_ChainFacts):
         binary file object: one filter is read at its position, nothing past it."""
         return cls.from_bytes(_core.load_bytes(path))
 
-    # Pickling: bloomline._pickling gives this class its __reduce_ex__ (the
-    # one place that names what a pickle restores with), as it does the C++ kinds'.
+
+picklable(ScalableBloomFilter)  # (its __reduce_ex__: _pickling, the one place that names what a pickle restores with)
 
 
 def _add_shared(chain: ScalableBloomFilter, store: SharedStageStore, hashed: npt.NDArray[Any],

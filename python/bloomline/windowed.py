@@ -76,6 +76,7 @@ from . import _core
 from ._core import BloomFilter, CapacityWarning
 from ._facts import batch_shaped
 from ._numpy import np
+from ._pickling import picklable
 from .display import filter_html
 
 if TYPE_CHECKING:
@@ -488,10 +489,11 @@ class WindowedBloomFilter(RingParams, SharedFile):
         return cls.from_bytes(_core.load_bytes(path), clock=clock)
 
     # Pickling: bloomline._pickling gives this class its __reduce_ex__ (the
-    # one place that names what a pickle restores with), as it does the other
-    # kinds'. A pickle carries no clock: the restored filter reads time.time.
+    # one place that names what a pickle restores with), below the class.
+    # A pickle carries no clock: the restored filter reads time.time.
 
 
 # `add` and `in` on this class as C entry points over the cursor (the Python
 # methods above stay: their docs and signatures, and a subclass's `in`).
 _core.install_window_calls(WindowedBloomFilter)
+picklable(WindowedBloomFilter)

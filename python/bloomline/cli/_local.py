@@ -14,8 +14,8 @@ import sys
 import time
 from typing import Any
 
-from .. import (BloomFilter, CountingBloomFilter, ScalableBloomFilter, WindowedBloomFilter, __version__,
-               optimal_params, read_header, select_lines)
+from .. import BloomFilter, CountingBloomFilter, __version__, optimal_params, read_header, select_lines
+from .._lazy import is_scalable, is_windowed, windowed_kind
 from .._numpy import np
 from .._protocol import Filter
 from .._units import count, format_bytes
@@ -71,14 +71,14 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
                      "(delete it to start over)")
         args.capacity_from = (f"the filter in {args.state}", "A new state file with a larger --capacity holds "
                               "more.")
-        if args.threads != 1 and isinstance(f, ScalableBloomFilter):
+        if args.threads != 1 and is_scalable(f):
             raise UsageError(f"--threads needs a fixed-size filter: {args.state} holds a ScalableBloomFilter, which "
                              "adds on one thread")
         return f
     if windowed:
         try:
-            return WindowedBloomFilter(capacity, error_rate, window=args.window, generations=args.generations or 4,
-                                       clock=_clock(args))
+            return windowed_kind()(capacity, error_rate, window=args.window, generations=args.generations or 4,
+                                   clock=_clock(args))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     made: Filter = _new_filter(BloomFilter, capacity, error_rate, "blocked", args.capacity_from[0])
@@ -88,7 +88,7 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
 def _add_lines(f: Any, block: Any, args: argparse.Namespace) -> Any:
     """dedup's add of a block: refresh= for a windowed filter, threads= where it was asked for."""
     options: dict[str, Any] = {}
-    if isinstance(f, WindowedBloomFilter):
+    if is_windowed(f):
         options["refresh"] = args.refresh
     if args.threads != 1:
         options["threads"] = args.threads
@@ -125,8 +125,8 @@ def _open_state(args: argparse.Namespace) -> Filter:
     (--now). Its window and generations win over the options."""
     data = filter_bytes(args.state)
     f: Filter = open_filter(args.state, data)
-    if isinstance(f, WindowedBloomFilter):
-        f = WindowedBloomFilter.from_bytes(data, clock=_clock(args))
+    if is_windowed(f):
+        f = windowed_kind().from_bytes(data, clock=_clock(args))
         for option, given, kept in (("--window", args.window, f.window), ("--generations", args.generations,
                                                                           f.generations)):
             if given is not None and given != kept:
@@ -287,7 +287,7 @@ def _warn_capacity(command: str, f: Filter, what: str, source: tuple[str, str]) 
     capacity = f.capacity
     held = getattr(f, "insert_count", -1)
     where = ""
-    if isinstance(f, WindowedBloomFilter):  # capacity is per window, and so per generation
+    if is_windowed(f):  # capacity is per window, and so per generation
         held = max((g.insert_count for _, g in f.live_generations), default=0)
         where = f" in one generation (a {f.window / f.generations:g} s slice of its window)"
     estimated = held < 0
@@ -364,7 +364,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     header.pop("fill", None)
     if isinstance(f, CountingBloomFilter):
         header["counters_set"] = f.nonzero_counters
-    elif isinstance(f, WindowedBloomFilter):
+    elif is_windowed(f):
         live = f.live_generations  # (by the system clock)
         header["live_generations"] = len(live)
         header["bits_set"] = sum(g.bits_set for _, g in live)

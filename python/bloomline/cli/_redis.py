@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from .. import ScalableBloomFilter, WindowedBloomFilter
+from .._lazy import is_scalable, is_windowed
 from .._optional import install_hint
 from .._redis_module import module_path
 from .._units import count, format_bytes
@@ -52,9 +52,9 @@ def _redis_dump(args: argparse.Namespace) -> int:
     else:
         check_output(args.output)
         local = dump(args.url, args.key, args.output)
-    if isinstance(local, ScalableBloomFilter):
+    if is_scalable(local):
         what = f"the chain at {args.key!r} ({count(local.num_stages, 'stage')})"
-    elif isinstance(local, WindowedBloomFilter):
+    elif is_windowed(local):
         what = f"the windowed filter at {args.key!r} ({count(len(local.live_generations), 'live generation')})"
     else:
         what = f"the filter at {args.key!r}"
