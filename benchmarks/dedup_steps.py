@@ -1,7 +1,8 @@
 """Where `bloomline dedup --threads N` spends its time: the whole command
 for each build and interpreter given, taking turns; the interpreter's start
-(bare, with NumPy, with bloomline's CLI imported); and dedup's loop timed
-step by step in this process.
+(bare, with NumPy, with bloomline's CLI imported), a dedup of three lines
+and the first filter a process sizes; and dedup's loop timed step by step
+in this process.
 
     python benchmarks/dedup_steps.py [--mb 400] [--threads 1,16] [--repeats 3] [--start-runs 7]
         [--builds old=DIR,new=DIR] [--pythons machine=EXE,clean=EXE] [--out FILE.json]
@@ -113,19 +114,32 @@ def main(argv: list[str]) -> int:
         result["lines"] = write_url_file(src, int(args.mb * 1e6))
         result["bytes"] = src.stat().st_size
         # The interpreter's start: bare, with NumPy, with the CLI (each build's),
+        # a dedup of three lines (each build's: the command's fixed cost),
         # taking turns, --start-runs each: medians, and the fastest (what other
         # work on the machine added least to).
+        tiny = d / "tiny.txt"
+        tiny.write_bytes(b"a\nb\na\n")
         start: list[dict[str, Any]] = []
         for pname, exe in pythons:
-            runs: dict[str, list[float]] = {}
-            starts = [("bare", "pass", ""), ("numpy", "import numpy", "")]
-            starts += [(f"cli_{bname}", "import bloomline.cli", folder) for bname, folder in builds]
+            start_runs: dict[str, list[float]] = {}
+            starts = [("bare", [exe, "-c", "pass"], ""), ("numpy", [exe, "-c", "import numpy"], "")]
+            for bname, folder in builds:
+                starts += [(f"cli_{bname}", [exe, "-c", "import bloomline.cli"], folder),
+                           (f"tiny_{bname}", [exe, "-m", "bloomline", "dedup", "-q", str(tiny)], folder)]
             for _ in range(args.start_runs):
-                for what, code, folder in starts:
-                    runs.setdefault(what, []).append(seconds([exe, "-c", code], env(folder)))
+                for what, cmd, folder in starts:
+                    start_runs.setdefault(what, []).append(seconds(cmd, env(folder)))
+            # The first filter a process sizes (dedup's default: 10M lines at
+            # 1e-6), timed inside the process.
+            first = "import time, bloomline; t = time.perf_counter(); bloomline.BloomFilter(10**7, 1e-6); " \
+                    "print(time.perf_counter() - t)"
+            for _ in range(args.start_runs):
+                for bname, folder in builds:
+                    start_runs.setdefault(f"first_filter_{bname}", []).append(float(subprocess.run(
+                        [exe, "-c", first], env=env(folder), capture_output=True, text=True, check=True).stdout))
             row: dict[str, Any] = {"python": pname}
-            row.update({what: statistics.median(v) for what, v in runs.items()})
-            row.update({f"{what}_min": min(v) for what, v in runs.items()})
+            row.update({what: statistics.median(v) for what, v in start_runs.items()})
+            row.update({f"{what}_min": min(v) for what, v in start_runs.items()})
             start.append(row)
             print(json.dumps(row), flush=True)
         result["start_up"] = start

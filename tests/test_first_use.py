@@ -405,3 +405,20 @@ def test_threads_that_first_ask_for_a_kind_together_get_the_one_class() -> None:
         print(errors, len(seen), len({c for _, c in seen}), sorted({(k, c.__name__) for k, c in seen}))
     """)
     assert out.splitlines() == ["[] 16 2 [('S', 'ScalableBloomFilter'), ('W', 'WindowedBloomFilter')]"]
+
+
+def test_from_bytes_type_hints_resolve_before_and_after_the_python_kinds_load() -> None:
+    """typing.get_type_hints of bloomline.from_bytes (what runtime checkers
+    and doc tools read) works before the Python kinds load, and names all
+    four kinds once they have."""
+    out = _fresh("""
+        import typing
+        import bloomline
+        before = typing.get_type_hints(bloomline.from_bytes)["return"]
+        print(sorted(getattr(a, "__name__", str(a)) for a in typing.get_args(before)))
+        bloomline.ScalableBloomFilter, bloomline.WindowedBloomFilter
+        after = typing.get_type_hints(bloomline.from_bytes)["return"]
+        print(typing.get_args(after) == (bloomline.BloomFilter, bloomline.CountingBloomFilter,
+                                         bloomline.ScalableBloomFilter, bloomline.WindowedBloomFilter))
+    """)
+    assert out.splitlines() == ["['Any', 'BloomFilter', 'CountingBloomFilter']", "True"]

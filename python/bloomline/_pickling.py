@@ -21,6 +21,10 @@ from ._core import BloomFilter, CountingBloomFilter
 if TYPE_CHECKING:
     from .scalable import ScalableBloomFilter
     from .windowed import WindowedBloomFilter
+else:
+    # What from_bytes' annotation names at run time (typing.get_type_hints):
+    # Any until the kind loads, then the kind itself (picklable puts it here).
+    ScalableBloomFilter = WindowedBloomFilter = Any
 
 __all__ = ["from_bytes", "picklable", "restore"]
 
@@ -66,6 +70,7 @@ def picklable(kind: type) -> None:
     """Give a filter kind its pickling: its checked bytes, read back by restore."""
     setattr(kind, "__reduce_ex__", _reduce_ex)
     setattr(kind, "__reduce__", _reduce)
+    globals()[kind.__name__] = kind
 
 
 picklable(BloomFilter)
