@@ -17,7 +17,7 @@ from ._units import format_bytes
 
 def filter_html(f: Filter) -> str:
     """HTML for a filter: what it is, how full, what it costs in false positives."""
-    import html  # (here, not at the top: html's entity table is a tenth of import bloomline's time)
+    import html  # (here, not at the top: html loads its entity table, which import bloomline need not)
 
     approx = float(f.approx_count)
     capacity, target = f.capacity, f.error_rate
