@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import pickle
 import math
+import os
 import pydoc
 import subprocess
 import sys
@@ -302,9 +303,10 @@ def test_converted_arguments_still_reach_the_method(tmp_path: Any) -> None:
 PYTHON_KINDS = ("bloomline.scalable", "bloomline.windowed", "bloomline.frontier")
 
 
-def _fresh(code: str) -> str:
+def _fresh(code: str, timeout: float = 120) -> str:
     """What a fresh interpreter prints running code."""
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                       timeout=timeout)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout
 
@@ -422,3 +424,39 @@ def test_from_bytes_type_hints_resolve_before_and_after_the_python_kinds_load() 
                                          bloomline.ScalableBloomFilter, bloomline.WindowedBloomFilter))
     """)
     assert out.splitlines() == ["['Any', 'BloomFilter', 'CountingBloomFilter']", "True"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("first_use", [
+    "bloomline.WindowedBloomFilter, bloomline.ScalableBloomFilter",
+    "bloomline.BloomFilter(100).add_many(['a'])",  # NumPy, imported by the core for its first array
+])
+def test_a_forked_child_loads_what_a_thread_of_its_parent_was_loading(tmp_path: Any, first_use: str) -> None:
+    """A child forked after import bloomline, while a thread of the parent
+    makes a first use that imports (the Python kinds, or NumPy), reads a
+    pickle of each Python kind whole and makes an array, where it used to
+    wait forever for an import lock held by the parent's thread; the
+    parent, after its thread, does the same."""
+    pickles = {}
+    for kind, extra in (("ScalableBloomFilter", {}), ("WindowedBloomFilter", {"window": 3600})):
+        f = getattr(bloomline, kind)(1000, 0.01, **extra)
+        f.add_many([f"k{i}" for i in range(300)])
+        (tmp_path / kind).write_bytes(pickle.dumps(f))
+        pickles[kind] = str(tmp_path / kind)
+    out = _fresh(f"""
+        import os, pickle, sys, threading, time
+        import bloomline
+        def check():
+            return all(all(f"k{{i}}" in pickle.loads(open(p, "rb").read()) for i in range(300))
+                       for p in {sorted(pickles.values())!r}) and bool(bloomline.BloomFilter(100).add_many(["b"])[0])
+        loader = threading.Thread(target=lambda: ({first_use}))
+        loader.start()
+        time.sleep(0.005)  # (into the import)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if check() else 3)
+        loader.join()
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), check())
+    """, timeout=60)
+    assert out.splitlines() == ["0 True"]

@@ -12,12 +12,21 @@ for nothing.
 Code of the package that asks whether an object is one of these kinds asks
 here (``is_scalable``, ``is_windowed``): an object of a kind whose module was
 never loaded is none of its instances, so the question loads nothing.
+
+Every import made on first use (these modules, and NumPy for _numpy.py) goes
+through ``import_module``, which a fork waits for: a child forked while
+another thread was part way through one would inherit that module's import
+lock held by a thread it does not have, and its first lookup of the name
+would wait forever.
 """
 
 from __future__ import annotations
 
+import _thread
 import importlib
+import os
 import sys
+import time
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -27,16 +36,43 @@ if TYPE_CHECKING:
     from .scalable import ScalableBloomFilter
     from .windowed import WindowedBloomFilter
 
-__all__ = ["HOMES", "is_scalable", "is_windowed", "load", "module", "scalable_kind", "windowed_kind"]
+__all__ = ["HOMES", "import_module", "is_scalable", "is_windowed", "load", "module", "scalable_kind",
+           "windowed_kind"]
 
 # Each name loaded at its first use, and the module of the package that defines it.
 HOMES = {"ScalableBloomFilter": "scalable", "WindowedBloomFilter": "windowed", "DedupQueue": "frontier"}
 
+# Held while a first-use import runs, and by a fork from just before it to just
+# after (in the parent and in the child), so that no fork splits an import.
+_importing = _thread.RLock()
+_NUMPY_WAIT_S = 60.0
+
+
+def _before_fork() -> None:
+    _importing.acquire()
+    # The compiled core imports NumPy itself when it first makes an array, not
+    # through import_module: wait for such an import to end too (bounded: a
+    # NumPy import that never ends leaves the child no worse off than before).
+    deadline = time.monotonic() + _NUMPY_WAIT_S
+    while (getattr(getattr(sys.modules.get("numpy"), "__spec__", None), "_initializing", False)
+           and time.monotonic() < deadline):
+        time.sleep(0.001)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_importing.release, after_in_child=_importing.release)
+
+
+def import_module(name: str) -> ModuleType:
+    """importlib.import_module, never split by a fork (loaded once: the import
+    system's locks make threads that ask together wait for the one load)."""
+    with _importing:
+        return importlib.import_module(name)
+
 
 def module(name: str) -> ModuleType:
-    """The package's module of that name, loaded (once: the import system's
-    lock makes threads that ask together wait for the one load)."""
-    return importlib.import_module(f"{__package__}.{name}")
+    """The package's module of that name, loaded."""
+    return import_module(f"{__package__}.{name}")
 
 
 def load(name: str) -> Any:
