@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 
 from ._core import BloomFilter, CountingBloomFilter
+from ._lazy import import_module
 from ._protocol import Filter
 from ._units import format_bytes
 
 
 def filter_html(f: Filter) -> str:
     """HTML for a filter: what it is, how full, what it costs in false positives."""
-    import html  # (here, not at the top: html loads its entity table, which import bloomline need not)
+    html = import_module("html")  # (at first use: its entity table is no part of import bloomline)
 
     approx = float(f.approx_count)
     capacity, target = f.capacity, f.error_rate
