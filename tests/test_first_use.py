@@ -429,14 +429,14 @@ def test_from_bytes_type_hints_resolve_before_and_after_the_python_kinds_load() 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 @pytest.mark.parametrize("first_use", [
     "bloomline.WindowedBloomFilter, bloomline.ScalableBloomFilter",
-    "bloomline.BloomFilter(100).add_many(['a'])",  # NumPy, imported by the core for its first array
+    "bloomline._numpy.np.zeros(1)",  # NumPy, as the package's Python code imports it
 ])
 def test_a_forked_child_loads_what_a_thread_of_its_parent_was_loading(tmp_path: Any, first_use: str) -> None:
     """A child forked after import bloomline, while a thread of the parent
     makes a first use that imports (the Python kinds, or NumPy), reads a
     pickle of each Python kind whole and makes an array, where it used to
-    wait forever for an import lock held by the parent's thread; the
-    parent, after its thread, does the same."""
+    wait forever for an import lock held by the parent's thread (the fork
+    now waits for the import); the parent, after its thread, does the same."""
     pickles = {}
     for kind, extra in (("ScalableBloomFilter", {}), ("WindowedBloomFilter", {"window": 3600})):
         f = getattr(bloomline, kind)(1000, 0.01, **extra)
@@ -460,3 +460,36 @@ def test_a_forked_child_loads_what_a_thread_of_its_parent_was_loading(tmp_path: 
         print(os.waitstatus_to_exitcode(status), check())
     """, timeout=60)
     assert out.splitlines() == ["0 True"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_fork_never_deadlocks_with_a_thread_that_holds_another_lock_at_its_first_use() -> None:
+    """logging.config.dictConfig holds logging's lock while it builds a
+    filter that makes a first use of a Python kind; a fork meanwhile (whose
+    before-fork hooks take logging's lock too) ends, and so does the thread:
+    the fork's wait for first-use imports holds no lock."""
+    out = _fresh("""
+        import logging, logging.config, os, threading, time
+        import bloomline
+
+        class DedupFilter(logging.Filter):
+            def __init__(self):
+                super().__init__()
+                time.sleep(0.3)  # (the fork starts meanwhile, and waits for logging's lock)
+                self.seen = bloomline.ScalableBloomFilter(1000, 0.01)
+
+        def configure():
+            logging.config.dictConfig({"version": 1, "filters": {"dedup": {"()": DedupFilter}},
+                                       "handlers": {"h": {"class": "logging.StreamHandler", "filters": ["dedup"]}},
+                                       "root": {"handlers": ["h"], "level": "INFO"}})
+        t = threading.Thread(target=configure)
+        t.start()
+        time.sleep(0.1)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        t.join()
+        print(os.waitstatus_to_exitcode(status), type(logging.getLogger().handlers[0].filters[0].seen).__name__)
+    """, timeout=60)
+    assert out.splitlines() == ["0 ScalableBloomFilter"]

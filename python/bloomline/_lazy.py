@@ -13,11 +13,14 @@ Code of the package that asks whether an object is one of these kinds asks
 here (``is_scalable``, ``is_windowed``): an object of a kind whose module was
 never loaded is none of its instances, so the question loads nothing.
 
-Every import made on first use (these modules, and NumPy for _numpy.py) goes
-through ``import_module``, which a fork waits for: a child forked while
-another thread was part way through one would inherit that module's import
-lock held by a thread it does not have, and its first lookup of the name
-would wait forever.
+Every import made on first use here (these modules, NumPy through _numpy.py,
+html for display.py) goes through ``import_module``, which a fork waits for:
+a child forked while another thread was part way through one would inherit
+that module's import lock held by a thread it does not have, and hang at its
+first use of the name. The wait holds no lock and is bounded, so a fork can
+be delayed by it but never deadlocked; imports that start while a fork waits,
+and imports made elsewhere (NumPy as the compiled core imports it for its
+first array), are not covered.
 """
 
 from __future__ import annotations
@@ -42,32 +45,45 @@ __all__ = ["HOMES", "import_module", "is_scalable", "is_windowed", "load", "modu
 # Each name loaded at its first use, and the module of the package that defines it.
 HOMES = {"ScalableBloomFilter": "scalable", "WindowedBloomFilter": "windowed", "DedupQueue": "frontier"}
 
-# Held while a first-use import runs, and by a fork from just before it to just
-# after (in the parent and in the child), so that no fork splits an import.
-_importing = _thread.RLock()
-_NUMPY_WAIT_S = 60.0
-
-
-def _before_fork() -> None:
-    _importing.acquire()
-    # The compiled core imports NumPy itself when it first makes an array, not
-    # through import_module: wait for such an import to end too (bounded: a
-    # NumPy import that never ends leaves the child no worse off than before).
-    deadline = time.monotonic() + _NUMPY_WAIT_S
-    while (getattr(getattr(sys.modules.get("numpy"), "__spec__", None), "_initializing", False)
-           and time.monotonic() < deadline):
-        time.sleep(0.001)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_importing.release, after_in_child=_importing.release)
+# First-use imports in progress: thread ident -> how many (nested). Each
+# thread writes only its own entry, under the GIL; nothing is locked.
+_importing: dict[int, int] = {}
+_FORK_WAIT_S = 10.0
 
 
 def import_module(name: str) -> ModuleType:
-    """importlib.import_module, never split by a fork (loaded once: the import
-    system's locks make threads that ask together wait for the one load)."""
-    with _importing:
+    """importlib.import_module, which a fork on another thread waits for
+    (loaded once: the import system's locks make threads that ask together
+    wait for the one load)."""
+    me = _thread.get_ident()
+    _importing[me] = _importing.get(me, 0) + 1
+    try:
         return importlib.import_module(name)
+    finally:
+        if _importing[me] > 1:
+            _importing[me] -= 1
+        else:
+            del _importing[me]
+
+
+def _before_fork() -> None:
+    """Wait, at most _FORK_WAIT_S, until no other thread is in import_module
+    (the forking thread's own import goes on in the child)."""
+    me = _thread.get_ident()
+    deadline = time.monotonic() + _FORK_WAIT_S
+    while any(t != me for t in list(_importing)) and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def _after_fork_in_child() -> None:
+    me = _thread.get_ident()
+    for t in list(_importing):  # (the other threads are not in the child)
+        if t != me:
+            _importing.pop(t, None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 def module(name: str) -> ModuleType:

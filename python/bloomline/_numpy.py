@@ -6,7 +6,7 @@ dedup` into a BloomFilter never needs it: its blocks go from bytes to bytes
 in the core. So the modules `import bloomline` loads take `np` from here
 (bloomline.redis and bloomline.analysis, loaded when used, import NumPy): the first attribute
 looked up imports NumPy (Python's import lock makes that safe from any
-thread, and _lazy.import_module from a fork) and keeps the attribute, so
+thread, and _lazy.import_module makes a fork wait for it) and keeps the attribute, so
 later lookups are plain reads. The type checker sees NumPy itself.
 """
 
