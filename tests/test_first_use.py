@@ -6,9 +6,9 @@ when an optional dependency is missing."""
 from __future__ import annotations
 
 import inspect
-import pickle
 import math
 import os
+import pickle
 import pydoc
 import subprocess
 import sys
@@ -380,13 +380,12 @@ def test_every_exported_name_is_there_however_it_is_asked_for() -> None:
 
 
 def test_threads_that_first_ask_for_a_kind_together_get_the_one_class() -> None:
-    """Sixteen threads looking up the windowed kind, the scalable kind and a
-    from_bytes of a windowed filter at once, in a fresh process: one class
-    each, no error."""
+    """Sixteen threads looking up the windowed and the scalable kind at once,
+    as attributes and by `from bloomline import`, in a fresh process: one
+    class each, no error."""
     out = _fresh("""
         import threading
         import bloomline
-        data = None
         start = threading.Barrier(16)
         seen, errors = [], []
         def ask(i):
