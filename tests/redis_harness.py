@@ -111,6 +111,7 @@ class Outcome:
     case: tuple[str, str, str]
     keys: int
     new_twice: int = 0
+    twice_by_facts: int = 0  # of those, keys one of whose "new" was a raising call's fact (a diagnosis)
     never_new: int = 0
     raised_batches: int = 0
     raised_keys: int = 0
@@ -177,6 +178,7 @@ def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any, struck: An
         start.wait(timeout=120)
         keys = np.random.default_rng(spec.seed * 100 + index).permutation(spec.keys).astype(np.uint64)
         new = np.zeros(spec.keys, dtype=bool)
+        by_facts = np.zeros(spec.keys, dtype=bool)  # new by a raising call's facts
         raised = np.zeros(spec.keys, dtype=bool)
         errors: Counter[str] = Counter()
         deadline = time.monotonic() + 600
@@ -200,6 +202,7 @@ def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any, struck: An
                     # What the error says it knows is held to exactly once
                     # too: only the keys it has no answer for are exempt.
                     new[batch[known].astype(np.int64)] = True
+                    by_facts[batch[known].astype(np.int64)] = True
                     raised[batch[unknown].astype(np.int64)] = True
                 else:
                     raised[batch.astype(np.int64)] = True
@@ -210,9 +213,9 @@ def worker(spec: Spec, index: int, q: Any, progress: Any, start: Any, struck: An
             time.sleep(pace)
             if time.monotonic() > deadline:
                 raise TimeoutError("a worker ran past 600 s")
-        q.put((index, np.nonzero(new)[0], np.nonzero(raised)[0], errors, sender.stats))
+        q.put((index, np.nonzero(new)[0], np.nonzero(raised)[0], errors, sender.stats, np.nonzero(by_facts)[0]))
     except Exception:  # noqa: BLE001 - reported to the parent, not lost in a dead process
-        q.put((index, traceback.format_exc(), None, None, None))
+        q.put((index, traceback.format_exc(), None, None, None, None))
 
 
 # ---- the faults -----------------------------------------------------------------------
@@ -446,17 +449,20 @@ def run(spec: Spec, tmp: Path, procs: int = 4) -> Outcome:
             strike.join(timeout=120)
         for w in workers:
             w.join(timeout=60)
-        for _, new, raised, errors, events in results:
+        for _, new, raised, errors, events, _facts in results:
             if raised is None:
                 raise RuntimeError(f"a worker failed in {outcome.case}:\n{new}")
             outcome.events.update(events)
         counts = np.zeros(spec.keys, dtype=np.int64)
         raised_any = np.zeros(spec.keys, dtype=bool)
-        for _, new, raised, errors, events in results:
+        by_facts_any = np.zeros(spec.keys, dtype=bool)
+        for _, new, raised, errors, events, by_facts in results:
             np.add.at(counts, new, 1)
             raised_any[raised] = True
+            by_facts_any[by_facts] = True
             outcome.errors.update(errors)
         outcome.new_twice = int((counts > 1).sum())
+        outcome.twice_by_facts = int(((counts > 1) & by_facts_any).sum())
         outcome.never_new = int(((counts == 0) & ~raised_any).sum())
         outcome.raised_keys = int(raised_any.sum())
         outcome.raised_batches = sum(outcome.errors.values())
@@ -473,8 +479,9 @@ def run(spec: Spec, tmp: Path, procs: int = 4) -> Outcome:
 def describe(o: Outcome) -> str:
     errors = ", ".join(f"{n} {e}" for e, n in sorted(o.errors.items())) or "none"
     events = ", ".join(f"{n} {e}" for e, n in sorted(o.events.items())) or "none"
+    twice = f" ({o.twice_by_facts} by a raising call's facts)" if o.new_twice else ""
     return (f"{'/'.join(o.case)}: {o.keys:,} keys x 4 processes, {o.faults} faults ({events}): {o.new_twice} "
-            f"new twice, {o.never_new} never new; {o.raised_batches} batches raised ({o.raised_keys:,} keys "
+            f"new twice{twice}, {o.never_new} never new; {o.raised_batches} batches raised ({o.raised_keys:,} keys "
             f"exempt: {errors}); {o.seconds:.1f} s")
 
 

@@ -17,7 +17,7 @@ redis = pytest.importorskip("redis")
 from conftest import FaultProxy, RedisServer, module_args, start_pair, wait_until  # noqa: E402
 
 from bloomline import ScalableBloomFilter  # noqa: E402
-from bloomline.redis import NotDurable, RedisBloomFilter, RedisStages  # noqa: E402
+from bloomline.redis import MissingKeyError, NotDurable, RedisBloomFilter, RedisStages  # noqa: E402
 
 
 
@@ -69,6 +69,40 @@ def test_too_few_replicas_raise_not_durable_with_the_primarys_answers(pair: tupl
     assert one.value.new is not None and one.value.new.tolist() == [True]
     assert not isinstance(one.value, redis.ConnectionError)  # a retry would answer "seen": not a lost connection
     assert f.contains_many(["c", "d", "e"]).all()  # on the primary all the same
+
+
+@pytest.mark.parametrize("backend", ["plain", "module"])
+def test_an_add_that_raised_waits_for_the_keys_it_answered_new(tmp_path: Path, backend: str) -> None:
+    """A raising add's `new` makes a returning add's promise: one shard of
+    four gone, the other three answer and are waited for; when the replica
+    falls short, their keys move to `unknown` (a failover may lose them:
+    the fault harness met keys new to two writers that way), else they
+    stay new."""
+    primary, replica = start_pair(tmp_path, module_args(backend), module_args(backend))
+    try:
+        p, r = redis.Redis(port=primary.port), redis.Redis(port=replica.port)
+        for paused in (False, True):
+            f = RedisBloomFilter(primary.url, f"d{int(paused)}", 20_000, 0.001, backend=backend, shards=4,
+                                 wait_replicas=1, wait_timeout_ms=300)
+            p.delete(f.shard_keys()[1])
+            if paused:
+                r.execute_command("CLIENT", "PAUSE", 3000, "ALL")  # it acknowledges nothing
+            with pytest.raises(MissingKeyError) as e:
+                f.add_many(np.arange(2_000, dtype=np.uint64))
+            new, unknown = e.value.new, e.value.unknown
+            assert new is not None and unknown is not None and not (new & unknown).any()
+            notes = " ".join(getattr(e.value, "__notes__", [])) + str(e.value)  # (in the message before 3.11)
+            if paused:  # nothing is safe: every key is to be treated as new, and the error says why
+                assert not new.any() and unknown.all(), (new.sum(), unknown.sum())
+                assert ("are in `unknown`, not `new`: they are not yet on wait_replicas=1 replicas (0 of 1 replicas "
+                        "acknowledged") in notes
+            else:  # acknowledged: the three shards' keys are new (and on the replica), the fourth's unknown
+                assert new.any() and unknown.any() and (new | unknown).all() and "wait_replicas" not in notes
+                for shard in (0, 2, 3):
+                    assert r.dump(f.shard_keys()[shard]) == p.dump(f.shard_keys()[shard])
+    finally:
+        replica.stop()
+        primary.stop()
 
 
 def test_a_chain_on_redis_waits_too(pair: tuple[RedisServer, RedisServer]) -> None:
@@ -259,7 +293,8 @@ def test_a_wait_that_would_reach_another_server_after_a_failover_is_not_durable(
             return real(routes)
 
         sender.replicated = moved  # type: ignore[method-assign]
-        with pytest.raises(NotDurable, match="the connection the add went out on was lost or replaced") as e:
+        with pytest.raises(NotDurable, match="went out on another connection than its WAIT's, or one that was lost"
+                           ) as e:
             f.add_many(["a", "b", "c"])
         assert e.value.new is not None and e.value.new.all()  # answered new by the lone primary, which has them
         assert redis.Redis(port=lone.port).exists(*f.shard_keys())
@@ -267,3 +302,72 @@ def test_a_wait_that_would_reach_another_server_after_a_failover_is_not_durable(
         proxy.close()
         for s in (lone, other, other_replica):
             s.stop()
+
+
+@pytest.mark.parametrize("backend", ["module", "plain"])
+def test_a_batch_whose_first_commands_went_to_the_old_primary_is_not_durable(tmp_path: Path, backend: str,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch in several windows (one per shard here): its address moves
+    after the first (a failover cuts the connection). The rest go to the
+    promoted server, whose replica acknowledges them; the WAIT, on that
+    connection, cannot answer for the first window, which only the old
+    primary has: the add raises NotDurable, never a durable answer."""
+    other, other_replica = start_pair(tmp_path, module_args(backend), module_args(backend))
+    (tmp_path / "lone").mkdir()
+    lone = RedisServer(tmp_path / "lone", *module_args(backend))
+    proxy = FaultProxy(lone.port, "stall", every=10**9)  # (never stalls: only a place to re-point)
+    try:
+        RedisBloomFilter(redis.Redis(port=lone.port), "f", 20_000, 0.001, backend=backend, shards=4)
+        _copy_keys(redis.Redis(port=lone.port), redis.Redis(port=other.port))  # the same filter, as a failover leaves it
+        client = redis.Redis(port=proxy.port, socket_timeout=5)
+        f = RedisBloomFilter(client, "f", backend=backend, wait_replicas=1, wait_timeout_ms=300)
+        monkeypatch.setattr("bloomline.redis._backend.WINDOW_BYTES", 1)  # each shard's command its own window
+        sender = f._h.sender
+        real = sender._exchange
+        sent: list[int] = []
+
+        def exchange(pool: Any, payloads: Any, *args: Any, **kwargs: Any) -> Any:
+            out = real(pool, payloads, *args, **kwargs)
+            # (The filter is attached: only adds and WAITs now. A NOSCRIPT reply is not an add that ran.)
+            ran = not any(b"WAIT" in p for p, _ in payloads) and not any(isinstance(r, Exception) for r in out[0])
+            sent.append(int(ran))
+            if ran and sent.count(1) == 1:
+                proxy.repoint(other.port)  # after the first window's reply
+            return out
+
+        sender._exchange = exchange  # type: ignore[method-assign]
+        keys = np.arange(4_000, dtype=np.uint64)
+        with pytest.raises(NotDurable, match="went out on another connection than its WAIT's") as e:
+            f.add_many(keys)
+        assert sent.count(1) >= 4  # four windows
+        assert e.value.new is not None and e.value.new.all()
+        lone_bits = sum(redis.Redis(port=lone.port).bitcount(k) for k in f.shard_keys()) if backend == "plain" else 0
+        assert backend != "plain" or 0 < lone_bits < f.bits_set  # the first window only, on the old primary
+    finally:
+        proxy.close()
+        for s in (lone, other, other_replica):
+            s.stop()
+
+
+def test_a_reconnect_between_adds_or_a_reply_lost_on_the_same_server_stays_durable(
+        pair: tuple[RedisServer, RedisServer]) -> None:
+    """No false NotDurable: an add that needed no WAIT (every key seen)
+    followed by a reconnect leaves nothing to the next add's WAIT; and a
+    reply lost and re-sent to the same server is answered by the re-send,
+    which the WAIT on its connection covers."""
+    primary, replica = pair
+    p = redis.Redis(port=primary.port)
+    f = RedisBloomFilter(primary.url, "s", 20_000, 0.001, wait_replicas=1, wait_timeout_ms=1000)
+    assert f.add_many(["a", "b"]).all()
+    assert not f.add_many(["a", "b"]).any()  # nothing new: no WAIT
+    p.client_kill_filter(_type="normal", skipme=True)  # the filter's connection is gone: the next add reconnects
+    assert f.add_many(["c"]).all()
+    proxy = FaultProxy(primary.port, "cut_after", match=b"EVAL", limit=1)  # the next add's reply lost, once
+    try:
+        g = RedisBloomFilter(redis.Redis(port=proxy.port, socket_timeout=5), "s", wait_replicas=1,
+                             wait_timeout_ms=1000)
+        assert g.add_many(np.arange(100, dtype=np.uint64)).all()
+        assert proxy.faults == 1 and g._h.sender.stats["resent"] >= 1
+        assert redis.Redis(port=replica.port).dump(g.shard_keys()[0]) == p.dump(g.shard_keys()[0])
+    finally:
+        proxy.close()

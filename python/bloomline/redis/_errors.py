@@ -14,6 +14,11 @@ lose a key treats every ``unknown`` key as new (fetch the page): at least
 once, never lost. When ``new`` is None nothing is known of the batch: treat
 every key as unknown. ``facts(e)`` reads them from any exception (None,
 None where it has none: an argument refused before anything was sent).
+With ``wait_replicas``, an add that raised for another cause than
+``NotDurable`` waited for the keys it answered new, as a returning add
+does: its ``new`` keys were acknowledged by the replicas, and keys it
+answered new that were not are in ``unknown`` (a note on the error says
+why). A ``NotDurable``'s ``new`` keys are exactly the unacknowledged ones.
 
 ``UnknownOutcome`` and ``MissingKeyError`` are bloomline's own two causes
 (a re-send that could not be told from a first send; a key of the filter

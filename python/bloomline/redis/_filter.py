@@ -12,9 +12,10 @@ import numpy.typing as npt
 
 from .. import _core
 from .._core import BloomFilter, CapacityWarning
-from .._facts import batch_shaped, with_facts
+from .._facts import batch_shaped
 from ..display import filter_html
 from ._backend import NEW, settle_adds, settle_lookups
+from ._errors import NotDurable
 from ._handle import Expiring, Handle
 from ._meta import DEFAULT_SHARD_BITS, delete_matching, eviction_policy, key_patterns, plan
 from ._names import batch_ids, client_of
@@ -126,11 +127,10 @@ class RedisBloomFilter(Expiring):
         self._refuse_stage("add to")
         batch = self._h.prepare(keys, nulls)
         out = self._h.add(batch)
+        self._h.replicated(out)
+        if out.error is None or isinstance(out.error, NotDurable):
+            self._note(out.counts)  # (the keys are on the primary: its counts are the filter's)
         out.raise_error(batch.valid)
-        self._note(out.counts)
-        not_durable = self._h.replicated(int(np.count_nonzero(out.new)))
-        if not_durable is not None:
-            raise with_facts(not_durable, out.new, out.unknown, batch.valid)
         return batch_shaped(batch.valid, out.new)
 
     def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
@@ -157,21 +157,19 @@ class RedisBloomFilter(Expiring):
         self._refuse_stage("add to")
         h = self._h
         part = h.backend.add_one(h.keys, key, batch_ids.next(), h.sender.answer_ttl_ms)
+        h.sender.forget_writes()
         reply = h.sender.one(part.jobs[0])
-        if isinstance(reply, list) and reply[0] in (b"1", b"0"):  # the common case, read without arrays
+        if isinstance(reply, list) and reply[0] in (b"1", b"0") and not h.sender.wait_replicas:
+            # The common case, read without arrays.
             if part.count_key is not None and (reply[0] == b"1" or not self._counts):
                 self._note({part.count_key: int(reply[1])})  # (a count moves only when a key is new)
-            new = reply[0] == b"1"
-        else:
-            out = settle_adds((part,), (reply,), 1, h.what, h.policy)
-            out.raise_error()
+            return bool(reply[0] == b"1")
+        out = settle_adds((part,), (reply,), 1, h.what, h.policy)
+        h.replicated(out)
+        if out.error is None or isinstance(out.error, NotDurable):
             self._note(out.counts)
-            new = out.codes[0] == NEW
-        if h.sender.wait_replicas:
-            not_durable = h.replicated(int(new))
-            if not_durable is not None:
-                raise with_facts(not_durable, np.array([new]), np.zeros(1, dtype=bool))
-        return bool(new)
+        out.raise_error()
+        return bool(out.codes[0] == NEW)
 
     def __contains__(self, key: object) -> bool:
         h = self._h

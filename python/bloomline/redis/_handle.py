@@ -15,7 +15,6 @@ import numpy.typing as npt
 
 from .._core import BloomFilter
 from ._backend import AddOutcome, Backend, Part, Prepared, gone, replicated, run_adds, run_lookups
-from ._errors import NotDurable
 from ._meta import keys_of, open_filter
 from ._names import FilterKeys, batch_ids
 from ._registry import choose_backend
@@ -68,10 +67,10 @@ class Handle:
     def lookup(self, batch: Prepared) -> npt.NDArray[np.bool_]:
         return run_lookups(self.sender, self.backend.has_parts(self.keys, batch), batch.n, self.what, self.policy)
 
-    def replicated(self, new: int) -> Optional[NotDurable]:
+    def replicated(self, out: AddOutcome) -> None:
         """With wait_replicas: WAIT on each node of the filter after an add
-        that found `new` keys new."""
-        return replicated(self.sender, [s.encode() for s in self.keys.shards], self.what, new)
+        that found keys new, failed or not (_backend.replicated)."""
+        replicated(self.sender, [s.encode() for s in self.keys.shards], self.what, out, bool(out.new.any()))
 
     # ---- every key ------------------------------------------------------------------
 

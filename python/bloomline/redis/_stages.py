@@ -276,9 +276,8 @@ class RedisStages(Expiring):
         parts = h.backend.stage_parts(h.keys, guard, batch, batch_ids.next(), self._sender.answer_ttl_ms)
         out = run_adds(self._sender, parts, batch.n, self._what, self._policy or "", tolerate=("STALE",))
         taken = out.codes != NOT_TAKEN
+        replicated(self._sender, [self.stages_key.encode()], self._what, out, bool(taken.any()))
         error = out.error
-        if error is None and taken.any():
-            error = replicated(self._sender, [self.stages_key.encode()], self._what, int(np.count_nonzero(out.new)))
         stale = int(str(out.skipped[0]).split()[1]) if out.skipped and not taken.any() and error is None else None
         doubted = out.resent & ~taken if out.resent is not None else None
         doubt = None

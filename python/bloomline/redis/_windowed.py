@@ -58,7 +58,9 @@ new batch, and keys the lost one added read "seen" (the facts say which).
 **Replicas.** ``wait_replicas=n``: after an add that wrote (a key new,
 or any key with refresh=True), WAIT on the filter's node as the other Redis
 filters do (``_backend.replicated``); too few acknowledgements raise
-NotDurable with the add's facts (its new keys are new: act on them).
+NotDurable with the add's facts (its new keys are new: act on them). An
+add that raised for another cause waits too when it answered keys new,
+which move to its ``unknown`` when the replicas fall short.
 
 **Backends.** 'module' (BLOOMLINE.WADD and WHAS: 'auto' picks it where the
 server and its replicas have the module) and 'plain' (Lua, any Redis): the
@@ -272,6 +274,7 @@ class RedisWindowedFilter:
 
     def _add(self, parts: list[Part], n: int) -> AddOutcome:
         """Send an add's parts (none after a failed window); its outcome."""
+        self._sender.forget_writes()
         out = AddOutcome(np.zeros(n, dtype=np.uint8))
         failed: list[Exception] = []
         counts: dict[int, int] = {}  # each generation's count of new keys, as the replies said
@@ -333,11 +336,10 @@ class RedisWindowedFilter:
 
     def _replicated(self, out: AddOutcome, refresh: bool) -> None:
         """With wait_replicas: WAIT after an add that wrote (a key new, or
-        any with refresh); too few acknowledgements become the add's error
-        (NotDurable, raised with its facts)."""
-        new = int(np.count_nonzero(out.new))
-        if out.error is None and (new or (refresh and len(out.codes))):
-            out.error = replicated(self._sender, [self._w.meta.encode()], self._what, new)
+        any with refresh), or failed with keys answered new
+        (_backend.replicated)."""
+        wrote = bool(out.new.any()) or (refresh and len(out.codes) > 0)
+        replicated(self._sender, [self._w.meta.encode()], self._what, out, wrote)
 
     def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None:
         """Add every key of each iterable, in order."""

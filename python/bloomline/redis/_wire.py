@@ -273,7 +273,7 @@ class Sender:
                              f"{max(0, math.floor(1000 * (float(timeout) - _SAFETY_S)))}, or a longer socket_timeout")
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
-        self._local = threading.local()  # each thread's last connection to each node (_wrote_on)
+        self._local = threading.local()  # each thread's add connections since its last WAIT (_wrote_on)
         # What the rules met: MOVED, ASK, TRYAGAIN..., NOSCRIPT, "lost"
         # (a connection fault), "resent" (a write sent again after one).
         self.stats: Counter[str] = Counter()
@@ -294,12 +294,14 @@ class Sender:
 
     # -- one round trip per node ----------------------------------------------------------
 
-    def _exchange(self, pool: Any, payloads: list[tuple[bytes, bool]],
-                  conn: Any = None) -> tuple[list[Any], Optional[Exception], bool]:
+    def _exchange(self, pool: Any, payloads: list[tuple[bytes, bool]], conn: Any = None,
+                  writes: Sequence[bool] = ()) -> tuple[list[Any], Optional[Exception], bool]:
         """Write the payloads on one connection (the pool's, or `conn`, held
         by the caller) and read their replies. Returns the replies read (an
         error reply as its exception), the connection fault that stopped it,
-        and whether anything was sent."""
+        and whether anything was sent. `writes`: which payloads are an add's
+        commands (the socket that answered one is kept for the WAIT:
+        _wrote_on)."""
         replies: list[Any] = []
         held = conn is not None
         if not held:
@@ -313,6 +315,7 @@ class Sender:
             except (_redis.ConnectionError, _redis.TimeoutError) as e:
                 conn.disconnect()
                 return replies, e, False
+            sock = getattr(conn, "_sock", None)  # (a fault below clears it)
             try:
                 conn.send_packed_command([b"".join((b"*1\r\n$6\r\nASKING\r\n" if ask else b"") + p
                                                    for p, ask in payloads)])
@@ -320,21 +323,32 @@ class Sender:
                     if ask:
                         conn.read_response()  # +OK
                     replies.append(_read(conn))
-                self._wrote_on(pool, conn)
                 _REACHED.add(pool)
                 return replies, None, True
             except (_redis.ConnectionError, _redis.TimeoutError, OSError) as e:
                 conn.disconnect()
                 return replies, e if isinstance(e, _redis.RedisError) else _redis.ConnectionError(str(e)), True
+            finally:
+                self._wrote_on(pool, conn, sock, writes, replies)
         finally:
             if not held:
                 pool.release(conn)
 
-    def _wrote_on(self, pool: Any, conn: Any) -> None:
-        """Keep, for this thread, the connection (and its socket) that last
-        carried an exchange to a node: a WAIT proves something only on it."""
-        if self.wait_replicas:
-            self._local.__dict__.setdefault("last", {})[id(pool)] = (conn, getattr(conn, "_sock", None))
+    def _wrote_on(self, pool: Any, conn: Any, sock: Any, writes: Sequence[bool], replies: Sequence[Any]) -> None:
+        """Keep, for this thread, each connection (and its socket) on which
+        an add's command was answered since the add began (forget_writes):
+        its WAIT proves something only when every one of them is its own.
+        A command whose reply was lost needs no place here: its re-send's
+        answer is the one kept, and comes from the server the re-send
+        reached (a kept answer is there only with the lost send's effects;
+        without it, a key found present answers "?")."""
+        if self.wait_replicas and any(w and not (isinstance(r, _REPLY_ERRORS) and _error_code(r) in _REDIRECTED)
+                                      for w, r in zip(writes, replies)):
+            self._local.__dict__.setdefault("writes", {}).setdefault(id(pool), set()).add((conn, sock))
+
+    def forget_writes(self) -> None:
+        """An add begins: its WAIT answers for its own commands only."""
+        self._local.__dict__.pop("writes", None)
 
     # -- the rules ------------------------------------------------------------------------
 
@@ -369,8 +383,8 @@ class Sender:
                 st.maybe_ran, st.first_sent = job.writes, first_sent
             time.sleep(_FIRST_PAUSE_S)
             return self._run(jobs, states, faults=1)
-        self._wrote_on(pool, conn)
         _REACHED.add(pool)
+        self._wrote_on(pool, conn, getattr(conn, "_sock", None), [job.writes for job in jobs], replies)
         pool.release(conn)
         codes = [_error_code(r) if isinstance(r, _REPLY_ERRORS) else "" for r in replies]
         if not any(code in _REDIRECTED for code in codes):
@@ -424,7 +438,7 @@ class Sender:
                              states[i].ask is not None) for i in sendable]
                 self.stats["resent"] += sum(states[i].maybe_ran for i in sendable)
                 pool = self._pool(node)
-                replies, fault, sent = self._exchange(pool, payloads)
+                replies, fault, sent = self._exchange(pool, payloads, writes=[jobs[i].writes for i in sendable])
                 if fault is not None and not sent and pool not in _REACHED and _not_there(fault):
                     # The first contact refused: no session to resume, nothing sent (so nothing is
                     # in doubt), and retrying for seconds would only delay this answer.
@@ -479,24 +493,32 @@ class Sender:
         return results
 
     def replicated(self, routes: Sequence[bytes]) -> tuple[int, str]:
-        """After a write: WAIT wait_replicas wait_timeout_ms on the node of
+        """After an add: WAIT wait_replicas wait_timeout_ms on the node of
         each route. Returns the fewest replicas that acknowledged on any of
-        those nodes, and why it fell short ('' when none did). WAIT counts
-        the writes of its own connection, and a batch may have gone out on
-        others (a re-send after a fault, one that got its kept answer and
-        wrote nothing): a short-lived write on the WAIT's connection first
-        covers everything the node wrote before it. So the WAIT goes out on
-        the very connection (and socket) this thread's add last used to that
-        node, and only once: after a fault, or on a connection replaced or
-        reconnected since (a failover moves an address: a new connection may
-        reach the promoted replica, which acknowledges a WAIT for writes it
-        never had), the add is not known to be on a replica."""
+        those nodes, and why it fell short ('' when none did). A WAIT
+        proves something of the server it reaches only, and a failover
+        moves an address: a new connection may reach the promoted replica,
+        which acknowledges a WAIT for writes it never had. So the WAIT goes
+        out, once, on the very connection and socket that answered every
+        one of the add's commands to that node (_wrote_on: a re-send after
+        a lost reply answers for itself), after a short-lived write of its
+        own whose offset is past everything the node wrote before it (WAIT
+        counts its own connection's writes). An add answered on two sockets
+        (its first commands on one that a failover then cut, on the old
+        primary), on a socket lost or replaced since, or on a node its keys
+        no longer live on, is not known to be on a replica."""
         fewest, why = self.wait_replicas, ""
         nodes: dict[Any, tuple[Any, bytes]] = {}
         for route in routes:
             node = self.client.get_node_from_key(route) if self.cluster else None
             nodes.setdefault(getattr(node, "name", None), (node, route))
-        last: dict[int, tuple[Any, Any]] = self._local.__dict__.get("last", {})
+        writes: dict[int, set[tuple[Any, Any]]] = self._local.__dict__.pop("writes", {})
+        waited = {id(self._pool(node)) for node, _ in nodes.values()}
+        if any(pool not in waited for pool in writes):
+            # (A cluster's node that answered part of the add and no longer holds its slots: a failover's old
+            # primary before MOVED, or an importing node asked: no WAIT here answers for it.)
+            return 0, ("part of the add was answered by a node that is not where its keys now live (a failover "
+                       "or a slot moving): whether the add is on a replica is not known")
         for node, route in nodes.values():
             mark = pack(Job(route, b"SET", (sibling(route.decode(), ":wait"),), (b"", b"PX", 1000)))
             wait = pack(Job(route, b"WAIT", (), (self.wait_replicas, self.wait_timeout_ms)))
@@ -508,9 +530,10 @@ class Sender:
                 conn, why = None, f"the WAIT's connection failed ({e})"
             if conn is not None:
                 try:
-                    if last.get(id(pool)) != (conn, getattr(conn, "_sock", None)):
-                        why = ("the connection the add went out on was lost or replaced before its WAIT (a failover "
-                               "moves an address): whether the add is on a replica is not known")
+                    if writes.get(id(pool)) != {(conn, getattr(conn, "_sock", None))}:
+                        why = ("the add's commands went out on another connection than its WAIT's, or one that was "
+                               "lost or replaced (a failover moves an address): whether the add is on a replica is "
+                               "not known")
                     else:
                         replies, fault, _sent = self._exchange(pool, [(mark, False), (wait, False)], conn=conn)
                         if fault is None:
