@@ -17,7 +17,14 @@ redis = pytest.importorskip("redis")
 from conftest import FaultProxy, RedisServer, module_args, start_pair, wait_until  # noqa: E402
 
 from bloomline import ScalableBloomFilter  # noqa: E402
-from bloomline.redis import MissingKeyError, NotDurable, RedisBloomFilter, RedisStages  # noqa: E402
+from bloomline.redis import (  # noqa: E402
+    MissingKeyError,
+    NotDurable,
+    RedisBloomFilter,
+    RedisStages,
+    RedisWindowedFilter,
+    UnknownOutcome,
+)
 
 
 
@@ -103,6 +110,47 @@ def test_an_add_that_raised_waits_for_the_keys_it_answered_new(tmp_path: Path, b
     finally:
         replica.stop()
         primary.stop()
+
+
+@pytest.mark.parametrize("kind", ["chain", "window"])
+def test_a_chain_or_windowed_add_that_raised_keeps_no_unwaited_key_new(pair: tuple[RedisServer, RedisServer],
+                                                                      kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same promise for a chain's stage add and a windowed filter's add:
+    the first of several windows answered, the second's connection cut
+    before it ran, and its re-send too (retries=0): the add raises
+    UnknownOutcome, and the first window's keys, never acknowledged by the
+    replica, are in its `unknown`, not its `new`."""
+    primary, replica = pair
+
+    def make(client: Any, **kw: Any) -> Any:
+        if kind == "chain":
+            return ScalableBloomFilter(100_000, 0.001, store=RedisStages(client, "c", backend="plain", **kw))
+        return RedisWindowedFilter(client, "w", 100_000, 0.001, window=3600, backend="plain", **kw)
+
+    make(primary.url).add("warm")  # the filter and its scripts made, off the proxy
+    proxy = FaultProxy(primary.port, "cut_before", every=10**9, min_bytes=20_000)  # (no cut yet)
+
+    def one_by_one(parts: Any) -> Any:  # each command its own window; from the second on, every add is cut
+        for i, part in enumerate(parts):
+            if i == 1:
+                proxy.every = 1
+            yield [part]
+
+    try:
+        f = make(redis.Redis(port=proxy.port, socket_timeout=5), retries=0, wait_replicas=1, wait_timeout_ms=300)
+        monkeypatch.setattr("bloomline.redis._backend.windows", one_by_one)
+        monkeypatch.setattr("bloomline.redis._windowed.windows", one_by_one)
+        redis.Redis(port=replica.port).execute_command("CLIENT", "PAUSE", 3000, "ALL")
+        with pytest.raises(UnknownOutcome) as e:
+            f.add_many(np.arange(20_000, dtype=np.uint64))
+        assert proxy.faults >= 1
+        new, unknown = e.value.new, e.value.unknown
+        assert new is not None and unknown is not None
+        assert not new.any() and unknown.all(), (int(new.sum()), int(unknown.sum()))
+        assert "are in `unknown`, not `new`" in " ".join(getattr(e.value, "__notes__", [])) + str(e.value)
+        assert make(primary.url).contains_many(np.arange(20_000, dtype=np.uint64)).any()  # the first window ran
+    finally:
+        proxy.close()
 
 
 def test_a_chain_on_redis_waits_too(pair: tuple[RedisServer, RedisServer]) -> None:

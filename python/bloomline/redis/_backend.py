@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional
@@ -24,7 +23,7 @@ import numpy.typing as npt
 import redis as _redis
 
 from .. import _core
-from ._errors import MissingKeyError, NotDurable, UnknownOutcome, with_facts
+from ._errors import MissingKeyError, UnknownOutcome, with_facts
 from ._names import FilterKeys, StageGuard, WindowKeys, routable, sibling
 from ._wire import Job, Script, Sender, _error_code
 
@@ -242,57 +241,6 @@ def gone(key: str, what: str, policy: str = "", state: str = "is gone") -> Missi
         f"{key!r}, a key of {what}, {state}: evicted{how}, expired (an EXPIRE, or expire()), or deleted. Refused "
         f"rather than answered from a fresh, empty filter: remove what is left ({fix}) and make it anew, or "
         "restore it", key=key)
-
-
-def replicated(sender: Sender, routes: Sequence[bytes], what: str, out: AddOutcome, wrote: bool) -> None:
-    """With the sender's wait_replicas: WAIT on the nodes of routes after an
-    add that wrote (`wrote`: a key new, or a windowed filter's refresh), and
-    hold the add's answers to what the replicas acknowledged. An add that
-    succeeded and fell short gets NotDurable as its error, its new keys the
-    primary's answers (new, not yet safe). An add that failed part-way (a
-    lost reply, a key gone, the server's refusal) keeps its own error, but
-    the keys it did answer new are waited for all the same: a raising add's
-    `new` makes a returning add's promise, so when too few replicas
-    acknowledged (or the WAIT itself failed) they move to its `unknown`
-    (act on them as new: they are not safe), and the error says why.
-    Unwaited, a failover lost such keys and they were new again to another
-    writer."""
-    if not sender.wait_replicas:
-        return
-    try:
-        new = int(np.count_nonzero(out.new))
-        if not (new if out.error is not None else wrote):
-            return
-        try:
-            acked, why = sender.replicated(routes)
-        except Exception as e:  # noqa: BLE001 - the add's own error, with its facts, stays the one raised
-            if out.error is None:
-                raise
-            acked, why = 0, f"its WAIT failed ({e!r})"
-    finally:
-        sender.forget_writes()
-    if not why:
-        return
-    if out.error is None:
-        out.error = NotDurable(
-            f"an add to {what} is not yet on wait_replicas={sender.wait_replicas} replicas: {why}. Its {new} new "
-            "keys are new (act on them: an add sent again would answer 'seen') but not safe: if the primary fails "
-            "before a replica has them, they are reported new again", acked=acked, wanted=sender.wait_replicas)
-        return
-    out.codes[out.codes == NEW] = UNSURE
-    add_note(out.error, f"Its {new} keys answered new are in `unknown`, not `new`: they are not yet on "
-                        f"wait_replicas={sender.wait_replicas} replicas ({why}); act on them as new, they are not safe")
-
-
-def add_note(e: BaseException, note: str) -> None:
-    """A note on an exception: PEP 678's where Python shows it (3.11 on), else
-    at the end of its message (3.9 and 3.10 print no notes)."""
-    if sys.version_info >= (3, 11):
-        e.add_note(note)
-    elif e.args and isinstance(e.args[0], str):
-        e.args = (f"{e.args[0]}. {note}", *e.args[1:])
-    else:
-        e.args = (*e.args, note)
 
 
 def missing_error(e: Exception, what: str, policy: str = "") -> Exception:

@@ -14,7 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .._core import BloomFilter
-from ._backend import AddOutcome, Backend, Part, Prepared, gone, replicated, run_adds, run_lookups
+from ._backend import AddOutcome, Backend, Part, Prepared, gone, run_adds, run_lookups
+from ._durable import replicated
 from ._meta import keys_of, open_filter
 from ._names import FilterKeys, batch_ids
 from ._registry import choose_backend
@@ -69,7 +70,7 @@ class Handle:
 
     def replicated(self, out: AddOutcome) -> None:
         """With wait_replicas: WAIT on each node of the filter after an add
-        that found keys new, failed or not (_backend.replicated)."""
+        that found keys new, failed or not (_durable.replicated)."""
         replicated(self.sender, [s.encode() for s in self.keys.shards], self.what, out, bool(out.new.any()))
 
     # ---- every key ------------------------------------------------------------------

@@ -24,7 +24,8 @@ import numpy.typing as npt
 import redis as _redis
 
 from ..scalable import ChainMismatch, StageAdd
-from ._backend import NOT_TAKEN, Prepared, gone, replicated, run_adds, run_lookups
+from ._backend import NOT_TAKEN, Prepared, gone, run_adds, run_lookups
+from ._durable import replicated
 from ._errors import UnknownOutcome
 from ._filter import RedisBloomFilter
 from ._handle import Expiring, Handle

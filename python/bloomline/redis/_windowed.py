@@ -57,7 +57,7 @@ new batch, and keys the lost one added read "seen" (the facts say which).
 
 **Replicas.** ``wait_replicas=n``: after an add that wrote (a key new,
 or any key with refresh=True), WAIT on the filter's node as the other Redis
-filters do (``_backend.replicated``); too few acknowledgements raise
+filters do (``_durable.replicated``); too few acknowledgements raise
 NotDurable with the add's facts (its new keys are new: act on them). An
 add that raised for another cause waits too when it answered keys new,
 which move to its ``unknown`` when the replicas fall short.
@@ -86,7 +86,8 @@ from .._core import CapacityWarning
 from .._facts import batch_shaped
 from .._window_parts import _check_error_rate, _check_generations, window_seconds
 from ..windowed import WindowedBloomFilter
-from ._backend import NEW, ONE, AddOutcome, Part, replicated, windows
+from ._backend import NEW, ONE, AddOutcome, Part, windows
+from ._durable import replicated
 from ._errors import MissingKeyError, UnknownOutcome
 from ._meta import as_dict, delete_matching, eviction_policy
 from ._names import WindowKeys, batch_ids, client_of, tag_of_chain
@@ -337,7 +338,7 @@ class RedisWindowedFilter:
     def _replicated(self, out: AddOutcome, refresh: bool) -> None:
         """With wait_replicas: WAIT after an add that wrote (a key new, or
         any with refresh), or failed with keys answered new
-        (_backend.replicated)."""
+        (_durable.replicated)."""
         wrote = bool(out.new.any()) or (refresh and len(out.codes) > 0)
         replicated(self._sender, [self._w.meta.encode()], self._what, out, wrote)
 
