@@ -273,7 +273,7 @@ class Sender:
                              f"{max(0, math.floor(1000 * (float(timeout) - _SAFETY_S)))}, or a longer socket_timeout")
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
-        self._local = threading.local()  # each thread's add connections since its last WAIT (_wrote_on)
+        self._local = threading.local()  # each thread's sockets that answered its add since it began (_wrote_on)
         # What the rules met: MOVED, ASK, TRYAGAIN..., NOSCRIPT, "lost"
         # (a connection fault), "resent" (a write sent again after one).
         self.stats: Counter[str] = Counter()
