@@ -14,7 +14,7 @@ from .. import _core
 from .._core import BloomFilter, CapacityWarning
 from .._facts import batch_shaped
 from ..display import filter_html
-from ._backend import NEW, settle_adds, settle_lookups
+from ._backend import NEW, AddOutcome, settle_adds, settle_lookups
 from ._errors import NotDurable
 from ._handle import Expiring, Handle
 from ._meta import DEFAULT_SHARD_BITS, delete_matching, eviction_policy, key_patterns, plan
@@ -126,11 +126,7 @@ class RedisBloomFilter(Expiring):
         nulls='skip' leaves nulls out (False), as BloomFilter.add_many."""
         self._refuse_stage("add to")
         batch = self._h.prepare(keys, nulls)
-        out = self._h.add(batch)
-        self._h.replicated(out)
-        if out.error is None or isinstance(out.error, NotDurable):
-            self._note(out.counts)  # (the keys are on the primary: its counts are the filter's)
-        out.raise_error(batch.valid)
+        out = self._settled(self._h.add(batch), batch.valid)
         return batch_shaped(batch.valid, out.new)
 
     def contains_many(self, keys: Keys, *, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
@@ -138,6 +134,15 @@ class RedisBloomFilter(Expiring):
         trip per node); False for nulls with nulls='skip'."""
         batch = self._h.prepare(keys, nulls)
         return batch_shaped(batch.valid, self._h.lookup(batch))
+
+    def _settled(self, out: AddOutcome, valid: Optional[npt.NDArray[np.bool_]] = None) -> AddOutcome:
+        """An add's outcome held to the replicas (wait_replicas), its counts
+        kept, and its error raised with its facts in the caller's shape."""
+        self._h.replicated(out)
+        if out.error is None or isinstance(out.error, NotDurable):
+            self._note(out.counts)  # (the keys are on the primary: its counts are the filter's)
+        out.raise_error(valid)
+        return out
 
     def _note(self, counts: dict[str, int]) -> None:
         """Keep the shards' counts the replies reported; warn once when
@@ -164,11 +169,7 @@ class RedisBloomFilter(Expiring):
             if part.count_key is not None and (reply[0] == b"1" or not self._counts):
                 self._note({part.count_key: int(reply[1])})  # (a count moves only when a key is new)
             return bool(reply[0] == b"1")
-        out = settle_adds((part,), (reply,), 1, h.what, h.policy)
-        h.replicated(out)
-        if out.error is None or isinstance(out.error, NotDurable):
-            self._note(out.counts)
-        out.raise_error()
+        out = self._settled(settle_adds((part,), (reply,), 1, h.what, h.policy))
         return bool(out.codes[0] == NEW)
 
     def __contains__(self, key: object) -> bool:
