@@ -107,6 +107,7 @@ def main(argv: list[str]) -> int:
         return dict(os.environ, PYTHONPATH=folder) if folder else dict(os.environ)
 
     result: dict[str, Any] = {"machine": machine(), "threads": counts, "repeats": args.repeats,
+                              "start_runs": args.start_runs,
                               "builds": [b for b, _ in builds], "pythons": [p for p, _ in pythons]}
     with tempfile.TemporaryDirectory(prefix="bloomline-dedup-") as tmp:
         d = Path(tmp)

@@ -258,7 +258,7 @@ def measure(out_dir: Path, scale: float, parts: list[str], repeats: int) -> None
         if "billion" in parts:
             keep("billion", billion(exe, sized(1e9)))
     if "dedup" in parts:
-        keep("dedup", dedup(sized(4e8), 2))
+        keep("dedup", dedup(sized(4e8), max(2, repeats)))
 
 
 def steps(builds: list[tuple[str, Path]], out_dir: Path, parts: list[str], rounds: int, repeats: int,
@@ -343,11 +343,14 @@ def dedup_steps_table(d: dict[str, Any]) -> list[str]:
              "| interpreter | build | threads | wall s | GB/s |", "|---|---|---:|---:|---:|"]
     lines += [f"| {c['python']} | {c['build']} | {c['threads']} | {c['wall_s']:.3f} | {c['gb_per_s']:.2f} |"
               for c in d["commands"]]
-    lines += ["", "The interpreter's start (medians of 7, seconds): bare, NumPy imported, bloomline's CLI imported:", "",
+    lines += ["", f"The interpreter's start (medians of {d.get('start_runs', 7)}, seconds): bare, NumPy imported, "
+              "bloomline's CLI imported:", "",
               "| interpreter | bare | numpy | " + " | ".join(f"cli ({b})" for b in d["builds"]) + " |",
               "|---|---:|---:|" + "---:|" * len(d["builds"])]
     lines += [f"| {s['python']} | {s['bare']:.3f} | {s['numpy']:.3f} | "
               + " | ".join(f"{s['cli_' + b]:.3f}" for b in d["builds"]) + " |" for s in d["start_up"]]
+    if not d["steps"]:  # timed for a build that was not kept
+        return lines + ["", f"Outputs identical byte for byte: **{'yes' if d['identical'] else 'NO'}**.", ""]
     lines += ["", "dedup's loop in one process, step by step, no overlap (seconds, medians): separate = add_lines then "
               "select_lines, fused = dedup_lines (its add column holds the add and the copy):", "",
               "| loop | threads | read | add | select | write | loop |", "|---|---:|---:|---:|---:|---:|---:|"]
