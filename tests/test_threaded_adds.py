@@ -101,6 +101,30 @@ def test_many_threads_take_larger_chunks_with_one_threads_answers(threads: int) 
         same_state(one, many)
 
 
+@pytest.mark.filterwarnings("ignore::bloomline.CapacityWarning")
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("layout", ["blocked", "standard"])
+@pytest.mark.parametrize("name", ["uint64", "S", "list[str]", "generator"])
+def test_update_on_threads_leaves_one_threads_counts_and_bytes(name: str, layout: str, kind: str) -> None:
+    """update(threads=N) asks for no answers (the threaded add skips handing
+    them back) and leaves what add_many on one thread leaves; a generator
+    is taken a chunk at a time, each chunk on the threads."""
+    urls = _urls(N)
+    make_keys: Callable[[], Any] = ((lambda: (u for u in urls)) if name == "generator" else INPUTS[name])
+    one, many = KINDS[kind](layout), KINDS[kind](layout)
+    one.add_many(make_keys() if name != "generator" else urls)
+    many.update(make_keys(), threads=3)
+    assert many.insert_count > 0
+    same_state(one, many)
+    # A second update on top, with nulls left out, against add_many's.
+    with_nulls = [None if i % 5 == 0 else u for i, u in enumerate(urls[: N // 2])]
+    one.add_many(with_nulls, nulls="skip")
+    many.update(with_nulls, nulls="skip", threads=2)
+    same_state(one, many)
+    with pytest.raises(ValueError, match="threads"):
+        many.update(urls[:10], threads=-1)
+
+
 def test_nulls_and_counts_of_counters_past_saturation() -> None:
     keys: list[Any] = [None if i % 11 == 0 else f"k{i % 5000}" for i in range(100_000)]
     for make in (lambda: BloomFilter(50_000, 0.01), lambda: CountingBloomFilter(50_000, 0.01, counter_bits=4)):

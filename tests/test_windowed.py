@@ -242,6 +242,10 @@ def test_threads_give_the_same_answers(rng: np.random.Generator) -> None:
     probe = rng.integers(0, 2**40, 200_000, dtype=np.uint64)
     assert (one.contains_many(probe) == four.contains_many(probe, threads=4)).all()
     assert one == four
+    clock.t = 100.0  # update(threads=) as add_many's: a new generation, refreshes in the older ones
+    one.add_many(keys[::2])
+    four.update(keys[::2], threads=4)
+    assert one == four and one.to_bytes() == four.to_bytes()
 
 
 def test_threads_adding_across_generation_changes_lose_nothing() -> None:

@@ -635,9 +635,10 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             "Test each line of a block of text, as add_lines reads it. Returns a bool array, one per line.")
         .def(
             "update",
-            [](H& h, py::args others, py_args::NullsName nulls) {
+            [](H& h, py::args others, py_args::NullsName nulls, py_args::Int threads) {
                 T& f = *h;
                 const py_keys::Nulls how = py_keys::parse_nulls(nulls);
+                const unsigned t = parse_threads(threads);
                 for (py::handle other : others) {
                     if (py::isinstance<H>(other)) {  // a filter of this kind: its keys, as |= takes them
                         const T& o = *other.cast<const H&>();
@@ -649,16 +650,19 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
                         throw py::type_error(std::string("update() takes ") + kind_of(f) +
                                              "s of the same geometry or iterables of keys, got " +
                                              py::type::handle_of(other).attr("__name__").cast<std::string>());
+                    // No answers asked for: a threaded add skips the step that hands them back.
                     py_keys::for_each_chunk(
-                        other, f.geometry().seed, "keys", [&f](auto& src, std::size_t n) { f.add_keys(src, n, nullptr); },
-                        how);
+                        other, f.geometry().seed, "keys",
+                        [&f, t](auto& src, std::size_t n) { add_parallel(f, src, n, nullptr, useful_threads(t, n)); },
+                        how, t);
                 }
                 note_capacity(h);
             },
-            py::arg("nulls") = "raise",
+            py::arg("nulls") = "raise", py::arg("threads") = 1,
             "Add every key of each argument, in order (like set.update): an iterable's keys (an iterator a chunk "
             "at a time as it yields them, in bounded memory), or a filter of this kind and geometry (its keys, as "
-            "|= adds them). nulls='skip' leaves nulls (None) out.")
+            "|= adds them). nulls='skip' leaves nulls (None) out. threads=N adds on N threads (0: one per CPU), "
+            "with the bits and counts of one, as add_many does, and no answers to make.")
         .def(
             "__contains__",
             [](const H& h, py_args::Key key) { return h->contains(py_keys::hash_key(key.ptr(), h->geometry().seed)); },

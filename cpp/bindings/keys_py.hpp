@@ -581,10 +581,11 @@ inline py::bytes selected_lines(const unsigned char* p, std::size_t n, const Lin
 // length takes bounded memory and its keys are added as they come.
 constexpr std::size_t kChunkKeys = std::size_t{1} << 16;
 template <class F>
-void for_each_chunk(py::handle keys, std::uint64_t seed, const char* param, F&& f, Nulls nulls = Nulls::raise) {
+void for_each_chunk(py::handle keys, std::uint64_t seed, const char* param, F&& f, Nulls nulls = Nulls::raise,
+                    unsigned threads = 1) {
     if (is_ndarray(keys) || PyList_Check(keys.ptr()) || PyTuple_Check(keys.ptr()) || offers_arrow(keys)) {
         with_batch_hashes(
-            keys, seed, param, [&f](auto& src, std::size_t n, bool*) { f(src, n); }, nulls);
+            keys, seed, param, [&f](auto& src, std::size_t n, bool*) { f(src, n); }, nulls, threads);
         return;
     }
     py::object iter = iterate(keys, param);

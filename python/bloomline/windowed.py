@@ -339,12 +339,13 @@ class WindowedBloomFilter(RingParams, SharedFile):
         """Test each line of a block of text; True where it may be present."""
         return self.contains_many(_core.hash_lines(data, self._seed), threads=threads)
 
-    def update(self, *iterables: Keys, nulls: Nulls = "raise") -> None:
-        """Add every key of each iterable, in order, at the clock's time."""
+    def update(self, *iterables: Keys, nulls: Nulls = "raise", threads: int = 1) -> None:
+        """Add every key of each iterable, in order, at the clock's time;
+        threads as add_many."""
         for keys in iterables:
             if hasattr(keys, "contains_many"):  # a filter: its keys are not listed, nor their times
                 raise TypeError(f"update() takes iterables of keys, got {type(keys).__name__}")
-            self.add_many(keys, nulls=nulls)
+            self.add_many(keys, nulls=nulls, threads=threads)
 
     # ---- facts -----------------------------------------------------------------
 
