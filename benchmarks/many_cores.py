@@ -356,10 +356,9 @@ def dedup_steps_table(d: dict[str, Any]) -> list[str]:
               "|---|---:|---:|" + "---:|" * len(d["builds"])]
     lines += [f"| {s['python']} | {s['bare']:.3f} | {s['numpy']:.3f} | "
               + " | ".join(f"{s['cli_' + b]:.3f}" for b in d["builds"]) + " |" for s in d["start_up"]]
-    if not d["steps"]:  # timed for a build that was not kept
-        return lines + ["", f"Outputs identical byte for byte: **{'yes' if d['identical'] else 'NO'}**.", ""]
-    lines += ["", "dedup's loop in one process, step by step, no overlap (seconds, medians): separate = add_lines then "
-              "select_lines, fused = dedup_lines (its add column holds the add and the copy):", "",
+    of = f", the {d['steps_of']} build's" if "steps_of" in d else ""
+    lines += ["", f"dedup's loop in one process{of}, step by step, no overlap (seconds, medians): separate = "
+              "add_lines then select_lines, fused = dedup_lines (its add column holds the add and the copy):", "",
               "| loop | threads | read | add | select | write | loop |", "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {s['kind']} | {s['threads']} | {s['read']:.3f} | {s['add']:.3f} | {s['select']:.3f} | "
               f"{s['write']:.3f} | {s['loop']:.3f} |" for s in d["steps"]]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -246,6 +246,15 @@ def test_threads_give_the_same_answers(rng: np.random.Generator) -> None:
     one.add_many(keys[::2])
     four.update(keys[::2], threads=4)
     assert one == four and one.to_bytes() == four.to_bytes()
+    # threads= is checked as the core's batch calls check it, before anything is added.
+    calls: list[Callable[[Any], object]] = [lambda t: four.add_many(keys[:5], threads=t),
+                                            lambda t: four.contains_many(keys[:5], threads=t),
+                                            lambda t: four.update(keys[:5], threads=t), lambda t: four.update(threads=t)]
+    for bad, error in ((True, TypeError), (1.0, TypeError), (-1, ValueError), (1025, ValueError)):
+        for call in calls:
+            with pytest.raises(error, match="threads"):
+                call(bad)
+    assert one == four
 
 
 def test_threads_adding_across_generation_changes_lose_nothing() -> None:

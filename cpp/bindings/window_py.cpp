@@ -267,6 +267,10 @@ int windowed_contains(PyObject* self, PyObject* key) {
 
 void register_window(py::module_& m) {
     m.def(
+        "parse_threads", [](py_args::Int threads) { return parse_threads(threads); }, py::arg("threads"),
+        "threads= as the core's batch calls read it (an int in [0, 1024], 0 for one per CPU): the count it means. "
+        "The windowed filter's own batch calls check theirs with it.");
+    m.def(
         "window_generation_error_rate",
         [](py::handle error_rate, py::handle generations) {
             const double e = py_args::to_double(error_rate, "error_rate");

@@ -313,6 +313,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         """Add a batch at the clock's time; True where no live generation had
         the key (at its first place in the batch only). refresh as add;
         threads and nulls as BloomFilter.add_many."""
+        threads = _core.parse_threads(threads)
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         now, cur = self._current(self._now())
         if threads == 1:  # the core's one pass (window_ring.hpp)
@@ -323,6 +324,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
 
     def contains_many(self, keys: Keys, *, threads: int = 1, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """True where a live generation may have the key; False for nulls with nulls='skip'."""
+        threads = _core.parse_threads(threads)
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         if threads == 1:
             return batch_shaped(valid, self._live_state(self._now())[2].contains_many(hashed))
@@ -342,6 +344,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
     def update(self, *iterables: Keys, nulls: Nulls = "raise", threads: int = 1) -> None:
         """Add every key of each iterable, in order, at the clock's time;
         threads as add_many."""
+        threads = _core.parse_threads(threads)
         for keys in iterables:
             if hasattr(keys, "contains_many"):  # a filter: its keys are not listed, nor their times
                 raise TypeError(f"update() takes iterables of keys, got {type(keys).__name__}")
