@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import collections
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -40,7 +42,9 @@ def tree(pages: int, branching: int = 4) -> Callable[[int], list[int]]:
 class Site:
     """A page counts as fetched when its response is sent. Closing the gate
     holds every new request unanswered (and uncounted) until it opens;
-    requests held across an epoch change are dropped unanswered."""
+    requests held across an epoch change are dropped unanswered, and so is
+    a request whose client is gone (a killed crawler's, handled late: its
+    handler may start after the epoch changed)."""
 
     def __init__(self, pages: int = PAGES, links_of: Callable[[int], list[int]] | None = None) -> None:
         self.num_pages = pages
@@ -58,6 +62,8 @@ class Site:
                 while True:  # counted only with the gate open under the lock (close_gate takes it)
                     if not site.gate.wait(timeout=60) or site.epoch != epoch:
                         return  # held, and its crawler was killed meanwhile: never answered
+                    if self.client_gone():
+                        return  # sent by a crawler killed since: never answered, never counted
                     with site.lock:
                         if site.gate.is_set():
                             site.hits[self.path] += 1
@@ -80,6 +86,16 @@ class Site:
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
+
+            def client_gone(self) -> bool:
+                """Whether the client closed its end: a crawler sends nothing
+                more while it waits for the answer, so a readable socket with
+                nothing to read is one whose process is gone."""
+                try:
+                    readable, _, _ = select.select([self.connection], [], [], 0)
+                    return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    return True
 
             def log_message(self, *args: object) -> None:
                 pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -141,6 +142,28 @@ def test_jobdir_kill_9_with_requests_in_flight_fetches_none_twice(site: Site, tm
     pages = site.pages()
     assert len(pages) == PAGES  # none missed: the unanswered requests were fetched on resume
     assert max(pages.values()) == 1  # and none twice
+
+
+def test_the_site_counts_no_request_whose_client_is_gone(site: Site) -> None:
+    """The kill tests count on it: a request a killed crawler sent, whose
+    handler runs only after the epoch changed (so it reads the new one), is
+    never counted. Here both requests wait at the closed gate; one client
+    goes away; the gate opens in the same epoch: only the live one counts."""
+    def request(page: int) -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", site.port), timeout=10)
+        s.sendall(b"GET /page/%d HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" % page)
+        return s
+
+    site.close_gate()
+    live, gone = request(5), request(6)
+    gone.close()
+    site.gate.set()
+    with live:
+        assert live.recv(64).startswith(b"HTTP/1.0 200")  # answered once the gate opened
+    deadline = time.monotonic() + 2  # the other handler was let go at the same moment
+    while time.monotonic() < deadline and "/page/6" not in site.pages():
+        time.sleep(0.01)
+    assert site.pages() == {"/page/5": 1}
 
 
 def test_default_scrapy_queue_loses_requests_on_kill_9(site: Site, tmp_path: Path) -> None:
