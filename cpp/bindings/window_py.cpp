@@ -357,6 +357,23 @@ void register_window(py::module_& m) {
              py::call_guard<py::gil_scoped_release>())
         .def("clear", &MW::clear, py::arg("adds"), py::call_guard<py::gil_scoped_release>())
         .def("flush", &MW::flush, py::arg("adds"), py::arg("final"), py::call_guard<py::gil_scoped_release>())
+        .def(
+            "encode",
+            [](const MW& w, bool ring, std::int64_t now, const std::vector<std::uint64_t>& adds) {
+                py::object out;  // (made, and released on an error, with the GIL held)
+                {
+                    py::gil_scoped_release nogil;  // (the lock may wait for another process)
+                    w.encode(ring, now, adds, [&out](std::size_t len) {
+                        py::gil_scoped_acquire gil;
+                        out = py::bytes(nullptr, static_cast<py::ssize_t>(len));
+                        return reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
+                    });
+                }
+                return out;
+            },
+            py::arg("ring"), py::arg("now"), py::arg("adds"),
+            "The file's generations in one kind-4 encoding, read under its header lock (no handle starts a "
+            "generation meanwhile): every place (ring) or those live at now, oldest first.")
         .def("is_file", [](const MW& w, py::handle path) { return w.file().is(py_files::fs_path(path)); })
         .def_property_readonly("path", [](const MW& w) { return w.file().path(); })
         .def_property_readonly("writable", &MW::writable)

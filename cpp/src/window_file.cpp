@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "bloomline/filter_io.hpp"
 #include "bloomline/words.hpp"
@@ -111,6 +112,71 @@ std::unique_ptr<BloomFilter> MappedWindow::place_filter(std::size_t i) const {
     else
         f->set_read_only("mapped read-only from '" + file_->path() + "'; use copy(), or open(path, 'r+') to write");
     return f;
+}
+
+std::unique_ptr<BloomFilter> MappedWindow::view(std::size_t i, std::uint64_t count) const {
+    Header h = headers_.at(i);
+    h.insert_count = count;
+    Memory payload;
+    payload.data = head(i) + kRingRecordHead + kHeaderSize;
+    payload.size = h.payload_len;
+    payload.owner = file_;
+    std::unique_ptr<BloomFilter> f = filter_over<BloomFilter>(h, std::move(payload), false);
+    f->share_memory();  // (read with atomic loads, as other processes write it)
+    return f;
+}
+
+void MappedWindow::encode(bool ring, std::int64_t now, const std::vector<std::uint64_t>& adds,
+                          const std::function<unsigned char*(std::size_t)>& alloc) const {
+    if (file_->released()) throw std::invalid_argument("I/O operation on a closed filter");
+    if (adds.size() != heads_.size()) throw std::invalid_argument("encode: one insert count per place");
+    std::unique_ptr<HeaderLock> lock;
+    std::unique_ptr<ReaderLock> reading;
+    if (file_->writable())
+        lock = std::make_unique<HeaderLock>(*file_);
+    else
+        reading = std::make_unique<ReaderLock>(file_->fd(), file_->path());
+    const auto held = [](std::int64_t n) { return n != kGenerationNone && n != kGenerationStarting; };
+    std::int64_t newest = now;
+    for (std::size_t i = 0; i < heads_.size(); ++i)
+        if (held(number(i))) newest = std::max(newest, number(i));
+    std::vector<std::pair<std::int64_t, std::size_t>> chosen;  // (number, place)
+    for (std::size_t i = 0; i < heads_.size(); ++i) {
+        const std::int64_t n = number(i);
+        // (unsigned: the difference of two int64 with n <= newest fits)
+        const bool live = held(n) && static_cast<std::uint64_t>(newest) - static_cast<std::uint64_t>(n) <= params_.generations;
+        if (ring)
+            chosen.emplace_back(held(n) ? n : kGenerationNone, i);
+        else if (live)
+            chosen.emplace_back(n, i);
+    }
+    if (!ring) std::sort(chosen.begin(), chosen.end());
+    std::vector<std::unique_ptr<BloomFilter>> views;
+    std::vector<const BloomFilter*> gens;
+    std::vector<std::uint64_t> counts;
+    std::vector<std::int64_t> numbers;
+    for (const auto& [n, i] : chosen) {
+        std::uint64_t count = 0;
+        if (n != kGenerationNone) {
+            count = load_count(head(i));
+            if (counted_number_[i] == n && adds[i] >= counted_[i]) count += adds[i] - counted_[i];
+        }
+        // (bits are only set while the lock is held: the copy has at least these)
+        count = std::min(count, view(i, 0)->bits_set());
+        views.push_back(view(i, count));
+        gens.push_back(views.back().get());
+        counts.push_back(count);
+        numbers.push_back(n);
+    }
+    WindowHeader p = params_;
+    p.ring = false;  // (set again by the ring's encoder)
+    p.dirty = false;
+    const std::size_t len = window_encoded_size(gens, ring);
+    unsigned char* out = alloc(len);
+    if (ring)
+        encode_window_ring(p, gens, counts, numbers, out, len);
+    else
+        encode_window(p, gens, counts, numbers, out, len);
 }
 
 std::int64_t MappedWindow::number(std::size_t i) const { return load_number(head(i)); }

@@ -20,6 +20,8 @@ import datetime
 import functools
 import math
 import numbers
+import os
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 from . import _core
@@ -155,6 +157,24 @@ def threaded_add(w: WindowedBloomFilter, cur: BloomFilter, now: int, hashed: npt
     return out
 
 
+def encode_ring(w: WindowedBloomFilter, *, ring: bool) -> bytes:
+    """w's kind-4 bytes: its live generations (to_bytes), or every place
+    (ring, save(shared=True)); as one step against rotations, under w's
+    rotation lock, and for a mapped ring under the file's (its encode)."""
+    with w._rotating:
+        if w._shared is not None:
+            return w._shared.encode(w, ring=ring)
+        params = (w._capacity, w._error_rate, w._generations, w._window, w._layout, w._seed)
+        if not ring:
+            live = w.live_generations
+            return _core.encode_window(*params, [f for _, f in live], [f.insert_count for _, f in live],
+                                       [g for g, _ in live])
+        now = w._now()
+        numbers = [g if g is not None and now - w._generations <= g <= now else None for g in w._numbers]
+        return _core.encode_window_ring(*params, w._ring, [f.insert_count if g is not None else 0
+                                                          for f, g in zip(w._ring, numbers)], numbers)
+
+
 class RingParams:
     """What a windowed filter was made with (WindowedBloomFilter's facts
     that never change)."""
@@ -229,6 +249,7 @@ class SharedRing:
 
     def __init__(self, path: StrPath, writable: bool, verify: bool) -> None:
         self.file = _core.MappedWindow(path, writable, verify)
+        self.pid = os.getpid()  # (a forked child leaves its parent's places alone: their mutexes may be held)
         self.places: list[BloomFilter] = self.file.place_filters()
         for g in self.places:  # (each counts this handle's own adds, from zero: flush adds them to the file's)
             _core.restart_counts(g)
@@ -261,15 +282,25 @@ class SharedRing:
         w._warned.clear()
         self.sync(w)
 
+    def encode(self, w: WindowedBloomFilter, ring: bool) -> bytes:
+        """The file's generations, read under its lock (MappedWindow.encode), with this handle's counts."""
+        now = w._now()  # (synced: raises when closed)
+        return self.file.encode(ring, now, [g.insert_count for g in self.places])
+
     def flush(self, final: bool) -> None:
+        """Write this handle's counts to the file (the caller holds w's
+        rotation lock); final: close, after this handle's last add."""
         if self.file.released:
             if not final:
                 raise ValueError("I/O operation on a closed filter")
             return
-        self.file.flush([g.insert_count for g in self.places], final)
-        if final:
+        if final and os.getpid() == self.pid:
+            # Each place closed under its writer mutex first: an add of
+            # another thread finishes, later ones raise, and none lands after
+            # the last writer's checksums (a file that would never load).
             for g in self.places:
                 g.close()
+        self.file.flush([g.insert_count for g in self.places], final)
 
 
 class SharedFile:
@@ -278,6 +309,7 @@ class SharedFile:
 
     _shared: Optional[SharedRing]
     _ring: list[BloomFilter]
+    _rotating: threading.RLock
 
 
     @classmethod
@@ -304,12 +336,14 @@ class SharedFile:
     def flush(self) -> None:
         """A shared file: write this handle's counts and sync (a no-op otherwise)."""
         if self._shared is not None:
-            self._shared.flush(False)
+            with self._rotating:  # (the file's header lock is this handle's: one of its threads at a time)
+                self._shared.flush(False)
 
     def close(self) -> None:
         """A shared file: flush and leave it (the last writer makes it clean); later use raises."""
         if self._shared is not None:
-            self._shared.flush(True)
+            with self._rotating:
+                self._shared.flush(True)
 
     def __enter__(self) -> Self:
         return self

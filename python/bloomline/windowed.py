@@ -95,7 +95,7 @@ _READ = object()  # (_now's "read the clock": any reading, None too, is the cloc
 
 # (its checks, fixed facts, threaded batch add and shared file's ring live in _window_parts)
 from ._window_parts import (_GEN_LIMIT, RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
-                            _past_capacity, _union_bits_set, threaded_add, window_seconds)
+                            _past_capacity, _union_bits_set, encode_ring, threaded_add, window_seconds)
 
 
 class WindowedBloomFilter(RingParams, SharedFile):
@@ -142,8 +142,10 @@ class WindowedBloomFilter(RingParams, SharedFile):
         self._newest: Optional[int] = None  # the newest generation seen: the current one never goes back
         self._warned: set[int] = set()  # generations that warned of their capacity
         # Starting a generation clears its place in the ring: two threads must
-        # not both do it (the second would clear the first one's adds).
-        self._rotating = threading.Lock()
+        # not both do it (the second would clear the first one's adds), nor
+        # may an export read the ring meanwhile (a file that does not load).
+        # Reentrant: an export holds it across live_generations, which expires.
+        self._rotating = threading.RLock()
         self._advancing = threading.Lock()  # (the newest generation: checked and set as one step)
         self._live_at: Optional[tuple[int, list[BloomFilter], _core.WindowProbe, _core.WindowProbe]] = None
         self._version = 0  # changes of the ring (under _rotating where threads may race)
@@ -406,13 +408,21 @@ class WindowedBloomFilter(RingParams, SharedFile):
         return (self._capacity, self._error_rate, self._window, self._generations, self._layout, self._seed)
 
     def copy(self) -> WindowedBloomFilter:
-        """An independent copy, with the same clock."""
+        """An independent copy, with the same clock (of a mapped filter: its
+        live generations, in memory)."""
+        if self._shared is not None:
+            c = WindowedBloomFilter.from_bytes(self.to_bytes(), clock=self._clock)
+            if self._newest is not None:
+                c._advance_to(self._newest)
+            c._warned = set(self._warned)
+            return c
         c = WindowedBloomFilter(self._capacity, self._error_rate, window=self._window, generations=self._generations,
                                 clock=self._clock, layout=self._layout, seed=self._seed)
-        c._ring = [g.copy() for g in self._ring]
-        c._numbers = list(self._numbers)
-        c._newest = self._newest
-        c._warned = set(self._warned)
+        with self._rotating:  # (the ring and its numbers as one step)
+            c._ring = [g.copy() for g in self._ring]
+            c._numbers = list(self._numbers)
+            c._newest = self._newest
+            c._warned = set(self._warned)
         c._changed()
         return c
 
@@ -447,11 +457,10 @@ class WindowedBloomFilter(RingParams, SharedFile):
         """A kind-4 bloomline container (docs/FORMAT.md): the parameters, then
         each live generation (oldest first) with its number, its count of new
         keys and its own kind-1 encoding. Generations that expired by the
-        clock are left out."""
-        live = self.live_generations
-        return _core.encode_window(self._capacity, self._error_rate, self._generations, self._window, self._layout,
-                                   self._seed, [f for _, f in live], [f.insert_count for _, f in live],
-                                   [g for g, _ in live])
+        clock are left out. A rotation by another thread (or, in a mapped
+        file, by any process) waits for it: it shows the ring as before or as
+        after one."""
+        return encode_ring(self, ring=False)
 
     @classmethod
     def from_bytes(cls, data: Any, *, clock: Optional[Clock] = None) -> WindowedBloomFilter:
@@ -480,11 +489,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
             return self.flush()
         if not shared:
             return _core.save_bytes(path, self.to_bytes())
-        now = self._now()
-        numbers = [g if g is not None and now - self._generations <= g <= now else None for g in self._numbers]
-        _core.save_bytes(path, _core.encode_window_ring(
-            self._capacity, self._error_rate, self._generations, self._window, self._layout, self._seed, self._ring,
-            [f.insert_count if g is not None else 0 for f, g in zip(self._ring, numbers)], numbers))
+        _core.save_bytes(path, encode_ring(self, ring=True))
 
     @classmethod
     def load(cls, path: StrPath | BinaryReader, *, clock: Optional[Clock] = None) -> WindowedBloomFilter:

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,17 @@ public:
     // each place filter's insert count (this handle's adds). With final
     // this handle leaves the writers (the last makes the file clean).
     void flush(const std::vector<std::uint64_t>& adds, bool final);
+    // The file's generations as one kind-4 encoding (filter_io.hpp), read
+    // under the header lock (a reader's share of it when mapped read-only),
+    // so that no handle starts a generation while they are copied: a save
+    // or pickle overlapping a rotation answers as before it or as after it.
+    // Adds go on meanwhile (they only set bits). Each generation's count is
+    // the file's plus this handle's adds not yet flushed (adds, as flush
+    // takes them), at most its bits set. ring: every place (the form open
+    // maps); else the generations live at now (or at the file's newest, if
+    // newer), oldest first. alloc(len) gives the buffer.
+    void encode(bool ring, std::int64_t now, const std::vector<std::uint64_t>& adds,
+                const std::function<unsigned char*(std::size_t)>& alloc) const;
     const MappedFile& file() const { return *file_; }
     bool writable() const { return file_->writable(); }
     bool released() const { return file_->released(); }
@@ -78,6 +90,8 @@ private:
     void check_writer(const char* doing) const;
     void empty_place(std::size_t i, std::int64_t mark);  // header lock held
     void count_adds(const std::vector<std::uint64_t>& adds);  // header lock held
+    // A filter over place i's bits as mapped now, with this count of new keys.
+    std::unique_ptr<BloomFilter> view(std::size_t i, std::uint64_t count) const;
 
     std::shared_ptr<MappedFile> file_;
     WindowHeader params_;
