@@ -799,11 +799,19 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     check_sig(ctx, meta, sig);
     const std::string answer_name = text(answer_key);
     if (const Kept* kept = kept_answer(ctx, answer_name)) {
+        // Kept as answer|generation|epoch (below): a re-sender learns the
+        // generation and the meta's making the lost reply named, as its
+        // first send would have.
+        const std::string_view all(kept->answer.data(), kept->answer.size());
+        const std::size_t bar = all.find('|'), bar2 = bar == all.npos ? all.npos : all.find('|', bar + 1);
+        const std::string_view got = bar2 == all.npos ? all : all.substr(0, bar);
+        const std::string_view gen = bar2 == all.npos ? std::string_view("-1") : all.substr(bar + 1, bar2 - bar - 1);
+        const std::string_view made_at = bar2 == all.npos ? std::string_view() : all.substr(bar2 + 1);
         ReplyWithArray(ctx, 4);
-        ReplyWithStringBuffer(ctx, kept->answer.data(), kept->answer.size());
+        ReplyWithStringBuffer(ctx, got.data(), got.size());
         ReplyWithLongLong(ctx, -1);
-        ReplyWithStringBuffer(ctx, "-1", 2);
-        return ReplyWithStringBuffer(ctx, "", 0);
+        ReplyWithStringBuffer(ctx, gen.data(), gen.size());
+        return ReplyWithStringBuffer(ctx, made_at.data(), made_at.size());
     }
     Ring r(ctx, meta, argv + 3, ring, size, span, at);
     const long long c = r.c;
@@ -907,7 +915,7 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
         throw;
     }
     replicate();
-    keep_answer(ctx, answer_name, answer, ttl);
+    keep_answer(ctx, answer_name, answer + "|" + number + "|" + epoch, ttl);
     ReplyWithArray(ctx, 4);
     ReplyWithStringBuffer(ctx, answer.data(), answer.size());
     ReplyWithLongLong(ctx, count);

@@ -251,7 +251,12 @@ _WINDOW_ADD = Script(_WINDOW_PRELUDE + r"""
 local e = meta_error(ARGV[9])
 if e then return e end
 local kept = redis.call('GET', KEYS[2])
-if kept then return {kept, -1, '-1', ''} end
+if kept then
+  -- kept as answer|generation|epoch: the re-sender learns what the lost reply said
+  local a, g, ep = string.match(kept, '^([^|]*)|(-?%d+)|(.*)$')
+  if a then return {a, -1, g, ep} end
+  return {kept, -1, '-1', ''}
+end
 local size, span, ring = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local c, numbers, lost = now_and_ring(3, ring, span)
 if lost then return redis.error_reply('MISSING ' .. lost) end
@@ -359,7 +364,7 @@ while done < keys do
 end
 local answer = table.concat(out)
 local count = redis.call('HINCRBY', cg, 'count', added)
-redis.call('SET', KEYS[2], answer, 'PX', ARGV[1])
+redis.call('SET', KEYS[2], answer .. '|' .. fmt(c) .. '|' .. epoch, 'PX', ARGV[1])
 return {answer, count, fmt(c), epoch}
 """)
 

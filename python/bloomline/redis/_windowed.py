@@ -75,6 +75,7 @@ from __future__ import annotations
 import math
 import secrets
 import warnings
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
@@ -117,11 +118,30 @@ MARGIN_MS = 1_000
 META_VERSION = 2  # 2: the meta carries an ident, and sig ends in it
 _REDIS_MAX_BITS = 2**32  # one generation is one Redis string (512 MB at most)
 
-# KEYS: meta    ARGV: life_ms, then field, value, ... The meta made where
-# there is none (with the life of one ring), and what is there returned.
+# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G    ARGV: life_ms, span, ring,
+# then field, value, ... The meta made where there is none (with the life of
+# one ring), and what is there returned. A meta gone while a generation of
+# its ring lives (or bits whose number is gone) was lost, not expired with an
+# idle ring: refused as an add refuses it (MISSING), never made again here.
 _CLAIM = Script("""
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+  local span, ring = tonumber(ARGV[2]), tonumber(ARGV[3])
+  local t = redis.call('TIME')
+  local c = math.floor((tonumber(t[1]) + tonumber(t[2]) / 1000000) / span)
+  local numbers = {}
+  for i = 0, ring - 1 do
+    local n = redis.call('HGET', KEYS[2 + ring + i], 'number')
+    if n then
+      numbers[i] = tonumber(n)
+      if numbers[i] > c then c = numbers[i] end
+    elseif redis.call('EXISTS', KEYS[2 + i]) == 1 then
+      return redis.error_reply('MISSING ' .. KEYS[1])
+    end
+  end
+  for i = 0, ring - 1 do
+    if numbers[i] and numbers[i] > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
+  end
+  redis.call('HSET', KEYS[1], unpack(ARGV, 4))
   local t = redis.call('TIME')  -- epoch: this meta's making (_plain.py's add checks it)
   redis.call('HSET', KEYS[1], 'epoch', t[1] .. '.' .. t[2])
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
@@ -213,7 +233,12 @@ class RedisWindowedFilter:
         self._what = f"the windowed filter at {key!r}"
         meta = f"{base}:meta"
         life_ms = math.ceil((g + 1) * (window_s / g) * 1000) + MARGIN_MS
-        stored = as_dict(self._sender.script(_CLAIM, [meta], [life_ms, *_flat(fields)]))
+        bits, gens = (tuple(f"{base}:w:{what}:{i}" for i in range(g + 1)) for what in ("bits", "gen"))
+        try:
+            stored = as_dict(self._sender.script(_CLAIM, [meta, *bits, *gens],
+                                                 [life_ms, repr(window_s / g), g + 1, *_flat(fields)]))
+        except _redis.ResponseError as e:
+            raise self._error(e) from None
         _check(key, stored, fields)
         self._b = window_backend(backend, client, key, recorded=stored.get("backend"))  # the one it was made with
         fields["backend"] = self._b.name
@@ -221,10 +246,8 @@ class RedisWindowedFilter:
             raise ValueError(f"the windowed filter at key {self._key!r} was made by another version of bloomline "
                              f"(meta version {stored.get('version', '?')}, this one {META_VERSION}): delete it first")
         fields["ident"], fields["sig"] = stored["ident"], str(stored["sig"])
-        self._w = WindowKeys(
-            key, meta, tuple(f"{base}:w:bits:{i}" for i in range(g + 1)),
-            tuple(f"{base}:w:gen:{i}" for i in range(g + 1)), params.num_bits, params.num_hashes, layout, seed,
-            nbytes, window_s / g, MARGIN_MS, str(fields["sig"]), _flat(fields))
+        self._w = WindowKeys(key, meta, bits, gens, params.num_bits, params.num_hashes, layout, seed, nbytes,
+                             window_s / g, MARGIN_MS, str(fields["sig"]), _flat(fields))
         self._answers = f"{base}:ans:"
         self._warned: set[int] = set()  # generations that warned of their capacity
         # The newest generation this handle added to: while it lives, its slot
@@ -270,10 +293,10 @@ class RedisWindowedFilter:
             answer, count, gen, epoch = reply
             out.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
             counts[int(gen)] = max(counts.get(int(gen), 0), int(count))
-            if int(gen) >= self._newest and epoch:  # (a kept answer says neither)
+            if int(gen) >= self._newest and epoch:  # (an answer kept by an older version says neither)
                 self._newest, self._epoch = int(gen), epoch.decode() if isinstance(epoch, bytes) else str(epoch)
 
-    def _add(self, parts: list[Part], n: int) -> AddOutcome:
+    def _add(self, parts: Iterable[Part], n: int) -> AddOutcome:
         """Send an add's parts (none after a failed window); its outcome."""
         self._sender.forget_writes()
         out = AddOutcome(np.zeros(n, dtype=np.uint8))
@@ -314,9 +337,11 @@ class RedisWindowedFilter:
         cannot be survived raises with ``new`` and ``unknown``."""
         hashed, valid = _core.hash_valid(keys, self._w.seed, nulls=nulls)
         batch, ttl = batch_ids.next(), self._sender.answer_ttl_ms
-        parts = [Part([self._b.window_add_job(self._w, f"{self._answers}{batch}.{c}", ttl, bool(refresh), body,
+        # (a generator: each window's commands are made once the one before
+        # it has settled, so they carry the generation and meta it added under)
+        parts = (Part([self._b.window_add_job(self._w, f"{self._answers}{batch}.{c}", ttl, bool(refresh), body,
                                               count, self._newest, self._epoch)], idx)
-                 for c, idx, body, count in self._chunks(hashed, self._b.window_form_add)]
+                 for c, idx, body, count in self._chunks(hashed, self._b.window_form_add))
         out = self._add(parts, len(hashed))
         self._replicated(out, bool(refresh))
         out.raise_error(valid)

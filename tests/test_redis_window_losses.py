@@ -1,0 +1,105 @@
+"""RedisWindowedFilter when its keys are lost while a generation lives
+(evicted, deleted): every handle that could report a key new a second time
+raises MissingKeyError instead, on both backends that keep one. The cases
+here are those a hostile read found slipping past the adds' own checks: a
+handle attaching after the meta alone was lost, a handle whose first reply
+came from a kept answer, and a batch the filter was lost in the middle of."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+redis = pytest.importorskip("redis")
+import bloomline.redis._backend as _backend  # noqa: E402
+import bloomline.redis._windowed as _windowed  # noqa: E402
+from bloomline.redis import MissingKeyError, RedisWindowedFilter  # noqa: E402
+
+from conftest import FaultProxy, RedisServer, module_args  # noqa: E402
+
+LOST = r"'\{%s\}:meta', a key of the windowed filter at '%s', is gone while a generation of the filter lives"
+
+
+@pytest.fixture(params=["plain", "module"])
+def window_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    server = RedisServer(tmp_path_factory.mktemp("redis"), *module_args(str(request.param)))
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("also", ["meta only", "meta and the current generation"])
+def test_a_handle_attaching_after_the_meta_was_lost_is_refused(window_server: Any, also: str) -> None:
+    """The meta gone while the ring lives (with the current generation too:
+    an older one is left): a new handle is not told "made" (its adds would
+    start afresh, and one with other parameters would attach unchecked),
+    whatever parameters it asks for."""
+    r = redis.Redis.from_url(window_server.url)
+    window, generations = 6.0, 2  # a generation every 3 s
+    f = RedisWindowedFilter(r, "crawl", 1000, 0.01, window=window, generations=generations)
+    assert f.add_many([f"old{i}" for i in range(100)]).all()
+    first = f.current_generation
+    deadline = time.monotonic() + 10
+    while f.current_generation == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert f.add_many([f"cur{i}" for i in range(100)]).all() and f.current_generation == first + 1
+    place = f.current_generation % (generations + 1)
+    lost = ["{crawl}:meta"] + ([] if also == "meta only" else [f"{{crawl}}:w:bits:{place}", f"{{crawl}}:w:gen:{place}"])
+    r.delete(*lost)
+    for kwargs in ({}, {"seed": 1}, {"window": 2 * window}):
+        with pytest.raises(MissingKeyError, match=LOST % ("crawl", "crawl")):
+            RedisWindowedFilter(r, "crawl", 1000, 0.01, **{"window": window, "generations": generations, **kwargs})
+    with pytest.raises(MissingKeyError):
+        f.add("old0")
+    f.delete()  # the way to start over, as the error says
+    assert RedisWindowedFilter(r, "crawl", 1000, 0.01, window=window, generations=generations).add("old0") is True
+
+
+def test_a_reply_from_a_kept_answer_still_binds_the_handle_to_its_filter(window_server: Any) -> None:
+    """A handle whose first add came back from the kept answer (its reply
+    lost, the re-send answered) knows the generation and the meta it added
+    under, so a filter lost and made again after it is refused, not read as
+    a fresh start."""
+    RedisWindowedFilter(window_server.url, "warm", 1000, 0.01, window=60, generations=2).add("x")  # scripts cached
+    proxy = FaultProxy(window_server.port, "cut_after", match=b":ans:", limit=1)
+    try:
+        f = RedisWindowedFilter(f"redis://127.0.0.1:{proxy.port}/0", "kept", 1000, 0.01, window=3600, generations=4)
+        assert f.add_many(["a", "b"]).tolist() == [True, True]
+        assert proxy.faults == 1 and f._sender.stats["resent"] == 1
+        r = redis.Redis.from_url(window_server.url)
+        r.delete(*f.redis_keys())  # the filter lost whole while its generation lives
+        with pytest.raises(MissingKeyError, match=LOST % ("kept", "kept")):
+            f.add_many(["a", "b"])
+    finally:
+        proxy.close()
+
+
+def test_a_filter_lost_between_two_windows_of_one_batch_raises(window_server: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each window of a batch's commands carries the generation and meta
+    the windows before it added under: the filter deleted between two of
+    them raises, where the second would have made it again and called a key
+    of both halves new twice."""
+    r = redis.Redis.from_url(window_server.url)
+    f = RedisWindowedFilter(r, "halves", 100_000, 0.01, window=3600, generations=4)
+    step = f._b.window_chunk_keys(f._w)
+    monkeypatch.setattr(_backend, "WINDOW_BYTES", 1)  # every command its own window
+    sent = _windowed._send
+    calls = [0]
+
+    def send_then_lose(sender: Any, jobs: list[Any]) -> list[Any]:
+        out = sent(sender, jobs)
+        calls[0] += 1
+        if calls[0] == 1:
+            r.delete(*f.redis_keys())  # evicted whole between the batch's two windows
+        return out
+
+    monkeypatch.setattr(_windowed, "_send", send_then_lose)
+    keys = [f"u{i}" for i in range(step)] + ["u0"]  # u0 at the first place of both commands
+    with pytest.raises(MissingKeyError, match=LOST % ("halves", "halves")) as raised:
+        f.add_many(keys, refresh=False)
+    assert calls[0] == 2
+    assert raised.value.new is not None and raised.value.new[0] and not raised.value.new[-1]
+    with pytest.raises(MissingKeyError):
+        f.add("u1")
