@@ -22,8 +22,8 @@ from .._units import count, format_bytes
 from ._errors import PROG, CliError, UsageError
 from ._input import (BLOCK, Interrupt, LineBlocks, Progress, ReadAhead, count_lines, filter_bytes, input_name, input_stat,
                      open_filter, regular_inputs, what_it_is)
-from ._output import (OutputError, WriteBehind, check_output, note, refuse_same_file, stdout_is_regular, write_all,
-                      write_filter)
+from ._output import (OutputError, WriteBehind, check_output, holding_state, note, refuse_same_file, stdout_is_regular,
+                      write_all, write_filter)
 
 
 DEDUP_CAPACITY = 10_000_000
@@ -158,8 +158,14 @@ def _redis_errors(exc: Exception) -> CliError | None:
 def cmd_dedup(args: argparse.Namespace) -> int:
     refuse_same_file("dedup", [("--state", args.state)] * bool(args.state) + [("stdout", "-")],
                      args.files or ["-"])
-    if args.state:
-        check_output(args.state)
+    if not args.state:
+        return _dedup(args)
+    check_output(args.state)
+    with holding_state(args.state):  # (from its load to its save: one run at a time)
+        return _dedup(args)
+
+
+def _dedup(args: argparse.Namespace) -> int:
     f = _dedup_filter(args)
     read = written = 0
     expected_fp = 0.0

@@ -5,7 +5,9 @@ saving would refuse at the end)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import io
 import os
 import queue
@@ -13,7 +15,7 @@ import select
 import stat
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .. import _core
@@ -214,6 +216,34 @@ def check_output(path: str) -> None:
         _core.AtomicWriter.check(path)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def holding_state(path: str) -> Iterator[None]:
+    """--state held by this run from its load to its save. Two runs on one
+    state at once would each start from the same filter, and the second to
+    save would drop the lines only the first wrote (a rerun would print them
+    again): the second is refused. The lock is flock(2) on '<state>.lock'
+    beside the file the state resolves to, kept between runs: the kernel lets
+    go of it when its process ends, so a killed run leaves nothing to clean."""
+    if not _saved_atomically(path):
+        yield
+        return
+    lock = os.path.realpath(path) + ".lock"
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise CliError(f"cannot lock --state {path!r}: {lock!r}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CliError(f"--state {path!r} is in use by another {PROG} run (it holds {lock!r}): two runs on one "
+                           "state at once would each save without the other's lines. Run them one after the "
+                           "other, or give each its own --state") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def write_filter(f: Any, path: str) -> None:
