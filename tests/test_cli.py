@@ -158,6 +158,26 @@ def test_dedup_window_drops_only_lines_seen_within_it(tmp_path: Path) -> None:
     assert w.window == 7 * day and "x" in w
 
 
+def test_dedup_state_in_the_shared_form_stays_shared(tmp_path: Path) -> None:
+    """A windowed state saved with shared=True (the ring form worker
+    processes map) is saved in that form again: a compact rewrite would
+    leave the workers unable to open it."""
+    state = tmp_path / "ring.blf"
+    w = bloomline.WindowedBloomFilter(1000, 0.01, window=7 * 86400, clock=lambda: 100.0)
+    w.add("a")
+    w.save(state, shared=True)
+    assert bloomline.read_header(state.read_bytes())["shared"] is True
+    r = run("dedup", "-q", "--state", str(state), "--now", "200", stdin=b"a\nb\n")
+    assert r.returncode == 0 and r.stdout == b"b\n", r.stderr
+    assert bloomline.read_header(state.read_bytes())["shared"] is True
+    with bloomline.WindowedBloomFilter.open(state, "r+", clock=lambda: 300.0) as mapped:
+        assert "a" in mapped and "b" in mapped and "c" not in mapped
+    compact = tmp_path / "compact.blf"
+    w.save(compact)
+    assert run("dedup", "-q", "--state", str(compact), "--now", "200", stdin=b"b\n").returncode == 0
+    assert bloomline.read_header(compact.read_bytes())["shared"] is False
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -55,6 +55,7 @@ void register_persistence(py::module_& m) {
             } else if (h.kind == Kind::windowed) {
                 d["generations"] = h.num_hashes;
                 d["window"] = window_seconds(h);
+                d["shared"] = (h.flags & kFlagRing) != 0;  // the ring form, save(shared=True): open(path, "r+") maps it
             } else {
                 d["fill"] = h.fill;
             }

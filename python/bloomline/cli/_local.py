@@ -127,6 +127,8 @@ def _open_state(args: argparse.Namespace) -> Filter:
     f: Filter = open_filter(args.state, data)
     if is_windowed(f):
         f = windowed_kind().from_bytes(data, clock=_clock(args))
+        # (saved in the form it was found in: a ring that processes map stays one they can map)
+        args.state_shared = bool(read_header(data).get("shared"))
         for option, given, kept in (("--window", args.window, f.window), ("--generations", args.generations,
                                                                           f.generations)):
             if given is not None and given != kept:
@@ -231,7 +233,7 @@ def _dedup(args: argparse.Namespace) -> int:
                 behind.close()
         progress.done()
         if args.state:
-            write_filter(f, args.state)
+            write_filter(f, args.state, shared=getattr(args, "state_shared", False))
     if not args.quiet:
         sys.stderr.write(
             f"{PROG} dedup: {count(read, 'line')} read, {written:,} written, {read - written:,} dropped as seen "

@@ -246,9 +246,10 @@ def holding_state(path: str) -> Iterator[None]:
         os.close(fd)
 
 
-def write_filter(f: Any, path: str) -> None:
+def write_filter(f: Any, path: str, *, shared: bool = False) -> None:
     """Save f to path: atomically through the filters' own save (the one
-    atomic writer, with its refusals) or straight through (_saved_atomically)."""
+    atomic writer, with its refusals) or straight through (_saved_atomically).
+    shared: a windowed filter's ring form (save(path, shared=True)), to a file."""
     if path == "-":
         write_all(f.to_bytes())
     elif not _saved_atomically(path):
@@ -256,6 +257,6 @@ def write_filter(f: Any, path: str) -> None:
             out_file.write(f.to_bytes())
     else:
         try:
-            f.save(path)
+            f.save(path, **({"shared": True} if shared else {}))
         except ValueError as exc:  # mapped for writing by another handle
             raise CliError(str(exc)) from None
