@@ -66,3 +66,36 @@ def test_pickle_keeps_queue_and_filter() -> None:
 def test_bad_filter_type() -> None:
     with pytest.raises(TypeError, match="seen must be a BloomFilter or ScalableBloomFilter, got set"):
         DedupQueue(set())  # type: ignore[arg-type]
+
+
+
+def test_a_pickle_taken_while_another_thread_pushes_holds_each_key_queued_or_unseen() -> None:
+    """A key's add to the seen-set and its place in the queue are one step:
+    a checkpoint taken while a push is between the two waits for it, and
+    never holds a key seen but not queued (never crawled after a restore)."""
+    import threading
+
+    added, go = threading.Event(), threading.Event()
+
+    class Stalling(ScalableBloomFilter):
+        def add(self, key: object) -> bool:  # type: ignore[override]
+            new = super().add(key)  # type: ignore[arg-type]
+            if key == "stall":
+                added.set()
+                go.wait(timeout=30)  # the push stops here, between its add and its place in the queue
+            return new
+
+    q = DedupQueue(Stalling(1000, 0.001))
+    q.push("first")
+    pusher = threading.Thread(target=q.push, args=("stall",))
+    pusher.start()
+    assert added.wait(timeout=30)
+    taken: list[bytes] = []
+    checkpoint = threading.Thread(target=lambda: taken.append(pickle.dumps(q)))
+    checkpoint.start()
+    checkpoint.join(timeout=0.5)
+    go.set()
+    pusher.join(timeout=30)
+    checkpoint.join(timeout=30)
+    r = pickle.loads(taken[0])
+    assert list(r) == ["first", "stall"] and r.seen("stall")

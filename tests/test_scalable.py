@@ -219,3 +219,54 @@ def test_an_empty_chain_is_false() -> None:
     assert not chain
     chain.add("a")
     assert chain
+
+
+def _exports_load(chain: ScalableBloomFilter, path: Path) -> None:
+    """Every export of chain reads back, with its keys."""
+    chain.save(path)
+    for back in (ScalableBloomFilter.from_bytes(chain.to_bytes()), ScalableBloomFilter.load(path),
+                 pickle.loads(pickle.dumps(chain)), chain.copy()):
+        assert back == chain or back.num_stages == chain.num_stages
+
+
+def test_a_union_of_overlapping_chains_saves_a_file_that_loads(tmp_path: Path) -> None:
+    """A stage's count after |= is what its bits say, which overlapping keys
+    push past its capacity: it is capped there (the format refuses more),
+    so every export loads, and the union holds both chains' keys."""
+    a, b = ScalableBloomFilter(100), ScalableBloomFilter(100)
+    a.add_many(range(500))
+    b.add_many(range(400, 900))
+    union = a | b
+    assert all(c <= s.capacity for c, s in zip(union._stage_counts, union.stages))
+    _exports_load(union, tmp_path / "union.blf")
+    a |= b
+    _exports_load(a, tmp_path / "a.blf")
+    assert a.contains_many(list(range(900))).all() and (a | b).contains_many(list(range(900))).all()
+
+
+def test_a_directory_chain_resumed_after_kill_9_saves_a_file_that_loads(tmp_path: Path) -> None:
+    """A stage file repaired after its writer was killed counts what its
+    bits say, which can pass the stage's capacity: the resumed chain caps
+    it, so its exports load."""
+    import signal
+    import subprocess
+    import sys
+
+    child = (
+        "import os, signal, bloomline\n"
+        "from bloomline.scalable import DirectoryStages\n"
+        f"s = bloomline.ScalableBloomFilter(1000, 0.01, store=DirectoryStages({str(tmp_path / 'stages')!r}))\n"
+        "s.add_many([f'k{i}' for i in range(20000)])\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", child], timeout=120, check=False)
+    assert killed.returncode == -signal.SIGKILL
+    from bloomline.scalable import DirectoryStages
+
+    s = ScalableBloomFilter(1000, 0.01, store=DirectoryStages(tmp_path / "stages"))
+    try:
+        assert s.contains_many([f"k{i}" for i in range(20000)]).all()
+        assert all(c <= st.capacity for c, st in zip(s._stage_counts, s.stages))
+        _exports_load(s, tmp_path / "saved.blf")
+    finally:
+        s.close()

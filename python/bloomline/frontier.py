@@ -9,6 +9,7 @@ URLs); a URL is never enqueued twice.
 from __future__ import annotations
 
 import collections
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any, Hashable, Union
 
@@ -55,6 +56,10 @@ class DedupQueue:
             raise TypeError(f"seen must be a BloomFilter or ScalableBloomFilter, got {type(seen).__name__}")
         self._seen: Seen = seen
         self._queue: collections.deque[Any] = collections.deque()
+        # A key's add to the seen-set and its place in the queue are one step
+        # for other threads: a pickle taken between them would hold a key
+        # seen but never queued (never crawled after a restore).
+        self._lock = threading.Lock()
 
     @property
     def filter(self) -> Seen:
@@ -63,24 +68,27 @@ class DedupQueue:
 
     def push(self, key: Hashable) -> bool:
         """Enqueue key if it was never seen; return whether it was enqueued."""
-        if not self._seen.add(key):  # type: ignore[arg-type]  # the filter names the types it takes
-            return False
-        self._queue.append(key)
-        return True
+        with self._lock:
+            if not self._seen.add(key):  # type: ignore[arg-type]  # the filter names the types it takes
+                return False
+            self._queue.append(key)
+            return True
 
     def push_many(self, keys: Iterable[Any]) -> int:
         """Enqueue, in order, each key never seen (a repeat inside keys counts
         once). Returns how many were enqueued."""
         items = list(keys)
-        new = self._seen.add_many(items)
-        fresh = [k for k, is_new in zip(items, new.tolist()) if is_new]
-        self._queue.extend(fresh)
+        with self._lock:
+            new = self._seen.add_many(items)
+            fresh = [k for k, is_new in zip(items, new.tolist()) if is_new]
+            self._queue.extend(fresh)
         return len(fresh)
 
     def pop(self) -> Any:
         """The oldest enqueued key (IndexError when empty)."""
         try:
-            return self._queue.popleft()
+            with self._lock:
+                return self._queue.popleft()
         except IndexError:
             raise IndexError("pop from an empty DedupQueue") from None
 
@@ -99,7 +107,8 @@ class DedupQueue:
         return iter(list(self._queue))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"seen": self._seen.to_bytes(), "queue": list(self._queue)}
+        with self._lock:  # (the seen-set and the queue as of one moment)
+            return {"seen": self._seen.to_bytes(), "queue": list(self._queue)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         seen = from_bytes(state["seen"])
@@ -107,6 +116,7 @@ class DedupQueue:
             raise ValueError(f"a DedupQueue's filter must be a BloomFilter or ScalableBloomFilter, got {type(seen).__name__}")
         self._seen = seen
         self._queue = collections.deque(state["queue"])
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<DedupQueue queued={len(self._queue)} seen~{round(self._seen.approx_count)} filter={type(self._seen).__name__}>"

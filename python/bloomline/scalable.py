@@ -277,7 +277,10 @@ class ScalableBloomFilter(_ChainFacts):
         for i, (stage, count) in enumerate(self._store.stages()):
             self._check_stage(i, stage)
             stages.append(stage)
-            counts.append(count)
+            # (a file repaired after a writer was killed counts at least what
+            # its bits say, which may pass the stage's capacity: the chain's
+            # count is capped there, as its format requires, and the stage is full)
+            counts.append(min(count, stage.capacity or count))
         # Only a complete read replaces the chain: a store's error (a missing
         # key, a cut) leaves the stages this object had, so a caller that
         # catches it can go on calling.
@@ -422,8 +425,8 @@ class ScalableBloomFilter(_ChainFacts):
         """Stage i becomes the union of both chains' stage i; stages only the
         other chain has are added as copies (chains grown to different
         lengths unite, as pybloom-live's do). A stage's count becomes what
-        its bits say (insert_count after |=), so the next add starts a new
-        stage when a united last stage is full."""
+        its bits say (insert_count after |=), at most its capacity, so the
+        next add starts a new stage when a united last stage is full."""
         self._check_same_rule(other)
         if self._shared is not None:
             raise ValueError("a chain whose store is shared by several processes (RedisStages) is not united in "
@@ -433,7 +436,7 @@ class ScalableBloomFilter(_ChainFacts):
         for i, stage in enumerate(theirs):
             mine = self._stages[i] if i < len(self._stages) else self._new_stage()
             mine |= stage
-            self._counts[i] = mine.insert_count
+            self._counts[i] = min(mine.insert_count, mine.capacity or mine.insert_count)  # (as _reload caps it)
 
     def __or__(self, other: object) -> ScalableBloomFilter:
         """The union, stage by stage (see __ior__), in memory whatever the

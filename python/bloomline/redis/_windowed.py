@@ -75,7 +75,7 @@ from __future__ import annotations
 import math
 import secrets
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
@@ -148,6 +148,14 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 return redis.call('HGETALL', KEYS[1])
 """)
+
+def _claim(sender: Sender, keys: list[str], args: list[Any], error: Callable[[Exception], Exception]) -> dict[str, str]:
+    """What _CLAIM leaves in the meta; its refusal (MISSING) raised as error() makes it."""
+    try:
+        return as_dict(sender.script(_CLAIM, keys, args))
+    except _redis.ResponseError as e:
+        raise error(e) from None
+
 
 # The parameters an attaching handle must match, in the meta's words.
 _COMPARED = ("kind", "capacity", "error_rate", "window", "generations", "layout", "seed")
@@ -234,11 +242,8 @@ class RedisWindowedFilter:
         meta = f"{base}:meta"
         life_ms = math.ceil((g + 1) * (window_s / g) * 1000) + MARGIN_MS
         bits, gens = (tuple(f"{base}:w:{what}:{i}" for i in range(g + 1)) for what in ("bits", "gen"))
-        try:
-            stored = as_dict(self._sender.script(_CLAIM, [meta, *bits, *gens],
-                                                 [life_ms, repr(window_s / g), g + 1, *_flat(fields)]))
-        except _redis.ResponseError as e:
-            raise self._error(e) from None
+        stored = _claim(self._sender, [meta, *bits, *gens], [life_ms, repr(window_s / g), g + 1, *_flat(fields)],
+                        self._error)
         _check(key, stored, fields)
         self._b = window_backend(backend, client, key, recorded=stored.get("backend"))  # the one it was made with
         fields["backend"] = self._b.name
@@ -337,8 +342,7 @@ class RedisWindowedFilter:
         cannot be survived raises with ``new`` and ``unknown``."""
         hashed, valid = _core.hash_valid(keys, self._w.seed, nulls=nulls)
         batch, ttl = batch_ids.next(), self._sender.answer_ttl_ms
-        # (a generator: each window's commands are made once the one before
-        # it has settled, so they carry the generation and meta it added under)
+        # (made as sent: a window's commands carry the generation and meta the windows before it added under)
         parts = (Part([self._b.window_add_job(self._w, f"{self._answers}{batch}.{c}", ttl, bool(refresh), body,
                                               count, self._newest, self._epoch)], idx)
                  for c, idx, body, count in self._chunks(hashed, self._b.window_form_add))
