@@ -96,6 +96,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from scrapy.http import Request
 from scrapy.utils.job import job_dir
+from scrapy.utils.misc import load_object
 
 from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter
 from ..windowed import WindowedBloomFilter
@@ -103,7 +104,7 @@ from ._base import _DupeFilter
 from ._crawl import _Refused
 from ._redis_filter import RedisBloomDupeFilter
 from ._settings import _Config, _mismatch
-from .journal import JOURNAL_NAME
+from .journal import JOURNAL_HEAD_BYTES, JOURNAL_NAME
 
 # Names this module held before the package was split, still importable from here.
 from ._crawl import REASON_JOBDIR as REASON_JOBDIR, REASON_REDIS as REASON_REDIS
@@ -209,6 +210,7 @@ class BloomDupeFilter(_DupeFilter):
     def _build(cls, settings: Any, crawler: Any) -> BloomDupeFilter:
         path = job_dir(settings)
         try:
+            _check_journal_kept(path, settings)
             try:
                 config = _Config(settings)
                 self = cls(path, config.debug, fingerprinter=getattr(crawler, "request_fingerprinter", None),
@@ -261,6 +263,25 @@ class BloomDupeFilter(_DupeFilter):
                     self._save_recrawl()
             else:
                 self.seen.close()
+
+
+def _check_journal_kept(path: Optional[str], settings: Any) -> None:
+    """JOBDIR's request journal, holding pending requests, is resumed only
+    by JournalScheduler: under another scheduler they would be recorded as
+    seen and never fetched (refused, naming the setting). A journal of a
+    crawl that finished holds its magic only."""
+    journal = Path(path or ".") / JOURNAL_NAME
+    try:
+        pending = path is not None and journal.stat().st_size > JOURNAL_HEAD_BYTES
+    except OSError:
+        return
+    scheduler = settings.get("SCHEDULER")
+    if pending and not getattr(load_object(scheduler) if isinstance(scheduler, str) else scheduler,
+                               "keeps_journal", False):
+        raise _Refused(REASON_SETTINGS, f"JOBDIR {path!r} holds the pending requests of JournalScheduler "
+                                        f"({journal}), which SCHEDULER {scheduler!r} does not read: set SCHEDULER = "
+                                        "'bloomline.scrapy.JournalScheduler' as that crawl did until it finishes, or "
+                                        "start this crawl with a new JOBDIR")
 
 
 def _jobdir_refusal(path: Optional[str], error: Exception, recrawl: bool = False) -> _Refused:

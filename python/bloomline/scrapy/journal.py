@@ -65,6 +65,7 @@ logger = logging.getLogger(__name__)
 JOURNAL_NAME = "requests.journal"
 JOURNAL_META_ID = "bloomline_journal_id"  # request.meta key of a request handed out by pop()
 _MAGIC = b"BLMJRNL2"
+JOURNAL_HEAD_BYTES = len(_MAGIC)  # a journal of this size holds no request
 _MARKER = b"\xb1JRN"
 # marker, type u8, reserved u8, fingerprint length u16, payload length u32,
 # CRC-32 of the body u32, serial u64, priority i64, CRC-32 of bytes 0..31 u32

@@ -4,7 +4,9 @@ JOBDIR queue that survives kill -9 (the journal: journal.py)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import inspect
+import json
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -17,7 +19,7 @@ from scrapy.http import Request, Response
 from scrapy.utils.misc import arg_to_iter
 from twisted.python.failure import Failure
 
-from ._crawl import REASON_JOBDIR, _CrawlStop, _Refused, call_later
+from ._crawl import REASON_JOBDIR, REASON_SETTINGS, _CrawlStop, _Refused, call_later
 from .dupefilter import BloomDupeFilter
 from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalError, JournalUnwritable, RequestJournal
 
@@ -36,7 +38,10 @@ request_yielded = object()
 
 #: The finish reason of a crawl whose request journal could not be written.
 REASON_JOURNAL = "bloomline_journal_unwritable"
+#: The finish reason of a crawl whose JOBDIR another crawl is using.
+REASON_IN_USE = "bloomline_jobdir_in_use"
 RESERVE_NAME = JOURNAL_NAME + ".reserve"
+LOCK_NAME = JOURNAL_NAME + ".lock"
 RESERVE_BYTES = 64 << 10
 
 _MIDDLEWARE = "bloomline.scrapy.JournalDoneMiddleware"
@@ -85,6 +90,9 @@ class JournalScheduler(Scheduler):
 
     fifo = False
     """True when SCHEDULER_DISK_QUEUE names a FIFO queue: requests of one priority leave in the order they came."""
+    keeps_journal = True  # (read by BloomDupeFilter: a JOBDIR's journal is resumed only by this scheduler)
+    _lock: Optional[int] = None  # JOBDIR's lock, held from open to close
+    _warned_memory = False  # a request kept in memory only was logged
     _refusal: Optional[_CrawlStop] = None  # the journal cannot be read: the crawl stops at its start
     _failure: Optional[_CrawlStop] = None  # the journal could not be written: the crawl stops
     _reserve: Optional[Path] = None
@@ -108,6 +116,10 @@ class JournalScheduler(Scheduler):
             if isinstance(df, BloomDupeFilter):
                 fingerprint_of, on_fingerprint = df.fingerprinter.fingerprint, df.record_fingerprint
             path = Path(self.dqdir, JOURNAL_NAME)
+            refused = self._hold_jobdir(df)
+            if refused is not None:
+                self._refusal = _JournalRefusal(self.crawler, refused)
+                return result
             try:
                 self._reserve = _keep_reserve(Path(self.dqdir, RESERVE_NAME))
                 journal = RequestJournal(path, spider, fifo=self.fifo, fingerprint_of=fingerprint_of,
@@ -138,7 +150,47 @@ class JournalScheduler(Scheduler):
                 self._journal_failed(e, closing=True)
         # (after the journal: its room is for what Scrapy writes to JOBDIR at close)
         self._release_reserve()
-        return self.df.close(reason)
+        try:
+            return self.df.close(reason)
+        finally:
+            self._release_lock()
+
+    def _hold_jobdir(self, df: Any) -> Optional[_Refused]:
+        """Take JOBDIR for this crawl (flock on requests.journal.lock, held
+        to close; the kernel lets go of it when the process dies), or the
+        refusal that stops it. Two crawls on one JOBDIR would each rewrite
+        the journal the other appends to, and record in one filter requests
+        only one journal keeps: seen, never fetched. JOBDIR's pending
+        requests of Scrapy's own scheduler are not read here, and a
+        dupefilter's own request_seen would not be called: both refused."""
+        assert self.dqdir is not None
+        jobdir = self.dqdir
+        if type(df).request_seen is not BloomDupeFilter.request_seen and isinstance(df, BloomDupeFilter):
+            return _Refused(REASON_SETTINGS, f"JournalScheduler records fingerprints itself, after the journal: "
+                                             f"DUPEFILTER_CLASS {type(df).__name__} overrides request_seen, which it "
+                                             "would not call. Override request_fingerprint (or give a "
+                                             "REQUEST_FINGERPRINTER_CLASS) instead, or use Scrapy's scheduler")
+        queue_state = Path(jobdir, "requests.queue", "active.json")
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(queue_state.read_text()):
+                return _Refused(REASON_SETTINGS, f"JOBDIR {jobdir!r} holds the pending requests of Scrapy's own "
+                                                 f"scheduler ({queue_state.parent}), which JournalScheduler does "
+                                                 "not read: resume it without SCHEDULER set until it finishes, or "
+                                                 "start this crawl with a new JOBDIR")
+        fd = os.open(Path(jobdir, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return _Refused(REASON_IN_USE, f"JOBDIR {jobdir!r} is in use by another crawl (it holds {LOCK_NAME}): "
+                                           "two crawls on one JOBDIR would lose requests. Give each its own JOBDIR")
+        self._lock = fd
+        return None
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     def enqueue_request(self, request: Request) -> bool:
         """Schedule a request unless the dupefilter drops it; True when scheduled. With a JOBDIR it is journaled before its fingerprint is recorded."""
@@ -181,6 +233,13 @@ class JournalScheduler(Scheduler):
         else:  # unserializable: Scrapy's memory queue, logged and counted by _dqpush
             self._mqpush(request)
             self.stats.inc_value("scheduler/enqueued/memory")
+            if not self._warned_memory:  # (said always, once: a kill loses it, and the journal cannot say so)
+                self._warned_memory = True
+                logger.warning("JournalScheduler: %(request)s cannot be serialized (a callback that is not a spider "
+                               "method, or meta that pickle refuses), so it is kept in memory only: if the crawl is "
+                               "killed before it is fetched, it is lost, as the page that yielded it is finished. "
+                               "scheduler/enqueued/memory counts such requests", {"request": request},
+                               extra={"spider": self.spider})
         df.record_fingerprint(fp)
         self.stats.inc_value("scheduler/enqueued")
         return True
