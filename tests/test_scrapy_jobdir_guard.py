@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,3 +83,25 @@ def test_journal_scheduler_refuses_a_dupefilter_whose_request_seen_it_would_not_
     assert r.returncode == 1, r.stderr[-3000:]
     assert "overrides request_seen, which it would not call" in r.stderr and "bloomline_bad_settings" in r.stderr
     assert not site.pages()
+
+
+def test_the_redis_filter_under_scrapys_own_jobdir_queue_warns_that_a_kill_loses_requests(
+        redis_server: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Scrapy's JOBDIR queue survives a pause, not a kill -9, and the
+    requests it then loses stay recorded in Redis: said at the start, and
+    not under JournalScheduler, which keeps them."""
+    pytest.importorskip("redis")
+    from scrapy.settings import Settings
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    base = {"REDIS_URL": redis_server.url, "JOBDIR": str(tmp_path / "job"), "BLOOMLINE_REDIS_KEY": "guard"}
+    for scheduler, warned in ((None, True), ("bloomline.scrapy.JournalScheduler", False)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="scrapy.dupefilters"):
+            df = RedisBloomDupeFilter.from_settings(Settings({**base, **({"SCHEDULER": scheduler} if scheduler else {})}))
+            df.close("finished")
+        said = [r.getMessage() for r in caplog.records if "not over a kill" in r.getMessage()]
+        assert bool(said) == warned, (scheduler, said)
+        if warned:
+            assert "'guard'" in said[0] and "JournalScheduler" in said[0]

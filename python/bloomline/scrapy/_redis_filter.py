@@ -42,6 +42,7 @@ from ._settings import (
     _Config,
     _float_setting,
     _int_setting,
+    _keeps_journal,
     _mismatch,
     _redis_client,
     _redis_key,
@@ -322,6 +323,10 @@ class RedisBloomDupeFilter(_DupeFilter):
                                              f"{e}") from None
             if not scrapy_redis and not jobdir:  # (Scrapy's own scheduler keeps its queue in this process only)
                 _check_queue_kept(self, key, persist)
+            elif not scrapy_redis and not _keeps_journal(s):
+                logger.warning("%s: Scrapy's own JOBDIR queue keeps its requests over a pause, not over a kill: "
+                               "requests it loses stay recorded at Redis key %r and are never fetched. SCHEDULER = "
+                               "'bloomline.scrapy.JournalScheduler' keeps them", self.label, key)
         except _Refused as e:
             if crawler is None:  # no crawl to stop: the caller hears it
                 raise ValueError(str(e)) from None
@@ -505,7 +510,7 @@ def _check_queue_kept(f: RedisBloomDupeFilter, key: str, persist: bool) -> None:
     if persist:
         logger.warning("%s: SCHEDULER_PERSIST keeps the filter at Redis key %r, but Scrapy's scheduler keeps its "
                        "queue in memory: requests still queued when this crawl stops are skipped by the next crawl, "
-                       "never fetched (set JOBDIR to keep the queue too)", f.label, key)
+                       "never fetched (set JOBDIR, with JournalScheduler, to keep the queue too)", f.label, key)
     elif held >= 1:
         what = "filter" if isinstance(f.seen, ScalableBloomFilter) else "recrawl window"
         raise _Refused(REASON_LEFT_OVER, f"{f.label}: the {what} at Redis key {key!r} holds about {round(held)} "
@@ -513,4 +518,5 @@ def _check_queue_kept(f: RedisBloomDupeFilter, key: str, persist: bool) -> None:
                        "now. With SCHEDULER_PERSIST off and Scrapy's own scheduler (its queue in memory, no "
                        "JOBDIR), this crawl would skip them though nothing will fetch them. Delete it to crawl from "
                        "the start (bloomline.redis.RedisStages(url, key).reset(), or the RedisWindowedFilter's "
-                       "delete()), give each crawl its own key, or set JOBDIR to keep a crawl's queue")
+                       "delete()), give each crawl its own key, or set JOBDIR with JournalScheduler to keep a crawl's "
+                       "queue")

@@ -97,6 +97,13 @@ def _bool_setting(settings: Any, name: str, default: bool) -> bool:
         raise _Refused(REASON_SETTINGS, f"{name} must be a boolean, got {settings.get(name)!r}") from None
 
 
+def _keeps_journal(settings: Any) -> bool:
+    """SCHEDULER is JournalScheduler, or a scheduler of its kind (its
+    keeps_journal): JOBDIR's requests.journal is read, and kept over a kill."""
+    scheduler = settings.get("SCHEDULER")
+    return bool(getattr(load_object(scheduler) if isinstance(scheduler, str) else scheduler, "keeps_journal", False))
+
+
 def _redis_key(settings: Any, spider_name: str) -> str:
     name = "BLOOMLINE_REDIS_KEY" if settings.get("BLOOMLINE_REDIS_KEY") else "SCHEDULER_DUPEFILTER_KEY"
     template = settings.get(name) or "%(spider)s:dupefilter"

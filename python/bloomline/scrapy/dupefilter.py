@@ -96,14 +96,13 @@ from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from scrapy.http import Request
 from scrapy.utils.job import job_dir
-from scrapy.utils.misc import load_object
 
 from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter
 from ..windowed import WindowedBloomFilter
 from ._base import _DupeFilter
 from ._crawl import _Refused
 from ._redis_filter import RedisBloomDupeFilter
-from ._settings import _Config, _mismatch
+from ._settings import _Config, _keeps_journal, _mismatch
 from .journal import JOURNAL_HEAD_BYTES, JOURNAL_NAME
 
 # Names this module held before the package was split, still importable from here.
@@ -275,11 +274,9 @@ def _check_journal_kept(path: Optional[str], settings: Any) -> None:
         pending = path is not None and journal.stat().st_size > JOURNAL_HEAD_BYTES
     except OSError:
         return
-    scheduler = settings.get("SCHEDULER")
-    if pending and not getattr(load_object(scheduler) if isinstance(scheduler, str) else scheduler,
-                               "keeps_journal", False):
+    if pending and not _keeps_journal(settings):
         raise _Refused(REASON_SETTINGS, f"JOBDIR {path!r} holds the pending requests of JournalScheduler "
-                                        f"({journal}), which SCHEDULER {scheduler!r} does not read: set SCHEDULER = "
+                                        f"({journal}), which SCHEDULER {settings.get('SCHEDULER')!r} does not read: set SCHEDULER = "
                                         "'bloomline.scrapy.JournalScheduler' as that crawl did until it finishes, or "
                                         "start this crawl with a new JOBDIR")
 
