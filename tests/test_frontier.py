@@ -99,3 +99,18 @@ def test_a_pickle_taken_while_another_thread_pushes_holds_each_key_queued_or_uns
     checkpoint.join(timeout=30)
     r = pickle.loads(taken[0])
     assert list(r) == ["first", "stall"] and r.seen("stall")
+
+
+def test_a_capacity_warning_raised_as_an_error_comes_after_the_keys_are_queued() -> None:
+    """The add that takes a fixed filter past its capacity warns; raised as
+    an error it would leave its keys seen and never queued. It is raised
+    once they are queued."""
+    for many in (False, True):
+        q = DedupQueue(BloomFilter(10, 0.01))
+        q.push_many([f"u{i}" for i in range(10)])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CapacityWarning)
+            with pytest.raises(CapacityWarning):
+                q.push_many(["u10", "u11"]) if many else q.push("u10")
+        assert list(q)[10:] == (["u10", "u11"] if many else ["u10"])
+        assert q.seen("u10") and q.push("u10") is False

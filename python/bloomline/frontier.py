@@ -9,15 +9,23 @@ URLs); a URL is never enqueued twice.
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
+import warnings
 from collections.abc import Iterable, Iterator
-from typing import Any, Hashable, Union
+from typing import Any, Hashable, Optional, Union
 
-from ._core import BloomFilter
+from ._core import BloomFilter, CapacityWarning
 from ._pickling import from_bytes
 from .scalable import ScalableBloomFilter
 
 __all__ = ["DedupQueue"]
+
+
+def _warn_again(caught: Optional[list[Any]]) -> None:
+    """The warnings an add gave while they were kept, given now."""
+    for w in caught or ():
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 Seen = Union[BloomFilter, ScalableBloomFilter]
 """The filter a DedupQueue records its keys in."""
@@ -68,21 +76,40 @@ class DedupQueue:
 
     def push(self, key: Hashable) -> bool:
         """Enqueue key if it was never seen; return whether it was enqueued."""
-        with self._lock:
-            if not self._seen.add(key):  # type: ignore[arg-type]  # the filter names the types it takes
-                return False
-            self._queue.append(key)
-            return True
+        with self._lock, self._warning_after(1) as caught:
+            new = self._seen.add(key)  # type: ignore[arg-type]  # the filter names the types it takes
+            if new:
+                self._queue.append(key)
+        _warn_again(caught)
+        return bool(new)
 
     def push_many(self, keys: Iterable[Any]) -> int:
         """Enqueue, in order, each key never seen (a repeat inside keys counts
         once). Returns how many were enqueued."""
         items = list(keys)
-        with self._lock:
+        with self._lock, self._warning_after(len(items)) as caught:
             new = self._seen.add_many(items)
             fresh = [k for k, is_new in zip(items, new.tolist()) if is_new]
             self._queue.extend(fresh)
+        _warn_again(caught)
         return len(fresh)
+
+    def _warning_after(self, adding: int) -> contextlib.AbstractContextManager[Optional[list[Any]]]:
+        """Around an add that may take a fixed filter past its capacity: its
+        warning kept until the keys are queued (one raised as an error
+        would come after the add, its answers lost and its keys never
+        queued). Elsewhere, nothing."""
+        seen = self._seen
+        if not isinstance(seen, BloomFilter) or not seen.capacity or seen.insert_count + adding <= seen.capacity:
+            return contextlib.nullcontext()
+        keeping = warnings.catch_warnings(record=True)
+
+        @contextlib.contextmanager
+        def kept() -> Iterator[Optional[list[Any]]]:
+            with keeping as caught:
+                warnings.simplefilter("always", CapacityWarning)
+                yield caught
+        return kept()
 
     def pop(self) -> Any:
         """The oldest enqueued key (IndexError when empty)."""
