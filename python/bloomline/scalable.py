@@ -277,10 +277,7 @@ class ScalableBloomFilter(_ChainFacts):
         for i, (stage, count) in enumerate(self._store.stages()):
             self._check_stage(i, stage)
             stages.append(stage)
-            # (a file repaired after a writer was killed counts at least what
-            # its bits say, which may pass the stage's capacity: the chain's
-            # count is capped there, as its format requires, and the stage is full)
-            counts.append(min(count, stage.capacity or count))
+            counts.append(min(count, stage.capacity or count))  # (a repaired file's count may pass it: full)
         # Only a complete read replaces the chain: a store's error (a missing
         # key, a cut) leaves the stages this object had, so a caller that
         # catches it can go on calling.
