@@ -15,7 +15,7 @@ import pytest
 redis = pytest.importorskip("redis")
 import bloomline.redis._backend as _backend  # noqa: E402
 import bloomline.redis._windowed as _windowed  # noqa: E402
-from bloomline.redis import MissingKeyError, RedisWindowedFilter  # noqa: E402
+from bloomline.redis import MissingKeyError, RedisWindowedFilter, delete_windowed  # noqa: E402
 
 from conftest import FaultProxy, RedisServer, module_args  # noqa: E402
 
@@ -50,9 +50,10 @@ def test_a_handle_attaching_after_the_meta_was_lost_is_refused(window_server: An
     for kwargs in ({}, {"seed": 1}, {"window": 2 * window}):
         with pytest.raises(MissingKeyError, match=LOST % ("crawl", "crawl")):
             RedisWindowedFilter(r, "crawl", 1000, 0.01, **{"window": window, "generations": generations, **kwargs})
-    with pytest.raises(MissingKeyError):
+    with pytest.raises(MissingKeyError, match=r"bloomline.redis.delete_windowed\(redis, 'crawl'\), to start over"):
         f.add("old0")
-    f.delete()  # the way to start over, as the error says
+    assert delete_windowed(r, "crawl") >= 2  # no handle can attach: the way to start over, as the error says
+    assert not r.keys("{crawl}:*")
     assert RedisWindowedFilter(r, "crawl", 1000, 0.01, window=window, generations=generations).add("old0") is True
 
 

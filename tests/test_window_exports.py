@@ -23,9 +23,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+import bloomline
 from bloomline import WindowedBloomFilter
 
 pytestmark = pytest.mark.core
+# (a build with flock locks only, as on macOS, takes one writer per file: no
+# second handle or process maps the ring for writing)
+many_writers = pytest.mark.skipif(bloomline.file_locks == "flock", reason="this build takes one writer per file")
 
 SPAN = 25.0  # window 100 s, G = 4
 PER_GENERATION = 3_000
@@ -113,6 +117,7 @@ print(g)
 """
 
 
+@many_writers
 def test_exports_of_a_mapped_ring_while_another_process_rotates_it(tmp_path: Path) -> None:
     path = tmp_path / "ring.blf"
     WindowedBloomFilter(50_000, 0.001, window=100.0, generations=4, clock=lambda: 0.0).save(path, shared=True)
@@ -145,6 +150,7 @@ def test_exports_of_a_mapped_ring_while_another_process_rotates_it(tmp_path: Pat
     WindowedBloomFilter.load(path, clock=lambda: 0.0)  # (both closed: clean, verified)
 
 
+@many_writers
 def test_a_copy_of_a_mapped_ring_reads_the_file_first(tmp_path: Path) -> None:
     path = tmp_path / "ring.blf"
     WindowedBloomFilter(50_000, 0.001, window=100.0, generations=4, clock=lambda: 0.0).save(path, shared=True)
@@ -189,3 +195,106 @@ def test_closing_a_mapped_ring_while_a_thread_adds_leaves_a_file_that_loads(tmp_
         assert back.approx_count > 0
         with WindowedBloomFilter.open(path, "r+", clock=lambda: 0.0) as again:  # the first writer checks every byte
             assert again.approx_count == pytest.approx(back.approx_count)
+
+
+@many_writers  # (OFD locks: the parent's lock is on its own open file)
+def test_a_forked_childs_export_waits_for_its_parents_lock_and_leaves_it_held(tmp_path: Path) -> None:
+    """A forked child shares its parent's open file, and with it the
+    parent's locks: an export there takes a lock on a descriptor of its own,
+    so it waits for a rotation its parent holds, and its unlock does not
+    drop the parent's lock."""
+    import fcntl
+    import os
+    import struct
+
+    path = tmp_path / "ring.blf"
+    WindowedBloomFilter(10_000, 0.01, window=60.0, clock=lambda: 0.0).save(path, shared=True)
+    w = WindowedBloomFilter.open(path, "r+", clock=lambda: 0.0)
+    w.add("x")
+    (fd,) = [int(f) for f in os.listdir("/proc/self/fd")
+             if os.path.realpath(f"/proc/self/fd/{f}") == os.path.realpath(path)]
+    other = os.open(path, os.O_RDWR)
+
+    def lock(on: int, kind: int, cmd: int) -> bytes:
+        return fcntl.fcntl(on, cmd, struct.pack("hhqqi", kind, 0, 0, 1, 0))  # byte 0: the header lock
+
+    def parent_holds() -> bool:
+        return struct.unpack("hhqqi", lock(other, fcntl.F_WRLCK, fcntl.F_OFD_GETLK))[0] != fcntl.F_UNLCK
+
+    lock(fd, fcntl.F_WRLCK, fcntl.F_OFD_SETLK)  # as a rotation of the parent's holds it
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: its export must wait, then load
+            try:
+                WindowedBloomFilter.from_bytes(w.to_bytes(), clock=lambda: 0.0)
+                os._exit(0)
+            except BaseException:  # noqa: BLE001 - the exit status says it
+                os._exit(3)
+        time.sleep(0.5)
+        assert os.waitpid(pid, os.WNOHANG) == (0, 0), "the child's export did not wait for the parent's lock"
+        assert parent_holds()
+    finally:
+        lock(fd, fcntl.F_UNLCK, fcntl.F_OFD_SETLK)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    os.close(other)
+    w.close()
+
+
+def test_a_forked_child_closes_and_exports_while_a_parent_thread_held_the_rotation_lock(tmp_path: Path) -> None:
+    """A lock a thread of the parent held at the fork stays held in the
+    child, where that thread does not exist: the child gets fresh ones, so
+    its close (of a mapped ring) and its exports do not wait forever."""
+    import os
+    import signal
+
+    path = tmp_path / "ring.blf"
+    WindowedBloomFilter(10_000, 0.01, window=60.0, clock=lambda: 0.0).save(path, shared=True)
+    mapped = WindowedBloomFilter.open(path, "r+", clock=lambda: 0.0)
+    local = WindowedBloomFilter(10_000, 0.01, window=60.0, clock=lambda: 0.0)
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with mapped._rotating, local._rotating:
+            held.set()
+            release.wait(timeout=30)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert held.wait(timeout=30)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)  # (dies of SIGALRM if anything waits for the parent's thread)
+            local.add("y")
+            WindowedBloomFilter.from_bytes(local.to_bytes())
+            mapped.to_bytes()
+            mapped.close()
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        t.join(timeout=30)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    mapped.close()
+
+
+@many_writers
+def test_a_mapped_rings_export_counts_this_handles_adds_after_another_restarted_the_place(tmp_path: Path) -> None:
+    """Handle a starts the generation, handle b adds 300 keys: b's export
+    and, after b's flush, a's count them (they had been dropped, b's count
+    being of the generation before)."""
+    path = tmp_path / "ring.blf"
+    WindowedBloomFilter(10_000, 0.01, window=60.0, clock=lambda: 0.0).save(path, shared=True)
+    with WindowedBloomFilter.open(path, clock=lambda: 0.0) as a, WindowedBloomFilter.open(path, clock=lambda: 0.0) as b:
+        a.add("first")
+        b.add_many([f"b{i}" for i in range(300)])
+
+        def counts(w: WindowedBloomFilter) -> list[int]:
+            back = WindowedBloomFilter.from_bytes(w.to_bytes(), clock=lambda: 0.0)
+            return [f.insert_count for _, f in back.live_generations]
+
+        assert counts(b) == [300]
+        b.flush()
+        assert counts(a) == [301]
+    assert [f.insert_count for _, f in WindowedBloomFilter.load(path, clock=lambda: 0.0).live_generations] == [301]

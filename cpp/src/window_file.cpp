@@ -1,5 +1,9 @@
 #include "bloomline/window_file.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -130,12 +134,31 @@ void MappedWindow::encode(bool ring, std::int64_t now, const std::vector<std::ui
                           const std::function<unsigned char*(std::size_t)>& alloc) const {
     if (file_->released()) throw std::invalid_argument("I/O operation on a closed filter");
     if (adds.size() != heads_.size()) throw std::invalid_argument("encode: one insert count per place");
+    // A forked child's descriptor shares its parent's locks (they belong to
+    // the open file): it would not wait for its parent's rotation, and its
+    // unlock would drop the parent's lock. It locks a descriptor of its own,
+    // on the same file. (Declared first: closed after the lock is let go.)
+    struct OwnFd {
+        int fd = -1;
+        ~OwnFd() {
+            if (fd >= 0) ::close(fd);
+        }
+    } own;
     std::unique_ptr<HeaderLock> lock;
     std::unique_ptr<ReaderLock> reading;
-    if (file_->writable())
+    if (file_->inherited()) {
+        own.fd = ::open(file_->path().c_str(), O_RDONLY | O_CLOEXEC);
+        struct stat mine {}, mapped {};
+        if (own.fd < 0 || ::fstat(own.fd, &mine) != 0 || ::fstat(file_->fd(), &mapped) != 0 ||
+            mine.st_dev != mapped.st_dev || mine.st_ino != mapped.st_ino)
+            throw std::invalid_argument("'" + file_->path() + "' is no longer the file a parent of this process "
+                                        "mapped: open it again in this process");
+        reading = std::make_unique<ReaderLock>(own.fd, file_->path());
+    } else if (file_->writable()) {
         lock = std::make_unique<HeaderLock>(*file_);
-    else
+    } else {
         reading = std::make_unique<ReaderLock>(file_->fd(), file_->path());
+    }
     const auto held = [](std::int64_t n) { return n != kGenerationNone && n != kGenerationStarting; };
     std::int64_t newest = now;
     for (std::size_t i = 0; i < heads_.size(); ++i)
@@ -158,8 +181,15 @@ void MappedWindow::encode(bool ring, std::int64_t now, const std::vector<std::ui
     for (const auto& [n, i] : chosen) {
         std::uint64_t count = 0;
         if (n != kGenerationNone) {
+            // The file's count, and this handle's adds not yet flushed: since
+            // its last flush of this generation, or all its filter counts if
+            // another handle restarted the place since (the filter's count
+            // restarted when this handle's sync saw it, before this call).
             count = load_count(head(i));
-            if (counted_number_[i] == n && adds[i] >= counted_[i]) count += adds[i] - counted_[i];
+            if (counted_number_[i] != n)
+                count += adds[i];
+            else if (adds[i] >= counted_[i])
+                count += adds[i] - counted_[i];
         }
         // (bits are only set while the lock is held: the copy has at least these)
         count = std::min(count, view(i, 0)->bits_set());
@@ -229,9 +259,15 @@ void MappedWindow::count_adds(const std::vector<std::uint64_t>& adds) {
     for (std::size_t i = 0; i < heads_.size(); ++i) {
         const std::int64_t n = number(i);
         // Adds made since this handle last counted go to the place's
-        // generation if it is still the one they were counted for.
-        if (n == counted_number_[i] && n != kGenerationNone && n != kGenerationStarting && adds[i] >= counted_[i])
+        // generation if it is still the one they were counted for; if
+        // another handle restarted the place since, the place filter's count
+        // restarted when this handle synced (Python does, before a flush),
+        // and all it counts since are the new generation's.
+        const bool held = n != kGenerationNone && n != kGenerationStarting;
+        if (held && n == counted_number_[i] && adds[i] >= counted_[i])
             store_count(head(i), load_count(head(i)) + (adds[i] - counted_[i]));
+        else if (held && n != counted_number_[i])
+            store_count(head(i), load_count(head(i)) + adds[i]);
         counted_number_[i] = n;
         counted_[i] = adds[i];
     }

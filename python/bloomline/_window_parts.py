@@ -287,13 +287,15 @@ class SharedRing:
         now = w._now()  # (synced: raises when closed)
         return self.file.encode(ring, now, [g.insert_count for g in self.places])
 
-    def flush(self, final: bool) -> None:
+    def flush(self, w: WindowedBloomFilter, final: bool) -> None:
         """Write this handle's counts to the file (the caller holds w's
         rotation lock); final: close, after this handle's last add."""
         if self.file.released:
             if not final:
                 raise ValueError("I/O operation on a closed filter")
             return
+        if os.getpid() == self.pid:
+            self.sync(w)  # (places another handle restarted: this handle's counts since go to their new generation)
         if final and os.getpid() == self.pid:
             # Each place closed under its writer mutex first: an add of
             # another thread finishes, later ones raise, and none lands after
@@ -337,13 +339,13 @@ class SharedFile:
         """A shared file: write this handle's counts and sync (a no-op otherwise)."""
         if self._shared is not None:
             with self._rotating:  # (the file's header lock is this handle's: one of its threads at a time)
-                self._shared.flush(False)
+                self._shared.flush(cast("WindowedBloomFilter", self), False)
 
     def close(self) -> None:
         """A shared file: flush and leave it (the last writer makes it clean); later use raises."""
         if self._shared is not None:
             with self._rotating:
-                self._shared.flush(True)
+                self._shared.flush(cast("WindowedBloomFilter", self), True)
 
     def __enter__(self) -> Self:
         return self

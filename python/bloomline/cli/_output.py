@@ -230,10 +230,13 @@ def holding_state(path: str) -> Iterator[None]:
         yield
         return
     lock = os.path.realpath(path) + ".lock"
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise CliError(f"cannot lock --state {path!r}: {lock!r}: {exc.strerror}") from None
+    try:  # (as the umask allows: users sharing a state directory share its lock; flock needs no write access)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except (PermissionError, OSError) as exc:
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            raise CliError(f"cannot lock --state {path!r}: {lock!r}: {exc.strerror}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

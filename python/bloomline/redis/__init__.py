@@ -75,7 +75,8 @@ from ._filter import RedisBloomFilter
 from ._meta import DEFAULT_SHARD_BITS
 from ._stages import RedisStages
 from ._travel import dump, restore
-from ._windowed import RedisWindowedFilter
+from ._windowed import RedisWindowedFilter, delete_windowed
 
 __all__ = ["DEFAULT_SHARD_BITS", "EvictionWarning", "MissingKeyError", "NotDurable", "RedisBloomFilter",
-           "RedisStages", "RedisWindowedFilter", "UnknownOutcome", "dump", "module_path", "restore"]
+           "RedisStages", "RedisWindowedFilter", "UnknownOutcome", "delete_windowed", "dump", "module_path",
+           "restore"]

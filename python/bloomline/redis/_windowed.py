@@ -100,7 +100,7 @@ if TYPE_CHECKING:
     from .._core import BloomFilter, Keys, Layout, Nulls
     from ..windowed import Window
 
-__all__ = ["RedisWindowedFilter"]
+__all__ = ["RedisWindowedFilter", "delete_windowed"]
 
 
 def _flat(fields: dict[str, Any]) -> tuple[str, ...]:
@@ -148,6 +148,16 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 return redis.call('HGETALL', KEYS[1])
 """)
+
+def delete_windowed(redis: Any, key: str) -> int:
+    """Remove every Redis key of the windowed filter at ``key`` (its meta,
+    generations and kept answers), whatever state it is in: the way to
+    start over where no handle can attach (its meta lost while a generation
+    lives). ``redis``: a redis-py client or a URL. How many keys it deleted.
+    Handles attached before are refused afterwards."""
+    glob = "".join("\\" + c if c in "*?[]\\" else c for c in tag_of_chain(key))
+    return delete_matching(client_of(redis), [f"{glob}:meta", f"{glob}:w:*", f"{glob}:ans:*"])
+
 
 def _claim(sender: Sender, keys: list[str], args: list[Any], error: Callable[[Exception], Exception]) -> dict[str, str]:
     """What _CLAIM leaves in the meta; its refusal (MISSING) raised as error() makes it."""
@@ -286,7 +296,8 @@ class RedisWindowedFilter:
             return MissingKeyError(
                 f"{name!r}, a key of {self._what}, {state} while a generation of the filter lives: evicted{how}, "
                 "or deleted. Refused rather than read as an empty generation (every key in it new again): "
-                "delete() the filter to start over", key=name)
+                f"delete() the filter, or bloomline.redis.delete_windowed(redis, {self._key!r}), to start over",
+                key=name)
         return e
 
     def _settle(self, parts: list[Part], replies: list[Any], out: AddOutcome, failed: list[Exception],

@@ -90,7 +90,8 @@ class JournalScheduler(Scheduler):
 
     fifo = False
     """True when SCHEDULER_DISK_QUEUE names a FIFO queue: requests of one priority leave in the order they came."""
-    keeps_journal = True  # (read by BloomDupeFilter: a JOBDIR's journal is resumed only by this scheduler)
+    keeps_journal = True
+    """This scheduler reads and keeps JOBDIR's request journal: the dupefilters ask (a JOBDIR's journal is resumed only by a scheduler that says so)."""
     _lock: Optional[int] = None  # JOBDIR's lock, held from open to close
     _warned_memory = False  # a request kept in memory only was logged
     _refusal: Optional[_CrawlStop] = None  # the journal cannot be read: the crawl stops at its start
