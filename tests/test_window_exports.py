@@ -49,6 +49,15 @@ def labels_hold(w: WindowedBloomFilter) -> list[str]:
             for g, f in live if g != top and not f.contains_many(keys_of(g)).all()]
 
 
+def rounds(bad: list[str], most: int, seconds: float = 6.0) -> Iterator[int]:
+    """1, 2, ... until the time or the count runs out, or five bad exports are seen."""
+    deadline = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < deadline and n < most and len(bad) < 5:
+        n += 1
+        yield n
+
+
 @pytest.fixture
 def fast_switching() -> Iterator[None]:
     """Threads switch often, so an export meets a rotation many times."""
@@ -78,9 +87,7 @@ def test_exports_and_copies_while_a_thread_rotates_keep_every_label(tmp_path: Pa
     bad: list[str] = []
     exports = 0
     try:
-        deadline = time.monotonic() + 6.0
-        while time.monotonic() < deadline and exports < 3_000 and len(bad) < 5:
-            exports += 1
+        for exports in rounds(bad, 3_000):
             made: list[tuple[str, Any]] = [("copy", w.copy())]
             for what, data in (("to_bytes", w.to_bytes()), ("pickle", pickle.dumps(w))):
                 try:
@@ -127,9 +134,7 @@ def test_exports_of_a_mapped_ring_while_another_process_rotates_it(tmp_path: Pat
     bad: list[str] = []
     exports = 0
     try:
-        deadline = time.monotonic() + 6.0
-        while time.monotonic() < deadline and exports < 5_000 and len(bad) < 5:
-            exports += 1
+        for exports in rounds(bad, 5_000):
             w.add(f"own {exports}")  # (this handle's own adds: its counts go into the export)
             try:
                 back = WindowedBloomFilter.from_bytes(w.to_bytes(), clock=lambda: 0.0)
