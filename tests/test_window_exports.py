@@ -183,15 +183,15 @@ def test_closing_a_mapped_ring_while_a_thread_adds_leaves_a_file_that_loads(tmp_
             rng = np.random.default_rng(trial)
             try:
                 for _ in range(200):
-                    started.set()
                     w.add_many(rng.integers(0, 2**63, 200_000, dtype=np.uint64))
                     added.append(1)
+                    started.set()  # (after a first batch: the close meets the next one, however slow the build)
             except ValueError as e:  # closed: refused, as a later add must be
                 refused.append(str(e))
 
         th = threading.Thread(target=adder)
         th.start()
-        started.wait(timeout=30)
+        assert started.wait(timeout=60)
         time.sleep(0.02)
         w.close()
         th.join(timeout=60)
