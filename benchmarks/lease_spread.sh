@@ -9,7 +9,8 @@
 # adds of 200M uint64 and 20M URL keys at 1 thread and every CPU. Figures
 # land in $OUT (default: ./lease-out), one folder per build and round.
 #
-#   git archive -o .lease/base.tar BASE-COMMIT   # here, then on the machine:
+#   git archive -o .lease/base.tar BASE-COMMIT   # here, then on the machine, from a checkout
+#   of the spread (commit 86881f1: its CXXFLAGS variants need its macros):
 #   bash benchmarks/lease_spread.sh .lease/base.tar
 #
 # VARIANTS (default "base tree k2 k8 t1") picks the builds, SCALE shrinks the

@@ -101,28 +101,6 @@ def test_many_threads_take_larger_chunks_with_one_threads_answers(threads: int) 
         same_state(one, many)
 
 
-@pytest.mark.parametrize("name", ["uint64", "S", "list[str]", "arrow str"])
-def test_a_long_batch_into_a_large_filter_is_spread_with_one_threads_answers(name: str) -> None:
-    """A batch of at least 4 keys a block into a blocked filter of at least
-    2 * 4096 blocks a thread is sorted to parts of 4096 blocks, not to the
-    threads (parallel.hpp, chunk_plan): answers, counts and bytes are still
-    one thread's, with repeats across chunk edges, a second batch on top,
-    and update()."""
-    keys = INPUTS[name]()
-    threads = 3
-    one, many, quiet = (BloomFilter(1_500_000, 0.01) for _ in range(3))
-    blocks = one.num_bits // 512
-    assert blocks >= 2 * 4096 * threads and N >= 4 * blocks  # the batch is spread
-    r1 = one.add_many(keys)
-    assert r1.tolist() == many.add_many(keys, threads=threads).tolist()
-    assert 0 < r1.sum() < len(r1)
-    same_state(one, many)
-    quiet.update(keys, threads=threads)
-    same_state(one, quiet)
-    assert one.add_many(keys).tolist() == many.add_many(keys, threads=threads).tolist()
-    same_state(one, many)
-
-
 @pytest.mark.filterwarnings("ignore::bloomline.CapacityWarning")
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("layout", ["blocked", "standard"])

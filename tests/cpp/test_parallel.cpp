@@ -8,14 +8,12 @@
 // on several threads are the lines split on one. A hashing error in a
 // pipelined add leaves the chunk added before it counted.
 // Also run under -fsanitize=thread (the command is in docs/design/threads.md).
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "bloomline/bloom_filter.hpp"
@@ -138,17 +136,9 @@ std::vector<std::uint64_t> repeated_values(std::size_t n) {
 
 // A threaded add of src against add_keys on one thread: same answers,
 // bits, bits set and new keys. Says which differs.
-// A blocked filter of `units` blocks (its capacity nominal).
-std::unique_ptr<BloomFilter> of_units(std::uint64_t units) {
-    return std::make_unique<BloomFilter>(Geometry{Layout::blocked, units * 512, 7, 5}, units * 50, 0.01);
-}
-
-// A threaded add of src against add_keys on one thread: same answers,
-// bits, bits set and new keys, on filters that make(). Says which differs.
-template <class Src, class Make>
-void check_same_as_one_thread_on(Make&& make, Src& src, std::size_t n, unsigned threads) {
-    auto one = make(), many = make();
-    const Layout layout = one->geometry().layout;
+template <class Src>
+void check_same_as_one_thread(Layout layout, Src& src, std::size_t n, unsigned threads) {
+    auto one = sized(n / 2, layout), many = sized(n / 2, layout);
     std::unique_ptr<bool[]> want(new bool[n]), got(new bool[n]);
     one->add_keys(src, n, want.get());
     std::memset(got.get(), 0, n);
@@ -160,17 +150,12 @@ void check_same_as_one_thread_on(Make&& make, Src& src, std::size_t n, unsigned 
     const bool ok = CHECK_EQ(first_wrong, n) && CHECK(bits) && CHECK_EQ(many->insert_count(), one->insert_count()) &&
                     CHECK_EQ(many->bits_set(), one->bits_set());
     // Without answers: the same bits and counts still.
-    auto quiet = make();
+    auto quiet = sized(n / 2, layout);
     quiet->add_keys_on(src, n, nullptr, threads);
     const bool quiet_ok = CHECK(std::memcmp(one->bits().bytes(), quiet->bits().bytes(), one->bits().nbytes()) == 0) &&
                           CHECK_EQ(quiet->insert_count(), one->insert_count());
     if (!ok || !quiet_ok)
         std::printf("    %s layout, %zu keys, %u threads\n", layout == Layout::blocked ? "blocked" : "standard", n, threads);
-}
-
-template <class Src>
-void check_same_as_one_thread(Layout layout, Src& src, std::size_t n, unsigned threads) {
-    check_same_as_one_thread_on([&] { return sized(n / 2, layout); }, src, n, threads);
 }
 
 }  // namespace
@@ -196,30 +181,6 @@ TEST("threaded adds give one thread's answers, bits and counts: blocked and stan
             }
         }
     }
-}
-
-TEST("a spread threaded add (a long batch into a large filter, sorted to many parts) gives one thread's answers") {
-    // Filters of at least 2 * kPartUnits blocks a thread, batches of more
-    // than kSpreadKeysPerUnit keys a block: chunks of 4 keys a block (or
-    // the usual chunk, where that is longer), two and a half of them.
-    const std::pair<unsigned, std::uint64_t> cases[] = {{2, 100000}, {3, 30000}, {8, 70000}, {16, 140000}};
-    for (const auto& [threads, units] : cases) {
-        const ChunkPlan whole = chunk_plan(threads, ~std::size_t{0}, units);
-        const std::size_t n = whole.keys_per_chunk * 2 + whole.keys_per_chunk / 2 + 37;
-        const ChunkPlan plan = chunk_plan(threads, n, units);
-        const bool spread = CHECK(plan.parts > threads) && CHECK_EQ(plan.keys_per_chunk, whole.keys_per_chunk) &&
-                            CHECK(plan.keys_per_chunk >= std::max<std::size_t>(parallel_chunk(threads), units * 4));
-        if (!spread) std::printf("    %u threads, %llu blocks: %u parts\n", threads,
-                                 static_cast<unsigned long long>(units), plan.parts);
-        const std::vector<std::uint64_t> values = repeated_values(n);
-        IntKeys<std::uint64_t> hashed{values.data(), 3};
-        check_same_as_one_thread_on([units = units] { return of_units(units); }, hashed, n, threads);
-    }
-    // Too short a batch, or too small a filter, is not spread.
-    CHECK_EQ(chunk_plan(4, 1000, 1u << 20).parts, 4u);
-    CHECK_EQ(chunk_plan(4, std::size_t{1} << 30, 4 * 4096).parts, 4u);
-    CHECK_EQ(chunk_plan(4, std::size_t{1} << 30, 1u << 20).parts, (1u << 20) / kPartUnits);
-    CHECK_EQ(chunk_plan(2, std::size_t{1} << 44, std::uint64_t{1} << 40).parts, kMaxParts);
 }
 
 TEST("threaded adds on a filter that has keys already, and with more threads than keys") {

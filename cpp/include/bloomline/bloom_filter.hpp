@@ -143,11 +143,9 @@ public:
         const Geometry g = geo_;
         std::uint64_t* const words = bits_.words();
         const Owners owners(threads, g.num_slots);
-        const ChunkPlan plan = g.layout == Layout::blocked ? chunk_plan(threads, n, g.num_blocks())
-                                                           : ChunkPlan{parallel_chunk(threads), threads};
         // Each super-chunk under the writer mutex, its counts taken there,
         // and the blocked add form for the next chunk chosen as add_keys does.
-        auto in_lock = [this, chunk = plan.keys_per_chunk](auto&& add_chunk) {
+        auto in_lock = [this, chunk = parallel_chunk(threads)](auto&& add_chunk) {
             std::lock_guard<WriterMutex> lock(writer_);
             check_write();
             const AddCounts c = add_chunk();
@@ -156,10 +154,9 @@ public:
         };
         if (g.layout == Layout::blocked) {
             const std::uint64_t blocks = g.num_blocks();
-            const Owners parts(plan.parts, g.num_slots);
             add_by_key_owner(
-                src, n, out, threads, plan,
-                [&](const Hash128& h) { return parts.of_unit(BlockedLayout::block(h.h1, blocks)); },
+                src, n, out, threads,
+                [&](const Hash128& h) { return owners.of_unit(BlockedLayout::block(h.h1, blocks)); },
                 [&](const BatchKeys& keys, std::size_t m, bool* answers) {
                     // The form is read under the mutex, and kept for the chunk.
                     return BlockedLayout::add_batch(words, blocks, g.num_hashes, keys, m,

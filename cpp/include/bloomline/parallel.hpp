@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -269,40 +268,6 @@ inline std::size_t parallel_chunk(unsigned threads) {
     return kParallelChunk * std::min<std::size_t>(4, std::max<std::size_t>(1, threads / 4));
 }
 
-// A long batch into a large filter (the build of a big filter) is spread:
-// its chunks hold kSpreadKeysPerUnit keys per unit of the filter, and the
-// keys are sorted to parts of kPartUnits units (256 KB of bits, within one
-// core's L2) rather than to the threads' whole ranges. Each thread owns a
-// range of parts and adds part by part, so the lines of one part are read
-// from memory once per chunk and then hit in cache for the part's other
-// keys, where keys in input order miss on nearly every key. The price is
-// the chunk's hashes: about 19 bytes a key, 2 sets of hashes in flight, so
-// about 2.4 times the filter's size for 4 keys a unit.
-#ifndef BLOOMLINE_SPREAD_KEYS_PER_UNIT
-#define BLOOMLINE_SPREAD_KEYS_PER_UNIT 4
-#endif
-#ifndef BLOOMLINE_PART_UNITS
-#define BLOOMLINE_PART_UNITS 4096
-#endif
-constexpr std::uint64_t kSpreadKeysPerUnit = BLOOMLINE_SPREAD_KEYS_PER_UNIT;
-constexpr std::uint64_t kPartUnits = BLOOMLINE_PART_UNITS;
-constexpr unsigned kMaxParts = 65536;  // a key's part is noted in 16 bits
-
-// How a threaded add by key owner cuts a batch of n keys into a filter of
-// `units` units: keys per super-chunk, and the parts its units are cut into
-// (`threads` parts, one a thread, unless the batch is spread).
-struct ChunkPlan {
-    std::size_t keys_per_chunk;
-    unsigned parts;
-};
-inline ChunkPlan chunk_plan(unsigned threads, std::size_t n, std::uint64_t units) {
-    const std::size_t base = parallel_chunk(threads);
-    if (units < 2 * kPartUnits * threads || n / kSpreadKeysPerUnit < units) return {base, threads};
-    const std::uint64_t parts = std::min<std::uint64_t>(kMaxParts, std::max<std::uint64_t>(threads, units / kPartUnits));
-    const std::uint64_t keys = std::max<std::uint64_t>(base, units * kSpreadKeysPerUnit);
-    return {static_cast<std::size_t>(std::min<std::uint64_t>(n, keys)), static_cast<unsigned>(parts)};
-}
-
 // The hashes of keys [start, start + m), hashed on `threads` threads into
 // buf where they are not in memory already.
 template <class Src>
@@ -328,75 +293,52 @@ struct alignas(64) PerThread {
 };
 
 // Threaded adds where every key has one owner (the blocked layout's bits):
-// the filter's units are cut into plan.parts contiguous parts, part(h) names
-// a key's, and thread t owns parts [part_begin(parts, threads, t), ...t + 1),
-// a contiguous range of memory. add_run(keys, m, answers) adds a run of keys
-// (BatchKeys), in order, on its owner's thread and returns their counts.
-// in_lock(f) runs f, which adds a super-chunk and returns its counts,
-// holding the filter's writer mutex, and counts them there (so other
-// writers take turns chunk by chunk).
+// owner(h) names it; add_run(keys, m, answers) adds an owner's keys
+// (BatchKeys), in order, on its thread and returns their counts. in_lock(f)
+// runs f, which adds a super-chunk and returns its counts, holding the
+// filter's writer mutex, and counts them there (so other writers take turns
+// chunk by chunk).
 //
 // Three steps per super-chunk: each thread hashes its slice and sorts the
-// hashes themselves to their parts (an owner then reads its keys as a few
+// hashes themselves to their owners (an owner then reads its keys as a few
 // sequential runs, not gathered one by one from other cores' caches); each
-// owner adds its parts' keys, part by part and in each part run after run
-// (slices in input order); each thread writes its slice's answers, key i's
-// answer the next of its part's (the part noted per key at the sort). A
-// key's answer depends only on the keys before it in its own block, which
-// its part's owner adds in input order, so the order of parts changes no
-// answer. The steps are pipelined over three chunks, so that one phase (one
-// wait for the slowest thread) does all three at once: chunk c + 1 sorted,
-// chunk c added, chunk c - 1 answered. A thread that ends its share of the
-// memory-bound add early hashes the next chunk meanwhile, where three
-// phases a chunk left it waiting at each.
-template <class Src, class Part, class AddRun, class InLock>
-void add_by_key_owner(Src& src, std::size_t n, bool* out, unsigned threads, ChunkPlan plan, Part&& part,
-                      AddRun&& add_run, InLock&& in_lock) {
+// owner adds its keys, run after run (slices in input order); each thread
+// writes its slice's answers, key i's answer the next of its owner's (the
+// owner noted per key at the sort). The steps are pipelined over three
+// chunks, so that one phase (one wait for the slowest thread) does all
+// three at once: chunk c + 1 sorted, chunk c added, chunk c - 1 answered.
+// A thread that ends its share of the memory-bound add early hashes the
+// next chunk meanwhile, where three phases a chunk left it waiting at each.
+template <class Src, class Owner, class AddRun, class InLock>
+void add_by_key_owner(Src& src, std::size_t n, bool* out, unsigned threads, Owner&& owner, AddRun&& add_run,
+                      InLock&& in_lock) {
     constexpr unsigned kSets = 3;        // chunks in flight: sorted, added, answered
-    constexpr unsigned kHashSets = 2;    // of which hashes are kept for two: sorted, added
     constexpr std::size_t kGroup = 1024;  // keys hashed at a time into a thread's own buffer (16 KB)
-    const std::size_t keys_per_chunk = plan.keys_per_chunk;
-    const unsigned parts = plan.parts;
+    const std::size_t keys_per_chunk = parallel_chunk(threads);
     const std::size_t chunks = (n + keys_per_chunk - 1) / keys_per_chunk;
     const auto chunk_size = [&](std::size_t c) { return std::min(keys_per_chunk, n - c * keys_per_chunk); };
     struct alignas(64) Mine {
-        std::vector<std::vector<Hash128>> to[kHashSets];  // [set][part]: this thread's slice, sorted to parts
-        std::vector<std::uint16_t> part_of[kSets];       // [set]: each key of this thread's slice, its part
-        std::unique_ptr<bool[]> answers[kSets];          // [set], as an owner: its keys' answers, part by part
+        std::vector<std::vector<Hash128>> to[kSets];  // [set][owner]: this thread's slice, sorted to owners
+        std::vector<std::uint16_t> owner_of[kSets];   // [set]: each key of this thread's slice, its owner
+        std::unique_ptr<bool[]> answers[kSets];       // [set], as an owner: its keys' answers, in order
         std::size_t answer_room[kSets] = {};
-        AddCounts counts[kSets];                         // [set], as an owner: its add's counts
-        std::vector<Hash128> hashed;                     // a group of this thread's keys, hashed
+        AddCounts counts[kSets];                      // [set], as an owner: its add's counts
+        std::vector<Hash128> hashed;                  // a group of this thread's keys, hashed
     };
-    static_assert(kMaxParts <= 65536 && kMaxThreads <= kMaxParts, "a part must fit in 16 bits");
+    static_assert(kMaxThreads <= 65536, "an owner must fit in 16 bits");
     std::vector<Mine> per(threads);
     for (auto& p : per)
-        for (auto& to : p.to) to.resize(parts);
-    std::vector<std::uint16_t> owner_of_part(parts);
-    for (unsigned t = 0; t < threads; ++t)
-        for (std::size_t q = part_begin(parts, threads, t); q < part_begin(parts, threads, t + 1); ++q)
-            owner_of_part[q] = static_cast<std::uint16_t>(t);
-    // [set][part * threads + t]: where slice t's keys of that part begin in
-    // the part's owner's answers.
-    std::vector<std::size_t> run_at[kSets];
-    if (out)
-        for (auto& r : run_at) r.resize(std::size_t{parts} * threads);
+        for (auto& to : p.to) to.resize(threads);
 
-    auto sort_to_parts = [&](std::size_t c, unsigned t) {
+    auto sort_to_owners = [&](std::size_t c, unsigned t) {
         Mine& me = per[t];
         const std::size_t set = c % kSets;
         const std::size_t start = c * keys_per_chunk, m = chunk_size(c);
         const std::size_t lo = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1);
-        auto& to = me.to[c % kHashSets];
-        // Room for a part's expected share and 4 standard deviations more,
-        // so that a spread chunk's many runs rarely grow (and copy).
-        const std::size_t expect = (hi - lo) / parts;
-        const std::size_t room = expect + 4 * static_cast<std::size_t>(std::sqrt(static_cast<double>(expect))) + 16;
-        for (auto& v : to) {
-            v.clear();
-            if (v.capacity() < room) v.reserve(room);
-        }
-        auto& part_of = me.part_of[set];
-        part_of.resize(hi - lo);
+        auto& to = me.to[set];
+        for (auto& v : to) v.clear();
+        auto& owner_of = me.owner_of[set];
+        owner_of.resize(hi - lo);
         for (std::size_t g = lo; g < hi; g += kGroup) {
             const std::size_t count = std::min(kGroup, hi - g);
             const Hash128* h;
@@ -408,46 +350,41 @@ void add_by_key_owner(Src& src, std::size_t n, bool* out, unsigned threads, Chun
                 h = me.hashed.data();
             }
             for (std::size_t i = 0; i < count; ++i) {
-                const unsigned q = part(h[i]);
-                part_of[g - lo + i] = static_cast<std::uint16_t>(q);
-                to[q].push_back(h[i]);
+                const unsigned o = owner(h[i]);
+                owner_of[g - lo + i] = static_cast<std::uint16_t>(o);
+                to[o].push_back(h[i]);
             }
         }
     };
     auto add_owned = [&](std::size_t c, unsigned o) {
         Mine& me = per[o];
         const std::size_t set = c % kSets;
-        const std::size_t hash_set = c % kHashSets;
-        const std::size_t first = part_begin(parts, threads, o), last = part_begin(parts, threads, o + 1);
         std::size_t total = 0;
-        for (std::size_t q = first; q < last; ++q)
-            for (unsigned t = 0; t < threads; ++t) total += per[t].to[hash_set][q].size();
+        for (unsigned t = 0; t < threads; ++t) total += per[t].to[set][o].size();
         if (out && me.answer_room[set] < total) {
             me.answers[set].reset(new bool[total]);
             me.answer_room[set] = total;
         }
         AddCounts counts;
         std::size_t done = 0;
-        for (std::size_t q = first; q < last; ++q) {
-            for (unsigned t = 0; t < threads; ++t) {
-                const std::vector<Hash128>& run = per[t].to[hash_set][q];
-                if (out) run_at[set][q * threads + t] = done;
-                if (run.empty()) continue;
-                counts += add_run(BatchKeys{run.data(), {}}, run.size(), out ? me.answers[set].get() + done : nullptr);
-                done += run.size();
-            }
+        for (unsigned t = 0; t < threads; ++t) {
+            const std::vector<Hash128>& run = per[t].to[set][o];
+            if (run.empty()) continue;
+            counts += add_run(BatchKeys{run.data(), {}}, run.size(), out ? me.answers[set].get() + done : nullptr);
+            done += run.size();
         }
         me.counts[set] = counts;
     };
     auto answer = [&](std::size_t c, unsigned t) {
         const std::size_t set = c % kSets;
         const std::size_t start = c * keys_per_chunk, m = chunk_size(c);
-        std::vector<std::size_t> next(parts);  // [part]: slice t's next answer in its owner's answers
-        for (unsigned q = 0; q < parts; ++q) next[q] = run_at[set][std::size_t{q} * threads + t];
-        const std::uint16_t* part_of = per[t].part_of[set].data();
+        std::vector<std::size_t> next(threads, 0);  // [owner]: slice t's next answer in its answers
+        for (unsigned o = 0; o < threads; ++o)
+            for (unsigned before = 0; before < t; ++before) next[o] += per[before].to[set][o].size();
+        const std::uint16_t* owner_of = per[t].owner_of[set].data();
         for (std::size_t i = part_begin(m, threads, t), hi = part_begin(m, threads, t + 1), j = 0; i < hi; ++i, ++j) {
-            const unsigned q = part_of[j];
-            out[start + i] = per[owner_of_part[q]].answers[set][next[q]++];
+            const unsigned o = owner_of[j];
+            out[start + i] = per[o].answers[set][next[o]++];
         }
     };
 
@@ -458,7 +395,7 @@ void add_by_key_owner(Src& src, std::size_t n, bool* out, unsigned threads, Chun
         const bool adds = p >= 1 && p - 1 < chunks;
         auto phase = [&](unsigned t) {
             if (adds) add_owned(p - 1, t);
-            if (p < chunks) sort_to_parts(p, t);
+            if (p < chunks) sort_to_owners(p, t);
             if (out && p >= 2) answer(p - 2, t);
         };
         if (!adds) {
