@@ -79,6 +79,34 @@ def test_batches_and_single_keys_answer_as_the_python_ring_did(layout: str, gene
         assert bits(new) == bits(old) == bits(scalar) == bits(threaded), step
 
 
+def test_a_long_batch_without_refresh_answers_as_the_python_ring_did() -> None:
+    """refresh=False adds the keys no older generation has a block of 4,096
+    at a time (window_ring.hpp): a block with none seen is added where it
+    lies, one with all seen adds nothing, mixed ones through a copy; repeats
+    within a block and across blocks; answers and bits as the Python ring's
+    and the single adds'."""
+    clocks = [Clock() for _ in range(3)]
+    new, scalar, old = (WindowedBloomFilter(60_000, 0.01, window=100.0, generations=2, clock=c)  # type: ignore[arg-type]
+                        for c in clocks)
+    seen_keys = np.arange(10_000, 30_000, dtype=np.uint64)
+    for w in (new, scalar, old):
+        w.add_many(seen_keys)
+    for c in clocks:
+        c.t = 60.0  # the next generation: the first is older now, still live
+    rng = np.random.default_rng(4)
+    mixed = np.where(rng.random(4096 * 5) < 0.4, rng.integers(10_000, 30_000, 4096 * 5),
+                     rng.integers(40_000, 50_000, 4096 * 5)).astype(np.uint64)  # repeats within and across blocks
+    batch = np.concatenate([np.arange(100_000, 104_096, dtype=np.uint64),  # a block of none seen
+                            seen_keys[:4096],                                 # a block of all seen
+                            mixed, np.arange(100_000, 100_100, dtype=np.uint64)])  # a short last block
+    want = old_add_many(old, batch, False)
+    got = new.add_many(batch, refresh=False)
+    assert np.array_equal(got, want)
+    assert want[:4096].all() and not want[4096:8192].any() and 0 < want[8192:].sum() < len(mixed)
+    assert [scalar.add(int(k), refresh=False) for k in batch] == want.tolist()
+    assert bits(new) == bits(old) == bits(scalar)
+
+
 def test_str_keys_and_nulls_take_the_core_loop_too() -> None:
     clock = Clock()
     w = WindowedBloomFilter(1000, 0.01, window=10.0, generations=2, clock=clock)

@@ -131,30 +131,36 @@ public:
             return;
         }
         contains_batch(hs, n, out);
-        std::size_t seen = 0;
-        for (std::size_t i = 0; i < n; ++i) seen += out[i];
-        if (seen == 0) {  // all fresh: the batch itself is added, no copy
-            Prehashed src{hs};
-            cur.add_keys(src, n, out);
-            return;
-        }
-        std::vector<Hash128> fresh;
-        std::vector<std::size_t> where;
-        fresh.reserve(n - seen);
-        where.reserve(n - seen);
-        for (std::size_t i = 0; i < n; ++i) {
-            if (out[i]) {
-                out[i] = false;
+        // The keys not seen are added a block at a time, copied into a
+        // buffer that stays in cache; a block none of whose keys was seen is
+        // added where it lies. (A copy of the whole batch's unseen keys cost
+        // more than the lookups: its 24 bytes a key were fresh pages.)
+        constexpr std::size_t kBlock = 4096;
+        const std::size_t room = std::min(n, kBlock);
+        std::unique_ptr<Hash128[]> fresh(new Hash128[room]);
+        std::unique_ptr<std::uint16_t[]> where(new std::uint16_t[room]);
+        std::unique_ptr<bool[]> added(new bool[room]);
+        for (std::size_t lo = 0; lo < n; lo += kBlock) {
+            const std::size_t m = std::min(kBlock, n - lo);
+            std::size_t k = 0;
+            for (std::size_t i = 0; i < m; ++i) {
+                if (out[lo + i]) {
+                    out[lo + i] = false;
+                    continue;
+                }
+                fresh[k] = hs[lo + i];
+                where[k++] = static_cast<std::uint16_t>(i);
+            }
+            if (k == 0) continue;
+            if (k == m) {  // none seen
+                Prehashed src{hs + lo};
+                cur.add_keys(src, m, out + lo);
                 continue;
             }
-            fresh.push_back(hs[i]);
-            where.push_back(i);
+            Prehashed src{fresh.get()};
+            cur.add_keys(src, k, added.get());
+            for (std::size_t j = 0; j < k; ++j) out[lo + where[j]] = added[j];
         }
-        if (fresh.empty()) return;
-        std::unique_ptr<bool[]> added(new bool[fresh.size()]);
-        Prehashed src{fresh.data()};
-        cur.add_keys(src, fresh.size(), added.get());
-        for (std::size_t j = 0; j < fresh.size(); ++j) out[where[j]] = added[j];
     }
 
 private:
