@@ -79,12 +79,13 @@ def test_batches_and_single_keys_answer_as_the_python_ring_did(layout: str, gene
         assert bits(new) == bits(old) == bits(scalar) == bits(threaded), step
 
 
-def test_a_long_batch_without_refresh_answers_as_the_python_ring_did() -> None:
-    """refresh=False adds the keys no older generation has a block of 4,096
-    at a time (window_ring.hpp): a block with none seen is added where it
-    lies, one with all seen adds nothing, mixed ones through a copy; repeats
-    within a block and across blocks; answers and bits as the Python ring's
-    and the single adds'."""
+def test_long_batches_answer_as_the_python_ring_did() -> None:
+    """Long batches take the keys they still need a block of 4,096 at a time
+    (window_ring.hpp, Picker): refresh=False adds the keys no older
+    generation has (a block with none seen is added where it lies, one with
+    all seen adds nothing, mixed ones through a copy), and lookups probe the
+    keys not found yet; repeats within a block and across blocks; answers
+    and bits as the Python ring's and the single calls'."""
     clocks = [Clock() for _ in range(3)]
     new, scalar, old = (WindowedBloomFilter(60_000, 0.01, window=100.0, generations=2, clock=c)  # type: ignore[arg-type]
                         for c in clocks)
@@ -104,6 +105,22 @@ def test_a_long_batch_without_refresh_answers_as_the_python_ring_did() -> None:
     assert np.array_equal(got, want)
     assert want[:4096].all() and not want[4096:8192].any() and 0 < want[8192:].sum() < len(mixed)
     assert [scalar.add(int(k), refresh=False) for k in batch] == want.tolist()
+    assert bits(new) == bits(old) == bits(scalar)
+    # Lookups of a long batch of which more than a quarter is found in the
+    # first generation probed: the rest is probed a block at a time too;
+    # and a refresh=True add of it, whose older lookups ask only the keys
+    # new to the current generation.
+    again = np.concatenate([batch, rng.integers(200_000, 300_000, 20_000).astype(np.uint64)])
+    hit = old_contains_many(old, again)
+    assert np.array_equal(new.contains_many(again), hit)
+    assert 0.25 < hit.mean() < 0.75
+    assert [int(k) in scalar for k in again] == hit.tolist()
+    for c in clocks:
+        c.t = 110.0  # a generation on: the first is gone, the second older
+    want = old_add_many(old, again, True)
+    assert np.array_equal(new.add_many(again), want)
+    assert 0 < want.sum() < len(again)
+    assert [scalar.add(int(k)) for k in again] == want.tolist()
     assert bits(new) == bits(old) == bits(scalar)
 
 

@@ -65,10 +65,8 @@ public:
         // (bools as bytes 0/1: the loops below are branch-free and vectorise)
         auto* o = reinterpret_cast<unsigned char*>(out);
         const auto* want = reinterpret_cast<const unsigned char*>(only);
-        std::unique_ptr<bool[]> got_owner(new bool[n]);
-        auto* got = reinterpret_cast<unsigned char*>(got_owner.get());
-        std::vector<Hash128> part;
-        std::vector<std::size_t> where;
+        std::unique_ptr<bool[]> got_owner;  // (a whole batch's answers: made when a pass needs them)
+        Picker pick(n);
         for (std::size_t l = 0; l < gens_.size(); ++l) {
             // The keys still to probe: all of them (no copy) while most are.
             std::size_t pending = 0;
@@ -83,23 +81,22 @@ public:
                     gens_[l]->contains_keys(src, 0, n, out);  // (the first pass answers in place)
                     continue;
                 }
+                if (!got_owner) got_owner.reset(new bool[n]);
                 gens_[l]->contains_keys(src, 0, n, got_owner.get());
+                const auto* got = reinterpret_cast<const unsigned char*>(got_owner.get());
                 if (want == nullptr)
                     for (std::size_t i = 0; i < n; ++i) o[i] |= got[i];
                 else
                     for (std::size_t i = 0; i < n; ++i) o[i] |= got[i] & want[i];
                 continue;
             }
-            part.clear();
-            where.clear();
-            for (std::size_t i = 0; i < n; ++i)
-                if (!o[i] && (want == nullptr || want[i])) {
-                    part.push_back(hs[i]);
-                    where.push_back(i);
-                }
-            Prehashed src{part.data()};
-            gens_[l]->contains_keys(src, 0, part.size(), got_owner.get());
-            for (std::size_t j = 0; j < part.size(); ++j) o[where[j]] = got[j];
+            pick.each(
+                hs, n, [&](std::size_t i) { return !o[i] && (want == nullptr || want[i]); },
+                [&](std::size_t lo, std::size_t, std::size_t k) {
+                    Prehashed src{pick.keys()};
+                    gens_[l]->contains_keys(src, 0, k, pick.got());
+                    for (std::size_t j = 0; j < k; ++j) o[lo + pick.where(j)] = pick.got()[j];
+                });
         }
     }
 
@@ -131,39 +128,68 @@ public:
             return;
         }
         contains_batch(hs, n, out);
-        // The keys not seen are added a block at a time, copied into a
-        // buffer that stays in cache; a block none of whose keys was seen is
-        // added where it lies. (A copy of the whole batch's unseen keys cost
-        // more than the lookups: its 24 bytes a key were fresh pages.)
-        constexpr std::size_t kBlock = 4096;
-        const std::size_t room = std::min(n, kBlock);
-        std::unique_ptr<Hash128[]> fresh(new Hash128[room]);
-        std::unique_ptr<std::uint16_t[]> where(new std::uint16_t[room]);
-        std::unique_ptr<bool[]> added(new bool[room]);
-        for (std::size_t lo = 0; lo < n; lo += kBlock) {
-            const std::size_t m = std::min(kBlock, n - lo);
-            std::size_t k = 0;
-            for (std::size_t i = 0; i < m; ++i) {
-                if (out[lo + i]) {
-                    out[lo + i] = false;
-                    continue;
+        // The keys not seen are added a block at a time (Picker); a block
+        // with none seen is added where it lies.
+        Picker pick(n);
+        pick.each(
+            hs, n,
+            [&](std::size_t i) {
+                const bool fresh = !out[i];
+                out[i] = false;
+                return fresh;
+            },
+            [&](std::size_t lo, std::size_t m, std::size_t k) {
+                if (k == m) {
+                    Prehashed src{hs + lo};
+                    cur.add_keys(src, m, out + lo);
+                    return;
                 }
-                fresh[k] = hs[lo + i];
-                where[k++] = static_cast<std::uint16_t>(i);
-            }
-            if (k == 0) continue;
-            if (k == m) {  // none seen
-                Prehashed src{hs + lo};
-                cur.add_keys(src, m, out + lo);
-                continue;
-            }
-            Prehashed src{fresh.get()};
-            cur.add_keys(src, k, added.get());
-            for (std::size_t j = 0; j < k; ++j) out[lo + where[j]] = added[j];
-        }
+                Prehashed src{pick.keys()};
+                cur.add_keys(src, k, pick.got());
+                for (std::size_t j = 0; j < k; ++j) out[lo + pick.where(j)] = pick.got()[j];
+            });
     }
 
 private:
+    // Some keys of a batch, taken a block of kBlock at a time and copied into
+    // buffers that stay in cache: each(hs, n, pick, f) calls f(lo, m, k)
+    // for each block [lo, lo + m) of which pick(i) chose k > 0 keys, those
+    // being keys()[0, k), key j at lo + where(j), got() room for k answers.
+    // (A copy of all the chosen keys of a batch, 24 bytes a key of fresh
+    // pages, cost more than the lookups it saved: benchmarks/NOTES.md.)
+    class Picker {
+    public:
+        static constexpr std::size_t kBlock = 4096;
+        explicit Picker(std::size_t n)
+            : room_(std::min(n, kBlock)),
+              keys_(new Hash128[room_]),
+              where_(new std::uint16_t[room_]),
+              got_(new bool[room_]) {}
+        template <class Pick, class F>
+        void each(const Hash128* hs, std::size_t n, Pick&& pick, F&& f) {
+            for (std::size_t lo = 0; lo < n; lo += kBlock) {
+                const std::size_t m = std::min(kBlock, n - lo);
+                std::size_t k = 0;
+                for (std::size_t i = 0; i < m; ++i)
+                    if (pick(lo + i)) {
+                        keys_[k] = hs[lo + i];
+                        where_[k++] = static_cast<std::uint16_t>(i);
+                    }
+                if (k != 0) f(lo, m, k);
+            }
+        }
+        const Hash128* keys() const { return keys_.get(); }
+        std::size_t where(std::size_t j) const { return where_[j]; }
+        bool* got() { return got_.get(); }
+
+    private:
+        static_assert(kBlock <= 65536, "a key's place in its block must fit in 16 bits");
+        std::size_t room_;
+        std::unique_ptr<Hash128[]> keys_;
+        std::unique_ptr<std::uint16_t[]> where_;
+        std::unique_ptr<bool[]> got_;
+    };
+
     bool probe_all(const Hash128& h) const {
         for (const BloomFilter* f : gens_)
             if (probe(*f, h)) return true;
