@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import signal
+import threading
 import warnings
 
 import pytest
@@ -114,3 +117,38 @@ def test_a_capacity_warning_raised_as_an_error_comes_after_the_keys_are_queued()
                 q.push_many(["u10", "u11"]) if many else q.push("u10")
         assert list(q)[10:] == (["u10", "u11"] if many else ["u10"])
         assert q.seen("u10") and q.push("u10") is False
+
+
+def test_a_forked_child_pushes_and_pickles_while_a_parent_thread_held_the_lock() -> None:
+    """A lock a thread of the parent held at the fork stays held in the
+    child, where that thread does not exist: the child's queues (made
+    directly and from a pickle) get fresh ones (_forks), so its push, pop
+    and pickle do not wait forever."""
+    made = DedupQueue()
+    restored = pickle.loads(pickle.dumps(made))
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with made._lock, restored._lock:
+            held.set()
+            release.wait(timeout=30)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert held.wait(timeout=30)
+    try:
+        pid = os.fork()
+        if pid == 0:  # (the child never returns into pytest)
+            code = 1
+            try:
+                signal.alarm(20)  # (dies of SIGALRM if anything waits for the parent's thread)
+                if all(q.push("https://example.com/a") and q.pop() == "https://example.com/a"
+                       and pickle.loads(pickle.dumps(q)) is not None for q in (made, restored)):
+                    code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        t.join(timeout=30)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -269,13 +269,17 @@ def test_a_forked_child_closes_and_exports_while_a_parent_thread_held_the_rotati
     assert held.wait(timeout=30)
     try:
         pid = os.fork()
-        if pid == 0:
-            signal.alarm(20)  # (dies of SIGALRM if anything waits for the parent's thread)
-            local.add("y")
-            WindowedBloomFilter.from_bytes(local.to_bytes())
-            mapped.to_bytes()
-            mapped.close()
-            os._exit(0)
+        if pid == 0:  # (the child never returns into pytest)
+            code = 1
+            try:
+                signal.alarm(20)  # (dies of SIGALRM if anything waits for the parent's thread)
+                local.add("y")
+                WindowedBloomFilter.from_bytes(local.to_bytes())
+                mapped.to_bytes()
+                mapped.close()
+                code = 0
+            finally:
+                os._exit(code)
         _, status = os.waitpid(pid, 0)
     finally:
         release.set()

@@ -10,31 +10,24 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import os
 import threading
 import warnings
-import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, Hashable, Optional, Union
 
 from ._core import BloomFilter, CapacityWarning
+from ._forks import renew_locks_after_fork
 from ._pickling import from_bytes
 from .scalable import ScalableBloomFilter
 
 __all__ = ["DedupQueue"]
 
 
-# Queues alive in this process, by id: a forked child gives each a fresh lock
-# (one a thread of the parent held at the fork would stay held for good).
-_ALIVE: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
+def _fresh_lock(q: Any) -> None:
+    """A forked child's lock for q (_forks)."""
+    q._lock = threading.Lock()
 
-def _fresh_locks_in_child() -> None:
-    for q in list(_ALIVE.values()):
-        q._lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_fresh_locks_in_child)
 
 
 def _warn_again(caught: Optional[list[Any]]) -> None:
@@ -83,7 +76,7 @@ class DedupQueue:
         # for other threads: a pickle taken between them would hold a key
         # seen but never queued (never crawled after a restore).
         self._lock = threading.Lock()
-        _ALIVE[id(self)] = self
+        renew_locks_after_fork(self, _fresh_lock)
 
     @property
     def filter(self) -> Seen:
@@ -160,7 +153,7 @@ class DedupQueue:
         self._seen = seen
         self._queue = collections.deque(state["queue"])
         self._lock = threading.Lock()
-        _ALIVE[id(self)] = self
+        renew_locks_after_fork(self, _fresh_lock)
 
     def __repr__(self) -> str:
         return f"<DedupQueue queued={len(self._queue)} seen~{round(self._seen.approx_count)} filter={type(self._seen).__name__}>"

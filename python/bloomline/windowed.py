@@ -70,12 +70,12 @@ import numbers
 import threading
 import time
 import warnings
-import weakref
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from . import _core
 from ._core import BloomFilter, CapacityWarning
 from ._facts import batch_shaped
+from ._forks import renew_locks_after_fork
 from ._numpy import np
 from ._pickling import picklable
 from .display import filter_html
@@ -94,18 +94,11 @@ Window = Union[float, int, datetime.timedelta]
 
 _READ = object()  # (_now's "read the clock": any reading, None too, is the clock's)
 
-# The filters alive in this process, by id: a forked child gives each fresh
-# locks (one a thread of the parent held at the fork stays held in the
-# child, where that thread does not exist: its close or save would wait forever).
-_ALIVE: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
+def _fresh_locks(f: Any) -> None:
+    """A forked child's locks for f (_forks)."""
+    f._rotating, f._advancing = threading.RLock(), threading.Lock()
 
-def _fresh_locks_in_child() -> None:
-    for f in list(_ALIVE.values()):
-        f._rotating, f._advancing = threading.RLock(), threading.Lock()
-
-
-os.register_at_fork(after_in_child=_fresh_locks_in_child)
 
 # (its checks, fixed facts, threaded batch add and shared file's ring live in _window_parts)
 from ._window_parts import (_GEN_LIMIT, RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
@@ -161,7 +154,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         # Reentrant: an export holds it across live_generations, which expires.
         self._rotating = threading.RLock()
         self._advancing = threading.Lock()  # (the newest generation: checked and set as one step)
-        _ALIVE[id(self)] = self
+        renew_locks_after_fork(self, _fresh_locks)
         self._live_at: Optional[tuple[int, list[BloomFilter], _core.WindowProbe, _core.WindowProbe]] = None
         self._version = 0  # changes of the ring (under _rotating where threads may race)
         self._shared: Optional[SharedRing] = None  # the ring of a mapped file (open)
