@@ -80,12 +80,11 @@ def test_batches_and_single_keys_answer_as_the_python_ring_did(layout: str, gene
 
 
 def test_long_batches_answer_as_the_python_ring_did() -> None:
-    """Long batches take the keys they still need a block of 4,096 at a time
-    (window_ring.hpp, Picker): refresh=False adds the keys no older
-    generation has (a block with none seen is added where it lies, one with
-    all seen adds nothing, mixed ones through a copy), and lookups probe the
-    keys not found yet; repeats within a block and across blocks; answers
-    and bits as the Python ring's and the single calls'."""
+    """Long batches take the keys they still need 4,096 at a time, in order,
+    through a buffer (window_ring.hpp, Picker): refresh=False adds the keys
+    no older generation has, and lookups probe the keys not found yet; runs
+    of keys none seen, all seen and mixed, repeats within a buffer's keys and
+    across them; answers and bits as the Python ring's and the single calls'."""
     clocks = [Clock() for _ in range(3)]
     new, scalar, old = (WindowedBloomFilter(60_000, 0.01, window=100.0, generations=2, clock=c)  # type: ignore[arg-type]
                         for c in clocks)
@@ -96,10 +95,10 @@ def test_long_batches_answer_as_the_python_ring_did() -> None:
         c.t = 60.0  # the next generation: the first is older now, still live
     rng = np.random.default_rng(4)
     mixed = np.where(rng.random(4096 * 5) < 0.4, rng.integers(10_000, 30_000, 4096 * 5),
-                     rng.integers(40_000, 50_000, 4096 * 5)).astype(np.uint64)  # repeats within and across blocks
-    batch = np.concatenate([np.arange(100_000, 104_096, dtype=np.uint64),  # a block of none seen
-                            seen_keys[:4096],                                 # a block of all seen
-                            mixed, np.arange(100_000, 100_100, dtype=np.uint64)])  # a short last block
+                     rng.integers(40_000, 50_000, 4096 * 5)).astype(np.uint64)  # repeats within and across buffers
+    batch = np.concatenate([np.arange(100_000, 104_096, dtype=np.uint64),  # a run of none seen
+                            seen_keys[:4096],                                 # a run of all seen
+                            mixed, np.arange(100_000, 100_100, dtype=np.uint64)])  # repeats at the end
     want = old_add_many(old, batch, False)
     got = new.add_many(batch, refresh=False)
     assert np.array_equal(got, want)
@@ -107,7 +106,7 @@ def test_long_batches_answer_as_the_python_ring_did() -> None:
     assert [scalar.add(int(k), refresh=False) for k in batch] == want.tolist()
     assert bits(new) == bits(old) == bits(scalar)
     # Lookups of a long batch of which more than a quarter is found in the
-    # first generation probed: the rest is probed a block at a time too;
+    # first generation probed: the rest is probed through the buffer too;
     # and a refresh=True add of it, whose older lookups ask only the keys
     # new to the current generation.
     again = np.concatenate([batch, rng.integers(200_000, 300_000, 20_000).astype(np.uint64)])

@@ -92,10 +92,10 @@ public:
             }
             pick.each(
                 hs, n, [&](std::size_t i) { return !o[i] && (want == nullptr || want[i]); },
-                [&](std::size_t lo, std::size_t, std::size_t k) {
+                [&](std::size_t k) {
                     Prehashed src{pick.keys()};
                     gens_[l]->contains_keys(src, 0, k, pick.got());
-                    for (std::size_t j = 0; j < k; ++j) o[lo + pick.where(j)] = pick.got()[j];
+                    for (std::size_t j = 0; j < k; ++j) o[pick.where(j)] = pick.got()[j];
                 });
         }
     }
@@ -128,9 +128,15 @@ public:
             return;
         }
         contains_batch(hs, n, out);
-        // The keys not seen are added a block at a time (Picker); a block
-        // with none seen is added where it lies.
-        Picker pick(n);
+        std::size_t seen = 0;
+        for (std::size_t i = 0; i < n; ++i) seen += out[i];
+        if (seen == 0) {  // all fresh: the batch itself is added, no copy
+            Prehashed src{hs};
+            cur.add_keys(src, n, out);
+            return;
+        }
+        // The keys not seen, in order, through the picker's buffers.
+        Picker pick(n - seen);
         pick.each(
             hs, n,
             [&](std::size_t i) {
@@ -138,55 +144,50 @@ public:
                 out[i] = false;
                 return fresh;
             },
-            [&](std::size_t lo, std::size_t m, std::size_t k) {
-                if (k == m) {
-                    Prehashed src{hs + lo};
-                    cur.add_keys(src, m, out + lo);
-                    return;
-                }
+            [&](std::size_t k) {
                 Prehashed src{pick.keys()};
                 cur.add_keys(src, k, pick.got());
-                for (std::size_t j = 0; j < k; ++j) out[lo + pick.where(j)] = pick.got()[j];
+                for (std::size_t j = 0; j < k; ++j) out[pick.where(j)] = pick.got()[j];
             });
     }
 
 private:
-    // Some keys of a batch, taken a block of kBlock at a time and copied into
-    // buffers that stay in cache: each(hs, n, pick, f) calls f(lo, m, k)
-    // for each block [lo, lo + m) of which pick(i) chose k > 0 keys, those
-    // being keys()[0, k), key j at lo + where(j), got() room for k answers.
-    // (A copy of all the chosen keys of a batch, 24 bytes a key of fresh
-    // pages, cost more than the lookups it saved: benchmarks/NOTES.md.)
+    // Some keys of a batch, in order, copied kRoom at a time into buffers
+    // that stay in cache: each(hs, n, pick, f) calls f(k) each time k keys
+    // that pick(i) chose are gathered (kRoom, and then the rest), those being
+    // keys()[0, k), key j at index where(j) of the batch, got() room for k
+    // answers. (A copy of all the chosen keys of a batch at once, 24 bytes a
+    // key of fresh pages, could cost more than the lookups: NOTES.md.)
     class Picker {
     public:
-        static constexpr std::size_t kBlock = 4096;
+        static constexpr std::size_t kRoom = 4096;
         explicit Picker(std::size_t n)
-            : room_(std::min(n, kBlock)),
+            : room_(std::max<std::size_t>(1, std::min(n, kRoom))),
               keys_(new Hash128[room_]),
-              where_(new std::uint16_t[room_]),
+              where_(new std::size_t[room_]),
               got_(new bool[room_]) {}
         template <class Pick, class F>
         void each(const Hash128* hs, std::size_t n, Pick&& pick, F&& f) {
-            for (std::size_t lo = 0; lo < n; lo += kBlock) {
-                const std::size_t m = std::min(kBlock, n - lo);
-                std::size_t k = 0;
-                for (std::size_t i = 0; i < m; ++i)
-                    if (pick(lo + i)) {
-                        keys_[k] = hs[lo + i];
-                        where_[k++] = static_cast<std::uint16_t>(i);
-                    }
-                if (k != 0) f(lo, m, k);
+            std::size_t k = 0;
+            for (std::size_t i = 0; i < n; ++i) {
+                if (!pick(i)) continue;
+                keys_[k] = hs[i];
+                where_[k++] = i;
+                if (k == room_) {
+                    f(k);
+                    k = 0;
+                }
             }
+            if (k != 0) f(k);
         }
         const Hash128* keys() const { return keys_.get(); }
         std::size_t where(std::size_t j) const { return where_[j]; }
         bool* got() { return got_.get(); }
 
     private:
-        static_assert(kBlock <= 65536, "a key's place in its block must fit in 16 bits");
         std::size_t room_;
         std::unique_ptr<Hash128[]> keys_;
-        std::unique_ptr<std::uint16_t[]> where_;
+        std::unique_ptr<std::size_t[]> where_;
         std::unique_ptr<bool[]> got_;
     };
 
