@@ -4,12 +4,14 @@ readers racing writers see every key that was added before they started."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
+from typing import Any, Callable
 
 import numpy as np
 import pytest
 
-from bloomline import BloomFilter
+from bloomline import BloomFilter, CountingBloomFilter, DedupQueue, WindowedBloomFilter
 
 pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
 
@@ -110,7 +112,6 @@ def test_scalar_adds_beside_a_batch_add_keep_exact_counts(layout: str) -> None:
 
 # ---- threads= on batch calls: the same answers as one thread ---------------
 
-from bloomline import CountingBloomFilter  # noqa: E402
 
 
 @pytest.mark.parametrize("threads", [2, 3, 0])
@@ -323,3 +324,56 @@ def test_threads_sharing_a_scalable_chain_grow_it_once_and_save_loadable_files(t
     chain.save(path)
     again = ScalableBloomFilter.load(path)
     assert again.contains_many([f"{t}-{b}-{j}" for t in range(4) for b in range(60) for j in range(100)]).all()
+
+
+def _single_adds() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any], Callable[[Any, str], Any]]]:
+    """Per kind: make one, a batch that a thread repeats (the GIL released,
+    the core's writer lock held chunk by chunk), and one add in the child."""
+    keys = np.arange(2_000_000, dtype=np.uint64)
+    urls = [f"https://example.com/{i}" for i in range(200_000)]
+    return {
+        "bloom": (lambda: BloomFilter(4_000_000, 0.01), lambda f: f.add_many(keys), lambda f, k: f.add(k)),
+        "counting": (lambda: CountingBloomFilter(4_000_000, 0.01), lambda f: f.add_many(keys), lambda f, k: f.add(k)),
+        "windowed": (lambda: WindowedBloomFilter(4_000_000, 0.01, window=3600.0), lambda f: f.add_many(keys),
+                     lambda f, k: f.add(k)),
+        "queue over a scalable chain": (lambda: DedupQueue(), lambda q: q.push_many(urls), lambda q, k: q.push(k)),
+    }
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+@pytest.mark.parametrize("kind", sorted(_single_adds()))
+def test_a_child_forked_while_a_thread_adds_can_add(kind: str) -> None:
+    """A fork while another thread is inside an add leaves that thread's
+    locks held in the child, where it does not exist: the core's writer
+    lock (filter_common.hpp) and the Python kinds' own locks (_forks) are
+    taken over there, so the child's add returns. Five forks during a
+    thread's adds; each child adds one key under a 20-second alarm."""
+    make, batch, single = _single_adds()[kind]
+    f = make()
+    stop, started = threading.Event(), threading.Event()
+
+    def adder() -> None:
+        while not stop.is_set():
+            batch(f)
+            started.set()
+
+    t = threading.Thread(target=adder)
+    t.start()
+    statuses = []
+    try:
+        assert started.wait(timeout=60)
+        for _ in range(5):
+            pid = os.fork()
+            if pid == 0:  # (the child never returns into pytest)
+                code = 1
+                try:
+                    signal.alarm(20)  # (dies of SIGALRM if the add waits for the parent's thread)
+                    single(f, "https://example.com/from-the-child")
+                    code = 0
+                finally:
+                    os._exit(code)
+            statuses.append(os.waitpid(pid, 0)[1])
+    finally:
+        stop.set()
+        t.join(timeout=120)
+    assert all(os.WIFEXITED(s) and os.WEXITSTATUS(s) == 0 for s in statuses), statuses

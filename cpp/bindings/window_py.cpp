@@ -29,13 +29,6 @@ using py_filter::Handle;
 
 namespace {
 
-// The keys' hashes of a hash_valid array (16 bytes each, contiguous).
-const Hash128* hashes_of(const py::array& hashed) {
-    if (hashed.ndim() != 1 || hashed.itemsize() != 16 || !(hashed.flags() & py::array::c_style))
-        throw std::invalid_argument("hashed must be a 1-D contiguous array of 16-byte hashes (hash_valid's)");
-    return reinterpret_cast<const Hash128*>(hashed.data());
-}
-
 // A windowed filter's parameters as both encoders take them, each checked
 // and named.
 WindowHeader window_params(py::handle capacity, py::handle error_rate, py::handle generations, double window,
@@ -398,40 +391,31 @@ void register_window(py::module_& m) {
             },
             py::arg("key"), py::arg("seed"))
         .def(
-            "contains_many",
-            [](const WindowProbe& p, const py::array& hashed) {
-                const auto* hs = hashes_of(hashed);
-                const auto n = static_cast<std::size_t>(hashed.size());
-                py::array_t<bool> out(static_cast<py::ssize_t>(n));
-                bool* o = out.mutable_data();
-                {
-                    py::gil_scoped_release nogil;
-                    p.contains_batch(hs, n, o);
-                }
-                return out;
-            },
-            py::arg("hashed"))
-        .def(
             "add",
             [](const WindowProbe& p, Handle<BloomFilter>& cur, py::handle key, bool refresh) {
                 return p.add(*cur, py_keys::hash_scalar_key(key.ptr(), cur->geometry().seed), refresh);
             },
             py::arg("current"), py::arg("key"), py::arg("refresh"))
         .def(
-            "add_many",
-            [](const WindowProbe& p, Handle<BloomFilter>& cur, const py::array& hashed, bool refresh) {
-                const auto* hs = hashes_of(hashed);
-                const auto n = static_cast<std::size_t>(hashed.size());
-                py::array_t<bool> out(static_cast<py::ssize_t>(n));
-                bool* o = out.mutable_data();
+            "add_keys",
+            [](const WindowProbe& p, Handle<BloomFilter>& cur, py_args::Keys keys, bool refresh,
+               py_args::NullsName nulls) {
                 BloomFilter& f = *cur;
-                {
-                    py::gil_scoped_release nogil;
-                    p.add_batch(f, hs, n, refresh, o);
-                }
-                return out;
+                return py_keys::with_batch_hashes(
+                    keys, f.geometry().seed, "keys",
+                    [&p, &f, refresh](auto& src, std::size_t n, bool* out) { p.add_keys(f, src, n, refresh, out); },
+                    py_keys::parse_nulls(nulls));
             },
-            py::arg("current"), py::arg("hashed"), py::arg("refresh"));
+            py::arg("current"), py::arg("keys"), py::arg("refresh"), py::arg("nulls"))
+        .def(
+            "contains_keys",
+            [](const WindowProbe& p, py_args::Keys keys, py_args::Int seed, py_args::NullsName nulls) {
+                const std::uint64_t s = py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)");
+                return py_keys::with_batch_hashes(
+                    keys, s, "keys", [&p](auto& src, std::size_t n, bool* out) { p.contains_keys(src, n, out); },
+                    py_keys::parse_nulls(nulls));
+            },
+            py::arg("keys"), py::arg("seed"), py::arg("nulls"));
 
     // The single-key calls' way around Python (WindowCursor above): armed by
     // windowed.py each time it reads the ring, disarmed when the ring changes.

@@ -11,10 +11,9 @@ hashes and 2**48 bits), is the core's ``ChainRule``; the chain checks its
 parameters once, at construction, and knows from then on how many keys it
 can take (``max_capacity``).
 
-This is the one scalable chain of bloomline. Where its stages live is pluggable
-(a ``StageStore``): in memory (the default), as mapped files in a directory
-(``DirectoryStages``, the Scrapy dupefilter's JOBDIR), or elsewhere. Serialised
-as a kind-3 bloomline container (docs/FORMAT.md), written and read by the core.
+This is the one scalable chain of bloomline. Where its stages live is pluggable (a ``StageStore``): in memory
+(the default), as mapped files in a directory (``DirectoryStages``, the Scrapy dupefilter's JOBDIR), or
+elsewhere. Serialised as a kind-3 bloomline container (docs/FORMAT.md), written and read by the core.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, cast
 
-from . import _core
+from . import _core, _forks
 from ._core import BloomFilter, ChainRule
 from ._facts import batch_shaped, with_facts
 from ._numpy import np
@@ -219,7 +218,8 @@ class ScalableBloomFilter(_ChainFacts):
         # One process or many: the paths that differ are chosen once, here.
         self._shared: Optional[SharedStageStore] = cast(SharedStageStore, self._store) if self._store.shared else None
         self._on_grow = on_grow
-        self._lock = threading.RLock()  # (_locked: every change, and every export)
+        self._lock = threading.RLock()  # (_locked: every change, and every export; renewed in a forked child)
+        _forks.renew_locks_after_fork(self, lambda chain: setattr(chain, "_lock", threading.RLock()))
         self._stages: list[BloomFilter] = []
         self._counts: list[int] = []  # new keys taken by each stage
         self._store.attach_chain(self._rule, self._layout, self._seed)  # (a shared store checks it, keeps it)

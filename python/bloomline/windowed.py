@@ -56,9 +56,9 @@ code): the restored filter reads the system clock.
 then share one ring, the current generation being the newest of each one's
 clock and of the file's (``_window_parts`` says how a rotation is made once).
 
-**Speed.** A key is hashed once, and its lookups and add over the
-generations are one core call (``_core.WindowProbe``, window_ring.hpp), for
-batches on one thread and for single keys alike.
+**Speed.** A key is hashed once (a batch a slice at a time), and its lookups
+and add over the generations are one core call (``_core.WindowProbe``,
+window_ring.hpp), for batches on one thread and for single keys alike.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ import numbers
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
 from . import _core
 from ._core import BloomFilter, CapacityWarning
@@ -93,6 +93,17 @@ Window = Union[float, int, datetime.timedelta]
 """A window's span: seconds (float or int) or a datetime.timedelta."""
 
 _READ = object()  # (_now's "read the clock": any reading, None too, is the clock's)
+
+
+_T = TypeVar("_T")
+
+
+def _batch_len(keys: Any, otherwise: int) -> int:
+    """len(keys), or `otherwise` for keys of no length (an iterator)."""
+    try:
+        return len(keys)
+    except TypeError:
+        return otherwise
 
 
 def _fresh_locks(f: Any) -> None:
@@ -271,7 +282,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
 
     # ---- capacity --------------------------------------------------------------
 
-    def _guarded_add(self, gen: BloomFilter, now: int, adding: int, add: Callable[[], Any]) -> Any:
+    def _guarded_add(self, gen: BloomFilter, now: int, adding: int, add: Callable[[], _T]) -> _T:
         """add() on the current generation; past its capacity the generation's
         own warning (which cannot name the generation) gives way to ours."""
         # (once this generation warned, its filter has warned too, silenced: it never warns again)
@@ -324,20 +335,21 @@ class WindowedBloomFilter(RingParams, SharedFile):
         the key (at its first place in the batch only). refresh as add;
         threads and nulls as BloomFilter.add_many."""
         threads = _core.parse_threads(threads)
+        if threads == 1:  # the core's one pass, the keys hashed a slice at a time (window_ring.hpp)
+            now, cur = self._current(self._now())
+            probe = self._live_state(now)[3]
+            return self._guarded_add(cur, now, _batch_len(keys, self._capacity + 1),
+                                     lambda: probe.add_keys(cur, keys, refresh, nulls))
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         now, cur = self._current(self._now())
-        if threads == 1:  # the core's one pass (window_ring.hpp)
-            probe = self._live_state(now)[3]
-            return batch_shaped(valid, self._guarded_add(cur, now, len(hashed),
-                                                         lambda: probe.add_many(cur, hashed, refresh)))
         return batch_shaped(valid, threaded_add(self, cur, now, hashed, refresh, threads))
 
     def contains_many(self, keys: Keys, *, threads: int = 1, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
         """True where a live generation may have the key; False for nulls with nulls='skip'."""
         threads = _core.parse_threads(threads)
+        if threads == 1:  # (the keys hashed a slice at a time, as add_many's)
+            return self._live_state(self._now())[2].contains_keys(keys, self._seed, nulls)
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
-        if threads == 1:
-            return batch_shaped(valid, self._live_state(self._now())[2].contains_many(hashed))
         hit = np.zeros(len(hashed), dtype=bool)
         for g in self._live(self._now()):
             hit |= g.contains_many(hashed, threads=threads)

@@ -39,26 +39,46 @@ enum class Access : std::uint8_t { read_write, read_only, closed };
 // take turns chunk by chunk.
 constexpr std::size_t kWriterChunk = 2048;
 
-// The writer mutex: one atomic flag. Every writer of a filter takes it, on
+// The writer mutex: one atomic word. Every writer of a filter takes it, on
 // whichever thread (a scalar add holding the GIL, a batch add that released
 // it, clear, |=, close), so exclusion is std::mutex's. Taken free it costs
-// one locked exchange and a plain release store, where std::mutex costs two
-// calls into libc and two locked instructions: a scalar add pays it on every
-// call (benchmarks/NOTES.md, "Single calls beside abloom"). Held, it is held for at most one
-// batch chunk, so a waiter spins a little, then yields, then naps.
+// one locked compare-exchange and a plain release store, where std::mutex
+// costs two calls into libc and two locked instructions: a scalar add pays
+// it on every call (benchmarks/NOTES.md, "Single calls beside abloom").
+// Held, it is held for at most one batch chunk, so a waiter spins a little,
+// then yields, then naps.
+//
+// The word holds its holder's fork generation (memory.hpp). A fork while
+// another thread holds it (a batch add with the GIL released) leaves it held
+// in the child, where that thread does not exist and would never let go: a
+// taker of a later generation takes it over. The child's copy of the filter
+// then has that chunk's bits in part and its counts without them, as if the
+// chunk had been cut short; the parent's add goes on in the parent.
 class WriterMutex {
 public:
+    WriterMutex() { (void)fork_generation(); }  // (forks are counted from the first filter on)
     void lock() {
-        if (!held_.exchange(true, std::memory_order_acquire)) return;
-        wait_and_lock();
+        const std::uint32_t me = mark();
+        std::uint32_t free = 0;
+        if (held_.compare_exchange_strong(free, me, std::memory_order_acquire, std::memory_order_relaxed)) return;
+        wait_and_lock(me);
     }
-    bool try_lock() { return !held_.load(std::memory_order_relaxed) && !held_.exchange(true, std::memory_order_acquire); }
-    void unlock() { held_.store(false, std::memory_order_release); }
+    bool try_lock() { return try_lock_as(mark()); }
+    void unlock() { held_.store(0, std::memory_order_release); }
 
 private:
-    void wait_and_lock() {
+    // A holder's word: odd, so never 0 (free), and one per fork generation.
+    static std::uint32_t mark() {
+        return fork_generation_counter().load(std::memory_order_relaxed) * 2u + 1u;
+    }
+    // Free, or held by a thread of an ancestor process (a fork since): take it.
+    bool try_lock_as(std::uint32_t me) {
+        std::uint32_t seen = held_.load(std::memory_order_relaxed);
+        return seen != me && held_.compare_exchange_strong(seen, me, std::memory_order_acquire, std::memory_order_relaxed);
+    }
+    void wait_and_lock(std::uint32_t me) {
         for (unsigned spins = 0;; ++spins) {
-            if (try_lock()) return;
+            if (try_lock_as(me)) return;
             if (spins < 64) {
                 cpu_relax();
             } else if (spins < 128) {
@@ -68,7 +88,7 @@ private:
             }
         }
     }
-    std::atomic<bool> held_{false};
+    std::atomic<std::uint32_t> held_{0};
 };
 
 template <class Derived>

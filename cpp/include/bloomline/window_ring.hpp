@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bloomline/bloom_filter.hpp"
+#include "bloomline/key_source.hpp"
 #include "bloomline/stream.hpp"
 
 namespace bloomline {
@@ -151,13 +152,44 @@ public:
             });
     }
 
+    // add_batch and contains_batch over a key source (key_source.hpp): the
+    // keys hashed a slice at a time into a buffer, so that a long batch
+    // holds no array of all its hashes (16 bytes a key, fresh pages on
+    // most calls: benchmarks/NOTES.md); hashes already in memory are used
+    // where they lie. A slice's keys all go before the next slice's, so the
+    // answers are the whole batch's.
+    template <class Src>
+    void add_keys(BloomFilter& cur, Src& src, std::size_t n, bool refresh, bool* out) const {
+        in_slices(src, n, [&](const Hash128* hs, std::size_t lo, std::size_t m) { add_batch(cur, hs, m, refresh, out + lo); });
+    }
+    template <class Src>
+    void contains_keys(Src& src, std::size_t n, bool* out) const {
+        in_slices(src, n, [&](const Hash128* hs, std::size_t lo, std::size_t m) { contains_batch(hs, m, out + lo); });
+    }
+
 private:
+    static constexpr std::size_t kSlice = std::size_t{1} << 16;  // keys hashed at a time (1 MiB of hashes)
+    template <class Src, class F>
+    static void in_slices(Src& src, std::size_t n, F&& f) {
+        if (n == 0) return;
+        if constexpr (has_in_place<Src>::value) {
+            f(src.in_place(0), 0, n);
+        } else {
+            std::unique_ptr<Hash128[]> buf(new Hash128[std::min(n, kSlice)]);
+            for (std::size_t lo = 0; lo < n; lo += kSlice) {
+                const std::size_t m = std::min(kSlice, n - lo);
+                hash_range(src, lo, m, buf.get());
+                f(buf.get(), lo, m);
+            }
+        }
+    }
+
     // Some keys of a batch, in order, copied kRoom at a time into buffers
     // that stay in cache: each(hs, n, pick, f) calls f(k) each time k keys
     // that pick(i) chose are gathered (kRoom, and then the rest), those being
     // keys()[0, k), key j at index where(j) of the batch, got() room for k
     // answers. (A copy of all the chosen keys of a batch at once, 24 bytes a
-    // key of fresh pages, could cost more than the lookups: NOTES.md.)
+    // key of fresh pages, could cost more than the lookups: benchmarks/NOTES.md.)
     class Picker {
     public:
         static constexpr std::size_t kRoom = 4096;

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import redis as _redis
 
+from .._forks import renew_locks_after_fork
+
 if TYPE_CHECKING:
     from .._core import Layout
 
@@ -82,7 +84,8 @@ class _BatchIds:
     process (made anew after a fork) and a counter."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # (renewed in a forked child: a parent thread may hold it at the fork)
+        renew_locks_after_fork(self, lambda ids: setattr(ids, "_lock", threading.Lock()))
         self._pid = -1
         self._prefix = ""
         self._count: Iterator[int] = iter(())
