@@ -1,8 +1,8 @@
 """Two builds of bloomline side by side on the windowed filter's batch
-calls that window_ring.hpp's block picker changed: lookups of batches of
-which a share is in the newest generation, and adds with and without
+calls that window_ring.hpp's picker and slices changed: lookups of batches
+of which a share is in the newest generation, and adds with and without
 refresh into a new generation over G full ones (windowed_bench.py's cases,
-G = 2, uint64 keys). Each build in its own process, the builds taking
+G = 2, uint64 keys; and G = 8, absent keys). Each build in its own process, the builds taking
 turns, medians of the rounds' medians, ns per key.
 
     python benchmarks/windowed_builds.py OLD_DIR NEW_DIR [--rounds 3] [--capacity 1000000]
@@ -37,6 +37,10 @@ r = {f"lookup, {share:.0%} found": ns for share, ns in wb.mixed_case(cap, 0.01, 
 add = wb.case(cap, 0.01, 2, ints, cap, 6)
 r["add, refresh=True"] = add["windowed add"]
 r["add, refresh=False"] = add["windowed add, refresh=False"]
+eight = wb.case(cap, 0.01, 8, ints, cap, 3)  # (nine generations: each one's pass over a slice reuses its lines)
+r["G = 8: lookup, absent keys"] = eight["windowed lookup"]
+r["G = 8: add, refresh=True"] = eight["windowed add"]
+r["G = 8: add, refresh=False"] = eight["windowed add, refresh=False"]
 print(json.dumps(r))
 """
 
@@ -54,7 +58,7 @@ def main() -> int:
             out = subprocess.run([sys.executable, "-c", CODE, str(folder.resolve()), str(HERE), str(args.capacity)],
                                  check=True, capture_output=True, text=True).stdout
             runs[name].append(json.loads(out.strip().splitlines()[-1]))
-    print(f"| G = 2, uint64, {args.capacity:,} keys a call | old ns/key | new ns/key | new/old |")
+    print(f"| uint64, {args.capacity:,} keys a call (G = 2 unless named) | old ns/key | new ns/key | new/old |")
     print("|---|---:|---:|---:|")
     for case in runs["old"][0]:
         old = statistics.median(r[case] for r in runs["old"])

@@ -154,10 +154,9 @@ public:
 
     // add_batch and contains_batch over a key source (key_source.hpp): the
     // keys hashed a slice at a time into a buffer, so that a long batch
-    // holds no array of all its hashes (16 bytes a key, fresh pages on
-    // most calls: benchmarks/NOTES.md); hashes already in memory are used
-    // where they lie. A slice's keys all go before the next slice's, so the
-    // answers are the whole batch's.
+    // holds no array of all its hashes (16 bytes a key); hashes already in
+    // memory are used where they lie. A slice's keys all go before the next
+    // slice's, so the answers are the whole batch's.
     template <class Src>
     void add_keys(BloomFilter& cur, Src& src, std::size_t n, bool refresh, bool* out) const {
         in_slices(src, n, [&](const Hash128* hs, std::size_t lo, std::size_t m) { add_batch(cur, hs, m, refresh, out + lo); });
@@ -168,7 +167,11 @@ public:
     }
 
 private:
-    static constexpr std::size_t kSlice = std::size_t{1} << 16;  // keys hashed at a time (1 MiB of hashes)
+    // Keys hashed at a time: at most 16 MiB of hashes. A slice is probed one
+    // generation at a time, and a long one lets each generation's pass reuse
+    // its lines: with 2**16 keys a slice, 1M keys in a ring of nine 1.2 MB
+    // generations were looked up 1.6x slower (benchmarks/NOTES.md).
+    static constexpr std::size_t kSlice = std::size_t{1} << 20;
     template <class Src, class F>
     static void in_slices(Src& src, std::size_t n, F&& f) {
         if (n == 0) return;
