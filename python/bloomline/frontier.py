@@ -23,11 +23,9 @@ from .scalable import ScalableBloomFilter
 __all__ = ["DedupQueue"]
 
 
-
 def _fresh_lock(q: Any) -> None:
     """A forked child's lock for q (_forks)."""
     q._lock = threading.Lock()
-
 
 
 def _warn_again(caught: Optional[list[Any]]) -> None:

@@ -93,8 +93,6 @@ Window = Union[float, int, datetime.timedelta]
 """A window's span: seconds (float or int) or a datetime.timedelta."""
 
 _READ = object()  # (_now's "read the clock": any reading, None too, is the clock's)
-
-
 _T = TypeVar("_T")
 
 
