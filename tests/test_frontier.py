@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import pickle
-import signal
 import threading
 import warnings
 
 import pytest
+from forking import exited_ok, in_forked_child
 
 from bloomline import BloomFilter, CapacityWarning, DedupQueue, ScalableBloomFilter
 
@@ -137,18 +136,10 @@ def test_a_forked_child_pushes_and_pickles_while_a_parent_thread_held_the_lock()
     t.start()
     assert held.wait(timeout=30)
     try:
-        pid = os.fork()
-        if pid == 0:  # (the child never returns into pytest)
-            code = 1
-            try:
-                signal.alarm(20)  # (dies of SIGALRM if anything waits for the parent's thread)
-                if all(q.push("https://example.com/a") and q.pop() == "https://example.com/a"
-                       and pickle.loads(pickle.dumps(q)) is not None for q in (made, restored)):
-                    code = 0
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
+        status = in_forked_child(lambda: all(
+            q.push("https://example.com/a") and q.pop() == "https://example.com/a"
+            and pickle.loads(pickle.dumps(q)) is not None for q in (made, restored)))
     finally:
         release.set()
         t.join(timeout=30)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert exited_ok(status), status

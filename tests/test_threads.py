@@ -4,12 +4,12 @@ readers racing writers see every key that was added before they started."""
 from __future__ import annotations
 
 import os
-import signal
 import threading
 from typing import Any, Callable
 
 import numpy as np
 import pytest
+from forking import exited_ok, in_forked_child
 
 from bloomline import BloomFilter, CountingBloomFilter, DedupQueue, WindowedBloomFilter
 
@@ -363,17 +363,8 @@ def test_a_child_forked_while_a_thread_adds_can_add(kind: str) -> None:
     try:
         assert started.wait(timeout=60)
         for _ in range(5):
-            pid = os.fork()
-            if pid == 0:  # (the child never returns into pytest)
-                code = 1
-                try:
-                    signal.alarm(20)  # (dies of SIGALRM if the add waits for the parent's thread)
-                    single(f, "https://example.com/from-the-child")
-                    code = 0
-                finally:
-                    os._exit(code)
-            statuses.append(os.waitpid(pid, 0)[1])
+            statuses.append(in_forked_child(lambda: single(f, "https://example.com/from-the-child") is not None))
     finally:
         stop.set()
         t.join(timeout=120)
-    assert all(os.WIFEXITED(s) and os.WEXITSTATUS(s) == 0 for s in statuses), statuses
+    assert all(exited_ok(s) for s in statuses), statuses

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from forking import exited_ok, in_forked_child
 
 import bloomline
 from bloomline import WindowedBloomFilter
@@ -252,9 +253,6 @@ def test_a_forked_child_closes_and_exports_while_a_parent_thread_held_the_rotati
     """A lock a thread of the parent held at the fork stays held in the
     child, where that thread does not exist: the child gets fresh ones, so
     its close (of a mapped ring) and its exports do not wait forever."""
-    import os
-    import signal
-
     path = tmp_path / "ring.blf"
     WindowedBloomFilter(10_000, 0.01, window=60.0, clock=lambda: 0.0).save(path, shared=True)
     mapped = WindowedBloomFilter.open(path, "r+", clock=lambda: 0.0)
@@ -269,24 +267,19 @@ def test_a_forked_child_closes_and_exports_while_a_parent_thread_held_the_rotati
     t = threading.Thread(target=holder)
     t.start()
     assert held.wait(timeout=30)
+    def in_child() -> bool:
+        local.add("y")
+        WindowedBloomFilter.from_bytes(local.to_bytes())
+        mapped.to_bytes()
+        mapped.close()
+        return True
+
     try:
-        pid = os.fork()
-        if pid == 0:  # (the child never returns into pytest)
-            code = 1
-            try:
-                signal.alarm(20)  # (dies of SIGALRM if anything waits for the parent's thread)
-                local.add("y")
-                WindowedBloomFilter.from_bytes(local.to_bytes())
-                mapped.to_bytes()
-                mapped.close()
-                code = 0
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
+        status = in_forked_child(in_child)
     finally:
         release.set()
         t.join(timeout=30)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert exited_ok(status), status
     mapped.close()
 
 

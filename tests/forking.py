@@ -1,0 +1,28 @@
+"""A test's check run in a forked child of the test's process: the child
+exits 0 when check() returns True, 1 when it returns anything else or
+raises, and dies of SIGALRM if it is still running after alarm_s (a lock
+it waits for that only a thread of the parent would release)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Callable
+
+
+def in_forked_child(check: Callable[[], object], alarm_s: int = 20) -> int:
+    """Fork, run check() in the child, and return the child's wait status."""
+    pid = os.fork()
+    if pid == 0:  # (the child never returns into pytest)
+        code = 1
+        try:
+            signal.alarm(alarm_s)
+            code = 0 if check() is True else 1
+        finally:
+            os._exit(code)
+    return os.waitpid(pid, 0)[1]
+
+
+def exited_ok(status: int) -> bool:
+    """The child ran check() to the end and it returned True."""
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
