@@ -231,8 +231,11 @@ print("children", [codes[pid] for pid in pids], flush=True)
 # child forked while a parent thread allocates waits on it for ever (seen with
 # gdb: the child's threads in SizeClassAllocator64::GetFromAllocator). That
 # is the sanitizer's runtime, not bloomline's; the other CI jobs run this test.
-@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                    reason="ASan's allocator lock is not reset in a forked child")
+not_under_asan = pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                                    reason="ASan's allocator lock is not reset in a forked child")
+
+
+@not_under_asan
 def test_threaded_calls_in_forked_children_start_their_own_threads() -> None:
     # A child forked after threaded calls, and while another thread of the
     # parent is in one, has none of the parent's threads: its threaded calls
@@ -340,6 +343,7 @@ def _single_adds() -> dict[str, tuple[Callable[[], Any], Callable[[Any], Any], C
     }
 
 
+@not_under_asan  # (the adding thread allocates: see above)
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 @pytest.mark.parametrize("kind", sorted(_single_adds()))
 def test_a_child_forked_while_a_thread_adds_can_add(kind: str) -> None:
