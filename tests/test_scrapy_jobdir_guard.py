@@ -45,6 +45,25 @@ def test_a_second_crawl_on_a_jobdir_in_use_is_refused_and_the_first_loses_nothin
     assert len(site.pages()) == PAGES  # nothing the refused crawl touched was lost
 
 
+def test_a_refused_second_crawl_leaves_the_first_ones_recrawl_window_alone(site: Site, tmp_path: Path) -> None:
+    """The refused crawl's dupefilter loaded JOBDIR's recrawl window at its
+    start; it saved it back at its close, over what the running crawl had
+    saved since (or creating it, empty of the running crawl's pages)."""
+    job = tmp_path / "job"
+    recrawl = "BLOOMLINE_RECRAWL_AFTER=3600"
+    window = job / "bloomline-recrawl.blf"
+    first = start_crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}", recrawl)
+    try:
+        wait_for_pages(site, first, 200)
+        before = window.read_bytes() if window.exists() else None
+        second = crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}", recrawl)
+        assert second.returncode == 1 and "bloomline_jobdir_in_use" in second.stderr, second.stderr[-3000:]
+        assert (window.read_bytes() if window.exists() else None) == before
+        assert first.poll() is None
+    finally:
+        kill_9(first)
+
+
 @pytest.mark.parametrize(("made_by", "resumed_by", "message"), [
     (STOCK, JOURNAL, "holds the pending requests of Scrapy's own scheduler"),
     (JOURNAL, STOCK, "holds the pending requests of JournalScheduler"),

@@ -248,6 +248,12 @@ class BloomDupeFilter(_DupeFilter):
             return new
         return bool(self.seen.add(fp))
 
+    def leave_jobdir(self) -> None:
+        """Another crawl holds this JOBDIR (JournalScheduler refused it): this
+        filter writes nothing there, its recrawl window included (a save
+        would put back what it loaded over what that crawl saved since)."""
+        self._recrawl_file = None
+
     def _save_recrawl(self) -> None:
         assert self._recrawl_file is not None and isinstance(self.seen, WindowedBloomFilter)
         self.seen.save(self._recrawl_file)

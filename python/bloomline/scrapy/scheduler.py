@@ -119,6 +119,8 @@ class JournalScheduler(Scheduler):
             path = Path(self.dqdir, JOURNAL_NAME)
             refused = self._hold_jobdir(df)
             if refused is not None:
+                if isinstance(df, BloomDupeFilter):
+                    df.leave_jobdir()
                 self._refusal = _JournalRefusal(self.crawler, refused)
                 return result
             try:
