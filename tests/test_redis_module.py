@@ -10,6 +10,7 @@ controls exactly which server saw which batch.
 
 from __future__ import annotations
 
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -184,3 +185,38 @@ def test_acl_write_denial_covers_the_adds(module_server: RedisServer) -> None:
     with pytest.raises(redis.exceptions.NoPermissionError):
         user.execute_command("BLOOMLINE.ADD", "s", "c", "a", 1000, "F", blob)
     assert user.execute_command("BLOOMLINE.HAS", "s", blob) == b"00000"
+
+
+def test_a_stage_add_whose_later_shard_has_bad_positions_changes_no_shard(module_server: RedisServer) -> None:
+    """BLOOMLINE.CADD over two shards, the first shard's positions good and
+    the second's past its block: refused whole. (It set the first shard's
+    bits before it read the second's: a key nobody added read "seen" on the
+    primary, and its replicas, sent nothing, differed.)"""
+    r = client(module_server)
+    r.mset({"{c}:stages": 1, "{c}:count": 0, "{c}:sh1": bytes(64), "{c}:sh2": bytes(64)})
+    good = b"B\x02\x00\x00" + struct.pack("<IHH", 0, 3, 7)  # one key: block 0 (at byte 0), bits 3 and 7
+    bad = b"B\x02\x00\x00" + struct.pack("<IHH", 0, 600, 7)  # a bit past its 512-bit block
+    for second in (bad, b"B\x02\x00\x00" + struct.pack("<IHH", 64, 3, 7)):  # (then a block past the shard)
+        blob = struct.pack("<I", len(good)) + good + struct.pack("<I", len(second)) + second
+        with pytest.raises(redis.ResponseError, match="past"):
+            r.execute_command("BLOOMLINE.CADD", "{c}:stages", "{c}:count", "{c}:ans", "{c}:sh1", "{c}:sh2",
+                              1, 1000, 5000, "F", blob)
+        assert r.mget("{c}:sh1", "{c}:sh2", "{c}:count") == [bytes(64), bytes(64), b"0"]
+        assert r.execute_command("BLOOMLINE.HAS", "{c}:sh1", good) == b"0"
+
+
+@pytest.mark.parametrize("count", ["9223372036854775807", "99999999999999999999999", " +7", "+7", "-3", "007",
+                                   str(2**53), ""])
+def test_a_count_not_written_as_bloomline_writes_one_is_refused(module_server: RedisServer, count: str) -> None:
+    """A count key damaged by hand: out of range (it overflowed on the
+    add, undefined behaviour in C++, and stored a negative count), signed,
+    padded or empty is refused and nothing changes."""
+    r = client(module_server)
+    make_filter(r)
+    r.set("c", count)
+    blob = positions(np.arange(5, dtype=np.uint64))
+    with pytest.raises(redis.ResponseError, match=r"WRONGTYPE bloomline: c does not hold an integer in \[0, 2\*\*53\)"):
+        add(r, blob, "a")
+    assert r.get("c") == count.encode() and r.bitcount("s") == 0
+    r.set("c", str(2**53 - 1))
+    assert add(r, blob, "b")[0] == b"11111"  # (the largest count taken)

@@ -3,7 +3,8 @@
 raises MissingKeyError instead, on both backends that keep one. The cases
 here are those a hostile read found slipping past the adds' own checks: a
 handle attaching after the meta alone was lost, a handle whose first reply
-came from a kept answer, and a batch the filter was lost in the middle of."""
+came from a kept answer, a batch the filter was lost in the middle of, and
+a ring lost under a meta that was kept (a restart from an older snapshot)."""
 
 from __future__ import annotations
 
@@ -104,3 +105,57 @@ def test_a_filter_lost_between_two_windows_of_one_batch_raises(window_server: An
     assert raised.value.new is not None and raised.value.new[0] and not raised.value.new[-1]
     with pytest.raises(MissingKeyError):
         f.add("u1")
+
+
+def test_a_restart_from_a_snapshot_older_than_the_generation_raises(window_server: Any) -> None:
+    """The snapshot holds the meta (made at attach) but not the generation
+    started after it: the handle that added to that generation, still live,
+    raises on its next add. (Its epoch matched the kept meta's, and the add
+    started the generation afresh: a key this handle added read new again.)"""
+    r = redis.Redis.from_url(window_server.url)
+    f = RedisWindowedFilter(r, "snap", 1000, 0.01, window=3600, generations=4)
+    r.save()  # the meta alone on disk
+    assert f.add("k") is True
+    window_server.stop()
+    again = RedisServer(window_server.dir, *window_server.extra, port=window_server.port)
+    try:
+        assert r.exists("{snap}:meta") == 1  # (loaded before the server answered PING)
+        assert not r.exists(*f.redis_keys()[1:])  # the ring was not in the snapshot
+        with pytest.raises(MissingKeyError, match=r"'\{snap\}:w:gen:\d', a key of the windowed filter at 'snap'"):
+            f.add("k")
+        with pytest.raises(MissingKeyError):
+            f.add_many(["k", "other"])
+        # A clear, or a handle that never added, still goes on: nothing tells them the ring was lost.
+        fresh = RedisWindowedFilter(r, "snap", 1000, 0.01, window=3600, generations=4)
+        assert fresh.add("k") is True
+        f.clear()
+        assert f.add("k") is True and fresh.add("k") is False
+    finally:
+        again.stop()
+
+
+def test_clear_is_one_step_that_an_old_handle_of_a_filter_made_again_cannot_take(window_server: Any) -> None:
+    """clear() deletes the generations and the meta's records of them in
+    one script (an add between two of its commands started a generation the
+    next command deleted, and every handle's adds raised until the meta
+    expired); a handle of a filter deleted and made again is refused it, as
+    its adds are, rather than clear the new filter."""
+    r = redis.Redis.from_url(window_server.url)
+    old = RedisWindowedFilter(r, "again", 1000, 0.01, window=3600, generations=2)
+    assert old.add("a")
+    old.delete()
+    new = RedisWindowedFilter(r, "again", 1000, 0.01, window=3600, generations=2)
+    assert new.add("b")
+    stale = RedisWindowedFilter(r, "again", 1000, 0.01, window=3600, generations=2)
+    r.delete("{again}:meta")  # (made again below by an add: another making, another ident)
+    r.delete(*new.redis_keys())
+    remade = RedisWindowedFilter(r, "again", 1000, 0.01, window=3600, generations=2)
+    assert remade.add("c")
+    with pytest.raises(MissingKeyError, match="deleted and made again"):
+        stale.clear()
+    assert "c" in remade
+    before = r.hget("{again}:meta", "epoch")
+    remade.clear()
+    after = r.hget("{again}:meta", "epoch")
+    assert "c" not in remade and after != before and after.split(b"/")[0] == before
+    assert not r.hexists("{again}:meta", "slot0") and r.keys("{again}:w:*") == []

@@ -68,6 +68,7 @@
 // pointer that Redis passes as the first field of the load context, as the
 // documented RedisModule_Init does. No Redis header is used.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -97,6 +98,9 @@ constexpr int kRead = 1 << 0, kWrite = 1 << 1;
 constexpr int kKeyTypeEmpty = 0, kKeyTypeString = 1, kKeyTypeHash = 3;
 constexpr int kHashCFields = 1 << 2;
 constexpr long long kMaxTtlMs = 86'400'000;  // a day: the client's bound on answer_ttl_ms
+// Counts and generation numbers stay below 2**53, where Lua's doubles (the
+// plain backend's) hold them exactly.
+constexpr double kMaxExact = 9007199254740992.0;  // 2**53
 
 struct InfoCtx;
 struct CallReply;
@@ -255,9 +259,13 @@ bool read_integer(Ctx* ctx, const OpenedKey& key, const Str* name, long long* va
     if (!p) return false;
     const std::string digits(reinterpret_cast<const char*>(p), len);
     char* end = nullptr;
+    errno = 0;
     *value = std::strtoll(digits.c_str(), &end, 10);
-    if (digits.empty() || *end != '\0') {
-        reply_error(ctx, "WRONGTYPE bloomline: " + text(name) + " does not hold an integer");
+    // (as written: a count in [0, 2**53) in its own decimal form, so that
+    // adding a batch's news to it can never overflow)
+    if (digits.empty() || *end != '\0' || errno != 0 || *value < 0 || static_cast<double>(*value) >= kMaxExact ||
+        std::to_string(*value) != digits) {
+        reply_error(ctx, "WRONGTYPE bloomline: " + text(name) + " does not hold an integer in [0, 2**53)");
         return false;
     }
     return true;
@@ -475,9 +483,9 @@ int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
     if (std::to_string(stages) != text(tail[0])) return reply_error(ctx, "STALE " + std::to_string(stages));
     std::size_t len = 0;
     const unsigned char* p = bytes_of(tail[4], &len);
-    // Split the positions first: a malformed batch changes nothing (each
-    // shard's blob is checked whole before its first bit is touched, and
-    // the shards are checked for existence before any is written).
+    // Split the positions first: a malformed batch changes nothing (every
+    // shard's blob is read whole against its shard's length, and every
+    // shard checked for existence, before the first bit is touched).
     std::vector<std::pair<const unsigned char*, std::size_t>> blobs;
     for (int s = 0; s < shards; ++s) {
         if (len < 4) return reply_error(ctx, "ERR bloomline: malformed positions (shard lengths)");
@@ -490,8 +498,12 @@ int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
     if (len != 0) return reply_error(ctx, "ERR bloomline: malformed positions (trailing bytes)");
     for (int s = 0; s < shards; ++s) {
         OpenedKey shard(ctx, argv[4 + s], kRead);
-        std::size_t ignored = 0;
-        if (!string_bytes(ctx, shard, argv[4 + s], kRead, &ignored)) return kOk;
+        std::size_t shard_len = 0;
+        if (!string_bytes(ctx, shard, argv[4 + s], kRead, &shard_len)) return kOk;
+        bloomline::PositionRecords records;
+        std::string error;
+        if (!bloomline::read_positions(blobs[s].first, blobs[s].second, shard_len, &records, &error))
+            return reply_error(ctx, error);
     }
     const std::uint64_t room = count.value >= capacity ? 0 : static_cast<std::uint64_t>(capacity - count.value);
     std::string answer;
@@ -499,7 +511,7 @@ int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
     for (int s = 0; s < shards; ++s) {
         std::size_t processed = 0;
         if (!apply_to_shard(ctx, argv[4 + s], blobs[s].first, blobs[s].second, mode, room, &answer, &processed, &news))
-            return kOk;  // (only a bad blob after an earlier shard's adds: the client never sends one)
+            return kOk;  // (not reached: every blob was read against its shard above)
         if (news == room) break;
     }
     if (answer.empty()) return reply_answer(ctx, answer, count.value);  // a full stage: nothing changed
@@ -629,7 +641,6 @@ bool hget(Ctx* ctx, Str* name, const std::string& field, std::string* out) {
 // A generation number, a slot record or a count: a decimal integer in
 // [0, 2**53) as the scripts and HINCRBY write them, or a refusal (read
 // before any write, so that no later step can fail on it).
-constexpr double kMaxExact = 9007199254740992.0;  // 2**53
 long long integer_field(Ctx* ctx, Str* key, const std::string& field, bool* found) {
     std::string v;
     *found = hget(ctx, key, field, &v);
@@ -837,9 +848,18 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
         }
     } else {
         const bool has_epoch = hget(ctx, meta, "epoch", &epoch);
-        // Another making of the meta than the one this caller added under,
-        // while that generation lives: lost whole and made again since.
-        if (mine > c - ring && (!has_epoch || text(epoch_arg) != epoch)) throw Refused{"MISSING " + text(meta)};
+        // While the generation this caller added to lives: another making of
+        // the meta is the filter lost whole and made again since; the same
+        // epoch with that generation gone from its slot, the ring lost under
+        // a kept meta (an older snapshot, a promoted replica). A clear marks
+        // the epoch ("making/clear"): forgotten on purpose, the caller goes on.
+        if (mine >= 0 && mine > c - ring) {
+            const std::string sent = text(epoch_arg);
+            const auto making = [](const std::string& e) { return e.substr(0, e.find('/')); };
+            if (!has_epoch || making(sent) != making(epoch)) throw Refused{"MISSING " + text(meta)};
+            const int slot = static_cast<int>(mine % ring);
+            if (sent == epoch && r.numbers[slot] != mine) throw Refused{"MISSING " + text(r.gens[slot])};
+        }
     }
     const int cur = static_cast<int>(c % ring);
     const bool start = r.numbers[cur] != c;

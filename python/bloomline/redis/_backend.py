@@ -188,6 +188,10 @@ class Backend:
         """(number, count, bits) written into an empty ring, those live at the server's time (_window_travel)."""
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
+    def window_clear_job(self, w: WindowKeys) -> Job:
+        """Every generation deleted, with the meta's records of them, in one step (its epoch marked cleared)."""
+        raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
+
     # A single key (add, in): one part, made without the batch's arrays.
     def add_one(self, f: FilterKeys, key: Any, batch_id: str, ttl_ms: int) -> Part:
         raise NotImplementedError

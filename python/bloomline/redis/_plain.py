@@ -127,6 +127,9 @@ class RingScripts:
         return Job(w.meta.encode(), _WINDOW_UPLOAD, (w.meta, *w.bits, *w.gens),
                    (w.nbytes, repr(w.span), len(w.bits), w.sig, w.margin_ms, *flat))
 
+    def window_clear_job(self, w: WindowKeys) -> Job:
+        return Job(w.meta.encode(), _WINDOW_CLEAR, (w.meta, *w.bits, *w.gens), (len(w.bits), w.sig))
+
 
 class PlainBackend(RingScripts, BitsBackend):
     name = "plain"
@@ -276,12 +279,22 @@ if not made then
   local t = redis.call('TIME')
   redis.call('HSET', KEYS[1], 'epoch', t[1] .. '.' .. t[2])
 end
--- Each meta made has an epoch (the server's TIME then). One other than the
--- meta this caller added under, while that generation lives, is the filter
--- lost whole (meta and ring: evicted, deleted) and made again by another
--- writer since: its keys would read new twice.
+-- Each meta made has an epoch (the server's TIME then; a clear adds '/' and
+-- its own TIME). While the generation this caller added to lives: a meta of
+-- another making is the filter lost whole (meta and ring: evicted, deleted)
+-- and made again by another writer; the same epoch with that generation
+-- gone from its slot is the ring lost under a kept meta (a restart from an
+-- older snapshot, a promoted replica that lacks it). Either way its keys
+-- would read new twice. The same making cleared since: forgotten on purpose.
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
-if mine > c - ring and ARGV[12] ~= epoch then return redis.error_reply('MISSING ' .. KEYS[1]) end
+if mine >= 0 and mine > c - ring then
+  if not epoch or string.match(ARGV[12], '^[^/]*') ~= string.match(epoch, '^[^/]*') then
+    return redis.error_reply('MISSING ' .. KEYS[1])
+  end
+  if ARGV[12] == epoch and numbers[mine % ring] ~= mine then
+    return redis.error_reply('MISSING ' .. KEYS[3 + ring + mine % ring])
+  end
+end
 redis.call('PEXPIREAT', KEYS[1], finish)
 local cur = c % ring
 local ck, cg = KEYS[3 + cur], KEYS[3 + ring + cur]
@@ -465,4 +478,24 @@ for j = 6, #ARGV, 3 do
 end
 redis.call('PEXPIREAT', KEYS[1], math.ceil((newest + ring) * span * 1000) + margin)
 return {fmt(c), written}
+""")
+
+
+# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G    ARGV: ring, sig
+# One step, so that no add starts a generation between its parts (and has
+# it deleted under a meta that records it: every add refused until the meta
+# expires). The meta's epoch gains a mark of this clear: a handle whose
+# newest generation was deleted here goes on (the keys are forgotten on
+# purpose), where one whose generation vanished otherwise is refused.
+_WINDOW_CLEAR = Script(_WINDOW_PRELUDE + r"""
+local e = meta_error(ARGV[2])
+if e then return e end
+for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
+local epoch = redis.call('HGET', KEYS[1], 'epoch')
+if epoch then
+  for i = 0, tonumber(ARGV[1]) - 1 do redis.call('HDEL', KEYS[1], 'slot' .. i) end
+  local t = redis.call('TIME')
+  redis.call('HSET', KEYS[1], 'epoch', string.match(epoch, '^[^/]*') .. '/' .. t[1] .. '.' .. t[2])
+end
+return 1
 """)

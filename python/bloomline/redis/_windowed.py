@@ -32,7 +32,9 @@ and made again (the same parameters) is refused, MissingKeyError, and never
 writes to the new one. Each meta made (at attach, or by an add after an idle
 fleet's expiry) has an epoch too; an add names the epoch and generation it
 last added under, so a filter lost whole (meta and ring) and made again by
-another writer while that generation lives is refused the same way.
+another writer while that generation lives is refused the same way, and so
+is that generation gone under the meta it was added under (a restart from
+an older snapshot). A clear marks the epoch: the keys forgotten on purpose.
 
 **What "new" means, and the promise.** An add reports a key new when no
 live generation had it at the server's time of the add; it then sits in
@@ -567,10 +569,13 @@ class RedisWindowedFilter:
 
     def clear(self) -> None:
         """Forget every key (every generation deleted, and the meta's record
-        of the generations started; the rest of the meta kept)."""
-        slots = tuple(f"slot{i}" for i in range(len(self._w.bits)))
-        self._sender.each([Job(self._w.meta.encode(), b"HDEL", (self._w.meta, *slots)),
-                           *(Job(k.encode(), b"DEL", (k,)) for k in (*self._w.bits, *self._w.gens))])
+        of the generations started; the rest of the meta kept), in one step:
+        the other handles go on."""
+        try:
+            self._sender.each([self._b.window_clear_job(self._w)])
+        except _redis.ResponseError as e:
+            raise self._error(e) from None
+        self._newest = -1
 
     def delete(self) -> None:
         """Remove the filter from Redis: its meta first (an add racing this
