@@ -12,10 +12,12 @@ bounded in count and in time.
 from __future__ import annotations
 
 import pickle
+import struct
 import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -302,3 +304,53 @@ def test_a_mapped_rings_export_counts_this_handles_adds_after_another_restarted_
         b.flush()
         assert counts(a) == [301]
     assert [f.insert_count for _, f in WindowedBloomFilter.load(path, clock=lambda: 0.0).live_generations] == [301]
+
+
+def test_a_ring_read_while_a_handle_has_restarted_a_place_exports_what_loads(tmp_path: Path) -> None:
+    """A checkpoint read from a mapped ring while a handle holds it (or
+    after it died): place 0 held 3,000 keys of a generation, then was
+    restarted for the generation G + 1 later and took 10. The loaded
+    generation counts 10 (the place's record), and its save, to_bytes and
+    pickle load. (It kept the 3,000 of the place's own header, rewritten
+    only at the last close, and what it wrote was refused: count 3000
+    exceeds its bits set.) Times are the system clock's, which a pickle reads."""
+    path = tmp_path / "ring.blf"
+    now = time.time()
+    WindowedBloomFilter(10_000, 0.01, window=100.0, generations=4, clock=lambda: now - 125).save(path, shared=True)
+    with WindowedBloomFilter.open(path, "r+", clock=lambda: now - 125) as w:
+        w.add_many(range(3000))
+    with WindowedBloomFilter.open(path, "r+", clock=lambda: now) as live:
+        live.add_many(range(100_000, 100_010))  # the same place, 5 generations on
+        live.flush()
+        snap = WindowedBloomFilter.load(path, clock=lambda: now)
+        (number, first), = snap.live_generations
+        assert first.insert_count == 10
+        snap.save(tmp_path / "again.blf")
+        for back in (WindowedBloomFilter.from_bytes(snap.to_bytes(), clock=lambda: now),
+                     WindowedBloomFilter.load(tmp_path / "again.blf", clock=lambda: now), pickle.loads(pickle.dumps(snap))):
+            assert [(g, f.insert_count) for g, f in back.live_generations] == [(number, 10)]
+            assert back.contains_many(np.arange(100_000, 100_010)).all()
+
+
+def test_a_generation_whose_filter_counts_otherwise_takes_its_records_count() -> None:
+    """A compact kind-4 container, every checksum valid, whose generation
+    record says 15 new keys while that generation's own kind-1 header says
+    10**6 (an export races adds, so the two may differ by the adds between
+    them): the record's count is the generation's. (The header's was kept:
+    it warned of a capacity never reached, and its own save did not load.)"""
+    w = WindowedBloomFilter(30, 0.05, window=100.0, generations=4, clock=lambda: 1.0)
+    w.update(range(15))
+    buf = bytearray(w.to_bytes())
+    rec = 128 + 24  # the first generation's kind-1 encoding, after the container's header and the record's head
+    assert struct.unpack_from("<Q", buf, rec + 56)[0] == 15  # (its insert_count)
+    struct.pack_into("<Q", buf, rec + 56, 10**6)
+    struct.pack_into("<Q", buf, rec + 120, bloomline.murmur3_128(bytes(buf[rec:rec + 120])) & (2**64 - 1))
+    end = 128 + struct.unpack_from("<Q", buf, 72)[0]  # the container's payload checksum
+    struct.pack_into("<Q", buf, end, bloomline.murmur3_128(bytes(buf[128:end])) & (2**64 - 1))
+    back = WindowedBloomFilter.from_bytes(bytes(buf), clock=lambda: 1.0)
+    assert [f.insert_count for _, f in back.live_generations] == [15]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        back.add("one more")  # (no capacity warning: 16 of 30)
+    again = WindowedBloomFilter.from_bytes(back.to_bytes(), clock=lambda: 1.0)
+    assert [f.insert_count for _, f in again.live_generations] == [16]

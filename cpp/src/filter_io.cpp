@@ -305,6 +305,7 @@ Window decode_ring(Window& w, const std::vector<StageBytes>& records, double rat
         if (n == kGenerationNone || n == kGenerationStarting) continue;
         // (unsigned: the difference of two int64 with n <= newest fits)
         if (static_cast<std::uint64_t>(newest) - static_cast<std::uint64_t>(n) > p.generations) continue;
+        gen->take_count(count);  // (the record's: the place's own header may be an earlier generation's)
         live.push_back({n, count, std::move(gen)});
     }
     if (!p.dirty && total != p.insert_count)
@@ -379,6 +380,10 @@ Window decode_window(const unsigned char* data, std::size_t len) {
         if (r.count > gen->bits_set())
             bad("generation " + fmt(i) + " count " + fmt(r.count) + " exceeds its bits set " + fmt(gen->bits_set()) +
                 " (each new key sets a bit)");
+        // The record's count is the generation's: its filter's own header was
+        // encoded a moment later (an export while other threads add), or, in a
+        // crafted file, says anything.
+        gen->take_count(r.count);
         total += r.count;
         w.generations.push_back({r.number, r.count, std::move(gen)});
     }

@@ -103,6 +103,10 @@ public:
     double error_rate() const { return error_rate_; }
     // Adds that found the key new.
     std::uint64_t insert_count() const { return insert_count_.load(std::memory_order_relaxed); }
+    // The count a container's record holds for this filter, where its own
+    // header's may be stale (a windowed ring file's place: that header is
+    // rewritten only at the last writer's close, not when the place restarts).
+    void take_count(std::uint64_t n) { insert_count_.store(n, std::memory_order_relaxed); }
 
     Access access() const { return access_.load(std::memory_order_relaxed); }
     void check_open() const {
