@@ -8,6 +8,7 @@ import shutil
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +190,11 @@ def test_dedup_state_in_the_shared_form_stays_shared(tmp_path: Path) -> None:
         (["--now", "5"], "--now goes with --window"),
         (["--no-refresh"], "--no-refresh goes with --window"),
         (["--window", "1h", "--now", "soon"], "argument --now: must be seconds since the epoch"),
+        (["--window", "1h", "--now", "1767225600000"], r"argument --now: .* not milliseconds\), at most a day ahead "
+                                                       "of this machine's clock, got '1767225600000'"),
+        (["--state", "-"], r"argument --state: must name a file \(the filter is read from it and saved back to it\), "
+                           "got '-'"),
+        (["--state", ""], "argument --state: must name a file .* got ''"),
         (["--window", "1h", "--generations", "65"], r"generations must be in \[1, 64\], got 65"),
         (["--window", "1h", "--redis", "redis://127.0.0.1:1/0", "--key", "k"], "--redis and --window are exclusive"),
     ],
@@ -197,6 +203,27 @@ def test_dedup_window_bad_usage_exits_2(args: list[str], message: str) -> None:
     r = run("dedup", "--capacity", "100", *args, stdin=b"a\n")
     assert r.returncode == 2, r.stderr
     assert r.stderr.decode().count("\n") == 1 and re.search(message, r.stderr.decode())
+
+
+def test_dedup_refuses_a_state_saved_by_a_clock_that_ran_ahead(tmp_path: Path) -> None:
+    """A windowed state whose newest generation is more than a window ahead
+    of the run's clock (a --now in milliseconds once, a clock that ran
+    ahead) would drop every line it holds until the clock got there: the
+    run refuses it, naming the file, and writes nothing. Within a window
+    ahead (a clock stepped back a little) it is read."""
+    state = tmp_path / "seen.blf"
+    ahead = bloomline.WindowedBloomFilter(1000, 0.01, window=3600, clock=lambda: time.time() + 10 * 86400)
+    ahead.add("a")
+    ahead.save(state)
+    r = run("dedup", "--window", "1h", "--state", str(state), stdin=b"a\nb\n")
+    assert r.returncode == 1 and r.stdout == b""
+    assert re.search(r"seen.blf': the windowed filter read holds generation \d+, 96\d generations .* ahead of this "
+                     r"clock's", r.stderr.decode()), r.stderr
+    assert state.read_bytes() == ahead.to_bytes()
+    near = bloomline.WindowedBloomFilter(1000, 0.01, window=3600, clock=lambda: time.time() + 1800)
+    near.add("a")
+    near.save(state)
+    assert run("dedup", "-q", "--window", "1h", "--state", str(state), stdin=b"a\nb\n").stdout == b"b\n"
 
 
 def test_dedup_window_durations_and_state_kind(tmp_path: Path) -> None:

@@ -411,8 +411,11 @@ def test_bad_parameters(kwargs: dict[str, Any], error: Any, message: str) -> Non
         WindowedBloomFilter(**args)
 
 
-@pytest.mark.parametrize("t", [float("nan"), float("inf"), None, 1e300])
+@pytest.mark.parametrize("t", [float("nan"), float("inf"), None, 1e300, -(2.0**63) * 15])
 def test_bad_clock_values(t: Any) -> None:
+    """Readings that give no generation number; and -2**63, which marks a
+    ring file's place as empty (a generation numbered so was dropped by the
+    ring form's save; -2**63 + 1, a place being started, is refused alike)."""
     w = WindowedBloomFilter(100, 0.01, window=60, clock=lambda: t)
     with pytest.raises(ValueError, match="clock"):
         w.add("a")
@@ -466,6 +469,28 @@ def test_save_load_at_a_later_clock_drops_expired_generations(tmp_path: Any) -> 
     same = WindowedBloomFilter.load(tmp_path / "w.blf", clock=FakeClock(10.0))
     assert same.current_generation == 2 and same.contains_many(range(200, 300)).all()
     assert isinstance(bloomline.from_bytes((tmp_path / "w.blf").read_bytes()), WindowedBloomFilter)
+
+
+def test_a_filter_saved_more_than_a_window_ahead_of_the_clock_is_refused(tmp_path: Any) -> None:
+    """Saved by a clock that ran ahead: read with one behind it by more than
+    a window, its keys would read seen until that clock caught up (the
+    current generation never goes back), so load and from_bytes refuse it,
+    saying so; within a window (a clock stepped back) it is read. A copy of
+    a filter ahead of its own clock is a copy."""
+    clock = FakeClock(1000.0)  # generation 40 (window 100 s, 4 generations)
+    w = WindowedBloomFilter(1000, 0.01, window=100, clock=clock)
+    w.add("a")
+    w.save(tmp_path / "w.blf")
+    for t, ahead in ((899.0, 5), (0.0, 40)):
+        message = rf"holds generation 40, {ahead} generations \({ahead * 25:g} s\) ahead of this clock's \({40 - ahead}\)"
+        with pytest.raises(ValueError, match=message):
+            WindowedBloomFilter.load(tmp_path / "w.blf", clock=FakeClock(t))
+        with pytest.raises(ValueError, match=message):
+            WindowedBloomFilter.from_bytes(w.to_bytes(), clock=FakeClock(t))
+    back = WindowedBloomFilter.load(tmp_path / "w.blf", clock=FakeClock(900.0))  # 4 generations ahead: read
+    assert "a" in back and back.current_generation == 40
+    clock.t = 0.0  # (its own clock stepped back by 40 generations: the filter goes on, and so does its copy)
+    assert "a" in w and "a" in w.copy() and w.copy().current_generation == 40
 
 
 @pytest.mark.parametrize("protocol", range(6))

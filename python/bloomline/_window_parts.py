@@ -102,6 +102,22 @@ def _past_capacity(gen: BloomFilter, now: int, span: float, window: float, capac
             "will be reported seen. Make the filter with a larger capacity (the distinct keys of any window).")
 
 
+def refuse_ahead(w: WindowedBloomFilter, newest: Optional[int]) -> None:
+    """A filter read whose newest generation is more than a window ahead of
+    w's clock was written by a clock that ran ahead (or a --now in
+    milliseconds): the current generation never goes back, so its keys
+    would read seen until this clock caught up. Refused, saying so."""
+    if newest is None:
+        return
+    now = w._now_of(w._clock())
+    if newest - now > w._generations:
+        raise ValueError(
+            f"the windowed filter read holds generation {newest}, {newest - now} generations "
+            f"({(newest - now) * w._span:g} s) ahead of this clock's ({now}): it was saved by a clock that ran "
+            "ahead, and its keys would read seen until this clock caught up. Read it with that clock (clock=), "
+            "or start a new filter")
+
+
 def _check_generations(generations: object) -> int:
     if not isinstance(generations, numbers.Integral) or isinstance(generations, (bool, np.bool_)):
         raise TypeError(f"generations must be an int, got {type(generations).__name__} ({generations!r})")
@@ -180,6 +196,7 @@ class RingParams:
     that never change)."""
 
     _window: float
+    _span: float
     _generations: int
     _capacity: int
     _error_rate: float
@@ -187,6 +204,18 @@ class RingParams:
     _seed: int
     _ring: list[BloomFilter]
     _clock: Callable[[], float]
+
+    def _now_of(self, t: Any) -> int:
+        """The generation number of the clock's reading t (checked)."""
+        try:
+            g: int = math.floor(t / self._span)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"clock must return a finite number of seconds, got {t!r}") from None
+        # (-2**63 and -2**63 + 1 mark a ring file's place as empty or being started)
+        if not -_GEN_LIMIT + 2 <= g < _GEN_LIMIT:
+            raise ValueError(f"clock gives {t!r} seconds, whose generation number {g} (window {self._window:g} s / "
+                             f"{self._generations}) is not in [-2**63 + 2, 2**63)")
+        return g
 
     @property
     def window(self) -> float:

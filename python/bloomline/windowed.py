@@ -64,7 +64,6 @@ window_ring.hpp), for batches on one thread and for single keys alike.
 from __future__ import annotations
 
 import datetime
-import math
 import os
 import numbers
 import threading
@@ -110,8 +109,8 @@ def _fresh_locks(f: Any) -> None:
 
 
 # (its checks, fixed facts, threaded batch add and shared file's ring live in _window_parts)
-from ._window_parts import (_GEN_LIMIT, RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
-                            _past_capacity, _union_bits_set, encode_ring, threaded_add, window_seconds)
+from ._window_parts import (RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
+                            _past_capacity, _union_bits_set, encode_ring, refuse_ahead, threaded_add, window_seconds)
 
 
 class WindowedBloomFilter(RingParams, SharedFile):
@@ -179,18 +178,10 @@ class WindowedBloomFilter(RingParams, SharedFile):
         shared file, by any handle."""
         if self._shared is not None:
             self._shared.sync(self)
-        if t is _READ:
-            t = self._clock()
-        try:
-            g: int = math.floor(t / self._span)
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"clock must return a finite number of seconds, got {t!r}") from None
+        g = self._now_of(self._clock() if t is _READ else t)
         newest = self._newest
-        if newest is not None and g <= newest:  # (the common case: newest was checked when it was set)
+        if newest is not None and g <= newest:
             return newest
-        if not -_GEN_LIMIT <= g < _GEN_LIMIT:
-            raise ValueError(f"clock gives {t!r} seconds, whose generation number {g} (window {self._window:g} s / "
-                             f"{self._generations}) is past 2**63")
         return self._advance_to(g)
 
     def _advance_to(self, g: int) -> int:
@@ -429,7 +420,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         """An independent copy, with the same clock (of a mapped filter: its
         live generations, in memory)."""
         if self._shared is not None:
-            c = WindowedBloomFilter.from_bytes(self.to_bytes(), clock=self._clock)
+            c = _decoded(WindowedBloomFilter, self.to_bytes(), self._clock)
             if self._newest is not None:
                 c._advance_to(self._newest)
             c._warned = set(self._warned)
@@ -484,15 +475,12 @@ class WindowedBloomFilter(RingParams, SharedFile):
     def from_bytes(cls, data: Any, *, clock: Optional[Clock] = None) -> WindowedBloomFilter:
         """Read what to_bytes wrote (ValueError says what is wrong), with
         this clock (default time.time): generations that expired since are
-        dropped."""
-        capacity, error_rate, generations, window, layout, seed, live = _core.decode_window(data)
-        w = cls(capacity, error_rate, window=window, generations=generations, clock=clock, layout=layout, seed=seed)
-        for number, f, _ in live:
-            place = number % len(w._ring)
-            w._ring[place] = f
-            w._numbers[place] = number
-            w._newest = number  # (oldest first: the last is the newest)
-        w._changed()
+        dropped. Bytes whose newest generation is more than a window ahead
+        of the clock (saved by a clock that ran ahead) are refused: the
+        current generation never goes back, so their keys would read seen
+        until this clock caught up."""
+        w = _decoded(cls, data, clock)
+        refuse_ahead(w, w._newest)
         return w
 
     def save(self, path: StrPath | BinaryWriter, *, shared: bool = False) -> None:
@@ -518,6 +506,19 @@ class WindowedBloomFilter(RingParams, SharedFile):
     # Pickling: bloomline._pickling gives this class its __reduce_ex__ (the
     # one place that names what a pickle restores with), below the class.
     # A pickle carries no clock: the restored filter reads time.time.
+
+
+def _decoded(cls: type[WindowedBloomFilter], data: Any, clock: Optional[Clock]) -> WindowedBloomFilter:
+    """from_bytes without its clock check (copy: the same filter, ahead of its own clock or not)."""
+    capacity, error_rate, generations, window, layout, seed, live = _core.decode_window(data)
+    w = cls(capacity, error_rate, window=window, generations=generations, clock=clock, layout=layout, seed=seed)
+    for number, f, _ in live:
+        place = number % len(w._ring)
+        w._ring[place] = f
+        w._numbers[place] = number
+        w._newest = number  # (oldest first: the last is the newest)
+    w._changed()
+    return w
 
 
 # `add` and `in` on this class as C entry points over the cursor (the Python

@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.kill(os.getpid(), signal.SIGPIPE)
         return 141  # not reached
     except OSError as exc:
-        if exc.filename:
+        if exc.filename is not None:  # ('' too: an empty name given)
             message = f"{exc.strerror}: {exc.filename!r}"
         elif exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
             message = f"cannot write the output: {exc.strerror}"

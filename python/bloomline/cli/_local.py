@@ -61,7 +61,7 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
             raise CliError(str(exc)) from None
         except Exception as exc:  # redis-py errors: one line
             raise CliError(f"redis: {exc}") from None
-    if args.state and os.path.exists(args.state):
+    if args.state is not None and os.path.exists(args.state):
         f: Filter = _open_state(args)
         # The filter in the state file wins: say so when the options ask otherwise.
         for option, given, kept in (("--capacity", args.capacity, f.capacity),
@@ -112,10 +112,12 @@ def _clock(args: argparse.Namespace) -> Any:
 
 
 def _windowed_state(path: str | None) -> bool:
-    if not path or not os.path.exists(path):
-        return False
+    return bool(path) and os.path.exists(str(path)) and _windowed_bytes(filter_bytes(str(path)))
+
+
+def _windowed_bytes(data: bytes) -> bool:
     try:
-        return bool(read_header(filter_bytes(path))["kind"] == "WindowedBloomFilter")
+        return bool(read_header(data)["kind"] == "WindowedBloomFilter")
     except ValueError:
         return False  # (open_filter says what is wrong with it)
 
@@ -124,9 +126,12 @@ def _open_state(args: argparse.Namespace) -> Filter:
     """dedup's --state: the filter in it; a windowed one on the run's clock
     (--now). Its window and generations win over the options."""
     data = filter_bytes(args.state)
-    f: Filter = open_filter(args.state, data)
-    if is_windowed(f):
-        f = windowed_kind().from_bytes(data, clock=_clock(args))
+    f: Filter
+    if _windowed_bytes(data):  # (read once, on the run's clock: a state ahead of it is refused, naming the file)
+        try:
+            f = windowed_kind().from_bytes(data, clock=_clock(args))
+        except ValueError as exc:
+            raise CliError(f"{input_name(args.state)}: {exc}") from None
         # (saved in the form it was found in: a ring that processes map stays one they can map)
         args.state_shared = bool(read_header(data).get("shared"))
         for option, given, kept in (("--window", args.window, f.window), ("--generations", args.generations,
@@ -134,7 +139,9 @@ def _open_state(args: argparse.Namespace) -> Filter:
             if given is not None and given != kept:
                 note(f"{option} {given:g} is ignored: {args.state} holds a filter made for {option[2:]} {kept:g} "
                      "(delete it to start over)")
-    elif args.window is not None:
+    else:
+        f = open_filter(args.state, data)
+    if args.window is not None and not is_windowed(f):
         raise UsageError(f"{args.state} holds a {type(f).__name__}, which has no window: give another --state file "
                          "for --window, or drop --window")
     return f
@@ -158,9 +165,9 @@ def _redis_errors(exc: Exception) -> CliError | None:
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
-    refuse_same_file("dedup", [("--state", args.state)] * bool(args.state) + [("stdout", "-")],
+    refuse_same_file("dedup", [("--state", args.state)] * (args.state is not None) + [("stdout", "-")],
                      args.files or ["-"])
-    if not args.state:
+    if args.state is None:
         return _dedup(args)
     check_output(args.state)
     with holding_state(args.state):  # (from its load to its save: one run at a time)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -69,6 +70,14 @@ def _duration(text: str) -> float:
     return value
 
 
+def _state_file(text: str) -> str:
+    """--state: a file, read and written back (never stdin or stdout)."""
+    if text in ("", "-"):
+        raise argparse.ArgumentTypeError(f"must name a file (the filter is read from it and saved back to it), "
+                                         f"got {text!r}")
+    return text
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -76,6 +85,9 @@ def _seconds(text: str) -> float:
         value = float("nan")
     if not (abs(value) < float("inf")):
         raise argparse.ArgumentTypeError(f"must be seconds since the epoch (as `date +%s` prints), got {text!r}")
+    if value > time.time() + 86400:  # (a state saved so far ahead would hold its lines until the clock got there)
+        raise argparse.ArgumentTypeError(f"must be seconds since the epoch (as `date +%s` prints, not milliseconds), "
+                                         f"at most a day ahead of this machine's clock, got {text!r}")
     return value
 
 
@@ -138,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         "positive silently drops a new line from the output; with --state, the state file's)"
     )
     dedup.add_argument("--quiet", "-q", action="store_true", help="no summary on stderr")
-    dedup.add_argument("--state", metavar="FILE", help="keep the filter in FILE between runs (loaded if it exists, "
+    dedup.add_argument("--state", type=_state_file, metavar="FILE", help="keep the filter in FILE between runs (loaded if it exists, "
                        "saved atomically at the end)")
     dedup.add_argument("--window", type=_duration, metavar="DURATION",
                        help="drop only the lines seen within the last DURATION (90s, 30m, 12h, 7d, 2w or seconds): a "

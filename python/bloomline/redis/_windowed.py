@@ -568,13 +568,10 @@ class RedisWindowedFilter:
     # ---- life ----------------------------------------------------------------------
 
     def clear(self) -> None:
-        """Forget every key (every generation deleted, and the meta's record
-        of the generations started; the rest of the meta kept), in one step:
-        the other handles go on."""
-        try:
-            self._sender.each([self._b.window_clear_job(self._w)])
-        except _redis.ResponseError as e:
-            raise self._error(e) from None
+        """Forget every key (each generation and the meta's record of it; the rest of the meta kept), in one
+        step: the other handles go on."""
+        if isinstance(reply := self._sender.run([self._b.window_clear_job(self._w)])[0], Exception):
+            raise self._error(reply)
         self._newest = -1
 
     def delete(self) -> None:
