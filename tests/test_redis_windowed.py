@@ -606,3 +606,14 @@ def test_attaching_with_other_parameters_names_the_field(window_server: Any) -> 
         RedisWindowedFilter(window_server.url, "att", 1000, 0.01, window=120, generations=2)
     with pytest.raises(ValueError, match=r"differs in generations \(stored 2 != given 3\)"):
         RedisWindowedFilter(window_server.url, "att", 1000, 0.01, window=60, generations=3)
+
+
+def test_refresh_must_be_true_or_false(window_server: Any) -> None:
+    """refresh='no' was sent as True (bool() of it), None as False."""
+    f = RedisWindowedFilter(window_server.url, "refresh", 1000, 0.01, window=60, generations=2)
+    for refresh in ("no", None, 1):
+        with pytest.raises(TypeError, match=rf"refresh must be True or False, got {type(refresh).__name__}"):
+            f.add("a", refresh=refresh)
+        with pytest.raises(TypeError, match=rf"refresh must be True or False, got {type(refresh).__name__}"):
+            f.add_many(["a"], refresh=refresh)
+    assert "a" not in f and f.add("a", refresh=np.False_) and not f.add_many(["a"], refresh=True)[0]

@@ -358,3 +358,23 @@ def test_a_generation_whose_filter_counts_otherwise_takes_its_records_count() ->
         back.add("one more")  # (no capacity warning: 16 of 30)
     again = WindowedBloomFilter.from_bytes(back.to_bytes(), clock=lambda: 1.0)
     assert [f.insert_count for _, f in again.live_generations] == [16]
+
+
+def test_a_shared_handles_fill_counts_every_process_after_flush_and_a_closed_one_shows(tmp_path: Path) -> None:
+    """flush() recounts the places' bits from the file, so fill_ratio and
+    expected_fp_rate take other handles' adds as approx_count does (they
+    stayed this handle's own); a closed mapped filter's repr and HTML say
+    closed (they raised)."""
+    path = tmp_path / "ring.blf"
+    WindowedBloomFilter(10_000, 0.01, window=60.0, clock=lambda: 0.0).save(path, shared=True)
+    with WindowedBloomFilter.open(path, clock=lambda: 1.0) as a, WindowedBloomFilter.open(path, clock=lambda: 1.0) as b:
+        b.add("own")
+        a.add_many(range(3000))
+        a.flush()
+        before = b.fill_ratio
+        b.flush()
+        reader = WindowedBloomFilter.load(path, clock=lambda: 1.0)
+        assert before < b.fill_ratio == reader.fill_ratio > 0.01
+        assert b.expected_fp_rate == reader.expected_fp_rate > 0
+        assert b.approx_count == reader.approx_count == pytest.approx(3001, rel=0.02)
+    assert repr(b).endswith("seed=0 closed>") and "(closed)" in b._repr_html_()

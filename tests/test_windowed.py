@@ -403,6 +403,8 @@ def test_capacity_warning_names_the_generation() -> None:
         ({"window": 60, "layout": "odd"}, ValueError, "layout"),
         ({"window": 60, "seed": -1}, (ValueError, OverflowError), "seed"),
         ({"window": 60, "clock": 5}, TypeError, r"clock must be a callable returning seconds, got int \(5\)"),
+        ({"window": 10**400}, ValueError, r"window must be a positive number of seconds or a timedelta, got an int of "
+                                          r"401 digits \(past a float's range\)"),
     ],
 )
 def test_bad_parameters(kwargs: dict[str, Any], error: Any, message: str) -> None:
@@ -419,6 +421,19 @@ def test_bad_clock_values(t: Any) -> None:
     w = WindowedBloomFilter(100, 0.01, window=60, clock=lambda: t)
     with pytest.raises(ValueError, match="clock"):
         w.add("a")
+
+
+@pytest.mark.parametrize("refresh", ["no", None, 0, 1.0])
+def test_refresh_must_be_true_or_false(refresh: Any) -> None:
+    """refresh='no' was taken as True by a threaded add_many, None as False,
+    and add and add_many on one thread raised pybind11's message."""
+    w = WindowedBloomFilter(100, 0.01, window=60, clock=lambda: 0.0)
+    message = rf"refresh must be True or False, got {type(refresh).__name__} \({refresh!r}\)"
+    for call in (lambda: w.add("a", refresh=refresh), lambda: w.add_many(["a"], refresh=refresh),
+                 lambda: w.add_many(["a"], refresh=refresh, threads=2)):
+        with pytest.raises(TypeError, match=message):
+            call()
+    assert not w and w.add("a", refresh=np.bool_(False)) and not w.add_many(["a"], refresh=np.True_)[0]
 
 
 # ---- bytes, files, pickle ----------------------------------------------------------

@@ -493,6 +493,12 @@ void register_window(py::module_& m) {
         "WindowedBloomFilter's `add` and `in` as C entry points over its cursor (windowed.py calls it once).");
 
     m.def(
+        "recount_fill", [](Handle<BloomFilter>& h) { h->locked([&h] { h->recount_fill_locked(); }); },
+        py::arg("filter"),
+        "A shared windowed file's place: its bits set counted anew from the file (other processes' adds too), its "
+        "count of new keys kept (a flush: docs/design/sharing.md, Counts of a shared handle).");
+
+    m.def(
         "restart_counts", [](Handle<BloomFilter>& h) { h->restart_counts(); }, py::arg("filter"),
         "A shared windowed file's place started afresh by a rotation: its bits set counted anew, its count of new "
         "keys from zero (the bits untouched).");

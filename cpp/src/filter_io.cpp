@@ -365,6 +365,10 @@ Window decode_window(const unsigned char* data, std::size_t len) {
         bad(e.what());
     }
     if (p.ring) return decode_ring(w, records, rate, want);
+    for (std::uint32_t i = 0; i < records.size(); ++i)
+        if (records[i].number == kGenerationNone || records[i].number == kGenerationStarting)
+            bad("generation " + fmt(i) + " has number " + std::to_string(records[i].number) +
+                ", which marks a ring file's place (-2**63: empty, -2**63 + 1: being started)");
     for (std::uint32_t i = 1; i < records.size(); ++i)
         if (records[i].number <= records[i - 1].number)
             bad("generation " + fmt(i) + " has number " + std::to_string(records[i].number) + ", not above " +

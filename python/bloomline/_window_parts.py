@@ -52,7 +52,11 @@ def window_seconds(window: object) -> float:
     if isinstance(window, datetime.timedelta):
         seconds = window.total_seconds()
     elif isinstance(window, numbers.Real) and not isinstance(window, (bool, np.bool_)):
-        seconds = float(window)
+        try:
+            seconds = float(window)
+        except OverflowError:
+            raise ValueError(f"window must be a positive number of seconds or a timedelta, got an int of "
+                             f"{len(str(abs(int(window))))} digits (past a float's range)") from None
     else:
         raise TypeError(f"window must be a positive number of seconds or a timedelta, got {type(window).__name__} "
                         f"({window!r})")
@@ -116,6 +120,13 @@ def refuse_ahead(w: WindowedBloomFilter, newest: Optional[int]) -> None:
             f"({(newest - now) * w._span:g} s) ahead of this clock's ({now}): it was saved by a clock that ran "
             "ahead, and its keys would read seen until this clock caught up. Read it with that clock (clock=), "
             "or start a new filter")
+
+
+def check_refresh(refresh: object) -> bool:
+    """An add's refresh: True or False (NumPy's too), else TypeError naming it."""
+    if not isinstance(refresh, (bool, np.bool_)):
+        raise TypeError(f"refresh must be True or False, got {type(refresh).__name__} ({refresh!r})")
+    return bool(refresh)
 
 
 def _check_generations(generations: object) -> int:
@@ -325,6 +336,9 @@ class SharedRing:
             return
         if os.getpid() == self.pid:
             self.sync(w)  # (places another handle restarted: this handle's counts since go to their new generation)
+            if not final:
+                for g in self.places:  # (fill_ratio and expected_fp_rate: every process's bits, as approx_count's)
+                    _core.recount_fill(g)
         if final and os.getpid() == self.pid:
             # Each place closed under its writer mutex first: an add of
             # another thread finishes, later ones raise, and none lands after

@@ -19,6 +19,8 @@ from ._units import format_bytes
 def filter_html(f: Filter) -> str:
     """HTML for a filter: what it is, how full, what it costs in false positives."""
     html = import_module("html")  # (at first use: its entity table is no part of import bloomline)
+    if getattr(f, "closed", False):  # (a closed mapped filter's facts went with its memory)
+        return f"<div class='bloomline-filter'>{html.escape(type(f).__name__)} (closed)</div>"
 
     approx = float(f.approx_count)
     capacity, target = f.capacity, f.error_rate

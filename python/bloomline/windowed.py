@@ -110,7 +110,8 @@ def _fresh_locks(f: Any) -> None:
 
 # (its checks, fixed facts, threaded batch add and shared file's ring live in _window_parts)
 from ._window_parts import (RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
-                            _past_capacity, _union_bits_set, encode_ring, refuse_ahead, threaded_add, window_seconds)
+                            _past_capacity, _union_bits_set, check_refresh, encode_ring, refuse_ahead, threaded_add,
+                            window_seconds)
 
 
 class WindowedBloomFilter(RingParams, SharedFile):
@@ -299,6 +300,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
     def _add_at(self, t: Any, key: Any, refresh: bool) -> bool:
         """add at the clock's reading t, Python's way (the ring read, a
         generation started where it must be, the cursor armed again)."""
+        refresh = check_refresh(refresh)
         now, cur = self._current(self._now(t))
         older = self._live_state(now)[3]  # (one core call: the lookups, then the add)
         if cur.insert_count < self._capacity:  # (within capacity: no warning to make)
@@ -323,7 +325,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         """Add a batch at the clock's time; True where no live generation had
         the key (at its first place in the batch only). refresh as add;
         threads and nulls as BloomFilter.add_many."""
-        threads = _core.parse_threads(threads)
+        threads, refresh = _core.parse_threads(threads), check_refresh(refresh)
         if threads == 1:  # the core's one pass, the keys hashed a slice at a time (window_ring.hpp)
             now, cur = self._current(self._now())
             probe = self._live_state(now)[3]
@@ -451,11 +453,9 @@ class WindowedBloomFilter(RingParams, SharedFile):
         return any(g for g in self._live(self._now()))
 
     def __repr__(self) -> str:
-        return (
-            f"<WindowedBloomFilter capacity={self._capacity} error_rate={self._error_rate} window={self._window:g}s "
-            f"generations={self._generations} layout='{self._layout}' seed={self._seed} "
-            f"live={len(self._live(self._now()))} approx_count={round(self.approx_count)}>"
-        )
+        facts = "closed" if self.closed else f"live={len(self._live(self._now()))} approx_count={round(self.approx_count)}"
+        return (f"<WindowedBloomFilter capacity={self._capacity} error_rate={self._error_rate} window={self._window:g}s "
+                f"generations={self._generations} layout='{self._layout}' seed={self._seed} {facts}>")
 
     def _repr_html_(self) -> str:
         return filter_html(self)

@@ -87,7 +87,7 @@ import redis as _redis
 from .. import _core, optimal_params
 from .._core import CapacityWarning
 from .._facts import batch_shaped
-from .._window_parts import _check_error_rate, _check_generations, window_seconds
+from .._window_parts import _check_error_rate, _check_generations, check_refresh, window_seconds
 from ..windowed import WindowedBloomFilter
 from ._backend import NEW, ONE, AddOutcome, Part, windows
 from ._durable import replicated
@@ -353,14 +353,14 @@ class RedisWindowedFilter:
         one caller per window, re-sends included. refresh=False leaves a seen
         key where it is (its window runs from its first add). A fault that
         cannot be survived raises with ``new`` and ``unknown``."""
-        hashed, valid = _core.hash_valid(keys, self._w.seed, nulls=nulls)
+        hashed, valid, refresh = *_core.hash_valid(keys, self._w.seed, nulls=nulls), check_refresh(refresh)
         batch, ttl = batch_ids.next(), self._sender.answer_ttl_ms
         # (made as sent: a window's commands carry the generation and meta the windows before it added under)
-        parts = (Part([self._b.window_add_job(self._w, f"{self._answers}{batch}.{c}", ttl, bool(refresh), body,
+        parts = (Part([self._b.window_add_job(self._w, f"{self._answers}{batch}.{c}", ttl, refresh, body,
                                               count, self._newest, self._epoch)], idx)
                  for c, idx, body, count in self._chunks(hashed, self._b.window_form_add))
         out = self._add(parts, len(hashed))
-        self._replicated(out, bool(refresh))
+        self._replicated(out, refresh)
         out.raise_error(valid)
         return batch_shaped(valid, out.new)
 
@@ -371,9 +371,9 @@ class RedisWindowedFilter:
         _shard, body, count = _core.redis_key(key, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
                                               self._b.window_form_add)
         job = self._b.window_add_job(w, f"{self._answers}{batch_ids.next()}.0", self._sender.answer_ttl_ms,
-                                     bool(refresh), body, count, self._newest, self._epoch)
+                                     check_refresh(refresh), body, count, self._newest, self._epoch)
         out = self._add([Part([job], ONE)], 1)
-        self._replicated(out, bool(refresh))
+        self._replicated(out, refresh)
         out.raise_error()
         return bool(out.codes[0] == NEW)
 
