@@ -56,7 +56,7 @@ def window_seconds(window: object) -> float:
             seconds = float(window)
         except OverflowError:
             raise ValueError(f"window must be a positive number of seconds or a timedelta, got an int of "
-                             f"{len(str(abs(int(window))))} digits (past a float's range)") from None
+                             f"{len(str(abs(cast(int, window))))} digits (past a float's range)") from None
     else:
         raise TypeError(f"window must be a positive number of seconds or a timedelta, got {type(window).__name__} "
                         f"({window!r})")
