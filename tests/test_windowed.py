@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import re
+import subprocess
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -577,3 +580,32 @@ def test_every_part_is_checked() -> None:
         bloomline._core.from_bytes(good)
     with pytest.raises(ValueError, match="this holds a WindowedBloomFilter, not a ScalableBloomFilter"):
         bloomline.ScalableBloomFilter.from_bytes(good)
+
+
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="the sanitizer's shadow and quarantine are memory of its own")
+def test_a_small_input_naming_a_large_ring_commits_no_memory() -> None:
+    """136 bytes of a kind-4 filter with no generation stored name a ring of
+    65 places sized for 5M keys each (842 MB): its places are mapped lazily,
+    and copy, clear, pickle, deepcopy and == touch only the places that hold
+    a generation (copy and clear touched every place: a 136-byte pickle
+    committed the whole ring). A subprocess, so that its peak memory is its own."""
+    script = r"""
+import copy, pickle, resource, bloomline
+from bloomline import WindowedBloomFilter
+data = bloomline._core.encode_window(5_000_000, 0.01, 64, 3600.0, "blocked", 0, [], [], [])
+assert len(data) == 136
+peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # MiB
+w = WindowedBloomFilter.from_bytes(data)
+before = peak()
+c = w.copy()
+w.clear()
+back = pickle.loads(pickle.dumps(w))
+copy.deepcopy(w)
+assert back == w == c and w.nbytes > 800_000_000
+c.add("one")
+print(peak() - before)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) < 64, f"{out.stdout.strip()} MiB more at peak"

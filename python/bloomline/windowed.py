@@ -409,8 +409,9 @@ class WindowedBloomFilter(RingParams, SharedFile):
                 return self._shared.clear(self)
         with self._rotating:
             self._changed()  # (first: no call answers from a ring half cleared)
-            for i, g in enumerate(self._ring):
-                g.clear()
+            for i, g in enumerate(self._ring):  # (a place holding no generation is empty: never touched)
+                if self._numbers[i] is not None:
+                    g.clear()
                 self._numbers[i] = None
             self._warned.clear()
             self._changed()
@@ -430,7 +431,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         c = WindowedBloomFilter(self._capacity, self._error_rate, window=self._window, generations=self._generations,
                                 clock=self._clock, layout=self._layout, seed=self._seed)
         with self._rotating:  # (the ring and its numbers as one step)
-            c._ring = [g.copy() for g in self._ring]
+            c._ring = [g.copy() if n is not None else mine for g, n, mine in zip(self._ring, self._numbers, c._ring)]
             c._numbers = list(self._numbers)
             c._newest = self._newest
             c._warned = set(self._warned)
