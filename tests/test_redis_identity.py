@@ -21,7 +21,8 @@ from conftest import RedisServer, module_args
 
 redis = pytest.importorskip("redis")
 from bloomline import ScalableBloomFilter  # noqa: E402
-from bloomline.redis import MissingKeyError, RedisBloomFilter, RedisStages  # noqa: E402
+from bloomline.redis import MissingKeyError, RedisBloomFilter, RedisStages, RedisWindowedFilter  # noqa: E402
+from bloomline.redis import delete_windowed  # noqa: E402
 from bloomline.redis import dump, restore  # noqa: E402
 
 BACKENDS = ["module", "plain"]
@@ -109,3 +110,24 @@ def test_a_server_bloom_filter_made_again_under_an_attached_writer_is_refused(tm
         assert other.add_many(keys[10:]).all()  # untouched by the old handle
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_chain_and_a_windowed_filter_at_one_key_leave_each_other_alone(module_server: RedisServer,
+                                                                          backend: str) -> None:
+    """Their keys share the hash tag ({x}) and no name: a chain's reset
+    deleted every key under the tag, the windowed filter's too, and a
+    crawler restarted since saw every URL new again."""
+    r = client(module_server)
+    chain = ScalableBloomFilter(100, 0.01, store=RedisStages(r, "x", backend=backend))
+    window = RedisWindowedFilter(r, "x", 1000, 0.01, window=3600, backend=backend)
+    assert chain.add_many(np.arange(300, dtype=np.uint64)).all() and window.add("page")
+    chain._store.reset()  # type: ignore[attr-defined]
+    assert not r.exists("{x}:stages") and not r.keys("{x}:s[0-9]*")
+    restarted = RedisWindowedFilter(r, "x", 1000, 0.01, window=3600, backend=backend)
+    assert restarted.add("page") is False and window.add("page") is False
+    again = ScalableBloomFilter(100, 0.01, store=RedisStages(r, "x", backend=backend))
+    assert again.add_many(np.arange(300, dtype=np.uint64)).all()
+    assert delete_windowed(r, "x") >= 2
+    assert ScalableBloomFilter(100, 0.01, store=RedisStages(r, "x", backend=backend)).contains_many(
+        np.arange(300, dtype=np.uint64)).all()

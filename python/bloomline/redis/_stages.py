@@ -310,9 +310,10 @@ class RedisStages(Expiring):
                 # the chain grew meanwhile: its new stage's keys too
 
     def reset(self) -> None:
-        """Delete the chain: every key under its hash tag."""
-        pattern = "".join("\\" + c if c in "*?[]\\" else c for c in self._base) + ":*"
-        delete_matching(self._r, [pattern])
+        """Delete the chain: its count, its parameters and every stage's keys
+        (a windowed filter at the same key, whose keys share the hash tag, is left alone)."""
+        glob = "".join("\\" + c if c in "*?[]\\" else c for c in self._base)
+        delete_matching(self._r, [f"{glob}:stages", f"{glob}:chain", f"{glob}:import", f"{glob}:s[0-9]*"])
         self._handles, self._stages = [], []
 
     def close(self) -> None:
