@@ -956,6 +956,20 @@ def test_dedup_onto_a_full_disk_fails_and_its_state_keeps_only_what_was_written(
     assert again.returncode == 0 and again.stdout == data[head:]  # none of the lines lost
 
 
+def test_a_state_that_cannot_be_saved_says_the_lines_will_come_again(tmp_path: Path, small_fs: Any) -> None:
+    """The output written whole, the state's disk full: exit 1, one line
+    saying the state holds what it held and the next run writes these lines
+    again (it said only "No space left on device")."""
+    d = small_fs("64k")
+    state = d / "seen.blf"
+    r = run("dedup", "-q", "--state", str(state), "--capacity", "1e5", stdin=b"a\nb\na\n")  # a 120 KB filter
+    assert r.returncode == 1 and r.stdout == b"a\nb\n"
+    assert re.fullmatch(f"bloomline: error: cannot save {re.escape(str(state))}: No space left on device[^;]*; it "
+                        "holds what it held before this run, so the next run writes this run's 2 lines again\n",
+                        r.stderr.decode()), r.stderr
+    assert not state.exists() and not list(d.glob("seen.blf.tmp*"))
+
+
 @pytest.mark.parametrize("mode", STDOUT_MODES)
 def test_a_filter_built_to_stdout_on_a_full_disk_is_an_error(mode: str, tmp_path: Path, small_fs: Any) -> None:
     d = small_fs("64k")

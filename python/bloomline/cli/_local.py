@@ -240,7 +240,11 @@ def _dedup(args: argparse.Namespace) -> int:
                 behind.close()
         progress.done()
         if args.state:
-            write_filter(f, args.state, shared=getattr(args, "state_shared", False))
+            try:
+                write_filter(f, args.state, shared=getattr(args, "state_shared", False))
+            except OSError as exc:  # (the output is whole; the state file is as it was)
+                raise CliError(f"cannot save {args.state}: {exc.strerror or exc}; it holds what it held before this "
+                               f"run, so the next run writes this run's {written:,} lines again") from None
     if not args.quiet:
         sys.stderr.write(
             f"{PROG} dedup: {count(read, 'line')} read, {written:,} written, {read - written:,} dropped as seen "
