@@ -401,6 +401,9 @@ def test_capacity_warning_names_the_generation() -> None:
         ({"window": 60, "error_rate": 1.0}, ValueError, "error_rate .* got 1.0"),
         ({"window": 60, "error_rate": float("nan")}, ValueError, "error_rate .* got nan"),
         ({"window": 60, "error_rate": "0.1"}, TypeError, "error_rate must be a float, got str"),
+        ({"window": 60, "error_rate": 1e-300}, ValueError, r"error_rate 1e-300 is too small for 4 generations: each of "
+                                                           r"the 5 live ones would be sized for 2e-301"),
+        ({"window": 60, "error_rate": 5e-324}, ValueError, r"error_rate 5e-324 is too small for 4 generations"),
         ({"window": 60, "capacity": 0}, ValueError, "capacity must be in .* got 0"),
         ({"window": 60, "capacity": 1.5}, ValueError, "capacity must be a whole number .* got 1.5"),
         ({"window": 60, "layout": "odd"}, ValueError, "layout"),

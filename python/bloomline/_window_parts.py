@@ -122,6 +122,19 @@ def refuse_ahead(w: WindowedBloomFilter, newest: Optional[int]) -> None:
             "or start a new filter")
 
 
+def generation_rate(error_rate: float, generations: int) -> float:
+    """The rate each of the G + 1 live generations is sized for (the core's,
+    which its reader checks), compounding to error_rate; a ValueError naming
+    error_rate where that rate is past what a filter can be sized for."""
+    rate = _core.window_generation_error_rate(error_rate, generations)
+    try:
+        _core.optimal_params(1, rate)
+    except ValueError as e:
+        raise ValueError(f"error_rate {error_rate!r} is too small for {generations} generations: each of the "
+                         f"{generations + 1} live ones would be sized for {rate:.3g} ({e})") from None
+    return rate
+
+
 def check_refresh(refresh: object) -> bool:
     """An add's refresh: True or False (NumPy's too), else TypeError naming it."""
     if not isinstance(refresh, (bool, np.bool_)):

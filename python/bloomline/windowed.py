@@ -110,8 +110,8 @@ def _fresh_locks(f: Any) -> None:
 
 # (its checks, fixed facts, threaded batch add and shared file's ring live in _window_parts)
 from ._window_parts import (RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
-                            _past_capacity, _union_bits_set, check_refresh, encode_ring, refuse_ahead, threaded_add,
-                            window_seconds)
+                            _past_capacity, _union_bits_set, check_refresh, encode_ring, generation_rate, refuse_ahead,
+                            threaded_add, window_seconds)
 
 
 class WindowedBloomFilter(RingParams, SharedFile):
@@ -148,7 +148,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         self._clock: Clock = clock if clock is not None else time.time
         self._span = self._window / self._generations
         # One filter per place in the ring, each checking capacity, layout and seed.
-        rate = _core.window_generation_error_rate(self._error_rate, self._generations)  # (the core's: its reader checks it)
+        rate = generation_rate(self._error_rate, self._generations)
         self._ring = [BloomFilter(capacity, rate, layout=layout, seed=seed) for _ in range(self._generations + 1)]
         self._capacity = int(capacity)
         self._layout: Layout = layout

@@ -87,7 +87,7 @@ import redis as _redis
 from .. import _core, optimal_params
 from .._core import CapacityWarning
 from .._facts import batch_shaped
-from .._window_parts import _check_error_rate, _check_generations, check_refresh, window_seconds
+from .._window_parts import _check_error_rate, _check_generations, check_refresh, generation_rate, window_seconds
 from ..windowed import WindowedBloomFilter
 from ._backend import NEW, ONE, AddOutcome, Part, windows
 from ._durable import replicated
@@ -226,7 +226,7 @@ class RedisWindowedFilter:
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
             raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
         # Each generation sized as the local class sizes one (checks capacity and layout).
-        params = optimal_params(capacity, _core.window_generation_error_rate(rate, g), layout)
+        params = optimal_params(capacity, generation_rate(rate, g), layout)
         nbytes = math.ceil(params.num_bits / 512) * 64
         if nbytes * 8 > _REDIS_MAX_BITS:
             raise ValueError(f"capacity={capacity} at error_rate={error_rate} needs {params.num_bits} bits per "
