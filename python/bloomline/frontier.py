@@ -17,6 +17,7 @@ from typing import Any, Hashable, Optional, Union
 
 from ._core import BloomFilter, CapacityWarning
 from ._forks import renew_locks_after_fork
+from ._interrupts import interrupts_held
 from ._pickling import from_bytes
 from .scalable import ScalableBloomFilter
 
@@ -84,17 +85,26 @@ class DedupQueue:
     def push(self, key: Hashable) -> bool:
         """Enqueue key if it was never seen; return whether it was enqueued."""
         with self._lock, self._warning_after(1) as caught:
-            new = self._seen.add(key)  # type: ignore[arg-type]  # the filter names the types it takes
-            if new:
-                self._queue.append(key)
+            # Queued first, taken back if it was seen: a Ctrl-C as the add
+            # returns leaves the key queued (a repeat at worst), never seen
+            # and lost. A key the filter refuses is taken back.
+            self._queue.append(key)
+            try:
+                new = bool(self._seen.add(key))  # type: ignore[arg-type]  # the filter names the types it takes
+            except Exception:
+                self._queue.pop()
+                raise
+            if not new:
+                self._queue.pop()
         _warn_again(caught)
-        return bool(new)
+        return new
 
     def push_many(self, keys: Iterable[Any]) -> int:
         """Enqueue, in order, each key never seen (a repeat inside keys counts
-        once). Returns how many were enqueued."""
+        once). Returns how many were enqueued. A Ctrl-C during the call
+        comes after the new keys are queued (_interrupts)."""
         items = list(keys)
-        with self._lock, self._warning_after(len(items)) as caught:
+        with self._lock, self._warning_after(len(items)) as caught, interrupts_held():
             new = self._seen.add_many(items)
             fresh = [k for k, is_new in zip(items, new.tolist()) if is_new]
             self._queue.extend(fresh)

@@ -7,9 +7,8 @@ stage has taken its capacity of new keys, the next one starts. A lookup is a
 hit if any stage hits, so the compound false-positive rate is at most the
 sum of the stages' rates, which stays under ``error_rate`` however many keys
 arrive. That rule, and how many stages it allows (a stage needs at most 64
-hashes and 2**48 bits), is the core's ``ChainRule``; the chain checks its
-parameters once, at construction, and knows from then on how many keys it
-can take (``max_capacity``).
+hashes and 2**48 bits), is the core's ``ChainRule``; the chain checks its parameters once, at
+construction, and knows from then on how many keys it can take (``max_capacity``).
 
 This is the one scalable chain of bloomline. Where its stages live is pluggable (a ``StageStore``): in memory
 (the default), as mapped files in a directory (``DirectoryStages``, the Scrapy dupefilter's JOBDIR), or
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, cast
 from . import _core, _forks
 from ._core import BloomFilter, ChainRule
 from ._facts import batch_shaped, with_facts
+from ._interrupts import interrupts_held
 from ._numpy import np
 from ._pickling import picklable
 from ._stores import ChainMismatch, DirectoryStages, MemoryStages, SharedStageStore, StageAdd, StageStore
@@ -329,9 +329,9 @@ class ScalableBloomFilter(_ChainFacts):
         stage is refused before any key is added. nulls='skip' leaves nulls
         out (False), as BloomFilter.add_many."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
-        if self._shared is not None:
-            return _add_shared(self, self._shared, hashed, valid)
-        return batch_shaped(valid, self._add_local(hashed))
+        with interrupts_held():  # (each stage's count follows its add, before a Ctrl-C: _interrupts)
+            return batch_shaped(valid, self._add_local(hashed)) if self._shared is None else \
+                _add_shared(self, self._shared, hashed, valid)
 
     def _full_error(self, left: int) -> ValueError:
         return ValueError(f"the chain is full: its {len(self._stages)} stages hold {self._rule.max_capacity:,} keys; "
