@@ -220,6 +220,10 @@ def test_dedup_refuses_a_state_saved_by_a_clock_that_ran_ahead(tmp_path: Path) -
     assert re.search(r"seen.blf': the windowed filter read holds generation \d+, 96\d generations .* ahead of this "
                      r"clock's", r.stderr.decode()), r.stderr
     assert state.read_bytes() == ahead.to_bytes()
+    ahead_2h = str(time.time() + 7200)  # (within --now's day, past the hour's window: the next run would refuse it)
+    r = run("dedup", "--window", "1h", "--state", str(tmp_path / "new.blf"), "--now", ahead_2h, stdin=b"a\n")
+    assert r.returncode == 2 and not (tmp_path / "new.blf").exists()
+    assert re.search(r"--now \d+ is 7[12]\d\d s ahead of this machine's clock, more than the 3600 s window", r.stderr.decode())
     near = bloomline.WindowedBloomFilter(1000, 0.01, window=3600, clock=lambda: time.time() + 1800)
     near.add("a")
     near.save(state)

@@ -15,7 +15,7 @@ import pytest
 REDIS = Path(__file__).resolve().parent.parent / "python" / "bloomline" / "redis"
 # Lowest first: each module imports only those before it.
 ORDER = ["_errors", "_names", "_wire", "_backend", "_durable", "_plain", "_module", "_bf", "_registry", "_meta",
-         "_handle", "_filter", "_stages", "_window_travel", "_windowed", "_travel", "__init__"]
+         "_handle", "_filter", "_stages", "_window_travel", "_window_meta", "_windowed", "_travel", "__init__"]
 KNOWS_BACKENDS = {"_bf", "_registry"}  # the bf backend itself, and the map of names to backends
 
 

@@ -159,3 +159,23 @@ def test_clear_is_one_step_that_an_old_handle_of_a_filter_made_again_cannot_take
     after = r.hget("{again}:meta", "epoch")
     assert "c" not in remade and after != before and after.split(b"/")[0] == before
     assert not r.hexists("{again}:meta", "slot0") and r.keys("{again}:w:*") == []
+
+
+def test_a_handle_whose_keys_all_expired_goes_on_after_a_new_one_made_the_filter_again(window_server: Any) -> None:
+    """An idle fleet's filter expires whole; a worker started since adds
+    first and makes it again under its own ident. A long-lived worker's
+    keys are all out of the window by then, so it takes the new making and
+    goes on: it was refused on every call for good (the Scrapy dupefilter
+    stopped the crawl)."""
+    r = redis.Redis.from_url(window_server.url)
+    old = RedisWindowedFilter(r, "idle", 1000, 0.01, window=1.0, generations=2)  # life 1.5 s + 1 s margin
+    assert old.add("a")
+    deadline = time.monotonic() + 10
+    while r.exists("{idle}:meta") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not r.keys("{idle}:w:*")  # (the ring expired with the meta; kept answers outlive them)
+    new = RedisWindowedFilter(r, "idle", 1000, 0.01, window=1.0, generations=2)
+    assert new.add("b") is True and new.ident != old.ident
+    assert "b" in old and old.ident == new.ident  # (a lookup takes the new making too)
+    assert old.add("a") is True and old.add_many(["b", "c"]).tolist() == [False, True]
+    assert new.add("a") is False

@@ -525,24 +525,31 @@ def test_a_live_generation_whose_number_is_lost_is_an_error_not_a_fresh_start(wi
 def test_a_handle_of_a_filter_deleted_and_made_again_is_refused(window_server: Any) -> None:
     """Each making of the filter has an ident: a handle attached before the
     filter was deleted and made again (same parameters) is refused on every
-    call, never writing into the new one (its keys would be new twice)."""
+    call while its keys may be live, never writing into the new one (they
+    would be new twice). A handle that never added has no keys to lose: it
+    takes the new making and goes on (_window_meta.reattach)."""
     r = redis.Redis.from_url(window_server.url)
     old = RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2)
     idle = RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2)  # attached, never added
     assert idle.ident == old.ident
     assert old.add("a")
     old.delete()
+    other = RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2)
+    assert other.add("x")
+    r.delete(*other.redis_keys())  # (deleted with no handle's delete(): old's newest generation still counts)
     new = RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2)
     assert new.ident != old.ident
     assert new.add("a") is True
-    for handle in (old, idle):
-        with pytest.raises(MissingKeyError, match=r"'remade' was deleted and made again since this handle attached"):
-            handle.add("b")
-        with pytest.raises(MissingKeyError, match="made again"):
-            handle.add_many(["b", "c"])
-        with pytest.raises(MissingKeyError, match="made again"):
-            "a" in handle  # noqa: B015 - the lookup raises
+    with pytest.raises(MissingKeyError, match=r"'remade' was deleted and made again since this handle attached"):
+        other.add("b")
+    with pytest.raises(MissingKeyError, match="made again"):
+        other.add_many(["b", "c"])
+    with pytest.raises(MissingKeyError, match="made again"):
+        "a" in other  # noqa: B015 - the lookup raises
     assert "b" not in new and "a" in new
+    # (old's delete() forgot its newest generation: like idle, it has no keys to lose)
+    assert "a" in idle and idle.ident == new.ident and idle.add("b") is True and "b" in new
+    assert old.add("a") is False and old.ident == new.ident
     assert RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2).ident == new.ident
 
 

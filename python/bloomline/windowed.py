@@ -423,7 +423,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         """An independent copy, with the same clock (of a mapped filter: its
         live generations, in memory)."""
         if self._shared is not None:
-            c = _decoded(WindowedBloomFilter, self.to_bytes(), self._clock)
+            c = read_as_saved(WindowedBloomFilter, self.to_bytes(), self._clock)
             if self._newest is not None:
                 c._advance_to(self._newest)
             c._warned = set(self._warned)
@@ -480,7 +480,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         of the clock (saved by a clock that ran ahead) are refused: the
         current generation never goes back, so their keys would read seen
         until this clock caught up."""
-        w = _decoded(cls, data, clock)
+        w = read_as_saved(cls, data, clock)
         refuse_ahead(w, w._newest)
         return w
 
@@ -509,8 +509,10 @@ class WindowedBloomFilter(RingParams, SharedFile):
     # A pickle carries no clock: the restored filter reads time.time.
 
 
-def _decoded(cls: type[WindowedBloomFilter], data: Any, clock: Optional[Clock]) -> WindowedBloomFilter:
-    """from_bytes without its clock check (copy: the same filter, ahead of its own clock or not)."""
+def read_as_saved(cls: type[WindowedBloomFilter], data: Any, clock: Optional[Clock]) -> WindowedBloomFilter:
+    """from_bytes without its check of the clock: a copy (the same filter,
+    ahead of its own clock or not), and bytes going to Redis, whose server's
+    clock decides (redis/_travel.py)."""
     capacity, error_rate, generations, window, layout, seed, live = _core.decode_window(data)
     w = cls(capacity, error_rate, window=window, generations=generations, clock=clock, layout=layout, seed=seed)
     for number, f, _ in live:

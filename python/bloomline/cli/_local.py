@@ -76,6 +76,7 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
                              "adds on one thread")
         return f
     if windowed:
+        _check_now(args, args.window)
         try:
             return windowed_kind()(capacity, error_rate, window=args.window, generations=args.generations or 4,
                                    clock=_clock(args))
@@ -111,6 +112,15 @@ def _clock(args: argparse.Namespace) -> Any:
     return time.time if now is None else (lambda: now)
 
 
+def _check_now(args: argparse.Namespace, window: float) -> None:
+    """--now more than a window ahead of this machine's clock: the state it
+    saved would be refused by the next run on the clock (refuse_ahead)."""
+    ahead = (args.now - time.time()) if args.now is not None else 0.0
+    if ahead > window:
+        raise UsageError(f"--now {args.now:.0f} is {ahead:.0f} s ahead of this machine's clock, more than the "
+                         f"{window:g} s window: a state saved at it would be refused by the next run on the clock")
+
+
 def _windowed_state(path: str | None) -> bool:
     return bool(path) and os.path.exists(str(path)) and _windowed_bytes(filter_bytes(str(path)))
 
@@ -131,7 +141,8 @@ def _open_state(args: argparse.Namespace) -> Filter:
         try:
             f = windowed_kind().from_bytes(data, clock=_clock(args))
         except ValueError as exc:
-            raise CliError(f"{input_name(args.state)}: {exc}") from None
+            raise CliError(f"{input_name(args.state)}: {exc} (in dedup: --now SECONDS)") from None
+        _check_now(args, f.window)
         # (saved in the form it was found in: a ring that processes map stays one they can map)
         args.state_shared = bool(read_header(data).get("shared"))
         for option, given, kept in (("--window", args.window, f.window), ("--generations", args.generations,

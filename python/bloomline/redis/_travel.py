@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
 from .. import _core, from_bytes
 from .._core import BloomFilter, CapacityWarning
 from ..scalable import ScalableBloomFilter
-from ..windowed import WindowedBloomFilter
+from ..windowed import WindowedBloomFilter, read_as_saved
 from ._filter import RedisBloomFilter
 from ._names import client_of, tag_of_chain
 from ._stages import RedisStages
@@ -114,7 +114,7 @@ def dump(redis: Any, key: str,
     if found == "windowed filter":
         # Its generations live by the server's clock, read in one step.
         data = attached_window(client, key)._to_filter_bytes()
-        local = WindowedBloomFilter.from_bytes(data)
+        local = read_as_saved(WindowedBloomFilter, data, None)  # (numbered by the server's clock: read as it is)
     elif found == "filter":
         local = RedisBloomFilter(client, key).to_filter()  # (a backend without bloomline's bits refuses)
         data = local.to_bytes()
@@ -152,7 +152,9 @@ def restore(file: Union[StrPath, BinaryIO, bytes], redis: Any, key: str, *, repl
         data = _core.read_file(file)
     else:
         data = file.read()
-    local = from_bytes(data)
+    # (a windowed file read as saved: the server's clock, not this one, decides what of it lives)
+    windowed = _core.read_header(data)["kind"] == "WindowedBloomFilter"
+    local = read_as_saved(WindowedBloomFilter, data, None) if windowed else from_bytes(data)
     if not isinstance(local, (BloomFilter, ScalableBloomFilter, WindowedBloomFilter)):
         raise ValueError(f"the file holds a {type(local).__name__}: Redis keeps BloomFilters, "
                          "ScalableBloomFilters and WindowedBloomFilters")

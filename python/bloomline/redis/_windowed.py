@@ -82,7 +82,6 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import numpy.typing as npt
-import redis as _redis
 
 from .. import _core, optimal_params
 from .._core import CapacityWarning
@@ -91,12 +90,14 @@ from .._window_parts import _check_error_rate, _check_generations, check_refresh
 from ..windowed import WindowedBloomFilter
 from ._backend import NEW, ONE, AddOutcome, Part, windows
 from ._durable import replicated
-from ._errors import MissingKeyError, UnknownOutcome
-from ._meta import as_dict, delete_matching, eviction_policy
+from ._errors import UnknownOutcome
+from ._meta import delete_matching, eviction_policy
 from ._names import WindowKeys, batch_ids, client_of, tag_of_chain
 from ._registry import window_backend
+from ._window_meta import (_COMPARED, _REDIS_MAX_BITS, MARGIN_MS, META_VERSION, _check, _claim, _flat, delete_windowed,
+                           reattach, window_error)
 from ._window_travel import download, upload
-from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Script, Sender, _error_code
+from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Sender
 
 if TYPE_CHECKING:
     from .._core import BloomFilter, Keys, Layout, Nulls
@@ -105,86 +106,9 @@ if TYPE_CHECKING:
 __all__ = ["RedisWindowedFilter", "delete_windowed"]
 
 
-def _flat(fields: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(str(x) for kv in fields.items() for x in kv)
-
-
 def _send(sender: Sender, jobs: list[Any]) -> list[Any]:
     """One command straight on a connection (the Sender's direct, as a single key's), more by its rules."""
     return sender.direct(jobs) if len(jobs) == 1 else sender.run(jobs)
-
-
-# A generation's keys outlive its last live moment by this much: the end is
-# rounded to milliseconds, and a reader between two steps may still name it.
-MARGIN_MS = 1_000
-META_VERSION = 2  # 2: the meta carries an ident, and sig ends in it
-_REDIS_MAX_BITS = 2**32  # one generation is one Redis string (512 MB at most)
-
-# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G    ARGV: life_ms, span, ring,
-# then field, value, ... The meta made where there is none (with the life of
-# one ring), and what is there returned. A meta gone while a generation of
-# its ring lives (or bits whose number is gone) was lost, not expired with an
-# idle ring: refused as an add refuses it (MISSING), never made again here.
-_CLAIM = Script("""
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  local span, ring = tonumber(ARGV[2]), tonumber(ARGV[3])
-  local t = redis.call('TIME')
-  local c = math.floor((tonumber(t[1]) + tonumber(t[2]) / 1000000) / span)
-  local numbers = {}
-  for i = 0, ring - 1 do
-    local n = redis.call('HGET', KEYS[2 + ring + i], 'number')
-    if n then
-      numbers[i] = tonumber(n)
-      if numbers[i] > c then c = numbers[i] end
-    elseif redis.call('EXISTS', KEYS[2 + i]) == 1 then
-      return redis.error_reply('MISSING ' .. KEYS[1])
-    end
-  end
-  for i = 0, ring - 1 do
-    if numbers[i] and numbers[i] > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
-  end
-  redis.call('HSET', KEYS[1], unpack(ARGV, 4))
-  local t = redis.call('TIME')  -- epoch: this meta's making (_plain.py's add checks it)
-  redis.call('HSET', KEYS[1], 'epoch', t[1] .. '.' .. t[2])
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-end
-return redis.call('HGETALL', KEYS[1])
-""")
-
-def delete_windowed(redis: Any, key: str) -> int:
-    """Remove every Redis key of the windowed filter at ``key`` (its meta,
-    generations and kept answers), whatever state it is in: the way to
-    start over where no handle can attach (its meta lost while a generation
-    lives). ``redis``: a redis-py client or a URL. How many keys it deleted.
-    Handles attached before are refused afterwards."""
-    glob = "".join("\\" + c if c in "*?[]\\" else c for c in tag_of_chain(key))
-    return delete_matching(client_of(redis), [f"{glob}:meta", f"{glob}:w:*", f"{glob}:ans:*"])
-
-
-def _claim(sender: Sender, keys: list[str], args: list[Any], error: Callable[[Exception], Exception]) -> dict[str, str]:
-    """What _CLAIM leaves in the meta; its refusal (MISSING) raised as error() makes it."""
-    try:
-        return as_dict(sender.script(_CLAIM, keys, args))
-    except _redis.ResponseError as e:
-        raise error(e) from None
-
-
-# The parameters an attaching handle must match, in the meta's words.
-_COMPARED = ("kind", "capacity", "error_rate", "window", "generations", "layout", "seed")
-
-
-def _check(key: str, stored: dict[str, str], wanted: dict[str, Any]) -> None:
-    """The parameters stored at key are those wanted, or a ValueError naming the field."""
-    for field in _COMPARED:
-        have, want = stored.get(field, ""), str(wanted[field])
-        same = (have == want if field not in ("error_rate", "window")
-                else bool(have) and float(have) == float(want))
-        if not same:
-            if field == "kind":
-                raise ValueError(f"key {key!r} holds a Redis filter of kind {have or 'unknown'!r}, not a "
-                                 "windowed filter: another key, or delete that one first")
-            raise ValueError(f"the windowed filter at key {key!r} differs in {field} (stored {have} != "
-                             f"given {want})")
 
 
 class RedisWindowedFilter:
@@ -282,25 +206,7 @@ class RedisWindowedFilter:
     # ---- adds ----------------------------------------------------------------------
 
     def _error(self, e: Exception) -> Exception:
-        if isinstance(e, _redis.ResponseError) and _error_code(e) == "REPLACED":
-            return MissingKeyError(
-                f"{self._what} was deleted and made again since this handle attached (ident {self.ident}): the "
-                "keys this handle added are not in it, so its answers would be wrong. Attach again", key=self._w.meta)
-        if isinstance(e, _redis.ResponseError) and _error_code(e) == "MISMATCH":
-            return ValueError(f"{self._what} was made again with other parameters since this handle attached: "
-                              "attach again")
-        if isinstance(e, _redis.ResponseError) and _error_code(e) in ("MISSING", "WRONGSIZE"):
-            words = str(e).split()
-            name = words[1] if len(words) > 1 else "?"
-            how = (f" (this server's maxmemory-policy is {self._policy!r}: it evicts keys under memory pressure)"
-                   if self._policy and self._policy != "noeviction" else "")
-            state = "is gone" if words[0] == "MISSING" else "has the wrong size"
-            return MissingKeyError(
-                f"{name!r}, a key of {self._what}, {state} while a generation of the filter lives: evicted{how}, "
-                "or deleted. Refused rather than read as an empty generation (every key in it new again): "
-                f"delete() the filter, or bloomline.redis.delete_windowed(redis, {self._key!r}), to start over",
-                key=name)
-        return e
+        return window_error(self, e)
 
     def _settle(self, parts: list[Part], replies: list[Any], out: AddOutcome, failed: list[Exception],
                 counts: dict[int, int]) -> None:
@@ -314,19 +220,23 @@ class RedisWindowedFilter:
             if int(gen) >= self._newest and epoch:  # (an answer kept by an older version says neither)
                 self._newest, self._epoch = int(gen), epoch.decode() if isinstance(epoch, bytes) else str(epoch)
 
-    def _add(self, parts: Iterable[Part], n: int) -> AddOutcome:
-        """Send an add's parts (none after a failed window); its outcome."""
+    def _add(self, make: Callable[[], Iterable[Part]], n: int) -> AddOutcome:
+        """Send an add's parts, made by make() (none after a failed window; made again once where the filter
+        was made again after this handle's keys all expired: reattach); its outcome."""
         self._sender.forget_writes()
-        out = AddOutcome(np.zeros(n, dtype=np.uint8))
-        failed: list[Exception] = []
-        counts: dict[int, int] = {}  # each generation's count of new keys, as the replies said
-        try:
-            for window in windows(parts):
-                self._settle(window, _send(self._sender, [p.jobs[0] for p in window]), out, failed, counts)
-                if failed:
-                    break
-        except Exception as e:  # raised while sending: it carries the facts too
-            failed.append(e)
+        for again in (False, True):
+            out = AddOutcome(np.zeros(n, dtype=np.uint8))
+            failed: list[Exception] = []
+            counts: dict[int, int] = {}  # each generation's count of new keys, as the replies said
+            try:
+                for window in windows(make()):
+                    self._settle(window, _send(self._sender, [p.jobs[0] for p in window]), out, failed, counts)
+                    if failed:
+                        break
+            except Exception as e:  # raised while sending: it carries the facts too
+                failed.append(e)
+            if again or not failed or out.codes.any() or not reattach(self, failed[0]):
+                break
         for gen, count in counts.items():  # (after the sends: a warning made an error never cuts an add short)
             self._note(gen, count)
         unsure = int(np.count_nonzero(out.codes == ord("?")))
@@ -356,10 +266,9 @@ class RedisWindowedFilter:
         hashed, valid, refresh = *_core.hash_valid(keys, self._w.seed, nulls=nulls), check_refresh(refresh)
         batch, ttl = batch_ids.next(), self._sender.answer_ttl_ms
         # (made as sent: a window's commands carry the generation and meta the windows before it added under)
-        parts = (Part([self._b.window_add_job(self._w, f"{self._answers}{batch}.{c}", ttl, refresh, body,
-                                              count, self._newest, self._epoch)], idx)
-                 for c, idx, body, count in self._chunks(hashed, self._b.window_form_add))
-        out = self._add(parts, len(hashed))
+        out = self._add(lambda: (Part([self._b.window_add_job(self._w, f"{self._answers}{batch}.{c}", ttl, refresh,
+                                                              body, count, self._newest, self._epoch)], idx)
+                                 for c, idx, body, count in self._chunks(hashed, self._b.window_form_add)), len(hashed))
         self._replicated(out, refresh)
         out.raise_error(valid)
         return batch_shaped(valid, out.new)
@@ -370,9 +279,9 @@ class RedisWindowedFilter:
         w = self._w
         _shard, body, count = _core.redis_key(key, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
                                               self._b.window_form_add)
-        job = self._b.window_add_job(w, f"{self._answers}{batch_ids.next()}.0", self._sender.answer_ttl_ms,
-                                     check_refresh(refresh), body, count, self._newest, self._epoch)
-        out = self._add([Part([job], ONE)], 1)
+        name, refresh = f"{self._answers}{batch_ids.next()}.0", check_refresh(refresh)
+        out = self._add(lambda: [Part([self._b.window_add_job(self._w, name, self._sender.answer_ttl_ms, refresh, body,
+                                                              count, self._newest, self._epoch)], ONE)], 1)
         self._replicated(out, refresh)
         out.raise_error()
         return bool(out.codes[0] == NEW)
@@ -401,11 +310,14 @@ class RedisWindowedFilter:
 
     # ---- lookups -------------------------------------------------------------------
 
-    def _lookup(self, parts: list[Part], n: int) -> npt.NDArray[np.bool_]:
+    def _lookup(self, make: Callable[[], list[Part]], n: int, again: bool = False) -> npt.NDArray[np.bool_]:
+        """The answers of the parts make() gives (made again once, as _add's)."""
         out = np.zeros(n, dtype=bool)
-        for window in windows(parts):
+        for window in windows(make()):
             for part, reply in zip(window, _send(self._sender, [p.jobs[0] for p in window])):
                 if isinstance(reply, Exception):
+                    if not again and reattach(self, reply):
+                        return self._lookup(make, n, True)
                     raise self._error(reply)
                 out[part.idx] = np.frombuffer(reply[0], dtype=np.uint8) == ord("1")
         return out
@@ -414,16 +326,16 @@ class RedisWindowedFilter:
         """True where a live generation (by the server's time) may have the
         key; False for nulls with nulls='skip'."""
         hashed, valid = _core.hash_valid(keys, self._w.seed, nulls=nulls)
-        parts = [Part([self._b.window_has_job(self._w, body, count)], idx)
-                 for _c, idx, body, count in self._chunks(hashed, self._b.window_form_has)]
-        return batch_shaped(valid, self._lookup(parts, len(hashed)))
+        return batch_shaped(valid, self._lookup(lambda: [Part([self._b.window_has_job(self._w, body, count)], idx)
+                                                         for _c, idx, body, count in self._chunks(
+                                                             hashed, self._b.window_form_has)], len(hashed)))
 
     def __contains__(self, key: object) -> bool:
         w = self._w
         k: Any = key  # (refused by the core, naming its type, where it is no key)
         _shard, body, count = _core.redis_key(k, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
                                               self._b.window_form_has)
-        return bool(self._lookup([Part([self._b.window_has_job(w, body, count)], ONE)], 1)[0])
+        return bool(self._lookup(lambda: [Part([self._b.window_has_job(self._w, body, count)], ONE)], 1)[0])
 
     # ---- facts ---------------------------------------------------------------------
 
