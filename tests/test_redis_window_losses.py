@@ -179,3 +179,29 @@ def test_a_handle_whose_keys_all_expired_goes_on_after_a_new_one_made_the_filter
     assert "b" in old and old.ident == new.ident  # (a lookup takes the new making too)
     assert old.add("a") is True and old.add_many(["b", "c"]).tolist() == [False, True]
     assert new.add("a") is False
+
+
+def test_a_restart_from_a_snapshot_older_than_a_clear_raises(window_server: Any) -> None:
+    """The snapshot holds the meta as it was before a clear; the handle
+    added after the clear, to a generation the snapshot does not have. Its
+    next add raises: the server went back past the clear (the mark the
+    handle names is newer than the meta's), where the add compared only the
+    meta's making and called the handle's key new again."""
+    r = redis.Redis.from_url(window_server.url)
+    f = RedisWindowedFilter(r, "snapclear", 1000, 0.01, window=3600, generations=4)
+    assert f.add("before")
+    r.save()
+    f.clear()
+    assert f.add("k") is True and "/" in r.hget("{snapclear}:meta", "epoch").decode()
+    window_server.stop()
+    again = RedisServer(window_server.dir, *window_server.extra, port=window_server.port)
+    try:
+        assert "/" not in r.hget("{snapclear}:meta", "epoch").decode()  # (the snapshot's meta: before the clear)
+        with pytest.raises(MissingKeyError, match=LOST % ("snapclear", "snapclear")):
+            f.add("k")
+        other = RedisWindowedFilter(r, "snapclear", 1000, 0.01, window=3600, generations=4)
+        assert other.add("k") is True  # (a handle that never added cannot tell)
+        other.clear()
+        assert f.add("k") is True  # (a clear newer than its mark: forgotten on purpose, it goes on)
+    finally:
+        again.stop()

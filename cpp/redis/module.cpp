@@ -717,6 +717,19 @@ struct Ring {
     }
 };
 
+// When a windowed meta's epoch ("making/sec.usec", _WINDOW_CLEAR) says it was
+// last cleared, in microseconds; -1 for none (or a mark not so written).
+long long cleared_at(const std::string& epoch) {
+    const std::size_t slash = epoch.find('/'), dot = epoch.find('.', slash == std::string::npos ? 0 : slash);
+    if (slash == std::string::npos || dot == std::string::npos) return -1;
+    const std::string sec = epoch.substr(slash + 1, dot - slash - 1), usec = epoch.substr(dot + 1);
+    const auto digits = [](const std::string& t) {
+        return !t.empty() && t.size() <= 12 && t.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!digits(sec) || !digits(usec)) return -1;
+    return std::stoll(sec) * 1000000 + std::stoll(usec);
+}
+
 // sig: the parameters, '|', and the making's ident: the same parameters
 // under another ident is the filter dropped and made again (REPLACED).
 void check_sig(Ctx* ctx, Str* meta, Str* sig_arg) {
@@ -853,10 +866,13 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
         // epoch with that generation gone from its slot, the ring lost under
         // a kept meta (an older snapshot, a promoted replica). A clear marks
         // the epoch ("making/clear"): forgotten on purpose, the caller goes on.
+        // An older clear mark (or none) than the caller's: the server went back
+        // past a clear (an older snapshot, a replica), and with it that generation.
         if (mine >= 0 && mine > c - ring) {
             const std::string sent = text(epoch_arg);
             const auto making = [](const std::string& e) { return e.substr(0, e.find('/')); };
-            if (!has_epoch || making(sent) != making(epoch)) throw Refused{"MISSING " + text(meta)};
+            if (!has_epoch || making(sent) != making(epoch) || cleared_at(epoch) < cleared_at(sent))
+                throw Refused{"MISSING " + text(meta)};
             const int slot = static_cast<int>(mine % ring);
             if (sent == epoch && r.numbers[slot] != mine) throw Refused{"MISSING " + text(r.gens[slot])};
         }

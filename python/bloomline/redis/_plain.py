@@ -285,10 +285,18 @@ end
 -- and made again by another writer; the same epoch with that generation
 -- gone from its slot is the ring lost under a kept meta (a restart from an
 -- older snapshot, a promoted replica that lacks it). Either way its keys
--- would read new twice. The same making cleared since: forgotten on purpose.
+-- would read new twice. The same making cleared since: forgotten on purpose;
+-- an older clear mark (or none) than the caller's: the server went back past
+-- a clear (an older snapshot, a replica), and with it the caller's generation.
+local function cleared(e)
+  local s, u = string.match(e, '^[^/]*/(%d+)%.(%d+)$')
+  if s then return tonumber(s) * 1000000 + tonumber(u) end
+  return -1
+end
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
 if mine >= 0 and mine > c - ring then
-  if not epoch or string.match(ARGV[12], '^[^/]*') ~= string.match(epoch, '^[^/]*') then
+  if not epoch or string.match(ARGV[12], '^[^/]*') ~= string.match(epoch, '^[^/]*')
+      or cleared(epoch) < cleared(ARGV[12]) then
     return redis.error_reply('MISSING ' .. KEYS[1])
   end
   if ARGV[12] == epoch and numbers[mine % ring] ~= mine then
