@@ -236,10 +236,17 @@ def test_bad_array_dtypes(bf: BloomFilter, dtype: object) -> None:
         bf.add_many(np.zeros(3, dtype=dtype))  # type: ignore[call-overload]
 
 
-@pytest.mark.parametrize("bad", ["abc", b"abc", 5, None, 1.5])
+@pytest.mark.parametrize("bad", ["abc", b"abc", 5, None, 1.5, bytearray(b"abc"), memoryview(b"abc"),
+                                 array.array("B", b"abc"), array.array("q", [1, 2])])
 def test_a_single_key_is_not_a_batch(bf: BloomFilter, bad: object) -> None:
+    """A bytes-like object is one key to add() (a memoryview or array.array
+    was iterated as a batch of its byte values: other keys, silently)."""
+    f = fresh(bf)
     with pytest.raises(TypeError, match="keys must be an iterable of keys or a NumPy array"):
-        bf.add_many(bad)  # type: ignore[arg-type]
+        f.add_many(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="keys must be an iterable of keys or a NumPy array"):
+        f.contains_many(bad)  # type: ignore[arg-type]
+    assert f.insert_count == 0
 
 
 def test_batch_result_shape_follows_the_input(bf: BloomFilter) -> None:

@@ -425,8 +425,11 @@ void raise_changed_size(const char* param, Py_ssize_t from, Py_ssize_t to) {
                                      " to " + std::to_string(to) + " keys)");
 }
 
+// (any buffer but a NumPy array, read before here, is one bytes-like key to
+// add(): a memoryview or array.array iterated as a batch gave other keys)
 void refuse_single_key(PyObject* obj, const char* param) {
-    if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyByteArray_Check(obj) || PyLong_Check(obj))
+    if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyByteArray_Check(obj) || PyLong_Check(obj) ||
+        PyObject_CheckBuffer(obj))
         throw_py(PyExc_TypeError, std::string(param) + " must be an iterable of keys or a NumPy array, got " +
                                       type_name(obj) + " (use add()/in for a single key)");
 }
