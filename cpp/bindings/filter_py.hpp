@@ -660,9 +660,10 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             },
             py::arg("nulls") = "raise", py::arg("threads") = 1,
             "Add every key of each argument, in order (like set.update): an iterable's keys (an iterator a chunk "
-            "at a time as it yields them, in bounded memory), or a filter of this kind and geometry (its keys, as "
-            "|= adds them). nulls='skip' leaves nulls (None) out. threads=N adds on N threads (0: one per CPU), "
-            "with the bits and counts of one, as add_many does, and no answers to make.")
+            "of 65,536 at a time as it yields them, in bounded memory: where it raises, or holds a bad key or a "
+            "null, the chunks before are added and insert_count counts them), or a filter of this kind and "
+            "geometry (its keys, as |= adds them). nulls='skip' leaves nulls (None) out. threads=N adds on N "
+            "threads (0: one per CPU), with the bits and counts of one, as add_many does, and no answers to make.")
         .def(
             "__contains__",
             [](const H& h, py_args::Key key) { return h->contains(py_keys::hash_key(key.ptr(), h->geometry().seed)); },
