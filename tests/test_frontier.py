@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import pickle
-import signal
 import threading
-import time
 import warnings
 
 import pytest
 from forking import exited_ok, in_forked_child
+from interrupting import with_sigint_after
 
 from bloomline import BloomFilter, CapacityWarning, DedupQueue, ScalableBloomFilter
 
@@ -159,14 +157,7 @@ def test_a_ctrl_c_during_a_batch_push_leaves_every_seen_key_queued() -> None:
     after_the_add = 0
     for delay in (0.005, 0.02, 0.05, 0.1, 0.2, 0.4):
         q = DedupQueue(BloomFilter(3_000_000, 0.001))
-        timer = threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGINT))
-        timer.start()
-        try:
-            q.push_many(urls)
-            timer.join()  # (a signal sent after the call is raised by the end of the sleep)
-            time.sleep(0.2)
-        except KeyboardInterrupt:
-            timer.join()
+        with_sigint_after(delay, lambda: q.push_many(urls))
         back = pickle.loads(pickle.dumps(q))
         assert len(back) == back.filter.insert_count, delay
         after_the_add += len(back) == len(urls)

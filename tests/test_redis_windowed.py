@@ -618,7 +618,7 @@ def test_attaching_with_other_parameters_names_the_field(window_server: Any) -> 
 def test_refresh_must_be_true_or_false(window_server: Any) -> None:
     """refresh='no' was sent as True (bool() of it), None as False."""
     f = RedisWindowedFilter(window_server.url, "refresh", 1000, 0.01, window=60, generations=2)
-    for refresh in ("no", None, 1):
+    for refresh in ("no", None, 2):
         with pytest.raises(TypeError, match=rf"refresh must be True or False, got {type(refresh).__name__}"):
             f.add("a", refresh=refresh)
         with pytest.raises(TypeError, match=rf"refresh must be True or False, got {type(refresh).__name__}"):

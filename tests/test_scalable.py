@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import copy
-import os
 import pickle
-import signal
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from interrupting import with_sigint_after
 
 import bloomline
 from bloomline import BloomFilter, ScalableBloomFilter
@@ -287,14 +284,7 @@ def test_a_ctrl_c_during_a_batch_add_keeps_the_stage_counts_whole() -> None:
     after_the_add = 0
     for delay in (0.005, 0.02, 0.05, 0.1, 0.2, 0.4):
         chain = ScalableBloomFilter(4_000_000, 0.0001)
-        timer = threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGINT))
-        timer.start()
-        try:
-            chain.add_many(keys)
-            timer.join()  # (a signal sent after the call is raised by the end of the sleep)
-            time.sleep(0.2)
-        except KeyboardInterrupt:
-            timer.join()
+        with_sigint_after(delay, lambda: chain.add_many(keys))
         assert chain.insert_count == sum(s.insert_count for s in chain.stages), delay
         after_the_add += chain.insert_count == len(keys)
     assert after_the_add > 0  # (some signal came while the batch was in hand)

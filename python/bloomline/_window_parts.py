@@ -136,8 +136,8 @@ def generation_rate(error_rate: float, generations: int) -> float:
 
 
 def check_refresh(refresh: object) -> bool:
-    """An add's refresh: True or False (NumPy's too), else TypeError naming it."""
-    if not isinstance(refresh, (bool, np.bool_)):
+    """An add's refresh: True or False (NumPy's, or 1 and 0, too), else TypeError naming it."""
+    if not (isinstance(refresh, (bool, np.bool_)) or (isinstance(refresh, int) and refresh in (0, 1))):
         raise TypeError(f"refresh must be True or False, got {type(refresh).__name__} ({refresh!r})")
     return bool(refresh)
 
