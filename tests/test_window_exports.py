@@ -360,6 +360,7 @@ def test_a_generation_whose_filter_counts_otherwise_takes_its_records_count() ->
     assert [f.insert_count for _, f in again.live_generations] == [16]
 
 
+@many_writers
 def test_a_shared_handles_fill_counts_every_process_after_flush_and_a_closed_one_shows(tmp_path: Path) -> None:
     """flush() recounts the places' bits from the file, so fill_ratio and
     expected_fp_rate take other handles' adds as approx_count does (they
