@@ -19,6 +19,7 @@ from conftest import FaultProxy, RedisServer, module_args, start_pair, wait_unti
 from bloomline import ScalableBloomFilter  # noqa: E402
 from bloomline.redis import (  # noqa: E402
     MissingKeyError,
+    ModuleMissing,
     NotDurable,
     RedisBloomFilter,
     RedisStages,
@@ -277,6 +278,44 @@ def test_a_module_filter_never_switches_to_plain(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=r"made with backend 'plain'.*backend 'module' is refused"):
             RedisBloomFilter(with_module.url, "q", backend="module")
     finally:
+        with_module.stop()
+        without.stop()
+
+
+def test_a_chain_growing_on_a_promoted_server_without_the_module_raises_a_redis_error_with_facts(
+        tmp_path: Path) -> None:
+    """A failover to a server without the module lands between a chain's
+    add that filled its stage and the new stage's attach: the add raises
+    ModuleMissing, a redis error (caught where an add's other refusals
+    are) carrying the batch's facts, and a ValueError as at open."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "p").mkdir()
+    with_module, without = RedisServer(tmp_path / "m", *module_args("module")), RedisServer(tmp_path / "p")
+    proxy = FaultProxy(with_module.port, "stall", every=10**9)  # (never stalls: only a place to re-point)
+    try:
+        chain = ScalableBloomFilter(1_000, 0.01, store=RedisStages(redis.Redis(port=proxy.port), "c"))
+        store = chain._store
+        grow = store.new_stage
+
+        def failed_over(*args: Any) -> Any:  # the stage is full: a replica without the module promoted now
+            _copy_keys(redis.Redis(port=with_module.port), redis.Redis(port=without.port))
+            proxy.repoint(without.port)
+            return grow(*args)
+
+        store.new_stage = failed_over
+        keys = np.arange(1_500, dtype=np.uint64)
+        with pytest.raises(redis.ResponseError, match=r"the filter at key '\{c\}:s1' was made with backend "
+                                                      r"'module'") as raised:
+            chain.add_many(keys)
+        assert isinstance(raised.value, ModuleMissing) and isinstance(raised.value, ValueError)
+        new, unknown = getattr(raised.value, "new", None), getattr(raised.value, "unknown", None)
+        assert new is not None and unknown is not None
+        assert not (new & unknown).any()
+        took = int(redis.Redis(port=with_module.port).get(store.count_key(0)))
+        assert int(new.sum()) == took  # stage 0's answers are kept...
+        assert int(unknown.sum()) >= len(keys) - took - 20  # ...and the keys it did not take have none
+    finally:
+        proxy.close()
         with_module.stop()
         without.stop()
 

@@ -70,13 +70,13 @@ from .._optional import require
 require("redis", "bloomline.redis")  # before the modules that import it: the message names the extra
 
 from .._redis_module import module_path
-from ._errors import EvictionWarning, MissingKeyError, NotDurable, UnknownOutcome
+from ._errors import EvictionWarning, MissingKeyError, ModuleMissing, NotDurable, UnknownOutcome
 from ._filter import RedisBloomFilter
 from ._meta import DEFAULT_SHARD_BITS
 from ._stages import RedisStages
 from ._travel import dump, restore
 from ._windowed import RedisWindowedFilter, delete_windowed
 
-__all__ = ["DEFAULT_SHARD_BITS", "EvictionWarning", "MissingKeyError", "NotDurable", "RedisBloomFilter",
-           "RedisStages", "RedisWindowedFilter", "UnknownOutcome", "delete_windowed", "dump", "module_path",
-           "restore"]
+__all__ = ["DEFAULT_SHARD_BITS", "EvictionWarning", "MissingKeyError", "ModuleMissing", "NotDurable",
+           "RedisBloomFilter", "RedisStages", "RedisWindowedFilter", "UnknownOutcome", "delete_windowed", "dump",
+           "module_path", "restore"]

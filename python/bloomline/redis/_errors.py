@@ -35,7 +35,8 @@ import redis as _redis
 
 from .._facts import facts, with_facts
 
-__all__ = ["EvictionWarning", "MissingKeyError", "NotDurable", "UnknownOutcome", "facts", "with_facts"]
+__all__ = ["EvictionWarning", "MissingKeyError", "ModuleMissing", "NotDurable", "UnknownOutcome", "facts",
+           "with_facts"]
 
 class _BatchFacts:
     new: Optional[npt.NDArray[np.bool_]]
@@ -66,6 +67,16 @@ class MissingKeyError(_redis.ResponseError, _BatchFacts):
         super().__init__(message)
         self.key = key
         self._facts(new, unknown)
+
+
+class ModuleMissing(_redis.ResponseError, ValueError):
+    """A filter made with backend 'module' met a server (or a replica of
+    it) without bloomline's module: refused, never read as plain Redis
+    (every key would be new again). A ValueError when a filter is opened;
+    a ResponseError too, as the server's own refusal of a module command
+    is, so that an add meeting it mid-batch (a chain growing a stage on a
+    promoted replica without the module) is caught where the add's other
+    refusals are, with the batch's facts on it."""
 
 
 class NotDurable(_redis.RedisError, _BatchFacts):

@@ -11,6 +11,7 @@ import redis as _redis
 from .._redis_module import module_path
 from ._backend import Backend
 from ._bf import BfBackend
+from ._errors import ModuleMissing
 from ._module import ModuleBackend
 from ._plain import PlainBackend
 
@@ -73,10 +74,10 @@ def replicas_without_module(client: Any) -> list[str]:
     return lacking
 
 
-def _lacking_error(key: str, lacking: list[str], made: bool) -> ValueError:
+def _lacking_error(key: str, lacking: list[str], made: bool) -> ModuleMissing:
     what = (f"the filter at key {key!r} was made with backend 'module'" if made
             else "backend 'module' was asked for")
-    return ValueError(
+    return ModuleMissing(
         f"{what}, and the replica{'s' if len(lacking) > 1 else ''} {', '.join(lacking)} of this server "
         f"{'have' if len(lacking) > 1 else 'has'} no bloomline module: a replica without it drops every add, and "
         f"once promoted reports every key new again. Load the module on every node, replicas too "
@@ -108,7 +109,7 @@ def new_backend(backend: str, client: Any) -> Backend:
         return BACKENDS[backend]
     has_module = server_has_module(client)
     if backend == "module" and not has_module:
-        raise ValueError(f"backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
+        raise ModuleMissing(f"backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
                          f"{module_path()}")
     if not has_module:
         return BACKENDS["plain"]
@@ -146,7 +147,7 @@ def choose_backend(kind: str, backend: str, client: Any, key: str, recorded: Opt
     has_module = server_has_module(client)
     if recorded == "module":
         if not has_module:
-            raise ValueError(
+            raise ModuleMissing(
                 f"the filter at key {key!r} was made with backend 'module' (its meta records it), and this server "
                 f"has no bloomline module. bloomline never switches a filter's backend: if this server was a "
                 f"replica without the module, it dropped every add, and read as plain Redis every key would be new "
@@ -157,7 +158,7 @@ def choose_backend(kind: str, backend: str, client: Any, key: str, recorded: Opt
             raise _lacking_error(key, lacking, made=True)
         return BACKENDS["module"]
     if backend == "module" and not has_module:
-        raise ValueError(f"backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
+        raise ModuleMissing(f"backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
                          f"{module_path()}")
     return BACKENDS[backend if backend != "auto" else ("module" if has_module else "plain")]
 
