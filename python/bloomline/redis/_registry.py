@@ -110,7 +110,7 @@ def new_backend(backend: str, client: Any) -> Backend:
     has_module = server_has_module(client)
     if backend == "module" and not has_module:
         raise ModuleMissing(f"backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
-                         f"{module_path()}")
+                            f"{module_path()}")
     if not has_module:
         return BACKENDS["plain"]
     lacking = replicas_without_module(client)
@@ -159,7 +159,7 @@ def choose_backend(kind: str, backend: str, client: Any, key: str, recorded: Opt
         return BACKENDS["module"]
     if backend == "module" and not has_module:
         raise ModuleMissing(f"backend 'module' needs bloomline's module on the server: redis-server --loadmodule "
-                         f"{module_path()}")
+                            f"{module_path()}")
     return BACKENDS[backend if backend != "auto" else ("module" if has_module else "plain")]
 
 
