@@ -446,6 +446,39 @@ def test_a_lost_reply_is_answered_from_the_kept_answer(window_server: Any) -> No
         proxy.close()
 
 
+def test_a_clear_whose_reply_was_lost_runs_once(window_server: Any) -> None:
+    """The clear runs, its reply is held past the client's timeout, and
+    another handle adds a key meanwhile: the re-sent clear must not wipe it
+    (that key would be new twice in its window)."""
+    from bloomline.redis._plain import _WINDOW_CLEAR
+
+    redis.Redis(port=window_server.port).script_load(_WINDOW_CLEAR.text)  # sent by its SHA: the proxy knows it
+    other = RedisWindowedFilter(window_server.url, "cl", 1000, 0.01, window=60, generations=2)
+    proxy = FaultProxy(window_server.port, "stall", match=_WINDOW_CLEAR.sha, limit=1, stall_s=1.5)
+    try:
+        client = redis.Redis(port=proxy.port, socket_timeout=0.5)
+        f = RedisWindowedFilter(client, "cl", 1000, 0.01, window=60, generations=2, retries=3)
+        assert other.add("before") is True
+        added: list[bool] = []
+
+        def add_while_stalled() -> None:
+            deadline = time.monotonic() + 5
+            while proxy.faults == 0 and time.monotonic() < deadline:  # (bounded) the clear has run
+                time.sleep(0.01)
+            added.append(other.add("j"))
+
+        t = threading.Thread(target=add_while_stalled)
+        t.start()
+        f.clear()
+        t.join()
+        assert proxy.faults == 1, f._sender.stats
+        assert added == [True]
+        assert "before" not in other  # the clear ran...
+        assert "j" in other and other.add("j") is False  # ...once: the add made after it is kept
+    finally:
+        proxy.close()
+
+
 def test_a_resend_whose_answer_is_gone_raises_with_its_facts(redis_server: Any) -> None:
     r = redis.Redis.from_url(redis_server.url)
     _load_scripts(redis_server.url)
@@ -551,6 +584,48 @@ def test_a_handle_of_a_filter_deleted_and_made_again_is_refused(window_server: A
     assert "a" in idle and idle.ident == new.ident and idle.add("b") is True and "b" in new
     assert old.add("a") is False and old.ident == new.ident
     assert RedisWindowedFilter(r, "remade", 1000, 0.01, window=60, generations=2).ident == new.ident
+
+
+def test_a_clear_on_a_server_whose_clock_is_behind_the_last_clears_refuses_no_handle(window_server: Any) -> None:
+    """The last clear was marked by a server whose clock ran ahead (the
+    meta's mark is a minute past this server's TIME, as a failover to a
+    slower replica leaves it). A handle added since; a clear here must mark
+    after that one, or the handle's keys would read as gone with a clear the
+    server went back past, and every add of it would be refused."""
+    r = redis.Redis.from_url(window_server.url)
+    a = RedisWindowedFilter(r, "ahead", 1000, 0.01, window=60, generations=2)
+    assert a.add("warm") is True
+    a.clear()  # (the meta's epoch now has a clear's mark)
+    meta = "{ahead}:meta"
+    making = r.hget(meta, "epoch").decode().split("/")[0]
+    sec, usec = r.time()
+    r.hset(meta, "epoch", f"{making}/{sec + 60}.{usec}")  # the last clear's mark, by a clock a minute ahead
+    assert a.add("x") is True  # added under that mark
+    RedisWindowedFilter(r, "ahead", 1000, 0.01, window=60, generations=2).clear()  # by this server's clock
+    s, u = r.hget(meta, "epoch").decode().split("/")[1].split(".")  # (seconds, then microseconds)
+    assert int(s) * 10**6 + int(u) > (sec + 60) * 10**6 + usec
+    assert a.add("y") is True and a.add("x") is True  # x forgotten by the clear, a goes on
+
+
+def test_an_error_while_taking_the_new_making_carries_the_adds_facts(window_server: Any) -> None:
+    """A handle that never added, refused because the filter was made
+    again, reads the server's TIME to take the new making; when that read
+    fails (every connection cut before it runs), the add raises with its
+    facts: nothing new, every key unknown."""
+    r = redis.Redis.from_url(window_server.url)
+    proxy = FaultProxy(window_server.port, "cut_before", match=b"$4\r\nTIME\r\n")
+    try:
+        idle = RedisWindowedFilter(redis.Redis(port=proxy.port, socket_timeout=2), "taken", 1000, 0.01, window=60,
+                                   generations=2, retries=1)
+        RedisWindowedFilter(r, "taken", 1000, 0.01, window=60, generations=2).delete()
+        assert RedisWindowedFilter(r, "taken", 1000, 0.01, window=60, generations=2).add("x") is True
+        with pytest.raises(redis.ConnectionError) as info:
+            idle.add_many(["a", "b"])
+        assert proxy.faults >= 1
+        assert info.value.new.tolist() == [False, False]  # type: ignore[attr-defined]
+        assert info.value.unknown.tolist() == [True, True]  # type: ignore[attr-defined]
+    finally:
+        proxy.close()
 
 
 def test_a_ring_lost_whole_and_started_again_by_another_writer_is_an_error(window_server: Any) -> None:

@@ -8,6 +8,7 @@ function that builds their command."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, Callable
 
@@ -128,7 +129,9 @@ class RingScripts:
                    (w.nbytes, repr(w.span), len(w.bits), w.sig, w.margin_ms, *flat))
 
     def window_clear_job(self, w: WindowKeys) -> Job:
-        return Job(w.meta.encode(), _WINDOW_CLEAR, (w.meta, *w.bits, *w.gens), (len(w.bits), w.sig))
+        # (a token of its own: the script, re-sent after a lost reply, runs once)
+        return Job(w.meta.encode(), _WINDOW_CLEAR, (w.meta, *w.bits, *w.gens),
+                   (len(w.bits), w.sig, os.urandom(8).hex()))
 
 
 class PlainBackend(RingScripts, BitsBackend):
@@ -498,12 +501,24 @@ return {fmt(c), written}
 _WINDOW_CLEAR = Script(_WINDOW_PRELUDE + r"""
 local e = meta_error(ARGV[2])
 if e then return e end
+-- ARGV[3]: this clear's token. A re-send after a lost reply finds it in the
+-- meta when the first send ran, and wipes nothing again (adds since are kept).
+if redis.call('HGET', KEYS[1], 'cleared_by') == ARGV[3] then return 1 end
 for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
 if epoch then
   for i = 0, tonumber(ARGV[1]) - 1 do redis.call('HDEL', KEYS[1], 'slot' .. i) end
   local t = redis.call('TIME')
-  redis.call('HSET', KEYS[1], 'epoch', string.match(epoch, '^[^/]*') .. '/' .. t[1] .. '.' .. t[2])
+  local s, u = tonumber(t[1]), tonumber(t[2])
+  -- The mark only moves on: a clear on a server whose clock is behind the
+  -- last clear's (a promoted replica) marks just after it, never before.
+  local ps, pu = string.match(epoch, '^[^/]*/(%d+)%.(%d+)$')
+  if ps and (tonumber(ps) > s or (tonumber(ps) == s and tonumber(pu) >= u)) then
+    s, u = tonumber(ps), tonumber(pu) + 1
+    if u >= 1000000 then s, u = s + 1, 0 end
+  end
+  redis.call('HSET', KEYS[1], 'epoch', string.match(epoch, '^[^/]*') .. '/' .. s .. '.' .. u,
+             'cleared_by', ARGV[3])
 end
 return 1
 """)

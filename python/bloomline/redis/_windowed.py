@@ -235,7 +235,13 @@ class RedisWindowedFilter:
                         break
             except Exception as e:  # raised while sending: it carries the facts too
                 failed.append(e)
-            if again or not failed or out.codes.any() or not reattach(self, failed[0]):
+            if again or not failed or out.codes.any():
+                break
+            try:
+                if not reattach(self, failed[0]):
+                    break
+            except Exception as e:  # (the server's TIME or the claim failed: raised below, with the add's facts)
+                failed[0] = e
                 break
         for gen, count in counts.items():  # (after the sends: a warning made an error never cuts an add short)
             self._note(gen, count)
