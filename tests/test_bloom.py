@@ -151,6 +151,20 @@ def test_from_params_errors(args: tuple[int, int], kwargs: dict[str, str], messa
         BloomFilter.from_params(*args, **kwargs)  # type: ignore[arg-type]
 
 
+@pytest.mark.skipif(not Path("/proc/sys/vm/overcommit_memory").exists()
+                    or Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1",
+                    reason="a kernel that always overcommits maps any size (lazily) rather than refuse it")
+def test_memory_the_machine_cannot_give_is_a_memory_error_naming_the_bytes() -> None:
+    """2**48 bits is inside num_bits' range but 32 TiB: refused by the
+    kernel, and the error says how much was asked for (not a bare
+    "std::bad_alloc"); the process goes on."""
+    with pytest.raises(MemoryError, match=r"could not allocate 35184372088832 bytes \(32768\.0 GiB\)"):
+        BloomFilter.from_params(2**48, 3)
+    with pytest.raises(MemoryError, match=r"could not allocate 140737488355328 bytes"):
+        CountingBloomFilter.from_params(2**48, 3)  # (four bits a counter)
+    assert BloomFilter.from_params(1024, 3).add("x")
+
+
 def test_keyword_only_options() -> None:
     with pytest.raises(TypeError):
         BloomFilter(100, 0.01, "standard")  # type: ignore[misc]

@@ -8,6 +8,7 @@ a ring lost under a meta that was kept (a restart from an older snapshot)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -73,6 +74,42 @@ def test_a_reply_from_a_kept_answer_still_binds_the_handle_to_its_filter(window_
         r.delete(*f.redis_keys())  # the filter lost whole while its generation lives
         with pytest.raises(MissingKeyError, match=LOST % ("kept", "kept")):
             f.add_many(["a", "b"])
+    finally:
+        proxy.close()
+
+
+def test_a_reply_lost_across_a_delete_and_a_remake_binds_the_handle_to_the_new_making(window_server: Any) -> None:
+    """A handle that never added sends an add; it runs, and its reply is
+    held past the client's timeout while another handle deletes the filter
+    and makes it again. The re-send is refused (another making); the handle
+    had no keys to lose, so it takes the new making and sends again, under
+    new answer names: under the old ones, the module's kept answer (in the
+    module's memory, which a delete does not reach) answered for the old
+    making and bound the handle to it, every later call refused."""
+    RedisWindowedFilter(window_server.url, "warm", 1000, 0.01, window=60, generations=2).add("x")  # scripts cached
+    r = redis.Redis.from_url(window_server.url)
+    proxy = FaultProxy(window_server.port, "stall", match=b":ans:", limit=1, stall_s=1.5)
+    try:
+        f = RedisWindowedFilter(redis.Redis(port=proxy.port, socket_timeout=0.5), "across", 1000, 0.01, window=3600,
+                                generations=4, retries=3)
+        remade: list[RedisWindowedFilter] = []
+
+        def delete_and_make_again() -> None:
+            deadline = time.monotonic() + 5
+            while proxy.faults == 0 and time.monotonic() < deadline:  # (bounded) the add has run
+                time.sleep(0.01)
+            RedisWindowedFilter(r, "across", 1000, 0.01, window=3600, generations=4).delete()
+            remade.append(RedisWindowedFilter(r, "across", 1000, 0.01, window=3600, generations=4))
+            assert remade[0].add("x") is True
+
+        t = threading.Thread(target=delete_and_make_again)
+        t.start()
+        assert f.add_many(["a", "b"]).tolist() == [True, True]  # new in the new making
+        t.join()
+        assert proxy.faults == 1 and len(remade) == 1 and f.ident == remade[0].ident
+        assert f.add("c") is True and f.add("x") is False and f.contains_many(["a", "b", "z"]).tolist() == [
+            True, True, False]
+        assert remade[0].add("a") is False
     finally:
         proxy.close()
 

@@ -632,17 +632,30 @@ def test_a_ring_lost_whole_and_started_again_by_another_writer_is_an_error(windo
     """Every key of the filter deleted (as a full eviction would), then a
     handle that never added makes it again: a handle that added to a
     generation still live finds that generation gone from its slot, and
-    raises rather than report its keys new a second time."""
+    raises rather than report its keys new a second time, on its adds and
+    on its lookups alike (a crawler that checks before it adds would fetch
+    the page again on a "not seen")."""
     r = redis.Redis.from_url(window_server.url)
     writer = RedisWindowedFilter(r, "whole", 1000, 0.01, window=60, generations=2)
     late = RedisWindowedFilter(r, "whole", 1000, 0.01, window=60, generations=2)
-    assert writer.add("a")
+    assert writer.add("a") and "a" in writer
     r.delete(*writer.redis_keys())
     assert late.add("b") is True  # it cannot tell this from an idle fleet's expiry
-    with pytest.raises(MissingKeyError, match=r"'\{whole\}:meta', a key of the windowed filter at 'whole'"):
+    lost = r"'\{whole\}:meta', a key of the windowed filter at 'whole'"
+    with pytest.raises(MissingKeyError, match=lost):
         writer.add("a")
     with pytest.raises(MissingKeyError):
         writer.add_many(["a", "c"])
+    with pytest.raises(MissingKeyError, match=lost):
+        "a" in writer  # noqa: B015 - the lookup raises
+    with pytest.raises(MissingKeyError, match=lost):
+        writer.contains_many(["a", "b"])
+    with pytest.raises(MissingKeyError, match=lost):
+        writer.to_filter()  # (a checkpoint without its keys)
+    with pytest.raises(MissingKeyError, match=lost):
+        writer.approx_count  # noqa: B018 - the read raises
+    assert "b" in late and "a" not in late  # (a handle with no keys to lose reads the new making)
+    assert "b" in late.to_filter() and late.approx_count > 0
 
 
 def test_clear_by_one_handle_lets_the_others_go_on(window_server: Any) -> None:

@@ -326,6 +326,26 @@ def test_a_thread_that_waited_past_its_generation_clears_no_newer_one(call: str)
     assert [g for g, _ in w.live_generations] == [5]
 
 
+def test_bits_an_add_in_flight_sets_after_a_clear_never_show_in_a_later_generation() -> None:
+    """Adds take no lock: an add of another thread that already holds the
+    current generation can set its bits just after clear() emptied that
+    place. The next generation started there (a ring later) must start on
+    none of them: they read as seen a whole ring past their window. (The
+    add in flight is played here by its last step, the generation's own
+    add_many, after the clear.)"""
+    clock = FakeClock()
+    w = WindowedBloomFilter(1000, 0.01, window=4.0, generations=4, clock=clock)  # a slice of 1 s; 5 places
+    assert w.add("before")
+    in_flight = w._ring[0]  # generation 0's place, as the other thread's add holds it
+    w.clear()
+    in_flight.add_many([f"late{i}" for i in range(100)])
+    assert not w.contains_many([f"late{i}" for i in range(100)]).any() and "before" not in w
+    clock.t = 5.0  # generation 5: generation 0's place again
+    assert w.add("x") is True
+    assert not w.contains_many([f"late{i}" for i in range(100)]).any()
+    assert [g for g, _ in w.live_generations] == [5] and w.approx_count == pytest.approx(1, abs=0.1)
+
+
 def test_lines() -> None:
     w = WindowedBloomFilter(100, 0.001, window=100, clock=FakeClock())
     assert w.add_lines(b"a\nb\na\n").tolist() == [True, True, False]

@@ -550,13 +550,16 @@ int cmd_has(Ctx* ctx, Str** argv, int argc) {
 //       are "-" from a client; the command replicates (to replicas and the
 //       AOF) with the generation it chose and the meta's epoch in their
 //       place, so a replica applies the primary's choice, not its own clock's.
-//   BLOOMLINE.WHAS meta bits_0 .. bits_G gen_0 .. gen_G bytes span sig positions
-//       reply: [one byte per key, '1' where a live generation has it; the
-//       current generation's number].
+//   BLOOMLINE.WHAS meta bits_0 .. bits_G gen_0 .. gen_G bytes span sig
+//                  newest epoch positions
+//       newest and epoch as WADD's: a lookup that could not see the keys of
+//       the caller's newest generation is "-MISSING <key>", never "not
+//       seen". Reply: [one byte per key, '1' where a live generation has
+//       it; the current generation's number].
 // The keys and hash fields are the plain scripts' (a filter's reads,
 // counts, dumps and restores run them on either backend).
 
-constexpr int kWindowAddTail = 13, kWindowHasTail = 4;
+constexpr int kWindowAddTail = 13, kWindowHasTail = 6;
 constexpr int kReplyError = 1, kReplyInteger = 2;
 
 // A reply refused part-way through the checks: nothing is written before
@@ -667,6 +670,19 @@ long long generation_number(double v) {
     return static_cast<long long>(v);
 }
 
+// When a windowed meta's epoch ("making/sec.usec", _WINDOW_CLEAR) says it was
+// last cleared, in microseconds; -1 for none (or a mark not so written).
+long long cleared_at(const std::string& epoch) {
+    const std::size_t slash = epoch.find('/'), dot = epoch.find('.', slash == std::string::npos ? 0 : slash);
+    if (slash == std::string::npos || dot == std::string::npos) return -1;
+    const std::string sec = epoch.substr(slash + 1, dot - slash - 1), usec = epoch.substr(dot + 1);
+    const auto digits = [](const std::string& t) {
+        return !t.empty() && t.size() <= 12 && t.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!digits(sec) || !digits(usec)) return -1;
+    return std::stoll(sec) * 1000000 + std::stoll(usec);
+}
+
 // The ring as the scripts read it: the current generation (the clock's,
 // or the primary's `at`, never before a number in the ring or the meta's
 // slot records), each slot's number (-1: none), and a slot lost (its bits
@@ -709,6 +725,24 @@ struct Ring {
         generation_number(static_cast<double>(c + ring));  // (room for the ring's end)
     }
     bool live(int i) const { return numbers[i] >= 0 && numbers[i] > c - size; }
+    // While generation `mine` (the newest the caller added to, under the
+    // meta's epoch `sent`) lives, a command that could not see its keys is
+    // refused, never answered "new" or "not seen": the meta gone or of
+    // another making (the filter lost whole, perhaps made again by another
+    // writer), or with an older clear mark than the caller's (the server
+    // went back past a clear: an older snapshot, a replica); the same epoch
+    // without that generation in its slot, the ring lost under a kept meta.
+    // A clear since: forgotten on purpose, the caller goes on. (_plain.py's
+    // mine_lost is the same.)
+    void check_mine(Ctx* ctx, long long mine, const std::string& sent) const {
+        if (mine < 0 || mine <= c - size) return;
+        std::string epoch;
+        const auto making = [](const std::string& e) { return e.substr(0, e.find('/')); };
+        if (!hget(ctx, meta, "epoch", &epoch) || making(sent) != making(epoch) || cleared_at(epoch) < cleared_at(sent))
+            throw Refused{"MISSING " + text(meta)};
+        const int slot = static_cast<int>(mine % size);
+        if (sent == epoch && numbers[slot] != mine) throw Refused{"MISSING " + text(gens[slot])};
+    }
     // A live slot's bits at their size: evicted or deleted is an error,
     // never read as an empty generation.
     void check_bits(Ctx* ctx, int i) const {
@@ -716,19 +750,6 @@ struct Ring {
         if (len != bytes) throw Refused{(len == 0 ? "MISSING " : "WRONGSIZE ") + text(bits[i])};
     }
 };
-
-// When a windowed meta's epoch ("making/sec.usec", _WINDOW_CLEAR) says it was
-// last cleared, in microseconds; -1 for none (or a mark not so written).
-long long cleared_at(const std::string& epoch) {
-    const std::size_t slash = epoch.find('/'), dot = epoch.find('.', slash == std::string::npos ? 0 : slash);
-    if (slash == std::string::npos || dot == std::string::npos) return -1;
-    const std::string sec = epoch.substr(slash + 1, dot - slash - 1), usec = epoch.substr(dot + 1);
-    const auto digits = [](const std::string& t) {
-        return !t.empty() && t.size() <= 12 && t.find_first_not_of("0123456789") == std::string::npos;
-    };
-    if (!digits(sec) || !digits(usec)) return -1;
-    return std::stoll(sec) * 1000000 + std::stoll(usec);
-}
 
 // sig: the parameters, '|', and the making's ident: the same parameters
 // under another ident is the filter dropped and made again (REPLACED).
@@ -844,13 +865,12 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     const long long finish = static_cast<long long>(end_ms) + margin;
     if (!(GetContextFlags(ctx) & (kCtxReplicated | kCtxLoading)) && finish <= Milliseconds())
         throw Refused{"ERR bloomline: generation " + std::to_string(c) + " would expire before it starts"};
+    r.check_mine(ctx, mine, text(epoch_arg));
     const bool meta_made = exists(ctx, meta);
     std::string epoch;
     if (!meta_made) {
         // Gone with the ring when the fleet was idle, it is made again; gone
-        // while a generation lives (one whose keys remain, or one this caller
-        // added to), lost.
-        if (mine > c - ring) throw Refused{"MISSING " + text(meta)};
+        // while a generation lives (one whose keys remain), lost.
         for (int i = 0; i < ring; ++i)
             if (r.live(i)) throw Refused{"MISSING " + text(meta)};
         if (text(made) != "-") {
@@ -860,22 +880,7 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
             epoch = std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 * 1000);
         }
     } else {
-        const bool has_epoch = hget(ctx, meta, "epoch", &epoch);
-        // While the generation this caller added to lives: another making of
-        // the meta is the filter lost whole and made again since; the same
-        // epoch with that generation gone from its slot, the ring lost under
-        // a kept meta (an older snapshot, a promoted replica). A clear marks
-        // the epoch ("making/clear"): forgotten on purpose, the caller goes on.
-        // An older clear mark (or none) than the caller's: the server went back
-        // past a clear (an older snapshot, a replica), and with it that generation.
-        if (mine >= 0 && mine > c - ring) {
-            const std::string sent = text(epoch_arg);
-            const auto making = [](const std::string& e) { return e.substr(0, e.find('/')); };
-            if (!has_epoch || making(sent) != making(epoch) || cleared_at(epoch) < cleared_at(sent))
-                throw Refused{"MISSING " + text(meta)};
-            const int slot = static_cast<int>(mine % ring);
-            if (sent == epoch && r.numbers[slot] != mine) throw Refused{"MISSING " + text(r.gens[slot])};
-        }
+        hget(ctx, meta, "epoch", &epoch);
     }
     const int cur = static_cast<int>(c % ring);
     const bool start = r.numbers[cur] != c;
@@ -967,7 +972,9 @@ int window_has(Ctx* ctx, Str** argv, int argc) {
     const std::size_t size = bytes_arg(tail[0]);
     const double span = span_arg(tail[1]);
     check_sig(ctx, argv[1], tail[2]);
+    const long long mine = long_arg(tail[3], "newest", -1);
     Ring r(ctx, argv[1], argv + 2, ring, size, span, nullptr);
+    r.check_mine(ctx, mine, text(tail[4]));
     std::vector<std::unique_ptr<SlotBits>> opened;
     std::vector<const unsigned char*> live;
     for (int i = 0; i < ring; ++i) {
@@ -977,7 +984,7 @@ int window_has(Ctx* ctx, Str** argv, int argc) {
         live.push_back(opened.back()->bytes);
     }
     std::size_t blob_len = 0;
-    const unsigned char* blob = bytes_of(tail[3], &blob_len);
+    const unsigned char* blob = bytes_of(tail[5], &blob_len);
     bloomline::PositionRecords records;
     std::string error, answer;
     if (!bloomline::read_positions(blob, blob_len, size, &records, &error)) throw Refused{error};
@@ -1085,7 +1092,7 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
                     api("RedisModule_CreateString", &CreateString);
     if (!ok) return kErr;
     if (api("RedisModule_IsModuleNameBusy", &IsModuleNameBusy) && IsModuleNameBusy("bloomline")) return kErr;
-    SetModuleAttribs(ctx, "bloomline", 2, kApiVersion1);
+    SetModuleAttribs(ctx, "bloomline", 3, kApiVersion1);
     // Keys (for cluster routing and slot checks): ADD's first three
     // arguments; CADD's from the first to the sixth from the end (its
     // shards); HAS's first.
@@ -1093,7 +1100,7 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
     if (CreateCommand(ctx, "bloomline.cadd", cmd_chain_add, "write deny-oom", 1, -6, 1) != kOk) return kErr;
     if (CreateCommand(ctx, "bloomline.has", cmd_has, "readonly fast", 1, 1, 1) != kOk) return kErr;
     // WADD's keys: the meta to the last slot's hash (the 14th argument from
-    // the end); WHAS's to the 5th from the end.
+    // the end); WHAS's to the 7th from the end.
     if (CreateCommand(ctx, "bloomline.wadd", refusing<window_add>, "write deny-oom", 1, -1 - kWindowAddTail, 1) != kOk)
         return kErr;
     if (CreateCommand(ctx, "bloomline.whas", refusing<window_has>, "readonly", 1, -1 - kWindowHasTail, 1) != kOk)

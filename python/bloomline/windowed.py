@@ -156,6 +156,9 @@ class WindowedBloomFilter(RingParams, SharedFile):
         # The generation number each place holds (None: not started since made or cleared).
         self._numbers: list[Optional[int]] = [None] * (self._generations + 1)
         self._newest: Optional[int] = None  # the newest generation seen: the current one never goes back
+        # Places clear() emptied: an add in flight on another thread may have set bits there after (adds take
+        # no lock), so the next generation started there clears it again rather than start on those bits.
+        self._cleared: set[int] = set()
         self._warned: set[int] = set()  # generations that warned of their capacity
         # Starting a generation clears its place in the ring: two threads must
         # not both do it (the second would clear the first one's adds), nor
@@ -250,8 +253,9 @@ class WindowedBloomFilter(RingParams, SharedFile):
                     self._shared.start(self, i, now)
                 elif self._numbers[i] != now:
                     self._changed()  # (first: no call answers from a place being cleared)
-                    if self._numbers[i] is not None:
+                    if self._numbers[i] is not None or i in self._cleared:
                         self._ring[i].clear()
+                        self._cleared.discard(i)
                     self._warned.discard(now)
                     self._numbers[i] = now
                     self._changed()
@@ -412,6 +416,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
             for i, g in enumerate(self._ring):  # (a place holding no generation is empty: never touched)
                 if self._numbers[i] is not None:
                     g.clear()
+                    self._cleared.add(i)
                 self._numbers[i] = None
             self._warned.clear()
             self._changed()

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -50,6 +51,20 @@ inline std::uint32_t fork_generation() {
     return fork_generation_counter().load(std::memory_order_relaxed);
 }
 
+// Memory refused, saying how much was asked for: a bare "std::bad_alloc"
+// leaves a user who sized a filter from a mistaken capacity guessing.
+class OutOfMemory : public std::bad_alloc {
+public:
+    explicit OutOfMemory(std::size_t bytes) {
+        std::snprintf(message_, sizeof(message_), "could not allocate %zu bytes (%.1f GiB) for a filter's storage",
+                      bytes, static_cast<double>(bytes) / (1u << 30));
+    }
+    const char* what() const noexcept override { return message_; }
+
+private:
+    char message_[96];  // (no allocation while out of memory)
+};
+
 struct Memory {
     unsigned char* data = nullptr;
     std::size_t size = 0;
@@ -61,7 +76,7 @@ struct Memory {
         if (size >= 2 * kHuge) {
             const std::size_t span = size + kHuge;
             void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (raw == MAP_FAILED) throw std::bad_alloc();
+            if (raw == MAP_FAILED) throw OutOfMemory(size);
             const auto addr = reinterpret_cast<std::uintptr_t>(raw);
             auto* aligned = reinterpret_cast<unsigned char*>((addr + kHuge - 1) & ~std::uintptr_t{kHuge - 1});
             madvise(aligned, (size + kHuge - 1) & ~(kHuge - 1), MADV_HUGEPAGE);  // advice only: may be refused
@@ -73,7 +88,7 @@ struct Memory {
         }
 #endif
         void* raw = std::calloc(size + kBlockBytes, 1);
-        if (raw == nullptr) throw std::bad_alloc();
+        if (raw == nullptr) throw OutOfMemory(size);
         Memory m;
         const auto addr = reinterpret_cast<std::uintptr_t>(raw);
         m.data = reinterpret_cast<unsigned char*>((addr + kBlockBytes - 1) & ~std::uintptr_t{kBlockBytes - 1});

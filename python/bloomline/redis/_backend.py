@@ -170,18 +170,22 @@ class Backend:
         it added under (a meta gone, or made again, while it lives is lost)."""
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
-    def window_has_job(self, w: WindowKeys, body: bytes, count: int) -> Job:
+    def window_has_job(self, w: WindowKeys, body: bytes, count: int, newest: int = -1, epoch: str = "") -> Job:
         """One chunk looked up in the live generations at the server's time;
-        its reply [answer, the current generation's number]."""
+        its reply [answer, the current generation's number]. newest, epoch:
+        as an add's (a lookup that cannot see the caller's live keys is
+        refused, never answered "not seen")."""
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
-    def window_live_job(self, w: WindowKeys) -> Job:
+    def window_live_job(self, w: WindowKeys, newest: int = -1, epoch: str = "") -> Job:
         """The current generation's number and, for each live generation,
-        [slot, number, count, bits set], read at the server's time."""
+        [slot, number, count, bits set], read at the server's time (newest,
+        epoch: as a lookup's)."""
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
-    def window_dump_job(self, w: WindowKeys) -> Job:
-        """The current generation's number and each live one's [slot, number, count, bits], at the server's time."""
+    def window_dump_job(self, w: WindowKeys, newest: int = -1, epoch: str = "") -> Job:
+        """The current generation's number and each live one's [slot, number, count, bits], at the server's time
+        (newest, epoch: as a lookup's)."""
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
     def window_upload_job(self, w: WindowKeys, generations: Sequence[tuple[int, int, bytes]]) -> Job:

@@ -57,7 +57,7 @@ class ModuleBackend(RingScripts, BitsBackend):
                    (ttl_ms, MODE, w.nbytes, repr(w.span), int(refresh), w.margin_ms, w.sig, newest, epoch, fields,
                     "-", "-"), body, count, writes=True)
 
-    def window_has_job(self, w: WindowKeys, body: bytes, count: int) -> Job:
-        # BLOOMLINE.WHAS meta bits_0 .. bits_G gen_0 .. gen_G bytes span sig positions
-        return Job(w.meta.encode(), b"BLOOMLINE.WHAS", (w.meta, *w.bits, *w.gens), (w.nbytes, repr(w.span), w.sig),
-                   body, count)
+    def window_has_job(self, w: WindowKeys, body: bytes, count: int, newest: int = -1, epoch: str = "") -> Job:
+        # BLOOMLINE.WHAS meta bits_0 .. bits_G gen_0 .. gen_G bytes span sig newest epoch positions
+        return Job(w.meta.encode(), b"BLOOMLINE.WHAS", (w.meta, *w.bits, *w.gens),
+                   (w.nbytes, repr(w.span), w.sig, newest, epoch), body, count)

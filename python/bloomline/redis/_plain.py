@@ -115,13 +115,13 @@ class RingScripts:
     run once a call, not once a batch, so they serve the module backend too,
     over the same keys, and the module has no commands of its own for them."""
 
-    def window_live_job(self, w: WindowKeys) -> Job:
+    def window_live_job(self, w: WindowKeys, newest: int = -1, epoch: str = "") -> Job:
         return Job(w.meta.encode(), _WINDOW_LIVE, (w.meta, *w.bits, *w.gens),
-                   (w.nbytes, repr(w.span), len(w.bits), w.sig))
+                   (w.nbytes, repr(w.span), len(w.bits), w.sig, newest, epoch))
 
-    def window_dump_job(self, w: WindowKeys) -> Job:
+    def window_dump_job(self, w: WindowKeys, newest: int = -1, epoch: str = "") -> Job:
         return Job(w.meta.encode(), _WINDOW_LIVE, (w.meta, *w.bits, *w.gens),
-                   (w.nbytes, repr(w.span), len(w.bits), w.sig, 1))
+                   (w.nbytes, repr(w.span), len(w.bits), w.sig, newest, epoch, 1))
 
     def window_upload_job(self, w: WindowKeys, generations: Sequence[tuple[int, int, bytes]]) -> Job:
         flat = [x for number, count, bits in generations for x in (number, count, bits)]
@@ -170,9 +170,9 @@ class PlainBackend(RingScripts, BitsBackend):
                    (ttl_ms, MODE, w.num_hashes, w.nbytes, repr(w.span), len(w.bits), int(refresh), w.margin_ms, w.sig,
                     len(w.meta_fields), newest, epoch, *w.meta_fields), body, count, writes=True)
 
-    def window_has_job(self, w: WindowKeys, body: bytes, count: int) -> Job:
+    def window_has_job(self, w: WindowKeys, body: bytes, count: int, newest: int = -1, epoch: str = "") -> Job:
         return Job(w.meta.encode(), _WINDOW_HAS, (w.meta, *w.bits, *w.gens),
-                   (w.num_hashes, w.nbytes, repr(w.span), len(w.bits), w.sig), body, count)
+                   (w.num_hashes, w.nbytes, repr(w.span), len(w.bits), w.sig, newest, epoch), body, count)
 
 
     def has_jobs(self, f: FilterKeys, shard: int, body: bytes,
@@ -246,6 +246,40 @@ local function bits_error(key, size)
   if len == size then return nil end
   return redis.error_reply((len == 0 and 'MISSING ' or 'WRONGSIZE ') .. key)
 end
+-- A meta's epoch: its making (the server's TIME when it was made), then
+-- after a clear '/' and the clear's mark (seconds.microseconds; nil: none).
+local function clear_mark(e)
+  local s, u = string.match(e, '^[^/]*/(%d+)%.(%d+)$')
+  if s then return tonumber(s), tonumber(u) end
+  return nil
+end
+local function cleared(e)
+  local s, u = clear_mark(e)
+  if s then return s * 1000000 + u end
+  return -1
+end
+-- While the generation the caller added to (mine, under the meta's epoch
+-- sent) lives, an add or a lookup that would not see its keys is refused:
+-- a meta gone or of another making is the filter lost whole (meta and ring:
+-- evicted, deleted) and perhaps made again by another writer; the same
+-- epoch with that generation gone from its slot is the ring lost under a
+-- kept meta (a restart from an older snapshot, a promoted replica that
+-- lacks it). Either way its keys would read new again. The same making
+-- cleared since: forgotten on purpose; an older clear mark (or none) than
+-- the caller's: the server went back past a clear (an older snapshot, a
+-- replica), and with it the caller's generation. off: KEYS[off] is bits_0.
+local function mine_lost(c, numbers, ring, mine, sent, off)
+  if mine < 0 or mine <= c - ring then return nil end
+  local epoch = redis.call('HGET', KEYS[1], 'epoch')
+  if not epoch or string.match(sent, '^[^/]*') ~= string.match(epoch, '^[^/]*')
+      or cleared(epoch) < cleared(sent) then
+    return redis.error_reply('MISSING ' .. KEYS[1])
+  end
+  if sent == epoch and numbers[mine % ring] ~= mine then
+    return redis.error_reply('MISSING ' .. KEYS[off + ring + mine % ring])
+  end
+  return nil
+end
 """
 
 # KEYS: meta, answer, bits_0 .. bits_G, gen_0 .. gen_G
@@ -269,12 +303,12 @@ if lost then return redis.error_reply('MISSING ' .. lost) end
 local finish = math.ceil((c + ring) * span * 1000) + tonumber(ARGV[8])
 local m = tonumber(ARGV[10])
 local mine = tonumber(ARGV[11])  -- the newest generation this caller added to
-local made = redis.call('EXISTS', KEYS[1]) == 1
-if not made then
+e = mine_lost(c, numbers, ring, mine, ARGV[12], 3)
+if e then return e end
+if redis.call('EXISTS', KEYS[1]) == 0 then
   -- The meta expires with the newest generation: gone with the ring when
   -- the fleet was idle, it is made again; gone while a generation lives
-  -- (one whose keys remain, or one this caller added to), lost.
-  if mine > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
+  -- (one whose keys remain), lost.
   for i = 0, ring - 1 do
     if numbers[i] and numbers[i] > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
   end
@@ -282,30 +316,7 @@ if not made then
   local t = redis.call('TIME')
   redis.call('HSET', KEYS[1], 'epoch', t[1] .. '.' .. t[2])
 end
--- Each meta made has an epoch (the server's TIME then; a clear adds '/' and
--- its own TIME). While the generation this caller added to lives: a meta of
--- another making is the filter lost whole (meta and ring: evicted, deleted)
--- and made again by another writer; the same epoch with that generation
--- gone from its slot is the ring lost under a kept meta (a restart from an
--- older snapshot, a promoted replica that lacks it). Either way its keys
--- would read new twice. The same making cleared since: forgotten on purpose;
--- an older clear mark (or none) than the caller's: the server went back past
--- a clear (an older snapshot, a replica), and with it the caller's generation.
-local function cleared(e)
-  local s, u = string.match(e, '^[^/]*/(%d+)%.(%d+)$')
-  if s then return tonumber(s) * 1000000 + tonumber(u) end
-  return -1
-end
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
-if mine >= 0 and mine > c - ring then
-  if not epoch or string.match(ARGV[12], '^[^/]*') ~= string.match(epoch, '^[^/]*')
-      or cleared(epoch) < cleared(ARGV[12]) then
-    return redis.error_reply('MISSING ' .. KEYS[1])
-  end
-  if ARGV[12] == epoch and numbers[mine % ring] ~= mine then
-    return redis.error_reply('MISSING ' .. KEYS[3 + ring + mine % ring])
-  end
-end
 redis.call('PEXPIREAT', KEYS[1], finish)
 local cur = c % ring
 local ck, cg = KEYS[3 + cur], KEYS[3 + ring + cur]
@@ -393,13 +404,17 @@ return {answer, count, fmt(c), epoch}
 """)
 
 # KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G
-# ARGV: k, bytes, span, ring, sig, then the operands (GET u1)
+# ARGV: k, bytes, span, ring, sig, the newest generation the caller added
+#       to (-1: none) and the meta's epoch then (as the add's), then the
+#       operands (GET u1)
 _WINDOW_HAS = Script(_WINDOW_PRELUDE + r"""
 local e = meta_error(ARGV[5])
 if e then return e end
 local k, size, span, ring = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local c, numbers, lost = now_and_ring(2, ring, span)
 if lost then return redis.error_reply('MISSING ' .. lost) end
+e = mine_lost(c, numbers, ring, tonumber(ARGV[6]), ARGV[7], 2)
+if e then return e end
 local live = {}
 for i = 0, ring - 1 do
   if numbers[i] and numbers[i] > c - ring then
@@ -408,7 +423,7 @@ for i = 0, ring - 1 do
     live[#live + 1] = KEYS[2 + i]
   end
 end
-local per, first = 3 * k, 6
+local per, first = 3 * k, 8
 local keys = (#ARGV - first + 1) / per
 local step = math.max(1, math.floor(7000 / per))
 local out, done = {}, 0
@@ -434,7 +449,8 @@ end
 return {table.concat(out), fmt(c)}
 """)
 
-# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G    ARGV: bytes, span, ring, sig[, '1']
+# KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G
+# ARGV: bytes, span, ring, sig, newest, epoch (as a lookup's)[, '1']
 # Each live generation's [slot, number, count, bits set]; with '1', its
 # bits themselves in place of their count (a dump: one moment of the ring).
 _WINDOW_LIVE = Script(_WINDOW_PRELUDE + r"""
@@ -443,13 +459,15 @@ if e then return e end
 local size, span, ring = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local c, numbers, lost = now_and_ring(2, ring, span)
 if lost then return redis.error_reply('MISSING ' .. lost) end
+e = mine_lost(c, numbers, ring, tonumber(ARGV[5]), ARGV[6], 2)
+if e then return e end
 local out = {fmt(c)}
 for i = 0, ring - 1 do
   if numbers[i] and numbers[i] > c - ring then
     e = bits_error(KEYS[2 + i], size)
     if e then return e end
     out[#out + 1] = {i, fmt(numbers[i]), redis.call('HGET', KEYS[2 + ring + i], 'count') or '0',
-                     redis.call(ARGV[5] == '1' and 'GET' or 'BITCOUNT', KEYS[2 + i])}
+                     redis.call(ARGV[7] == '1' and 'GET' or 'BITCOUNT', KEYS[2 + i])}
   end
 end
 return out
@@ -512,9 +530,9 @@ if epoch then
   local s, u = tonumber(t[1]), tonumber(t[2])
   -- The mark only moves on: a clear on a server whose clock is behind the
   -- last clear's (a promoted replica) marks just after it, never before.
-  local ps, pu = string.match(epoch, '^[^/]*/(%d+)%.(%d+)$')
-  if ps and (tonumber(ps) > s or (tonumber(ps) == s and tonumber(pu) >= u)) then
-    s, u = tonumber(ps), tonumber(pu) + 1
+  local ps, pu = clear_mark(epoch)
+  if ps and (ps > s or (ps == s and pu >= u)) then
+    s, u = ps, pu + 1
     if u >= 1000000 then s, u = s + 1, 0 end
   end
   redis.call('HSET', KEYS[1], 'epoch', string.match(epoch, '^[^/]*') .. '/' .. s .. '.' .. u,

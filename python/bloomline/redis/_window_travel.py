@@ -35,10 +35,12 @@ Errors = Callable[[Exception], Exception]  # a Redis error reply as the filter r
 
 
 def download(sender: Sender, backend: Backend, w: WindowKeys, error: Errors, capacity: int, error_rate: float,
-             window: float) -> bytes:
+             window: float, newest: int = -1, epoch: str = "") -> bytes:
     """The live generations of the filter at w, by the server's clock, read
-    in one step, as a kind-4 file's bytes (WindowedBloomFilter.from_bytes)."""
-    (reply,) = sender.run([backend.window_dump_job(w)])
+    in one step, as a kind-4 file's bytes (WindowedBloomFilter.from_bytes);
+    refused where they could not hold the keys of a handle's newest
+    generation (newest, epoch: as an add's), never a copy without them."""
+    (reply,) = sender.run([backend.window_dump_job(w, newest, epoch)])
     if isinstance(reply, Exception):
         raise error(reply)
     generations = len(w.bits) - 1  # (the ring holds G + 1)

@@ -220,16 +220,17 @@ class RedisWindowedFilter:
             if int(gen) >= self._newest and epoch:  # (an answer kept by an older version says neither)
                 self._newest, self._epoch = int(gen), epoch.decode() if isinstance(epoch, bytes) else str(epoch)
 
-    def _add(self, make: Callable[[], Iterable[Part]], n: int) -> AddOutcome:
-        """Send an add's parts, made by make() (none after a failed window; made again once where the filter
-        was made again after this handle's keys all expired: reattach); its outcome."""
+    def _add(self, make: Callable[[str], Iterable[Part]], n: int) -> AddOutcome:
+        """Send an add's parts, made by make(answer names) (none after a failed window; made again once, under
+        new names, where the filter was made again after this handle's keys all expired: reattach); its outcome."""
         self._sender.forget_writes()
         for again in (False, True):
+            names = f"{self._answers}{batch_ids.next()}"  # (an answer kept from the old making would bind to it)
             out = AddOutcome(np.zeros(n, dtype=np.uint8))
             failed: list[Exception] = []
             counts: dict[int, int] = {}  # each generation's count of new keys, as the replies said
             try:
-                for window in windows(make()):
+                for window in windows(make(names)):
                     self._settle(window, _send(self._sender, [p.jobs[0] for p in window]), out, failed, counts)
                     if failed:
                         break
@@ -270,11 +271,9 @@ class RedisWindowedFilter:
         key where it is (its window runs from its first add). A fault that
         cannot be survived raises with ``new`` and ``unknown``."""
         hashed, valid, refresh = *_core.hash_valid(keys, self._w.seed, nulls=nulls), check_refresh(refresh)
-        batch, ttl = batch_ids.next(), self._sender.answer_ttl_ms
-        # (made as sent: a window's commands carry the generation and meta the windows before it added under)
-        out = self._add(lambda: (Part([self._b.window_add_job(self._w, f"{self._answers}{batch}.{c}", ttl, refresh,
-                                                              body, count, self._newest, self._epoch)], idx)
-                                 for c, idx, body, count in self._chunks(hashed, self._b.window_form_add)), len(hashed))
+        out = self._add(lambda names: (Part([self._add_job(f"{names}.{c}", refresh, body, count)], idx)
+                                       for c, idx, body, count in self._chunks(hashed, self._b.window_form_add)),
+                        len(hashed))
         self._replicated(out, refresh)
         out.raise_error(valid)
         return batch_shaped(valid, out.new)
@@ -285,12 +284,16 @@ class RedisWindowedFilter:
         w = self._w
         _shard, body, count = _core.redis_key(key, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
                                               self._b.window_form_add)
-        name, refresh = f"{self._answers}{batch_ids.next()}.0", check_refresh(refresh)
-        out = self._add(lambda: [Part([self._b.window_add_job(self._w, name, self._sender.answer_ttl_ms, refresh, body,
-                                                              count, self._newest, self._epoch)], ONE)], 1)
+        refresh = check_refresh(refresh)
+        out = self._add(lambda names: [Part([self._add_job(f"{names}.0", refresh, body, count)], ONE)], 1)
         self._replicated(out, refresh)
         out.raise_error()
         return bool(out.codes[0] == NEW)
+
+    def _add_job(self, name: str, refresh: bool, body: bytes, count: int) -> Job:
+        """An add of a chunk, made as sent: with the generation and meta this handle's adds before it went to."""
+        return self._b.window_add_job(self._w, name, self._sender.answer_ttl_ms, refresh, body, count, self._newest,
+                                      self._epoch)
 
     def _replicated(self, out: AddOutcome, refresh: bool) -> None:
         """With wait_replicas: WAIT after an add that wrote (a key new, or
@@ -332,23 +335,25 @@ class RedisWindowedFilter:
         """True where a live generation (by the server's time) may have the
         key; False for nulls with nulls='skip'."""
         hashed, valid = _core.hash_valid(keys, self._w.seed, nulls=nulls)
-        return batch_shaped(valid, self._lookup(lambda: [Part([self._b.window_has_job(self._w, body, count)], idx)
-                                                         for _c, idx, body, count in self._chunks(
-                                                             hashed, self._b.window_form_has)], len(hashed)))
+        return batch_shaped(valid, self._lookup(lambda: [Part([self._has_job(body, count)], idx) for _c, idx, body, count
+                                                         in self._chunks(hashed, self._b.window_form_has)], len(hashed)))
 
     def __contains__(self, key: object) -> bool:
         w = self._w
         k: Any = key  # (refused by the core, naming its type, where it is no key)
         _shard, body, count = _core.redis_key(k, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
                                               self._b.window_form_has)
-        return bool(self._lookup(lambda: [Part([self._b.window_has_job(self._w, body, count)], ONE)], 1)[0])
+        return bool(self._lookup(lambda: [Part([self._has_job(body, count)], ONE)], 1)[0])
+
+    def _has_job(self, body: bytes, count: int) -> Job:
+        """A lookup of a chunk, refused where it could not see the keys of this handle's newest generation."""
+        return self._b.window_has_job(self._w, body, count, self._newest, self._epoch)
 
     # ---- facts ---------------------------------------------------------------------
 
     def _live(self) -> tuple[int, list[tuple[int, int, int, int]]]:
-        """The current generation by the server's clock, and each live one's
-        (slot, number, count of new keys, bits set), read in one script."""
-        reply = self._sender.run([self._b.window_live_job(self._w)])[0]
+        """The current generation by the server's clock, and each live one's (slot, number, new keys, bits set)."""
+        reply = self._sender.run([self._b.window_live_job(self._w, self._newest, self._epoch)])[0]
         if isinstance(reply, Exception):
             raise self._error(reply)
         return int(reply[0]), [(int(s), int(n), int(c), int(b)) for s, n, c, b in reply[1:]]
@@ -369,7 +374,8 @@ class RedisWindowedFilter:
 
     def _to_filter_bytes(self) -> bytes:
         """What to_filter reads, as a kind-4 file's bytes: the generations live by the server's clock, in one step."""
-        return download(self._sender, self._b, self._w, self._error, self._capacity, self._error_rate, self._window)
+        return download(self._sender, self._b, self._w, self._error, self._capacity, self._error_rate, self._window,
+                        self._newest, self._epoch)
 
     def _upload_generations(self, generations: list[tuple[int, BloomFilter, int]]) -> int:
         """Write (number, bits, count) generations live by the server's clock into this filter's empty ring."""
