@@ -22,6 +22,7 @@ from bloomline.redis import MissingKeyError, RedisWindowedFilter, delete_windowe
 from conftest import FaultProxy, RedisServer, module_args  # noqa: E402
 
 LOST = r"'\{%s\}:meta', a key of the windowed filter at '%s', is gone while a generation of the filter lives"
+REMADE = r"the windowed filter at '%s' was lost and made again since this handle's last add, whose generation still lives"
 
 
 @pytest.fixture(params=["plain", "module"])
@@ -78,28 +79,36 @@ def test_a_reply_from_a_kept_answer_still_binds_the_handle_to_its_filter(window_
         proxy.close()
 
 
-def test_a_reply_lost_across_a_delete_and_a_remake_binds_the_handle_to_the_new_making(window_server: Any) -> None:
+@pytest.mark.parametrize("by", ["a new handle", "a handle of the same making"])
+def test_a_reply_lost_across_a_delete_and_a_remake_binds_the_handle_to_the_new_making(window_server: Any,
+                                                                                       by: str) -> None:
     """A handle that never added sends an add; it runs, and its reply is
     held past the client's timeout while another handle deletes the filter
-    and makes it again. The re-send is refused (another making); the handle
-    had no keys to lose, so it takes the new making and sends again, under
-    new answer names: under the old ones, the module's kept answer (in the
-    module's memory, which a delete does not reach) answered for the old
-    making and bound the handle to it, every later call refused."""
+    and makes it again. By a new handle: the re-send is refused (another
+    ident); the handle had no keys to lose, so it takes the new making and
+    sends again, under new answer names. By a handle of the same making
+    (same ident, a new epoch): the re-send goes, and finds the first send's
+    kept answer, which names the deleted making. Either way the module's
+    kept answer (in its memory, which a delete does not reach) answered for
+    the old making and bound the handle to it, every later call refused;
+    an answer kept under another making now answers nothing, and the add
+    runs in the new one, as on the plain backend."""
     RedisWindowedFilter(window_server.url, "warm", 1000, 0.01, window=60, generations=2).add("x")  # scripts cached
     r = redis.Redis.from_url(window_server.url)
     proxy = FaultProxy(window_server.port, "stall", match=b":ans:", limit=1, stall_s=1.5)
     try:
         f = RedisWindowedFilter(redis.Redis(port=proxy.port, socket_timeout=0.5), "across", 1000, 0.01, window=3600,
                                 generations=4, retries=3)
+        sibling = RedisWindowedFilter(r, "across", 1000, 0.01, window=3600, generations=4)
         remade: list[RedisWindowedFilter] = []
 
         def delete_and_make_again() -> None:
             deadline = time.monotonic() + 5
             while proxy.faults == 0 and time.monotonic() < deadline:  # (bounded) the add has run
                 time.sleep(0.01)
-            RedisWindowedFilter(r, "across", 1000, 0.01, window=3600, generations=4).delete()
-            remade.append(RedisWindowedFilter(r, "across", 1000, 0.01, window=3600, generations=4))
+            sibling.delete()
+            remade.append(sibling if by != "a new handle" else
+                          RedisWindowedFilter(r, "across", 1000, 0.01, window=3600, generations=4))
             assert remade[0].add("x") is True
 
         t = threading.Thread(target=delete_and_make_again)
@@ -203,9 +212,12 @@ def test_a_handle_whose_keys_all_expired_goes_on_after_a_new_one_made_the_filter
     first and makes it again under its own ident. A long-lived worker's
     keys are all out of the window by then, so it takes the new making and
     goes on: it was refused on every call for good (the Scrapy dupefilter
-    stopped the crawl)."""
+    stopped the crawl). So do its whole-ring reads, which raised where its
+    lookups and adds went on. (Its clear() is still refused until then: a
+    handle of an older making never clears the new filter.)"""
     r = redis.Redis.from_url(window_server.url)
     old = RedisWindowedFilter(r, "idle", 1000, 0.01, window=1.0, generations=2)  # life 1.5 s + 1 s margin
+    counter, copier = (RedisWindowedFilter(r, "idle", 1000, 0.01, window=1.0, generations=2) for _ in "cc")
     assert old.add("a")
     deadline = time.monotonic() + 10
     while r.exists("{idle}:meta") and time.monotonic() < deadline:
@@ -214,6 +226,8 @@ def test_a_handle_whose_keys_all_expired_goes_on_after_a_new_one_made_the_filter
     new = RedisWindowedFilter(r, "idle", 1000, 0.01, window=1.0, generations=2)
     assert new.add("b") is True and new.ident != old.ident
     assert "b" in old and old.ident == new.ident  # (a lookup takes the new making too)
+    assert counter.approx_count == pytest.approx(1, abs=0.1) and counter.ident == new.ident  # (and a whole-ring read)
+    assert "b" in copier.to_filter() and copier.ident == new.ident
     assert old.add("a") is True and old.add_many(["b", "c"]).tolist() == [False, True]
     assert new.add("a") is False
 
@@ -234,7 +248,7 @@ def test_a_restart_from_a_snapshot_older_than_a_clear_raises(window_server: Any)
     again = RedisServer(window_server.dir, *window_server.extra, port=window_server.port)
     try:
         assert "/" not in r.hget("{snapclear}:meta", "epoch").decode()  # (the snapshot's meta: before the clear)
-        with pytest.raises(MissingKeyError, match=LOST % ("snapclear", "snapclear")):
+        with pytest.raises(MissingKeyError, match=REMADE % "snapclear"):
             f.add("k")
         other = RedisWindowedFilter(r, "snapclear", 1000, 0.01, window=3600, generations=4)
         assert other.add("k") is True  # (a handle that never added cannot tell)

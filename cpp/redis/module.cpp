@@ -670,6 +670,10 @@ long long generation_number(double v) {
     return static_cast<long long>(v);
 }
 
+// A windowed meta's epoch: its making (the server's time when it was made),
+// then after a clear '/' and the clear's mark.
+std::string making_of(const std::string& epoch) { return epoch.substr(0, epoch.find('/')); }
+
 // When a windowed meta's epoch ("making/sec.usec", _WINDOW_CLEAR) says it was
 // last cleared, in microseconds; -1 for none (or a mark not so written).
 long long cleared_at(const std::string& epoch) {
@@ -733,13 +737,13 @@ struct Ring {
     // went back past a clear: an older snapshot, a replica); the same epoch
     // without that generation in its slot, the ring lost under a kept meta.
     // A clear since: forgotten on purpose, the caller goes on. (_plain.py's
-    // mine_lost is the same.)
+    // mine_lost is the same; MISSING: the meta is gone; REMADE: it is there.)
     void check_mine(Ctx* ctx, long long mine, const std::string& sent) const {
         if (mine < 0 || mine <= c - size) return;
         std::string epoch;
-        const auto making = [](const std::string& e) { return e.substr(0, e.find('/')); };
-        if (!hget(ctx, meta, "epoch", &epoch) || making(sent) != making(epoch) || cleared_at(epoch) < cleared_at(sent))
-            throw Refused{"MISSING " + text(meta)};
+        if (!hget(ctx, meta, "epoch", &epoch)) throw Refused{"MISSING " + text(meta)};
+        if (making_of(sent) != making_of(epoch) || cleared_at(epoch) < cleared_at(sent))
+            throw Refused{"REMADE " + text(meta)};
         const int slot = static_cast<int>(mine % size);
         if (sent == epoch && numbers[slot] != mine) throw Refused{"MISSING " + text(gens[slot])};
     }
@@ -843,15 +847,23 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
                           " is the primary's, for its replicas and AOF; a client sends -"};
     check_sig(ctx, meta, sig);
     const std::string answer_name = text(answer_key);
-    if (const Kept* kept = kept_answer(ctx, answer_name)) {
-        // Kept as answer|generation|epoch (below): a re-sender learns the
-        // generation and the meta's making the lost reply named, as its
-        // first send would have.
-        const std::string_view all(kept->answer.data(), kept->answer.size());
-        const std::size_t bar = all.find('|'), bar2 = bar == all.npos ? all.npos : all.find('|', bar + 1);
+    const Kept* kept = kept_answer(ctx, answer_name);
+    // Kept as answer|generation|epoch (below): a re-sender learns the
+    // generation and the meta's making the lost reply named, as its first
+    // send would have. One kept under another making of the meta (the
+    // filter deleted, or lost, and made again since: this memory outlives a
+    // DEL) is no answer of this filter: the add runs, as on the plain
+    // backend, whose kept answers a delete removes.
+    const std::string_view all = kept ? std::string_view(kept->answer.data(), kept->answer.size()) : std::string_view();
+    const std::size_t bar = all.find('|'), bar2 = bar == all.npos ? all.npos : all.find('|', bar + 1);
+    const std::string_view made_at = bar2 == all.npos ? std::string_view() : all.substr(bar2 + 1);
+    std::string now_epoch;
+    if (kept && bar2 != all.npos &&
+        !(hget(ctx, meta, "epoch", &now_epoch) && making_of(now_epoch) == making_of(std::string(made_at))))
+        kept = nullptr;
+    if (kept) {
         const std::string_view got = bar2 == all.npos ? all : all.substr(0, bar);
         const std::string_view gen = bar2 == all.npos ? std::string_view("-1") : all.substr(bar + 1, bar2 - bar - 1);
-        const std::string_view made_at = bar2 == all.npos ? std::string_view() : all.substr(bar2 + 1);
         ReplyWithArray(ctx, 4);
         ReplyWithStringBuffer(ctx, got.data(), got.size());
         ReplyWithLongLong(ctx, -1);

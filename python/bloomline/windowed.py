@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import numbers
 import threading
 import time
 import warnings

@@ -248,6 +248,7 @@ local function bits_error(key, size)
 end
 -- A meta's epoch: its making (the server's TIME when it was made), then
 -- after a clear '/' and the clear's mark (seconds.microseconds; nil: none).
+local function making(e) return string.match(e, '^[^/]*') end
 local function clear_mark(e)
   local s, u = string.match(e, '^[^/]*/(%d+)%.(%d+)$')
   if s then return tonumber(s), tonumber(u) end
@@ -268,12 +269,14 @@ end
 -- cleared since: forgotten on purpose; an older clear mark (or none) than
 -- the caller's: the server went back past a clear (an older snapshot, a
 -- replica), and with it the caller's generation. off: KEYS[off] is bits_0.
+-- (MISSING: the meta is gone; REMADE: it is there, of another making or
+-- older than the caller's clear.)
 local function mine_lost(c, numbers, ring, mine, sent, off)
   if mine < 0 or mine <= c - ring then return nil end
   local epoch = redis.call('HGET', KEYS[1], 'epoch')
-  if not epoch or string.match(sent, '^[^/]*') ~= string.match(epoch, '^[^/]*')
-      or cleared(epoch) < cleared(sent) then
-    return redis.error_reply('MISSING ' .. KEYS[1])
+  if not epoch then return redis.error_reply('MISSING ' .. KEYS[1]) end
+  if making(sent) ~= making(epoch) or cleared(epoch) < cleared(sent) then
+    return redis.error_reply('REMADE ' .. KEYS[1])
   end
   if sent == epoch and numbers[mine % ring] ~= mine then
     return redis.error_reply('MISSING ' .. KEYS[off + ring + mine % ring])
@@ -292,10 +295,13 @@ local e = meta_error(ARGV[9])
 if e then return e end
 local kept = redis.call('GET', KEYS[2])
 if kept then
-  -- kept as answer|generation|epoch: the re-sender learns what the lost reply said
+  -- kept as answer|generation|epoch: the re-sender learns what the lost reply
+  -- said. One kept under another making of the meta (the filter lost, or
+  -- deleted, and made again since) is no answer of this filter: the add runs.
   local a, g, ep = string.match(kept, '^([^|]*)|(-?%d+)|(.*)$')
-  if a then return {a, -1, g, ep} end
-  return {kept, -1, '-1', ''}
+  if not a then return {kept, -1, '-1', ''} end
+  local now = redis.call('HGET', KEYS[1], 'epoch')
+  if now and making(now) == making(ep) then return {a, -1, g, ep} end
 end
 local size, span, ring = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local c, numbers, lost = now_and_ring(3, ring, span)

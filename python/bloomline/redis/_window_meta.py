@@ -29,7 +29,7 @@ from ._wire import Script, Sender, _error_code
 if TYPE_CHECKING:
     from ._windowed import RedisWindowedFilter
 
-__all__ = ["MARGIN_MS", "META_VERSION", "delete_windowed", "reattach", "window_error"]
+__all__ = ["MARGIN_MS", "META_VERSION", "delete_windowed", "reattach", "run_reattaching", "window_error"]
 
 
 def _flat(fields: dict[str, Any]) -> tuple[str, ...]:
@@ -131,12 +131,31 @@ def reattach(f: RedisWindowedFilter, e: Exception) -> bool:
     return True
 
 
+def run_reattaching(f: RedisWindowedFilter, make: Callable[[], Any]) -> Any:
+    """The reply of the command make() gives (one of f's whole-ring reads),
+    made and sent once more where f was refused because the filter was made
+    again after its keys all expired (reattach), as its adds and lookups
+    are; a refusal raised as f's error."""
+    reply = f._sender.run([make()])[0]
+    if isinstance(reply, Exception) and reattach(f, reply):
+        reply = f._sender.run([make()])[0]
+    if isinstance(reply, Exception):
+        raise f._error(reply)
+    return reply
+
+
 def window_error(f: RedisWindowedFilter, e: Exception) -> Exception:
     """A refusal of f's call (its code) as the exception f raises; other errors as they are."""
     if isinstance(e, _redis.ResponseError) and _error_code(e) == "REPLACED":
         return MissingKeyError(
             f"{f._what} was deleted and made again since this handle attached (ident {f.ident}): the "
             "keys this handle added are not in it, so its answers would be wrong. Attach again", key=f._w.meta)
+    if isinstance(e, _redis.ResponseError) and _error_code(e) == "REMADE":
+        return MissingKeyError(
+            f"{f._what} was lost and made again since this handle's last add, whose generation still lives (its "
+            "meta is of another making, or from before a clear this handle saw: evicted or deleted whole, or the "
+            "server went back to an older snapshot or a replica): the keys this handle added are not in it, so its "
+            "answers would be wrong. A new handle goes on (those keys then read new once more)", key=f._w.meta)
     if isinstance(e, _redis.ResponseError) and _error_code(e) == "MISMATCH":
         return ValueError(f"{f._what} was made again with other parameters since this handle attached: "
                           "attach again")

@@ -3,7 +3,7 @@
 the backend's window_dump_job and window_upload_job (the plain backend's
 scripts, _plain.py: _WINDOW_LIVE and _WINDOW_UPLOAD).
 
-**Download.** One script reads the server's TIME, the ring and the bits of
+**Download** (the filter sends the dump, file_bytes reads it). One script reads the server's TIME, the ring and the bits of
 every live generation: the copy is one moment of the filter, whatever the
 fleet adds meanwhile. The local filter holds those generations with their
 numbers and counts; on a machine whose clock agrees with the server's it
@@ -23,7 +23,7 @@ upload (another writer at the same key) is refused, never merged."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Callable
+from typing import Any, Callable
 
 from .. import _core
 from .._core import BloomFilter
@@ -34,15 +34,10 @@ from ._wire import Sender
 Errors = Callable[[Exception], Exception]  # a Redis error reply as the filter raises it (MissingKeyError, ...)
 
 
-def download(sender: Sender, backend: Backend, w: WindowKeys, error: Errors, capacity: int, error_rate: float,
-             window: float, newest: int = -1, epoch: str = "") -> bytes:
+def file_bytes(reply: list[Any], w: WindowKeys, capacity: int, error_rate: float, window: float) -> bytes:
     """The live generations of the filter at w, by the server's clock, read
-    in one step, as a kind-4 file's bytes (WindowedBloomFilter.from_bytes);
-    refused where they could not hold the keys of a handle's newest
-    generation (newest, epoch: as an add's), never a copy without them."""
-    (reply,) = sender.run([backend.window_dump_job(w, newest, epoch)])
-    if isinstance(reply, Exception):
-        raise error(reply)
+    in one step (the reply of backend.window_dump_job), as a kind-4 file's
+    bytes (WindowedBloomFilter.from_bytes)."""
     generations = len(w.bits) - 1  # (the ring holds G + 1)
     rate = _core.window_generation_error_rate(error_rate, generations)
     live = sorted((int(n), int(count), bytes(bits)) for _slot, n, count, bits in reply[1:])  # oldest first

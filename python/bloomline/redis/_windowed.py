@@ -95,8 +95,8 @@ from ._meta import delete_matching, eviction_policy
 from ._names import WindowKeys, batch_ids, client_of, tag_of_chain
 from ._registry import window_backend
 from ._window_meta import (_COMPARED, _REDIS_MAX_BITS, MARGIN_MS, META_VERSION, _check, _claim, _flat, delete_windowed,
-                           reattach, window_error)
-from ._window_travel import download, upload
+                           reattach, run_reattaching, window_error)
+from ._window_travel import file_bytes, upload
 from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Sender
 
 if TYPE_CHECKING:
@@ -353,9 +353,7 @@ class RedisWindowedFilter:
 
     def _live(self) -> tuple[int, list[tuple[int, int, int, int]]]:
         """The current generation by the server's clock, and each live one's (slot, number, new keys, bits set)."""
-        reply = self._sender.run([self._b.window_live_job(self._w, self._newest, self._epoch)])[0]
-        if isinstance(reply, Exception):
-            raise self._error(reply)
+        reply = run_reattaching(self, lambda: self._b.window_live_job(self._w, self._newest, self._epoch))
         return int(reply[0]), [(int(s), int(n), int(c), int(b)) for s, n, c, b in reply[1:]]
 
     @property
@@ -374,8 +372,8 @@ class RedisWindowedFilter:
 
     def _to_filter_bytes(self) -> bytes:
         """What to_filter reads, as a kind-4 file's bytes: the generations live by the server's clock, in one step."""
-        return download(self._sender, self._b, self._w, self._error, self._capacity, self._error_rate, self._window,
-                        self._newest, self._epoch)
+        reply = run_reattaching(self, lambda: self._b.window_dump_job(self._w, self._newest, self._epoch))
+        return file_bytes(reply, self._w, self._capacity, self._error_rate, self._window)
 
     def _upload_generations(self, generations: list[tuple[int, BloomFilter, int]]) -> int:
         """Write (number, bits, count) generations live by the server's clock into this filter's empty ring."""
@@ -494,6 +492,7 @@ class RedisWindowedFilter:
     def clear(self) -> None:
         """Forget every key (each generation and the meta's record of it; the rest of the meta kept), in one
         step: the other handles go on."""
+        # (never the reattaching send: a handle of a making deleted since must not clear the new filter)
         if isinstance(reply := self._sender.run([self._b.window_clear_job(self._w)])[0], Exception):
             raise self._error(reply)
         self._newest = -1
