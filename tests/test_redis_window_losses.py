@@ -17,6 +17,8 @@ import pytest
 redis = pytest.importorskip("redis")
 import bloomline.redis._backend as _backend  # noqa: E402
 import bloomline.redis._windowed as _windowed  # noqa: E402
+from bloomline import _core  # noqa: E402
+from bloomline.redis._wire import Job, pack  # noqa: E402
 from bloomline.redis import MissingKeyError, RedisWindowedFilter, delete_windowed  # noqa: E402
 
 from conftest import FaultProxy, RedisServer, module_args  # noqa: E402
@@ -121,6 +123,36 @@ def test_a_reply_lost_across_a_delete_and_a_remake_binds_the_handle_to_the_new_m
         assert remade[0].add("a") is False
     finally:
         proxy.close()
+
+
+def test_a_filter_lost_and_made_again_within_a_moment_is_another_making(window_server: Any) -> None:
+    """In one packet to the server: A's add makes the meta, the filter is
+    deleted whole, and B's add makes it again, microseconds apart. The two
+    makings must differ (the module wrote milliseconds, so they were most
+    often equal): else A's lookup of the key it just added answered "not
+    seen" from B's filter, and an answer kept under A's making would answer
+    for B's. A's lookup is refused."""
+    r = redis.Redis.from_url(window_server.url)
+    for i in range(20):
+        name = f"moment{i}"
+        a, b = (RedisWindowedFilter(r, name, 1000, 0.01, window=3600, generations=4) for _ in "ab")
+        r.delete(f"{{{name}}}:meta")  # (made by the first add below)
+        jobs = []
+        for f, key in ((a, "mine"), (b, "other")):
+            _shard, body, count = _core.redis_key(key, f._w.num_bits, f._w.num_hashes, f._w.layout, f._w.seed,
+                                                  f._w.nbytes * 8, f._b.window_form_add)
+            jobs.append(f._b.window_add_job(f._w, f"{{{name}}}:ans:{key}", 60_000, True, body, count))
+        conn = r.connection_pool.get_connection()
+        try:
+            conn.send_packed_command([pack(jobs[0], by_text=True) + pack(Job(b"x", b"DEL", tuple(a.redis_keys())))
+                                      + pack(jobs[1], by_text=True)])
+            first, _deleted, again = (conn.read_response() for _ in range(3))
+        finally:
+            r.connection_pool.release(conn)
+        assert first[0] == again[0] == b"1" and first[3] != again[3], (first, again)
+        a._newest, a._epoch = int(first[2]), first[3].decode()  # (as the reply would have set them)
+        with pytest.raises(MissingKeyError, match=REMADE % name):
+            "mine" in a  # noqa: B015 - the lookup raises
 
 
 def test_a_filter_lost_between_two_windows_of_one_batch_raises(window_server: Any,

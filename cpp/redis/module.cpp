@@ -74,6 +74,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <memory>
@@ -674,6 +675,21 @@ long long generation_number(double v) {
 // then after a clear '/' and the clear's mark.
 std::string making_of(const std::string& epoch) { return epoch.substr(0, epoch.find('/')); }
 
+// A new making: the wall clock in microseconds ("sec.usec", as the scripts
+// write TIME), never the same twice in this process. Kept answers and
+// handles tell makings apart by it, so a filter lost and made again within
+// one tick of the clock (a pipelined DEL beside a busy fleet) must differ.
+// (Commands run on the server's one thread: no lock.)
+std::string new_making() {
+    static long long last_us = 0;
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long us = static_cast<long long>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+    if (us <= last_us) us = last_us + 1;
+    last_us = us;
+    return std::to_string(us / 1000000) + "." + std::to_string(us % 1000000);
+}
+
 // When a windowed meta's epoch ("making/sec.usec", _WINDOW_CLEAR) says it was
 // last cleared, in microseconds; -1 for none (or a mark not so written).
 long long cleared_at(const std::string& epoch) {
@@ -888,8 +904,7 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
         if (text(made) != "-") {
             epoch = text(made);
         } else {
-            const long long ms = Milliseconds();
-            epoch = std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 * 1000);
+            epoch = new_making();
         }
     } else {
         hget(ctx, meta, "epoch", &epoch);
