@@ -249,7 +249,7 @@ def test_a_handle_whose_keys_all_expired_goes_on_after_a_new_one_made_the_filter
     handle of an older making never clears the new filter.)"""
     r = redis.Redis.from_url(window_server.url)
     old = RedisWindowedFilter(r, "idle", 1000, 0.01, window=1.0, generations=2)  # life 1.5 s + 1 s margin
-    counter, copier = (RedisWindowedFilter(r, "idle", 1000, 0.01, window=1.0, generations=2) for _ in "cc")
+    counter, copier, looker = (RedisWindowedFilter(r, "idle", 1000, 0.01, window=1.0, generations=2) for _ in "ccl")
     assert old.add("a")
     deadline = time.monotonic() + 10
     while r.exists("{idle}:meta") and time.monotonic() < deadline:
@@ -258,6 +258,7 @@ def test_a_handle_whose_keys_all_expired_goes_on_after_a_new_one_made_the_filter
     new = RedisWindowedFilter(r, "idle", 1000, 0.01, window=1.0, generations=2)
     assert new.add("b") is True and new.ident != old.ident
     assert "b" in old and old.ident == new.ident  # (a lookup takes the new making too)
+    assert looker.contains_many(["b", "zz"]).tolist() == [True, False]  # (a batch: its chunks made again)
     assert counter.approx_count == pytest.approx(1, abs=0.1) and counter.ident == new.ident  # (and a whole-ring read)
     assert "b" in copier.to_filter() and copier.ident == new.ident
     assert old.add("a") is True and old.add_many(["b", "c"]).tolist() == [False, True]

@@ -3,11 +3,12 @@
 the backend's window_dump_job and window_upload_job (the plain backend's
 scripts, _plain.py: _WINDOW_LIVE and _WINDOW_UPLOAD).
 
-**Download** (the filter sends the dump, file_bytes reads it). One script reads the server's TIME, the ring and the bits of
-every live generation: the copy is one moment of the filter, whatever the
-fleet adds meanwhile. The local filter holds those generations with their
-numbers and counts; on a machine whose clock agrees with the server's it
-answers as the Redis filter did.
+**Download** (the filter sends the dump, file_bytes reads it). One script
+reads the server's TIME, the ring and the bits of every live generation:
+the copy is one moment of the filter, whatever the fleet adds meanwhile.
+The local filter holds those generations with their numbers and counts; on
+a machine whose clock agrees with the server's it answers as the Redis
+filter did.
 
 **Upload.** Into a filter just made at the key (its meta claimed, its ring
 empty), one script writes each generation of the file that is live by the
