@@ -148,8 +148,9 @@ def window_error(f: RedisWindowedFilter, e: Exception) -> Exception:
     """A refusal of f's call (its code) as the exception f raises; other errors as they are."""
     if isinstance(e, _redis.ResponseError) and _error_code(e) == "REPLACED":
         return MissingKeyError(
-            f"{f._what} was deleted and made again since this handle attached (ident {f.ident}): the "
-            "keys this handle added are not in it, so its answers would be wrong. Attach again", key=f._w.meta)
+            f"{f._what} was deleted and made again since this handle attached (ident {f.ident}), or expired "
+            "whole and was made again: the keys this handle added are not in it, so its answers would be wrong, "
+            "and a clear() by it would wipe the new filter's keys. Attach again", key=f._w.meta)
     if isinstance(e, _redis.ResponseError) and _error_code(e) == "REMADE":
         return MissingKeyError(
             f"{f._what} was lost and made again since this handle's last add, whose generation still lives (its "
