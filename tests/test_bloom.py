@@ -4,9 +4,11 @@ capacity, set algebra, pickle, bytes and the buffer protocol."""
 from __future__ import annotations
 
 import copy
+import io
 import math
 import os
 import pickle
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bloomline
-from bloomline import BloomFilter, CountingBloomFilter, optimal_params
+from bloomline import BloomFilter, CountingBloomFilter, murmur3_128, optimal_params
 
 pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
 
@@ -151,9 +153,13 @@ def test_from_params_errors(args: tuple[int, int], kwargs: dict[str, str], messa
         BloomFilter.from_params(*args, **kwargs)  # type: ignore[arg-type]
 
 
-@pytest.mark.skipif(not Path("/proc/sys/vm/overcommit_memory").exists()
-                    or Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1",
-                    reason="a kernel that always overcommits maps any size (lazily) rather than refuse it")
+refused_by_the_kernel = pytest.mark.skipif(
+    not Path("/proc/sys/vm/overcommit_memory").exists()
+    or Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1",
+    reason="a kernel that always overcommits maps any size (lazily) rather than refuse it")
+
+
+@refused_by_the_kernel
 def test_memory_the_machine_cannot_give_is_a_memory_error_naming_the_bytes() -> None:
     """2**48 bits is inside num_bits' range but 32 TiB: refused by the
     kernel, and the error says how much was asked for (not a bare
@@ -163,6 +169,51 @@ def test_memory_the_machine_cannot_give_is_a_memory_error_naming_the_bytes() -> 
     with pytest.raises(MemoryError, match=r"could not allocate 140737488355328 bytes"):
         CountingBloomFilter.from_params(2**48, 3)  # (four bits a counter)
     assert BloomFilter.from_params(1024, 3).add("x")
+
+
+class _EndlessZeros(io.RawIOBase):
+    """A stream of the given header, then zeros for ever (it counts them)."""
+
+    def __init__(self, head: bytes) -> None:
+        self.head, self.served = head, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = len(buffer)
+        if self.head:
+            n = min(n, len(self.head))
+            buffer[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        buffer[:n] = bytes(n)
+        self.served += n
+        if self.served > 1 << 30:
+            raise RuntimeError("the load read past a GiB of payload")
+        return n
+
+
+@refused_by_the_kernel
+def test_a_stream_whose_checked_header_asks_for_32_tib_is_refused_before_its_payload_is_read() -> None:
+    # The header is well formed and signed: 2**48 bits, 32 TiB of payload.
+    # The load sees it cannot hold them before reading any (it grew a buffer
+    # read by read until std::bad_alloc, many GiB later).
+    header = bytearray(BloomFilter.from_params(512, 3).to_bytes()[:128])
+    struct.pack_into("<Q", header, 24, 2**48)  # num_bits
+    struct.pack_into("<Q", header, 72, 2**45)  # payload bytes
+    header[120:128] = struct.pack("<Q", murmur3_128(bytes(header[:120])) & (2**64 - 1))
+    stream = _EndlessZeros(bytes(header))
+    with pytest.raises(MemoryError, match=r"could not allocate 35184372088968 bytes \(32768\.0 GiB\)"):
+        BloomFilter.load(io.BufferedReader(stream))
+    assert stream.served <= 1 << 20
+
+
+def test_from_buffer_refuses_an_error_rate_without_its_capacity() -> None:
+    # It was dropped without a word: the filter's error_rate was None.
+    with pytest.raises(TypeError, match=r"error_rate needs capacity .* got error_rate=0.01 and capacity=None"):
+        BloomFilter.from_buffer(bytes(64), 512, 3, error_rate=0.01)
+    f = BloomFilter.from_buffer(bytes(64), 512, 3, capacity=40, error_rate=0.01)
+    assert (f.capacity, f.error_rate) == (40, 0.01)
 
 
 def test_keyword_only_options() -> None:

@@ -4,11 +4,12 @@ refusals, batches, to_bloom, union, bytes and pickle."""
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
 
-from bloomline import BloomFilter, CountingBloomFilter
+from bloomline import BloomFilter, CapacityWarning, CountingBloomFilter
 
 pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
 
@@ -123,6 +124,24 @@ def test_union_is_a_saturating_sum(layout: str) -> None:
         _ = a | CountingBloomFilter.from_params(512, 3, counter_bits=8, layout=layout)
     with pytest.raises(ValueError, match=r"filters differ in num_counters \(512 != 1024\)"):
         _ = a | CountingBloomFilter.from_params(1024, 3, layout=layout)
+
+
+def test_a_union_counts_the_keys_present_once(layout: str) -> None:
+    # insert_count counts keys present, not adds: a filter united with its own
+    # copy holds the same 600 keys (twice each), and warns at capacity, not at
+    # half of it. A union with an empty filter is a copy and keeps the count.
+    a = CountingBloomFilter(1000, 0.01, layout=layout, seed=1)
+    a.update(f"k{i}" for i in range(600))
+    u = a | a.copy()
+    assert abs(u.insert_count - 600) <= 30 and u.insert_count == pytest.approx(u.approx_count, abs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapacityWarning)
+        u.add_many([f"more{i}" for i in range(300)])
+    empty = CountingBloomFilter(1000, 0.01, layout=layout, seed=1)
+    assert (empty | a).insert_count == a.insert_count == (a | empty).insert_count
+    other = CountingBloomFilter(1000, 0.01, layout=layout, seed=1)
+    other.update(f"j{i}" for i in range(300))
+    assert abs((a | other).insert_count - 900) <= 45
 
 
 def test_bytes_pickle_and_buffer(layout: str, counter_bits: int) -> None:

@@ -185,6 +185,31 @@ def test_directory_stages_clear(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.glob("*.blf")] == ["bloomline-seen.0.blf"]
 
 
+@pytest.mark.parametrize("where", ["memory", "directory"])
+def test_a_closed_chain_refuses_use_and_its_clear_deletes_nothing(tmp_path: Path, where: str) -> None:
+    # clear() of a closed directory chain deleted its stage files (the keys a
+    # later run resumes from) and made the chain write again; in memory a
+    # closed chain went on taking keys.
+    from bloomline.scalable import DirectoryStages
+
+    store = DirectoryStages(tmp_path) if where == "directory" else None
+    s = ScalableBloomFilter(100, store=store)
+    s.update(range(150))
+    assert not s.closed
+    s.close()
+    assert s.closed and "closed" in repr(s)
+    files = sorted(p.name for p in tmp_path.glob("*.blf"))
+    for use in (s.clear, lambda: 5 in s, lambda: s.add(1000), lambda: s.add_many([1001]),
+                lambda: s.contains_many([5]), s.to_bytes, lambda: s | s.copy(), lambda: s.update([1002])):
+        with pytest.raises(ValueError, match="closed"):
+            use()
+    assert sorted(p.name for p in tmp_path.glob("*.blf")) == files
+    if where == "directory":
+        assert files == ["bloomline-seen.0.blf", "bloomline-seen.1.blf"]
+        with ScalableBloomFilter(100, store=DirectoryStages(tmp_path)) as again:
+            assert again.contains_many(range(150)).all() and 1000 not in again
+
+
 @pytest.mark.parametrize("lost", [0, 1])
 def test_directory_stages_with_a_stage_file_missing_refuse_to_resume(tmp_path: Path, lost: int) -> None:
     """A stage file gone (deleted, not copied) with later ones present: the

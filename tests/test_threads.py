@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -108,6 +109,39 @@ def test_scalar_adds_beside_a_batch_add_keep_exact_counts(layout: str) -> None:
         alone.add_many(words)
         assert bf == alone
         assert bf.approx_count == alone.approx_count
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_single_adds_beside_a_long_batch_add_take_turns_with_it(layout: str, threads: int) -> None:
+    # Writers take turns chunk by chunk. The batch add let go of the writer
+    # mutex between chunks and took it again before a waiter woke, so a
+    # scalar add made beside it waited for the whole batch (seconds), and
+    # with the GIL held: every Python thread stopped with it.
+    f = BloomFilter(30_000_000, 0.01, layout=layout)
+    keys = np.arange(20_000_000, dtype=np.uint64)
+    done = threading.Event()
+
+    def batch() -> None:
+        f.add_many(keys, threads=threads)
+        done.set()
+
+    t = threading.Thread(target=batch)
+    t.start()
+    deadline = time.monotonic() + 60
+    while f.bits_set == 0 and not done.is_set() and time.monotonic() < deadline:
+        time.sleep(0.001)  # (until the batch holds the filter chunk by chunk)
+    # One single add at a time, each after a pause in which its waiter, if
+    # it had to wait, would have gone to sleep: the old mutex let 1 to 3 of
+    # them through during the batch (each waited for half of it or more),
+    # the one that takes turns 70 to 860.
+    singles = 0
+    while not done.is_set() and singles < 100_000:
+        f.add(f"single {singles}")
+        singles += 1
+        time.sleep(0.002)
+    t.join(timeout=300)
+    assert not t.is_alive() and singles >= 10, singles
+    assert f.contains_many([f"single {i}" for i in range(singles)]).all() and f.contains_many(keys).all()
 
 
 # ---- threads= on batch calls: the same answers as one thread ---------------

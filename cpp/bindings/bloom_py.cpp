@@ -53,6 +53,10 @@ whole array (k cache lines, ~3% less memory at 1%).
                     py_args::to_u64(insert_count, "insert_count", 0, ~std::uint64_t{0}, "[0, 2**64)");
                 std::uint64_t cap = 0;
                 double rate = 0.0;
+                if (capacity.is_none() && !error_rate.is_none())
+                    throw py::type_error("error_rate needs capacity (the two go together: the rate is the one at "
+                                         "capacity), got error_rate=" + py::repr(error_rate).cast<std::string>() +
+                                         " and capacity=None");
                 if (!capacity.is_none()) {
                     cap = py_args::to_count(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
                     rate = py_args::to_double(error_rate, "error_rate");
@@ -80,15 +84,15 @@ whole array (k cache lines, ~3% less memory at 1%).
         .def_property_readonly(
             "num_bits", [](const H& h) { return h->geometry().num_slots; }, "m, the number of bits.")
         .def_property_readonly(
-            "bits_set", [](const H& h) { return h->bits_set(); }, "Number of bits that are 1 (exact, O(1)).")
+            "bits_set", [](const H& h) { return open_facts(h).bits_set(); }, "Number of bits that are 1 (exact, O(1)).")
         .def_property_readonly(
-            "fill_ratio", [](const H& h) { return static_cast<double>(h->bits_set()) / static_cast<double>(h->geometry().num_slots); },
+            "fill_ratio", [](const H& h) { return static_cast<double>(open_facts(h).bits_set()) / static_cast<double>(h->geometry().num_slots); },
             "The fraction of bits that are 1.")
         .def_property_readonly(
             "nbytes", [](const H& h) { return h->bits().nbytes(); }, "Bytes of bit storage (whole 64-byte blocks).")
         .def("__repr__", [](const H& h) { return repr(*h, "BloomFilter", "num_bits", ""); })
         .def_buffer([](const H& h) {
-            const BloomFilter& f = *h;
+            const BloomFilter& f = open_facts(h);
             // Read-only bytes of the bits, no copy; the exporter (the filter)
             // stays alive while a view exists and its memory never moves.
             return py::buffer_info(f.bits().bytes(), 1, py::format_descriptor<std::uint8_t>::format(), 1,

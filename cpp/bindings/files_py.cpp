@@ -8,11 +8,14 @@
 
 #include <algorithm>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 #include "args_py.hpp"
 #include "bloomline/file.hpp"
 #include "bloomline/format.hpp"
+#include "bloomline/memory.hpp"
 #include "register.hpp"
 
 namespace bloomline {
@@ -116,6 +119,15 @@ py::bytes read_stream(py::handle file) {
         throw std::invalid_argument("the file ended after " + std::to_string(data.size()) + " of a header's " +
                                     std::to_string(kHeaderSize) + " bytes (truncated, or no filter here)");
     const std::uint64_t total = encoded_length(reinterpret_cast<const unsigned char*>(data.data()));
+    // The whole length first: a header that asks for more than memory holds
+    // is refused before a byte of an endless stream is read.
+    try {
+        data.reserve(static_cast<std::size_t>(total));
+    } catch (const std::bad_alloc&) {
+        throw OutOfMemory(static_cast<std::size_t>(total));
+    } catch (const std::length_error&) {
+        throw OutOfMemory(static_cast<std::size_t>(total));
+    }
     read_into(read, total - kHeaderSize, &data);
     if (data.size() < total)
         throw std::invalid_argument("the file ended after " + std::to_string(data.size()) + " of the filter's " +

@@ -148,6 +148,23 @@ bool comparable(const T& a, const T& b) {
     }
 }
 
+// == of two filters: both open (a closed filter refuses use, as its facts
+// do), then comparable and bit for bit the same.
+template <class T>
+bool same_filter(const T& a, const T& b) {
+    a.check_open();
+    b.check_open();
+    return comparable(a, b) && a.same_content(b);
+}
+
+// A filter's facts read from its memory (counts, fill, estimates): refused
+// once it is closed, as every other use is. (Its geometry still answers.)
+template <class H>
+const auto& open_facts(const H& h) {
+    h->check_open();
+    return *h;
+}
+
 inline const char* kind_of(const BloomFilter&) { return "BloomFilter"; }
 inline const char* kind_of(const CountingBloomFilter&) { return "CountingBloomFilter"; }
 
@@ -525,7 +542,9 @@ std::string repr(const T& f, const char* kind, const char* slots, const std::str
     s << "<" << kind;
     if (f.capacity() != 0) s << " capacity=" << f.capacity() << " error_rate=" << fmt(f.error_rate());
     s << " layout='" << layout_name(g.layout) << "' " << slots << "=" << g.num_slots << " num_hashes=" << g.num_hashes
-      << extra << " seed=" << g.seed << " approx_count=";
+      << extra << " seed=" << g.seed;
+    if (f.access() == Access::closed) return s.str() + " closed>";
+    s << " approx_count=";
     const double n = f.approx_count();
     if (std::isfinite(n))
         s << static_cast<std::uint64_t>(std::llround(n));
@@ -689,13 +708,11 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
         // ==: filters of another geometry (or counter width) are unequal, as
         // Python's convention and sets have it; | and & refuse them.
         .def(
-            "__eq__", [](const H& a, const H& b) { return comparable(*a, *b) && a->same_content(*b); },
-            py::is_operator())
+            "__eq__", [](const H& a, const H& b) { return same_filter(*a, *b); }, py::is_operator())
         .def(
-            "__ne__", [](const H& a, const H& b) { return !(comparable(*a, *b) && a->same_content(*b)); },
-            py::is_operator())
+            "__ne__", [](const H& a, const H& b) { return !same_filter(*a, *b); }, py::is_operator())
         .def(
-            "__bool__", [](const H& h) { return h->approx_count() > 0; },
+            "__bool__", [](const H& h) { return open_facts(h).approx_count() > 0; },
             "False while the filter is empty, as an empty set is: no key was added, or clear() emptied it (no bit, or "
             "counter, is set; a CountingBloomFilter whose keys were all removed is empty again, and so may be the "
             "result of & of filters with no key in common).")
@@ -723,13 +740,13 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
         .def_property_readonly(
             "seed", [](const H& h) { return h->geometry().seed; }, "Hash seed.")
         .def_property_readonly(
-            "insert_count", [](const H& h) { return h->insert_count(); },
+            "insert_count", [](const H& h) { return open_facts(h).insert_count(); },
             "Adds that found their key new (exact for this filter's own adds; an estimate after | or &).")
         .def_property_readonly(
-            "approx_count", [](const H& h) { return h->approx_count(); },
+            "approx_count", [](const H& h) { return open_facts(h).approx_count(); },
             "Estimated number of distinct keys present, from the fill (inf when full).")
         .def_property_readonly(
-            "expected_fp_rate", [](const H& h) { return h->expected_fp_rate(); },
+            "expected_fp_rate", [](const H& h) { return open_facts(h).expected_fp_rate(); },
             "False-positive rate expected at the current fill (not the design target).")
         .def(
             "to_bytes", [](const H& h) { return to_bytes(*h); },

@@ -322,18 +322,29 @@ double fp_blocked(double n, double m, double k) {
     const double step = std::max(1.0, std::floor(sd / 16));
     const double lo = std::max(0.0, std::floor(lambda - 14 * sd - 10));
     const double hi = std::ceil(lambda + 14 * sd + 30);
-    double sum = 0.0;
+    auto fp_at = [&](double j) {
+        return j <= exact_loads ? occupancy().fp(ki, static_cast<std::size_t>(j))
+                                : std::pow(-std::expm1(j * log_clear_per_key), k);
+    };
+    double sum = 0.0, mass = 0.0;
     // Each load from its index (not by adding step again and again: above
     // 2**53 that sum rounds at every step, and the grid drifts off step).
     const auto count = static_cast<std::uint64_t>((hi - lo) / step) + 1;
     for (std::uint64_t i = 0; i < count; ++i) {
         const double j = lo + static_cast<double>(i) * step;
         const double pmf = std::exp(log_poisson(j, lambda));
-        const double f = j <= exact_loads ? occupancy().fp(ki, static_cast<std::size_t>(j))
-                                          : std::pow(-std::expm1(j * log_clear_per_key), k);
-        sum += pmf * f;
+        sum += pmf * fp_at(j);
+        mass += pmf;
     }
-    return std::min(sum * step, 1.0);
+    // Past about 1e32 keys a block, 14 standard deviations of the load are
+    // below a double's resolution at lambda: the grid is a point or two
+    // whose sum no longer holds the mass (or the density underflows). Every
+    // block then holds lambda keys, to the precision there is.
+    if (!(mass * step > 0.5)) return std::min(fp_at(lambda), 1.0);
+    // Weighted by the mass the grid holds (1 but for the sum's own rounding,
+    // which at loads of 1e16 and more is 1e-8 and would let more keys give a
+    // lower rate).
+    return std::min(sum / mass, 1.0);
 }
 
 }  // namespace

@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, cast
 
 from . import _core, _forks
 from ._core import BloomFilter, ChainRule
-from ._facts import batch_shaped, with_facts
+from ._facts import batch_shaped
 from ._interrupts import interrupts_held
 from ._numpy import np
 from ._pickling import picklable
+from ._shared_chain import add_shared
 from ._stores import ChainMismatch, DirectoryStages, MemoryStages, SharedStageStore, StageAdd, StageStore
 from .display import filter_html
 
@@ -50,6 +51,7 @@ class _ChainFacts:
     _seed: int
     _stages: list[BloomFilter]
     _counts: list[int]
+    _closed = False
 
     def union(self, other: ScalableBloomFilter) -> ScalableBloomFilter:
         """A new chain of the keys of both: self | other, stage by stage, for
@@ -157,6 +159,8 @@ class _ChainFacts:
         return iter(self._stages)
 
     def __repr__(self) -> str:
+        if self._closed:
+            return f"<ScalableBloomFilter initial_capacity={self.initial_capacity} closed>"
         return (
             f"<ScalableBloomFilter initial_capacity={self.initial_capacity} error_rate={self.error_rate} "
             f"growth={self.growth} tightening={self.tightening} layout='{self._layout}' seed={self._seed} "
@@ -174,6 +178,7 @@ def _locked(method: _Method) -> _Method:
     @functools.wraps(method)
     def locked(self: ScalableBloomFilter, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
+            self._check_open()
             return method(self, *args, **kwargs)
 
     return cast(_Method, locked)
@@ -262,9 +267,14 @@ class ScalableBloomFilter(_ChainFacts):
             self._on_grow(self)
         return stage
 
+    def _check_open(self) -> None:
+        if self._closed:  # (a closed chain's store may be gone: a DirectoryStages' clear would delete its files)
+            raise ValueError("I/O operation on a closed filter")
+
     def _sync(self) -> None:
         """A shared store's chain may have grown in another process: read its
         stages again when their number changed (one small read)."""
+        self._check_open()
         if self._shared is not None and self._store.stage_count() != len(self._stages):
             self._reload()
 
@@ -331,7 +341,7 @@ class ScalableBloomFilter(_ChainFacts):
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         with interrupts_held():  # (each stage's count follows its add, before a Ctrl-C: _interrupts)
             return batch_shaped(valid, self._add_local(hashed)) if self._shared is None else \
-                _add_shared(self, self._shared, hashed, valid)
+                add_shared(self, self._shared, hashed, valid)
 
     def _full_error(self, left: int) -> ValueError:
         return ValueError(f"the chain is full: its {len(self._stages)} stages hold {self._rule.max_capacity:,} keys; "
@@ -475,8 +485,15 @@ class ScalableBloomFilter(_ChainFacts):
         self._new_stage()
 
     def close(self) -> None:
-        """Release the stages' store (mapped files are flushed and closed)."""
+        """Release the stages' store (mapped files are flushed and closed) and
+        refuse further use, as a closed BloomFilter does."""
+        self._closed = True
         self._store.close()
+
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+        return self._closed
 
     def __enter__(self) -> ScalableBloomFilter:
         return self
@@ -529,72 +546,3 @@ class ScalableBloomFilter(_ChainFacts):
 
 
 picklable(ScalableBloomFilter)  # (its __reduce_ex__: _pickling, the one place that names what a pickle restores with)
-
-
-def _add_shared(chain: ScalableBloomFilter, store: SharedStageStore, hashed: npt.NDArray[Any],
-                valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
-    """A chain's add when many processes share it: the store's server
-    decides in each add what the last stage takes (up to its capacity) and
-    refuses a stage that is no longer the last; the rest of the batch goes
-    to the next stage. A key is looked up in every stage older than the one
-    it is added to, read after that stage stopped taking keys, so an add by
-    another process that raced the growth is seen. Whatever fails (a stage add, a lookup
-    in the older stages, growing, reading the chain again), the error is
-    raised once, here, with what is known in the caller's shape (a
-    shared store's promise): the keys found new, and those with no
-    answer yet. A key a re-sent stage add did not take (StageAdd's
-    `doubted`) and found in an older stage afterwards has no answer
-    either: the lost send may have been what put it there."""
-    out = np.zeros(len(hashed), dtype=bool)
-    seen = np.zeros(len(hashed), dtype=bool)
-    doubted = np.zeros(len(hashed), dtype=bool)
-    doubt: Optional[BaseException] = None
-    pending = np.arange(len(hashed))
-
-    def unknown() -> npt.NDArray[np.bool_]:
-        u = np.zeros(len(hashed), dtype=bool)
-        u[pending] = ~seen[pending]
-        return u | (doubted & seen)
-
-    failed: Optional[StageAdd] = None  # the stage add that failed, and its keys
-    fresh = pending
-    try:
-        checked = 0  # stages below this were looked up for the pending keys
-        while pending.size:
-            last = len(chain._stages) - 1
-            if checked < last:  # (a shared store's stages share a node: one round trip for all)
-                seen[pending] |= store.contains_any(checked, last, hashed[pending])
-            checked = last
-            fresh = pending[~seen[pending]]
-            if not fresh.size:
-                break
-            done = store.add_to_last(last, chain._stages[last], hashed[fresh])
-            if done.doubted is not None and done.doubted.any():
-                doubted[fresh[done.doubted]] = True
-                doubt = done.doubt
-            if done.stale is not None:  # another process grew the chain: add there
-                chain._reload()
-                continue
-            if done.error is not None:
-                failed = done
-                break
-            assert done.taken is not None and done.count is not None
-            out[fresh[done.taken]] = done.new[done.taken]
-            chain._counts[last] = done.count
-            pending = fresh[~done.taken]
-            if pending.size:  # the stage is full, or the chain grew meanwhile
-                if len(chain._stages) == chain._rule.max_stages:
-                    raise chain._full_error(int(pending.size))
-                chain._new_stage()
-    except Exception as e:  # (nothing of the step that raised was added)
-        with_facts(e, out, unknown(), valid)
-        raise
-    if failed is not None:
-        assert failed.error is not None
-        out[fresh] |= failed.new
-        facts = unknown()
-        facts[fresh] = failed.unknown if failed.unknown is not None else ~failed.new
-        raise with_facts(failed.error, out, facts, valid)
-    if doubt is not None and (doubted & seen).any():
-        raise with_facts(doubt, out, unknown(), valid)
-    return batch_shaped(valid, out)

@@ -119,19 +119,28 @@ public:
 
     // ---- whole filter ----------------------------------------------------
     // The union of two multisets: the saturating sum of counters (caller
-    // checks compatibility).
+    // checks compatibility). insert_count counts keys present, not adds, and
+    // the keys both hold would count twice: it becomes the estimate from the
+    // counters, as BloomFilter's | has it (a union with an empty filter is a
+    // copy, whose count is kept exactly).
     void union_with(const CountingBloomFilter& o) {
         check_write();
         o.check_open();
+        const bool other_empty = o.nonzero_counters() == 0;  // (before the lock: o may be this filter)
+        const std::uint64_t other_count = o.insert_count();
         std::lock_guard<WriterMutex> lock(writer_);
         ensure_counted();
+        const bool this_empty = nonzero_.load(std::memory_order_relaxed) == 0;
         const std::uint32_t mx = counters_.max_value();
         for (std::uint64_t i = 0; i < geo_.num_slots; ++i) {
             const std::uint32_t s = counters_.get(i) + o.counters_.get(i);
             counters_.put(i, s < mx ? s : mx);
         }
         recount();
-        insert_count_ = insert_count_ + o.insert_count();
+        if (this_empty)
+            insert_count_ = other_count;
+        else if (!other_empty)
+            insert_count_ = estimate_as_count(approx_count());
     }
 
     // The intersection of two multisets: the smaller counter of each slot

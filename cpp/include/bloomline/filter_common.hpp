@@ -48,17 +48,26 @@ constexpr std::size_t kWriterChunk = 2048;
 // Held, it is held for at most one batch chunk, so a waiter spins a little,
 // then yields, then naps.
 //
+// A batch add lets go between chunks and takes it again at once, before a
+// napping waiter wakes: alone that would keep a scalar add (which waits with
+// the GIL held, so every Python thread with it) or a clear() waiting for the
+// whole batch. So a waiter says it waits (`wanted_`), and a taker that finds
+// others waiting makes way first, for a bounded time (kMakeWay): turns go
+// chunk by chunk, as they should.
+//
 // The word holds its holder's fork generation (memory.hpp). A fork while
 // another thread holds it (a batch add with the GIL released) leaves it held
 // in the child, where that thread does not exist and would never let go: a
 // taker of a later generation takes it over. The child's copy of the filter
 // then has that chunk's bits in part and its counts without them, as if the
-// chunk had been cut short; the parent's add goes on in the parent.
+// chunk had been cut short; the parent's add goes on in the parent. Waiters
+// are counted per generation too: a child never makes way for its parent's.
 class WriterMutex {
 public:
     WriterMutex() { (void)fork_generation(); }  // (forks are counted from the first filter on)
     void lock() {
         const std::uint32_t me = mark();
+        if (others_wait(me)) make_way(me);
         std::uint32_t free = 0;
         if (held_.compare_exchange_strong(free, me, std::memory_order_acquire, std::memory_order_relaxed)) return;
         wait_and_lock(me);
@@ -67,6 +76,8 @@ public:
     void unlock() { held_.store(0, std::memory_order_release); }
 
 private:
+    static constexpr std::chrono::microseconds kMakeWay{2000};  // (a waiter naps 20 us: it wakes well within)
+
     // A holder's word: odd, so never 0 (free), and one per fork generation.
     static std::uint32_t mark() {
         return fork_generation_counter().load(std::memory_order_relaxed) * 2u + 1u;
@@ -76,9 +87,35 @@ private:
         std::uint32_t seen = held_.load(std::memory_order_relaxed);
         return seen != me && held_.compare_exchange_strong(seen, me, std::memory_order_acquire, std::memory_order_relaxed);
     }
+    // wanted_: the waiters' generation mark (high half) and their number.
+    bool others_wait(std::uint32_t me) const {
+        const std::uint64_t w = wanted_.load(std::memory_order_relaxed);
+        return (w >> 32) == me && (w & 0xffffffffu) != 0;
+    }
+    void count_waiter(std::uint32_t me, bool in) {
+        std::uint64_t w = wanted_.load(std::memory_order_relaxed);
+        for (;;) {
+            const std::uint64_t n = (w >> 32) == me ? (w & 0xffffffffu) : 0;  // (a parent's waiters are gone)
+            const std::uint64_t next = (std::uint64_t{me} << 32) | (in ? n + 1 : (n ? n - 1 : 0));
+            if (wanted_.compare_exchange_weak(w, next, std::memory_order_relaxed)) return;
+        }
+    }
+    // Until the waiters have had their turn, or kMakeWay has passed.
+    void make_way(std::uint32_t me) {
+        const auto until = std::chrono::steady_clock::now() + kMakeWay;
+        for (unsigned spins = 0; others_wait(me); ++spins) {
+            if (spins < 64) {
+                cpu_relax();
+                continue;
+            }
+            if (std::chrono::steady_clock::now() > until) return;
+            std::this_thread::yield();
+        }
+    }
     void wait_and_lock(std::uint32_t me) {
+        count_waiter(me, true);
         for (unsigned spins = 0;; ++spins) {
-            if (try_lock_as(me)) return;
+            if (try_lock_as(me)) break;
             if (spins < 64) {
                 cpu_relax();
             } else if (spins < 128) {
@@ -87,8 +124,10 @@ private:
                 std::this_thread::sleep_for(std::chrono::microseconds(20));
             }
         }
+        count_waiter(me, false);
     }
     std::atomic<std::uint32_t> held_{0};
+    std::atomic<std::uint64_t> wanted_{0};
 };
 
 template <class Derived>

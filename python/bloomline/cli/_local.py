@@ -313,18 +313,24 @@ def _warn_capacity(command: str, f: Filter, what: str, source: tuple[str, str]) 
     """A warning (even with -q) once the filter holds more keys than its
     capacity, naming where that capacity came from and what to do (source).
     The count is the filter's own count of new keys (exactly at capacity is
-    within it); the bits' estimate only where it keeps none."""
+    within it), which a filter far past its capacity keeps low (every key
+    looks seen): "at least", with the bits' estimate where that is higher.
+    The bits' estimate alone where it keeps no count."""
     capacity = f.capacity
     held = getattr(f, "insert_count", -1)
-    where = ""
+    where = by_bits = ""
     if is_windowed(f):  # capacity is per window, and so per generation
         held = max((g.insert_count for _, g in f.live_generations), default=0)
         where = f" in one generation (a {f.window / f.generations:g} s slice of its window)"
+    elif held >= 0 and f.approx_count > held * 1.1:
+        by_bits = f" (about {_about(f.approx_count)} by its bits)" if math.isfinite(f.approx_count) else \
+            " (every bit is set: how many is past telling)"
     estimated = held < 0
     held = round(f.approx_count) if estimated else held
     if capacity and held > capacity:
         sys.stderr.write(
-            f"{PROG} {command}: warning: the filter holds {'about ' if estimated else ''}{count(held, what)}{where}, more "
+            f"{PROG} {command}: warning: the filter holds {'about ' if estimated else 'at least '}"
+            f"{count(held, what)}{where}{by_bits}, more "
             f"than its capacity of {capacity:,} (from {source[0]}); its false-positive rate is now "
             f"{f.expected_fp_rate:.2g}. {source[1]}\n"
         )
