@@ -84,15 +84,15 @@ whole array (k cache lines, ~3% less memory at 1%).
         .def_property_readonly(
             "num_bits", [](const H& h) { return h->geometry().num_slots; }, "m, the number of bits.")
         .def_property_readonly(
-            "bits_set", [](const H& h) { return open_facts(h).bits_set(); }, "Number of bits that are 1 (exact, O(1)).")
+            "bits_set", [](const H& h) { return h->bits_set(); }, "Number of bits that are 1 (exact, O(1)).")
         .def_property_readonly(
-            "fill_ratio", [](const H& h) { return static_cast<double>(open_facts(h).bits_set()) / static_cast<double>(h->geometry().num_slots); },
+            "fill_ratio", [](const H& h) { return static_cast<double>(h->bits_set()) / static_cast<double>(h->geometry().num_slots); },
             "The fraction of bits that are 1.")
         .def_property_readonly(
             "nbytes", [](const H& h) { return h->bits().nbytes(); }, "Bytes of bit storage (whole 64-byte blocks).")
         .def("__repr__", [](const H& h) { return repr(*h, "BloomFilter", "num_bits", ""); })
         .def_buffer([](const H& h) {
-            const BloomFilter& f = open_facts(h);
+            const BloomFilter& f = open_memory(h);
             // Read-only bytes of the bits, no copy; the exporter (the filter)
             // stays alive while a view exists and its memory never moves.
             return py::buffer_info(f.bits().bytes(), 1, py::format_descriptor<std::uint8_t>::format(), 1,

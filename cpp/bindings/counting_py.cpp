@@ -112,13 +112,13 @@ the BloomFilter of the same keys.
         .def_property_readonly(
             "counter_bits", [](const H& h) { return h->counter_bits(); }, "Bits per counter: 4, 8 or 16.")
         .def_property_readonly(
-            "saturated_counters", [](const H& h) { return open_facts(h).saturated_counters(); },
+            "saturated_counters", [](const H& h) { return h->saturated_counters(); },
             "Counters stuck at their maximum (never decremented again).")
         .def_property_readonly(
-            "nonzero_counters", [](const H& h) { return open_facts(h).nonzero_counters(); }, "Counters above zero (exact, O(1)).")
+            "nonzero_counters", [](const H& h) { return h->nonzero_counters(); }, "Counters above zero (exact, O(1)).")
         .def_property_readonly(
             "fill_ratio",
-            [](const H& h) { return static_cast<double>(open_facts(h).nonzero_counters()) / static_cast<double>(h->geometry().num_slots); },
+            [](const H& h) { return static_cast<double>(h->nonzero_counters()) / static_cast<double>(h->geometry().num_slots); },
             "The fraction of counters above zero.")
         .def_property_readonly(
             "nbytes", [](const H& h) { return h->counters().nbytes(); }, "Bytes of counter storage (whole 64-byte blocks).")
@@ -127,7 +127,7 @@ the BloomFilter of the same keys.
                  return repr(*h, "CountingBloomFilter", "num_counters", " counter_bits=" + std::to_string(h->counter_bits()));
              })
         .def_buffer([](const H& h) {
-            const CountingBloomFilter& f = open_facts(h);
+            const CountingBloomFilter& f = open_memory(h);
             // Read-only, no copy. 8- and 16-bit counters are shown as uint8 /
             // little-endian uint16 arrays of the counters; 4-bit counters as
             // the packed bytes (two counters per byte, low nibble first).

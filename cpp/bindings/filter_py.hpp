@@ -157,10 +157,12 @@ bool same_filter(const T& a, const T& b) {
     return comparable(a, b) && a.same_content(b);
 }
 
-// A filter's facts read from its memory (counts, fill, estimates): refused
-// once it is closed, as every other use is. (Its geometry still answers.)
+// A filter whose memory is read (a buffer view of it): refused once it is
+// closed, as its keys are. (Its counts, kept by the handle, still answer:
+// they are a closed handle's last word, for a summary or a shared file's
+// final flush.)
 template <class H>
-const auto& open_facts(const H& h) {
+const auto& open_memory(const H& h) {
     h->check_open();
     return *h;
 }
@@ -712,7 +714,7 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
         .def(
             "__ne__", [](const H& a, const H& b) { return !same_filter(*a, *b); }, py::is_operator())
         .def(
-            "__bool__", [](const H& h) { return open_facts(h).approx_count() > 0; },
+            "__bool__", [](const H& h) { return h->approx_count() > 0; },
             "False while the filter is empty, as an empty set is: no key was added, or clear() emptied it (no bit, or "
             "counter, is set; a CountingBloomFilter whose keys were all removed is empty again, and so may be the "
             "result of & of filters with no key in common).")
@@ -740,13 +742,13 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
         .def_property_readonly(
             "seed", [](const H& h) { return h->geometry().seed; }, "Hash seed.")
         .def_property_readonly(
-            "insert_count", [](const H& h) { return open_facts(h).insert_count(); },
+            "insert_count", [](const H& h) { return h->insert_count(); },
             "Adds that found their key new (exact for this filter's own adds; an estimate after | or &).")
         .def_property_readonly(
-            "approx_count", [](const H& h) { return open_facts(h).approx_count(); },
+            "approx_count", [](const H& h) { return h->approx_count(); },
             "Estimated number of distinct keys present, from the fill (inf when full).")
         .def_property_readonly(
-            "expected_fp_rate", [](const H& h) { return open_facts(h).expected_fp_rate(); },
+            "expected_fp_rate", [](const H& h) { return h->expected_fp_rate(); },
             "False-positive rate expected at the current fill (not the design target).")
         .def(
             "to_bytes", [](const H& h) { return to_bytes(*h); },
