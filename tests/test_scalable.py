@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import pickle
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +210,35 @@ def test_a_closed_chain_refuses_use_and_its_clear_deletes_nothing(tmp_path: Path
         assert files == ["bloomline-seen.0.blf", "bloomline-seen.1.blf"]
         with ScalableBloomFilter(100, store=DirectoryStages(tmp_path)) as again:
             assert again.contains_many(range(150)).all() and 1000 not in again
+
+
+def test_a_chain_closed_while_a_thread_adds_leaves_every_stage_file_closed(tmp_path: Path) -> None:
+    # close() took no lock: an add already under way could grow the chain
+    # after the store was closed, leaving a new stage file mapped and dirty
+    # (11 of 60 trials).
+    from bloomline.scalable import DirectoryStages
+
+    for trial in range(30):
+        d = tmp_path / str(trial)
+        s = ScalableBloomFilter(1000, 0.01, store=DirectoryStages(d))
+        refused: list[str] = []
+
+        def adder(s: ScalableBloomFilter = s, refused: list[str] = refused) -> None:
+            try:
+                for i in range(0, 10_000_000, 300):
+                    s.add_many(np.arange(i, i + 300, dtype=np.uint64))
+            except ValueError as e:
+                refused.append(str(e))
+
+        t = threading.Thread(target=adder)
+        t.start()
+        time.sleep(0.002 * (trial % 15))
+        s.close()
+        t.join(timeout=60)
+        assert not t.is_alive() and refused and "closed" in refused[0]
+        for i in DirectoryStages.indices_in(d):
+            path = d / f"bloomline-seen.{i}.blf"
+            assert not bloomline.read_header(path.read_bytes())["dirty"], (trial, i)
 
 
 @pytest.mark.parametrize("lost", [0, 1])

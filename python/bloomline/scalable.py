@@ -486,9 +486,11 @@ class ScalableBloomFilter(_ChainFacts):
 
     def close(self) -> None:
         """Release the stages' store (mapped files are flushed and closed) and
-        refuse further use, as a closed BloomFilter does."""
-        self._closed = True
-        self._store.close()
+        refuse further use, as a closed BloomFilter does. Under the chain's
+        lock: an add in flight ends first, and none grows the chain after."""
+        with self._lock:
+            self._closed = True
+            self._store.close()
 
     @property
     def closed(self) -> bool:
