@@ -67,7 +67,7 @@ public:
     WriterMutex() { (void)fork_generation(); }  // (forks are counted from the first filter on)
     void lock() {
         const std::uint32_t me = mark();
-        if (others_wait(me)) make_way(me);
+        if (__builtin_expect(others_wait(me), 0)) make_way(me);
         std::uint32_t free = 0;
         if (held_.compare_exchange_strong(free, me, std::memory_order_acquire, std::memory_order_relaxed)) return;
         wait_and_lock(me);
@@ -100,8 +100,9 @@ private:
             if (wanted_.compare_exchange_weak(w, next, std::memory_order_relaxed)) return;
         }
     }
-    // Until the waiters have had their turn, or kMakeWay has passed.
-    void make_way(std::uint32_t me) {
+    // Until the waiters have had their turn, or kMakeWay has passed. (The
+    // slow paths out of line: lock() is on every scalar add.)
+    __attribute__((noinline, cold)) void make_way(std::uint32_t me) {
         const auto until = std::chrono::steady_clock::now() + kMakeWay;
         for (unsigned spins = 0; others_wait(me); ++spins) {
             if (spins < 64) {
@@ -112,7 +113,7 @@ private:
             std::this_thread::yield();
         }
     }
-    void wait_and_lock(std::uint32_t me) {
+    __attribute__((noinline, cold)) void wait_and_lock(std::uint32_t me) {
         count_waiter(me, true);
         for (unsigned spins = 0;; ++spins) {
             if (try_lock_as(me)) break;
