@@ -148,8 +148,8 @@ bool comparable(const T& a, const T& b) {
     }
 }
 
-// == of two filters: both open (a closed filter refuses use, as its facts
-// do), then comparable and bit for bit the same.
+// == of two filters: both open (a closed filter's memory is not read, as
+// its keys are not), then comparable and bit for bit the same.
 template <class T>
 bool same_filter(const T& a, const T& b) {
     a.check_open();

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def add_shared(chain: ScalableBloomFilter, store: SharedStageStore, hashed: npt.NDArray[Any],
-                valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+               valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
     """A chain's add when many processes share it: the store's server
     decides in each add what the last stage takes (up to its capacity) and
     refuses a stage that is no longer the last; the rest of the batch goes
