@@ -7,8 +7,8 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
-#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -66,21 +66,27 @@ py::object method_of(py::handle file, const char* name) {
     return file.attr(name);
 }
 
-// Up to n more bytes of a stream appended to out; fewer only at its end.
-void read_into(py::object& read, std::size_t n, std::string* out) {
+// Up to n bytes of a stream into out; returns how many (fewer only at its end).
+std::size_t read_into(py::object& read, unsigned char* out, std::size_t n) {
     constexpr std::size_t kPiece = std::size_t{64} << 20;  // a bogus length meets the end, not one huge read
-    while (n > 0) {
-        py::object piece = read(static_cast<py::ssize_t>(std::min(n, kPiece)));
+    std::size_t done = 0;
+    while (done < n) {
+        const std::size_t asked = std::min(n - done, kPiece);
+        py::object piece = read(static_cast<py::ssize_t>(asked));
         if (piece.is_none())
             throw std::invalid_argument("file.read() returned None (a non-blocking file with no data ready): "
                                         "load needs a blocking file");
         if (PyUnicode_Check(piece.ptr()))
             throw py::type_error("file must be opened in binary mode ('rb'), got a text file");
         const py_args::BytesView view(piece, "file.read()");
-        if (view.size() == 0) return;
-        out->append(reinterpret_cast<const char*>(view.data()), view.size());
-        n -= std::min(n, view.size());
+        if (view.size() == 0) break;
+        if (view.size() > asked)
+            throw std::invalid_argument("file.read(" + std::to_string(asked) + ") returned " +
+                                        std::to_string(view.size()) + " bytes (it must return at most as many as asked)");
+        std::memcpy(out + done, view.data(), view.size());
+        done += view.size();
     }
+    return done;
 }
 
 }  // namespace
@@ -113,26 +119,23 @@ void write_stream(py::handle file, py::handle data) {
 py::bytes read_stream(py::handle file) {
     py::object read = method_of(file, "read");
     refuse_text(file, "rb");
-    std::string data;
-    read_into(read, kHeaderSize, &data);
-    if (data.size() < kHeaderSize)
-        throw std::invalid_argument("the file ended after " + std::to_string(data.size()) + " of a header's " +
+    unsigned char header[kHeaderSize];
+    const std::size_t got = read_into(read, header, kHeaderSize);
+    if (got < kHeaderSize)
+        throw std::invalid_argument("the file ended after " + std::to_string(got) + " of a header's " +
                                     std::to_string(kHeaderSize) + " bytes (truncated, or no filter here)");
-    const std::uint64_t total = encoded_length(reinterpret_cast<const unsigned char*>(data.data()));
-    // The whole length first: a header that asks for more than memory holds
-    // is refused before a byte of an endless stream is read.
-    try {
-        data.reserve(static_cast<std::size_t>(total));
-    } catch (const std::bad_alloc&) {
-        throw OutOfMemory(static_cast<std::size_t>(total));
-    } catch (const std::length_error&) {
-        throw OutOfMemory(static_cast<std::size_t>(total));
-    }
-    read_into(read, total - kHeaderSize, &data);
-    if (data.size() < total)
-        throw std::invalid_argument("the file ended after " + std::to_string(data.size()) + " of the filter's " +
+    const std::uint64_t total = encoded_length(header);
+    // The whole length first, from the filters' own allocator: a header that
+    // asks for more than memory holds is refused (OutOfMemory, naming the
+    // bytes) before a byte of an endless stream is read. (Not a std::string:
+    // a sanitizer's malloc aborts on such a size instead of throwing.)
+    Memory whole = Memory::zeroed(static_cast<std::size_t>(total));
+    std::memcpy(whole.data, header, kHeaderSize);
+    const std::size_t read_total = kHeaderSize + read_into(read, whole.data + kHeaderSize, total - kHeaderSize);
+    if (read_total < total)
+        throw std::invalid_argument("the file ended after " + std::to_string(read_total) + " of the filter's " +
                                     std::to_string(total) + " bytes (truncated)");
-    return py::bytes(data);
+    return py::bytes(reinterpret_cast<const char*>(whole.data), static_cast<py::ssize_t>(total));
 }
 
 }  // namespace py_files
