@@ -1140,6 +1140,12 @@ def test_a_capacity_beyond_memory_is_one_line_saying_how_much(tmp_path: Path) ->
     r = run("dedup", "--capacity", "3e12", str(keys))
     err = r.stderr.decode()
     assert r.returncode == 1 and err.count("\n") == 1 and "needs 13.2 TiB of memory" in err, err
+    r = run("dedup", "--capacity", "3e12", "--window", "1h", str(keys))  # (five generations of its own size)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1, err
+    assert re.fullmatch(r"bloomline: error: capacity 3,000,000,000,000 \(from --capacity\) at error rate 1e-06 "
+                        r"needs (\d+\.\d) TiB of memory for the WindowedBloomFilter \(held in memory whole\), "
+                        r"more than this machine could give\n", err), err
 
 
 def test_a_read_only_file_system_is_refused_before_any_input_is_read(tmp_path: Path, small_fs: Any) -> None:

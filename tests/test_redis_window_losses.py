@@ -62,6 +62,31 @@ def test_a_handle_attaching_after_the_meta_was_lost_is_refused(window_server: An
     assert RedisWindowedFilter(r, "crawl", 1000, 0.01, window=window, generations=generations).add("old0") is True
 
 
+def test_a_handle_that_only_looks_up_is_refused_when_the_meta_is_lost_beside_a_live_generation(
+        window_server: Any) -> None:
+    """The meta and the generation holding a key lost (evicted, deleted)
+    while a newer generation lives: a handle that never added (a checker)
+    is refused on every read, as an add is, never told "not seen" for a key
+    added a moment ago (its slot record went with the meta, so only the
+    live ring tells the loss from an idle filter's expiry)."""
+    r = redis.Redis.from_url(window_server.url)
+    window, generations = 2.0, 2  # a generation every second
+    writer = RedisWindowedFilter(r, "looks", 1000, 0.01, window=window, generations=generations)
+    checker = RedisWindowedFilter(r, "looks", 1000, 0.01, window=window, generations=generations)
+    assert writer.add("old") is True and "old" in checker
+    first = writer.current_generation
+    deadline = time.monotonic() + 5
+    while writer.current_generation == first and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert writer.add("cur") is True and writer.current_generation == first + 1
+    place = first % (generations + 1)
+    r.delete("{looks}:meta", f"{{looks}}:w:bits:{place}", f"{{looks}}:w:gen:{place}")
+    for read in (lambda: "old" in checker, lambda: checker.contains_many(["old", "cur"]),
+                 lambda: checker.approx_count, lambda: checker.expected_fp_rate, lambda: checker.add("old")):
+        with pytest.raises(MissingKeyError, match=LOST % ("looks", "looks")):
+            read()
+
+
 def test_a_reply_from_a_kept_answer_still_binds_the_handle_to_its_filter(window_server: Any) -> None:
     """A handle whose first add came back from the kept answer (its reply
     lost, the re-send answered) knows the generation and the meta it added

@@ -678,6 +678,7 @@ def test_clear_by_one_handle_lets_the_others_go_on(window_server: Any) -> None:
 @pytest.mark.parametrize("kwargs, error, words", [
     (dict(window=0), ValueError, "window must be a positive number of seconds or a timedelta, got 0"),
     (dict(window="7d"), TypeError, "window must be .* got str \\('7d'\\)"),
+    (dict(window=1e15), ValueError, "window must be at most 1e\\+12 s .* got 1000000000000000.0"),
     (dict(window=60, generations=0), ValueError, "generations must be in \\[1, 64\\], got 0"),
     (dict(window=60, generations=2.5), TypeError, "generations must be an int, got float \\(2.5\\)"),
     (dict(window=60, error_rate=1.5), ValueError, "error_rate must be in \\(0, 1\\), got 1.5"),
@@ -693,6 +694,15 @@ def test_bad_parameters_name_the_parameter_and_value(redis_server: Any, kwargs: 
     args.update(kwargs)
     with pytest.raises(error, match=words):
         RedisWindowedFilter(redis_server.url, args.pop("key"), args.pop("capacity"), args.pop("error_rate"), **args)
+
+
+def test_the_longest_window_keeps_its_keys(window_server: Any) -> None:
+    """A window of 1e12 s (the longest: every generation's expiry time a
+    whole number of milliseconds below 2**53, as both backends write it)."""
+    for g in (1, 4):
+        f = RedisWindowedFilter(window_server.url, f"longest{g}", 1000, 0.01, window=1e12, generations=g)
+        assert f.add("x") is True and f.add("x") is False
+        assert f.contains_many(["x", "y"]).tolist() == [True, False]
 
 
 def test_attaching_with_other_parameters_names_the_field(window_server: Any) -> None:

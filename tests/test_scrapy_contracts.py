@@ -219,3 +219,30 @@ def test_scrapy_redis_scheduler_uses_from_spider(tmp_path_factory: pytest.TempPa
         assert not redis.Redis.from_url(server.url).keys("{simple:dupefilter}:*")  # cleared
     finally:
         server.stop()
+
+
+def test_a_recrawl_filter_past_its_capacity_is_saved_at_close(tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A generation with every bit set (its approx_count inf): the close's
+    summary says so in words, and the JOBDIR's recrawl file is saved all the
+    same, every fingerprint seen by the next crawl's filter."""
+    import warnings
+
+    from bloomline import CapacityWarning
+
+    settings = Settings({"JOBDIR": str(tmp_path), "BLOOMLINE_RECRAWL_AFTER": 86400, "BLOOMLINE_CAPACITY": 100})
+    fps = [hashlib.sha1(str(i).encode()).digest() for i in range(30_000)]
+    df = BloomDupeFilter.from_settings(settings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CapacityWarning)  # (past capacity on purpose)
+        for fp in fps:
+            df.record_fingerprint(fp)
+    assert df.seen.approx_count == float("inf")
+    with caplog.at_level(logging.INFO, logger="scrapy.dupefilters"):
+        df.close("finished")
+    assert any("more requests than can be told seen" in r.getMessage() for r in caplog.records), caplog.text
+    again = BloomDupeFilter.from_settings(settings)
+    try:
+        assert all(again.has_fingerprint(fp) for fp in fps[::100])
+    finally:
+        again.close("finished")

@@ -99,7 +99,8 @@ def test_persist_keeps_the_filter_and_says_so(site: Site, tmp_path: Path, redis_
     assert r2.returncode == 0, r2.stderr[-3000:]
     attached = [line for line in our_lines(r2.stderr, "INFO") if "attached to the filter" in line]
     assert len(attached) == 1
-    count = int(re.search(r"about (\d+) requests seen", attached[0]).group(1))  # type: ignore[union-attr]
+    found = re.search(r"about ([\d,]+) requests seen", attached[0])
+    count = int(found.group(1).replace(",", ""))  # type: ignore[union-attr]
     assert count >= first
     # The second crawl's start page was seen by the first: nothing fetched again.
     assert max(site.pages().values()) == 1

@@ -519,8 +519,8 @@ def new_windowed_file(path: Path, capacity: int = 100_000, generations: int = 4)
 def test_a_windowed_file_shared_by_two_processes_one_window_at_a_time(tmp_path: Path) -> None:
     """Window 100 s, 4 generations of 25 s. Keys are new once per window
     across the processes; a generation one process starts is the current one
-    of the other, whose clock stays behind; the file loads afterwards with
-    the newest generation kept."""
+    of the other, whose clock stays behind (by a window at most: further is
+    refused); the file loads afterwards with the newest generation kept."""
     path = tmp_path / "w.blf"
     new_windowed_file(path)
     a = WindowProcess(path, tmp_path / "clock-a")
@@ -536,6 +536,7 @@ def test_a_windowed_file_shared_by_two_processes_one_window_at_a_time(tmp_path: 
     assert b.ask("add 10000 1000") == 0
     a.set_clock(124.0)  # generation 4: keys of generation 0 still seen (within window + window / 4)
     assert a.ask("add 0 5000") == 0
+    b.set_clock(30.0)  # (generation 1: 4 behind the file's next one, which it follows)
     a.set_clock(130.0)  # generation 5: generation 0 has gone, and with it what only it held
     assert b.ask("has 0 2500") == 2500  # (a refreshed them into generation 4 just now)
     assert a.ask("gen") == 5 and b.ask("gen") == 4  # a generation is the file's once a handle starts it
@@ -689,13 +690,18 @@ def test_a_forked_child_cannot_write_or_rotate_through_its_parents_windowed_file
 # A rotator moves its own clock a generation at a time, refreshing a set S
 # into each new generation and adding fresh keys; a reader in another
 # process, its clock at 0 (it follows the file), checks S over and over.
+# The rotator's clock is the reader's (as processes share a machine's): a
+# file it writes before each generation's adds.
 ROTATOR = r"""
-import sys, numpy as np, bloomline
+import os, sys, numpy as np, bloomline
 t = [0.0]
 w = bloomline.WindowedBloomFilter.open(sys.argv[1], "r+", clock=lambda: t[0])
 stable = np.arange(0, 3000, dtype=np.uint64)
 for g in range(int(sys.argv[2])):
     t[0] = g * 25.0 + 1.0  # window 100 s, 4 generations: one generation a step
+    with open(sys.argv[3] + ".tmp", "w") as f:
+        f.write(repr(t[0]))
+    os.replace(sys.argv[3] + ".tmp", sys.argv[3])
     w.add_many(stable)  # refreshed into every generation: never expires
     w.add_many(np.arange(10**6 * (g + 1), 10**6 * (g + 1) + 20000, dtype=np.uint64))
 w.close()
@@ -703,7 +709,10 @@ print("rotated", flush=True)
 """
 READER = r"""
 import os, sys, numpy as np, bloomline
-w = bloomline.WindowedBloomFilter.open(sys.argv[1], "r", clock=lambda: 0.0)
+def clock():
+    with open(sys.argv[3]) as f:
+        return float(f.read())
+w = bloomline.WindowedBloomFilter.open(sys.argv[1], "r", clock=clock)
 stable = np.arange(0, 3000, dtype=np.uint64)
 checks = misses = 0
 while checks == 0 or not os.path.exists(sys.argv[2]):
@@ -717,14 +726,15 @@ print(checks, misses, w.current_generation, flush=True)
 
 @many_writers
 def test_a_rotation_never_hides_a_live_key_from_a_reader_in_another_process(tmp_path: Path) -> None:
-    path, stop = tmp_path / "w.blf", tmp_path / "stop"
+    path, stop, clock = tmp_path / "w.blf", tmp_path / "stop", tmp_path / "clock"
     new_windowed_file(path, capacity=50_000)
+    clock.write_text("0.0")
     with WindowedBloomFilter.open(path, clock=lambda: 0.0) as w:
         w.add_many(np.arange(0, 3000, dtype=np.uint64))
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(path), str(stop)], stdout=subprocess.PIPE, text=True)
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(path), str(stop), str(clock)], stdout=subprocess.PIPE, text=True)
     try:
         assert reader.stdout is not None and reader.stdout.readline() == "ready\n"  # open, and checking
-        rotator = subprocess.run([sys.executable, "-c", ROTATOR, str(path), "60"], capture_output=True, text=True,
+        rotator = subprocess.run([sys.executable, "-c", ROTATOR, str(path), "60", str(clock)], capture_output=True, text=True,
                                  timeout=300)
         assert rotator.stdout == "rotated\n", rotator.stderr
         assert rotator.stderr == ""  # no capacity warning: a place started afresh counts its keys from zero
@@ -733,7 +743,7 @@ def test_a_rotation_never_hides_a_live_key_from_a_reader_in_another_process(tmp_
         out, _ = reader.communicate(timeout=60)
     checks, misses, seen_generation = (int(x) for x in out.split())
     assert checks >= 20 and misses == 0, out  # 59 rotations under its lookups, none hid a key of S
-    assert seen_generation == 59  # the reader's clock says 0: the file's newest generation
+    assert seen_generation == 59  # the file's newest generation
     back = WindowedBloomFilter.load(path, clock=lambda: 59 * 25.0)
     assert [g for g, _ in back.live_generations] == list(range(55, 60))
     for _, gen in back.live_generations:  # the counts the rotator flushed: 3,000 refreshed + 20,000 fresh each

@@ -52,6 +52,14 @@ def labels_hold(w: WindowedBloomFilter) -> list[str]:
             for g, f in live if g != top and not f.contains_many(keys_of(g)).all()]
 
 
+def read_as_saved(f: WindowedBloomFilter) -> WindowedBloomFilter:
+    """f with its clock at the start of the newest generation it holds: read
+    as saved (no generation of it expires, and no clock is a window behind)."""
+    newest = f._newest if f._newest is not None else 0
+    f._clock = lambda: newest * SPAN
+    return f
+
+
 def rounds(bad: list[str], most: int, seconds: float = 6.0) -> Iterator[int]:
     """1, 2, ... until the time or the count runs out, or five bad exports are seen."""
     deadline = time.monotonic() + seconds
@@ -104,8 +112,7 @@ def test_exports_and_copies_while_a_thread_rotates_keep_every_label(tmp_path: Pa
                 at = t[0]
                 made.append(("save(shared=True)", WindowedBloomFilter.load(tmp_path / "ring.blf", clock=lambda: at)))
             for what, f in made:
-                f._clock = lambda: 0.0  # (read as saved: the newest generation it holds is its clock's)
-                bad += [f"{what}: {b}" for b in labels_hold(f)]
+                bad += [f"{what}: {b}" for b in labels_hold(read_as_saved(f))]
     finally:
         stop.set()
         th.join()
@@ -113,8 +120,10 @@ def test_exports_and_copies_while_a_thread_rotates_keep_every_label(tmp_path: Pa
     assert bad == [], f"{len(bad)} bad exports of {exports}, e.g. {bad[:3]}"
 
 
+# The rotator's clock is the test's handle's (as processes share a
+# machine's): a file it writes before each generation's adds.
 ROTATOR = r"""
-import sys, time, numpy as np, bloomline
+import os, sys, time, numpy as np, bloomline
 t = [0.0]
 w = bloomline.WindowedBloomFilter.open(sys.argv[1], "r+", clock=lambda: t[0])
 end = time.monotonic() + float(sys.argv[2])
@@ -122,6 +131,9 @@ g = 0
 print("ready", flush=True)
 while time.monotonic() < end and g < 1_000_000:
     t[0] = g * 25.0 + 1.0
+    with open(sys.argv[3] + ".tmp", "w") as f:
+        f.write(repr(t[0]))
+    os.replace(sys.argv[3] + ".tmp", sys.argv[3])
     w.add_many(np.arange(3000, dtype=np.uint64) + np.uint64(g * 10**6))
     g += 1
 w.close()
@@ -133,9 +145,12 @@ print(g)
 def test_exports_of_a_mapped_ring_while_another_process_rotates_it(tmp_path: Path) -> None:
     path = tmp_path / "ring.blf"
     WindowedBloomFilter(50_000, 0.001, window=100.0, generations=4, clock=lambda: 0.0).save(path, shared=True)
-    rot = subprocess.Popen([sys.executable, "-c", ROTATOR, str(path), "6"], stdout=subprocess.PIPE, text=True)
+    clock = tmp_path / "clock"
+    clock.write_text("0.0")
+    rot = subprocess.Popen([sys.executable, "-c", ROTATOR, str(path), "6", str(clock)], stdout=subprocess.PIPE,
+                           text=True)
     assert rot.stdout is not None and rot.stdout.readline().strip() == "ready"
-    w = WindowedBloomFilter.open(path, "r+", clock=lambda: 0.0)  # (its clock at 0: it follows the file)
+    w = WindowedBloomFilter.open(path, "r+", clock=lambda: float(clock.read_text()))
     bad: list[str] = []
     exports = 0
     try:
@@ -143,16 +158,14 @@ def test_exports_of_a_mapped_ring_while_another_process_rotates_it(tmp_path: Pat
             w.add(f"own {exports}")  # (this handle's own adds: its counts go into the export)
             try:
                 data = w.to_bytes()
-                at = w.current_generation * 25.0  # (the file's, which this handle follows: at or after the export's)
+                at = w.current_generation * 25.0  # (at or after the export's)
                 back = WindowedBloomFilter.from_bytes(data, clock=lambda: at)
             except ValueError as e:
                 bad.append(f"does not load: {e}")
                 continue
             bad += labels_hold(back)
             if exports % 50 == 0:
-                copy = w.copy()
-                copy._clock = lambda: 0.0
-                bad += [f"copy: {b}" for b in labels_hold(copy)]
+                bad += [f"copy: {b}" for b in labels_hold(read_as_saved(w.copy()))]
     finally:
         w.close()
         rotations = int(rot.communicate(timeout=60)[0].split()[-1])
@@ -166,10 +179,12 @@ def test_exports_of_a_mapped_ring_while_another_process_rotates_it(tmp_path: Pat
 def test_a_copy_of_a_mapped_ring_reads_the_file_first(tmp_path: Path) -> None:
     path = tmp_path / "ring.blf"
     WindowedBloomFilter(50_000, 0.001, window=100.0, generations=4, clock=lambda: 0.0).save(path, shared=True)
-    tb = [1.0]
-    with WindowedBloomFilter.open(path, clock=lambda: 1.0) as a, WindowedBloomFilter.open(path, clock=lambda: tb[0]) as b:
+    ta, tb = [1.0], [1.0]
+    with WindowedBloomFilter.open(path, clock=lambda: ta[0]) as a, \
+            WindowedBloomFilter.open(path, clock=lambda: tb[0]) as b:
         a.add_many(keys_of(0))
         tb[0] = 5 * SPAN + 1.0  # b starts generation 5 where 0 was (expired), a makes no call meanwhile
+        ta[0] = 2 * SPAN  # (a's clock behind the file's by less than a window: it follows the file)
         b.add_many(keys_of(5))
         c = a.copy()
         assert c.current_generation == 5

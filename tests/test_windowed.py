@@ -174,6 +174,55 @@ def test_clock_going_back_adds_to_the_newest_generation() -> None:
     assert "a" in w and "b" in w
 
 
+@pytest.mark.parametrize("glitch", ["a lookup", "an add"])
+def test_a_clock_back_by_more_than_a_window_after_a_reading_ahead_is_refused(glitch: str) -> None:
+    """One reading ten years ahead moves the filter on (the current
+    generation never goes back); the clock back, every call is refused,
+    saying so, not answered: a key added a moment before would read new,
+    and one added now seen for ten years. Through the single-key cursor
+    (armed at the reading ahead) and the batches alike; back by a window at
+    most goes on, adding to the newest generation."""
+    t0 = 1_700_000_000.0
+    clock = FakeClock(t0)
+    w = WindowedBloomFilter(1000, 0.01, window=3600, clock=clock)
+    assert w.add("before") and "before" in w
+    clock.t = t0 + 10 * 365 * 86400
+    assert ("before" in w) is False if glitch == "a lookup" else w.add("then")  # (by this clock: 10 years on)
+    assert "then" in w or glitch == "a lookup"  # (the cursor armed at the reading ahead)
+    ahead = w.current_generation
+    clock.t = t0 + 10
+    behind = (rf"this clock reads generation {math.floor(clock.t / 900)}, {ahead - math.floor(clock.t / 900)} "
+              rf"generations \(.* s\) behind generation {ahead}, which this filter has seen")
+    for call in (lambda: "before" in w, lambda: w.add("page"), lambda: w.add_many(["page"]),
+                 lambda: w.contains_many(["before"]), lambda: w.current_generation, lambda: w.to_bytes()):
+        with pytest.raises(ValueError, match=behind):
+            call()
+    clock.t = ahead * 900.0 - 3600  # a window back: goes on, adding to the newest generation
+    assert w.add("page") and "page" in w and w.current_generation == ahead
+
+
+def test_a_shared_file_moved_on_by_a_reading_ahead_is_refused_by_every_handle(tmp_path: Any) -> None:
+    """A writer whose clock jumped ten years ahead starts a generation in the
+    file; a reader whose clock is right is refused (a key added five seconds
+    before would read new, and one added now seen for ten years), and so is
+    the writer once its clock is back."""
+    t0 = 1_700_000_000.0
+    path = tmp_path / "w.blf"
+    WindowedBloomFilter(1000, 0.01, window=3600, clock=lambda: t0).save(path, shared=True)
+    glitchy, right = FakeClock(t0), FakeClock(t0)
+    with WindowedBloomFilter.open(path, "r+", clock=glitchy) as a, WindowedBloomFilter.open(path, "r",
+                                                                                           clock=right) as b:
+        assert a.add("page-1") and "page-1" in b
+        glitchy.t = t0 + 10 * 365 * 86400
+        assert a.add("page-2")
+        right.t = glitchy.t = t0 + 5
+        for handle in (b, a):
+            with pytest.raises(ValueError, match=r"behind generation \d+, which its shared file has seen"):
+                "page-1" in handle
+        with pytest.raises(ValueError, match=r"which its shared file has seen"):
+            a.add("page-3")
+
+
 def test_add_many_answers_equal_a_loop_of_add(rng: np.random.Generator) -> None:
     for refresh in (True, False):
         clock = FakeClock()
@@ -377,6 +426,10 @@ def test_facts_bool_repr_clear_copy() -> None:
     assert c != w and "x" not in w
     assert isinstance(w, bloomline.Filter)
     assert "<table>" in w._repr_html_()
+    assert f"approx_count={w.approx_count:.0f}" in repr(w)
+    with pytest.warns(CapacityWarning):
+        w.update(range(1000, 200_000))  # (200 times its capacity: a generation with every bit set)
+    assert w.approx_count == math.inf and "approx_count=inf" in repr(w) and "<table>" in w._repr_html_()
     w.clear()
     assert not w and 0 not in w
     with pytest.raises(TypeError):
@@ -530,8 +583,14 @@ def test_a_filter_saved_more_than_a_window_ahead_of_the_clock_is_refused(tmp_pat
             WindowedBloomFilter.from_bytes(w.to_bytes(), clock=FakeClock(t))
     back = WindowedBloomFilter.load(tmp_path / "w.blf", clock=FakeClock(900.0))  # 4 generations ahead: read
     assert "a" in back and back.current_generation == 40
-    clock.t = 0.0  # (its own clock stepped back by 40 generations: the filter goes on, and so does its copy)
+    clock.t = 900.0  # (its own clock stepped back by 4 generations: the filter goes on, and so does its copy)
     assert "a" in w and "a" in w.copy() and w.copy().current_generation == 40
+    clock.t = 0.0  # (by 40: refused alike, the filter and its copy)
+    behind = r"this clock reads generation 0, 40 generations \(1000 s\) behind generation 40, which this filter has seen"
+    copied = w.copy()
+    for call in (lambda: "a" in w, lambda: "a" in copied, lambda: w.add("b"), lambda: copied.add_many(["b"])):
+        with pytest.raises(ValueError, match=behind):
+            call()
 
 
 @pytest.mark.parametrize("protocol", range(6))

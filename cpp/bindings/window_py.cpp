@@ -67,6 +67,7 @@ struct WindowCursor {
     double span = 1.0;  // seconds a generation
     std::uint64_t capacity = 0;
     std::uint64_t seed = 0;
+    std::uint64_t generations = 0;  // G: a reading more than G generations back is Python's (it refuses)
     bool armed = false;
     bool has_floor = false;
     std::int64_t floor = 0;  // the newest generation seen: never armed at an older one
@@ -83,8 +84,10 @@ struct WindowCursor {
         current = nullptr;
     }
 
-    // Is t (the clock's reading) in generation now or before? Anything but
-    // an exact float or int, or a reading Python would refuse, is left to Python.
+    // Is t (the clock's reading) in generation now or at most G before?
+    // Anything but an exact float or int, or a reading Python would refuse
+    // (a clock more than a window behind the newest generation among them),
+    // is left to Python.
     bool at_now(PyObject* t) const {
         double x = 0;
         if (PyFloat_CheckExact(t)) {
@@ -100,7 +103,9 @@ struct WindowCursor {
         }
         const double g = std::floor(x / span);  // (math.floor(t / span), exactly)
         if (!std::isfinite(g) || g < -9223372036854775808.0 || g >= 9223372036854775808.0) return false;
-        return static_cast<std::int64_t>(g) <= now;
+        const auto n = static_cast<std::int64_t>(g);
+        // (now >= n: the difference in unsigned arithmetic is exact)
+        return n <= now && static_cast<std::uint64_t>(now) - static_cast<std::uint64_t>(n) <= generations;
     }
 };
 
@@ -421,14 +426,15 @@ void register_window(py::module_& m) {
     // windowed.py each time it reads the ring, disarmed when the ring changes.
     py::class_<WindowCursor> cursor(m, "WindowCursor");
     cursor
-        .def(py::init([](double span, std::uint64_t capacity, std::uint64_t seed) {
+        .def(py::init([](double span, std::uint64_t capacity, std::uint64_t seed, std::uint64_t generations) {
                  WindowCursor c;
                  c.span = span;
                  c.capacity = capacity;
                  c.seed = seed;
+                 c.generations = generations;
                  return c;
              }),
-             py::arg("span"), py::arg("capacity"), py::arg("seed"))
+             py::arg("span"), py::arg("capacity"), py::arg("seed"), py::arg("generations"))
         .def(
             "arm",
             [](WindowCursor& c, std::int64_t now, py::object current, py::object live, py::object older) {

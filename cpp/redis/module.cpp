@@ -554,8 +554,8 @@ int cmd_has(Ctx* ctx, Str** argv, int argc) {
 //   BLOOMLINE.WHAS meta bits_0 .. bits_G gen_0 .. gen_G bytes span sig
 //                  newest epoch positions
 //       newest and epoch as WADD's: a lookup that could not see the keys of
-//       the caller's newest generation is "-MISSING <key>", never "not
-//       seen". Reply: [one byte per key, '1' where a live generation has
+//       the caller's newest generation, or whose meta is gone while a
+//       generation lives, is "-MISSING <key>", never "not seen". Reply: [one byte per key, '1' where a live generation has
 //       it; the current generation's number].
 // The keys and hash fields are the plain scripts' (a filter's reads,
 // counts, dumps and restores run them on either backend).
@@ -763,6 +763,15 @@ struct Ring {
         const int slot = static_cast<int>(mine % size);
         if (sent == epoch && numbers[slot] != mine) throw Refused{"MISSING " + text(gens[slot])};
     }
+    // The meta expires with the newest generation: gone with the ring when
+    // the fleet was idle, an add makes it again; gone while a generation
+    // lives (one whose keys remain), lost, for a lookup as for an add (its
+    // slot records went with it, so the ring alone tells).
+    void check_meta(Ctx* ctx) const {
+        if (exists(ctx, meta)) return;
+        for (int i = 0; i < size; ++i)
+            if (live(i)) throw Refused{"MISSING " + text(meta)};
+    }
     // A live slot's bits at their size: evicted or deleted is an error,
     // never read as an empty generation.
     void check_bits(Ctx* ctx, int i) const {
@@ -894,13 +903,10 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     if (!(GetContextFlags(ctx) & (kCtxReplicated | kCtxLoading)) && finish <= Milliseconds())
         throw Refused{"ERR bloomline: generation " + std::to_string(c) + " would expire before it starts"};
     r.check_mine(ctx, mine, text(epoch_arg));
+    r.check_meta(ctx);
     const bool meta_made = exists(ctx, meta);
     std::string epoch;
     if (!meta_made) {
-        // Gone with the ring when the fleet was idle, it is made again; gone
-        // while a generation lives (one whose keys remain), lost.
-        for (int i = 0; i < ring; ++i)
-            if (r.live(i)) throw Refused{"MISSING " + text(meta)};
         if (text(made) != "-") {
             epoch = text(made);
         } else {
@@ -1002,6 +1008,7 @@ int window_has(Ctx* ctx, Str** argv, int argc) {
     const long long mine = long_arg(tail[3], "newest", -1);
     Ring r(ctx, argv[1], argv + 2, ring, size, span, nullptr);
     r.check_mine(ctx, mine, text(tail[4]));
+    r.check_meta(ctx);
     std::vector<std::unique_ptr<SlotBits>> opened;
     std::vector<const unsigned char*> live;
     for (int i = 0; i < ring; ++i) {

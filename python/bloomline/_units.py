@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["count", "format_bytes", "noun"]
+import math
+
+__all__ = ["about", "count", "format_bytes", "noun"]
 
 
 def format_bytes(n: float) -> str:
@@ -22,3 +24,11 @@ def noun(n: float, word: str, plural: str | None = None) -> str:
 def count(n: float, word: str, plural: str | None = None) -> str:
     """'1 stage', '3 stages', '1,200 keys': the number and its word."""
     return f"{n:,} {noun(n, word, plural)}"
+
+
+def about(n: float, word: str, plural: str | None = None) -> str:
+    """An estimate of a count: 'about 1,200 keys'; inf (a filter with every
+    bit set) as 'more keys than can be told'."""
+    if not math.isfinite(n):
+        return f"more {noun(2, word, plural)} than can be told"
+    return f"about {count(round(n), word, plural)}"

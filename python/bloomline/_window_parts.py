@@ -122,6 +122,21 @@ def refuse_ahead(w: WindowedBloomFilter, newest: Optional[int]) -> None:
             "or start a new filter")
 
 
+def refuse_behind(w: WindowedBloomFilter, now: int, newest: int) -> None:
+    """A clock reading more than a window behind the newest generation seen
+    (here or, in a shared file, by any handle): a reading that ran ahead
+    moved the filter on (a clock stepped forward and back), and the current
+    generation never goes back, so keys added now would read seen, and
+    those added a moment ago new, until this clock caught up. Refused,
+    saying so, on every call until then."""
+    where = "its shared file has" if w._shared is not None else "this filter has"
+    raise ValueError(
+        f"this clock reads generation {now}, {newest - now} generations ({(newest - now) * w._span:g} s) behind "
+        f"generation {newest}, which {where} seen: a reading that ran ahead moved the filter on, and the current "
+        "generation never goes back, so keys added now would read seen until this clock caught up. Read it with "
+        "that clock, or start a new filter")
+
+
 def generation_rate(error_rate: float, generations: int) -> float:
     """The rate each of the G + 1 live generations is sized for (the core's,
     which its reader checks), compounding to error_rate; a ValueError naming

@@ -110,7 +110,7 @@ def _fresh_locks(f: Any) -> None:
 # (its checks, fixed facts, threaded batch add and shared file's ring live in _window_parts)
 from ._window_parts import (RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
                             _past_capacity, _union_bits_set, check_refresh, encode_ring, generation_rate, refuse_ahead,
-                            threaded_add, window_seconds)
+                            refuse_behind, threaded_add, window_seconds)
 
 
 class WindowedBloomFilter(RingParams, SharedFile):
@@ -171,7 +171,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         self._shared: Optional[SharedRing] = None  # the ring of a mapped file (open)
         # Single keys in the common case (the ring as last read, the current
         # generation within capacity): one core call, armed by _live_state.
-        self._cursor = _core.WindowCursor(self._span, self._capacity, self._seed)
+        self._cursor = _core.WindowCursor(self._span, self._capacity, self._seed, self._generations)
 
     # ---- time ------------------------------------------------------------------
 
@@ -184,6 +184,8 @@ class WindowedBloomFilter(RingParams, SharedFile):
         g = self._now_of(self._clock() if t is _READ else t)
         newest = self._newest
         if newest is not None and g <= newest:
+            if newest - g > self._generations:  # (within a window: a clock stepped back, the newest kept)
+                refuse_behind(self, g, newest)
             return newest
         return self._advance_to(g)
 
@@ -458,7 +460,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
         return any(g for g in self._live(self._now()))
 
     def __repr__(self) -> str:
-        facts = "closed" if self.closed else f"live={len(self._live(self._now()))} approx_count={round(self.approx_count)}"
+        facts = "closed" if self.closed else f"live={len(self._live(self._now()))} approx_count={self.approx_count:.0f}"
         return (f"<WindowedBloomFilter capacity={self._capacity} error_rate={self._error_rate} window={self._window:g}s "
                 f"generations={self._generations} layout='{self._layout}' seed={self._seed} {facts}>")
 

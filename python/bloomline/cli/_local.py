@@ -77,11 +77,10 @@ def _dedup_filter(args: argparse.Namespace) -> Filter:
         return f
     if windowed:
         _check_now(args, args.window)
-        try:
-            return windowed_kind()(capacity, error_rate, window=args.window, generations=args.generations or 4,
-                                   clock=_clock(args))
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        windowed_filter: Filter = _new_filter(windowed_kind(), capacity, error_rate, "blocked", args.capacity_from[0],
+                                              window=args.window, generations=args.generations or 4,
+                                              clock=_clock(args))
+        return windowed_filter
     made: Filter = _new_filter(BloomFilter, capacity, error_rate, "blocked", args.capacity_from[0])
     return made
 
@@ -158,15 +157,22 @@ def _open_state(args: argparse.Namespace) -> Filter:
     return f
 
 
-def _new_filter(kind: Any, capacity: int, error_rate: float, layout: str, origin: str) -> Any:
+def _new_filter(kind: Any, capacity: int, error_rate: float, layout: str, origin: str, **options: Any) -> Any:
     """A new local filter; one it has no memory for is one line saying how
-    much it needs. origin: where the capacity came from."""
+    much it needs. origin: where the capacity came from; options: a
+    windowed filter's (window, generations, clock)."""
     try:
-        return kind(capacity, error_rate, layout=layout)
+        return kind(capacity, error_rate, layout=layout, **options)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     except MemoryError:
-        bits = optimal_params(capacity, error_rate, layout).num_bits * (4 if kind is CountingBloomFilter else 1)
+        if "generations" in options:  # (G + 1 generations, each at its share of the error rate)
+            from .._window_parts import generation_rate
+
+            g = options["generations"]
+            bits = (g + 1) * optimal_params(capacity, generation_rate(error_rate, g), layout).num_bits
+        else:
+            bits = optimal_params(capacity, error_rate, layout).num_bits * (4 if kind is CountingBloomFilter else 1)
         raise CliError(f"capacity {capacity:,} (from {origin}) at error rate {error_rate:g} needs {format_bytes(bits / 8)} of memory for the "
                        f"{kind.__name__} (held in memory whole), more than this machine could give") from None
 

@@ -283,6 +283,17 @@ local function mine_lost(c, numbers, ring, mine, sent, off)
   end
   return nil
 end
+-- The meta expires with the newest generation: gone with the ring when the
+-- fleet was idle, an add makes it again; gone while a generation lives (one
+-- whose keys remain), lost, for a lookup as for an add (its slot records
+-- went with it, so the ring alone tells).
+local function meta_lost(c, numbers, ring)
+  if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
+  for i = 0, ring - 1 do
+    if numbers[i] and numbers[i] > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
+  end
+  return nil
+end
 """
 
 # KEYS: meta, answer, bits_0 .. bits_G, gen_0 .. gen_G
@@ -309,15 +320,9 @@ if lost then return redis.error_reply('MISSING ' .. lost) end
 local finish = math.ceil((c + ring) * span * 1000) + tonumber(ARGV[8])
 local m = tonumber(ARGV[10])
 local mine = tonumber(ARGV[11])  -- the newest generation this caller added to
-e = mine_lost(c, numbers, ring, mine, ARGV[12], 3)
+e = mine_lost(c, numbers, ring, mine, ARGV[12], 3) or meta_lost(c, numbers, ring)
 if e then return e end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  -- The meta expires with the newest generation: gone with the ring when
-  -- the fleet was idle, it is made again; gone while a generation lives
-  -- (one whose keys remain), lost.
-  for i = 0, ring - 1 do
-    if numbers[i] and numbers[i] > c - ring then return redis.error_reply('MISSING ' .. KEYS[1]) end
-  end
   redis.call('HSET', KEYS[1], unpack(ARGV, 13, 12 + m))
   local t = redis.call('TIME')
   redis.call('HSET', KEYS[1], 'epoch', t[1] .. '.' .. t[2])
@@ -419,7 +424,7 @@ if e then return e end
 local k, size, span, ring = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local c, numbers, lost = now_and_ring(2, ring, span)
 if lost then return redis.error_reply('MISSING ' .. lost) end
-e = mine_lost(c, numbers, ring, tonumber(ARGV[6]), ARGV[7], 2)
+e = mine_lost(c, numbers, ring, tonumber(ARGV[6]), ARGV[7], 2) or meta_lost(c, numbers, ring)
 if e then return e end
 local live = {}
 for i = 0, ring - 1 do
@@ -465,7 +470,7 @@ if e then return e end
 local size, span, ring = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local c, numbers, lost = now_and_ring(2, ring, span)
 if lost then return redis.error_reply('MISSING ' .. lost) end
-e = mine_lost(c, numbers, ring, tonumber(ARGV[5]), ARGV[6], 2)
+e = mine_lost(c, numbers, ring, tonumber(ARGV[5]), ARGV[6], 2) or meta_lost(c, numbers, ring)
 if e then return e end
 local out = {fmt(c)}
 for i = 0, ring - 1 do

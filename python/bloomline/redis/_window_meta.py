@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import redis as _redis
 
+from .._window_parts import window_seconds
 from ._errors import MissingKeyError
 from ._meta import as_dict, delete_matching
 from ._names import client_of, tag_of_chain
@@ -29,7 +30,7 @@ from ._wire import Script, Sender, _error_code
 if TYPE_CHECKING:
     from ._windowed import RedisWindowedFilter
 
-__all__ = ["MARGIN_MS", "META_VERSION", "delete_windowed", "reattach", "run_reattaching", "window_error"]
+__all__ = ["MARGIN_MS", "META_VERSION", "delete_windowed", "reattach", "redis_window", "run_reattaching", "window_error"]
 
 
 def _flat(fields: dict[str, Any]) -> tuple[str, ...]:
@@ -41,6 +42,19 @@ def _flat(fields: dict[str, Any]) -> tuple[str, ...]:
 MARGIN_MS = 1_000
 META_VERSION = 2  # 2: the meta carries an ident, and sig ends in it
 _REDIS_MAX_BITS = 2**32  # one generation is one Redis string (512 MB at most)
+# The longest window: every generation's expiry time stays a whole number of
+# milliseconds below 2**53 (what a script's number and the module write
+# exactly) for any G, for the next hundred thousand years of clocks.
+MAX_WINDOW_S = 1e12
+
+
+def redis_window(window: object) -> float:
+    """A window in seconds as a filter in Redis takes it (window_seconds', at most MAX_WINDOW_S)."""
+    seconds = window_seconds(window)
+    if seconds > MAX_WINDOW_S:
+        raise ValueError(f"window must be at most {MAX_WINDOW_S:g} s (about 31,700 years) for a filter in Redis "
+                         f"(its generations' expiry times are milliseconds below 2**53), got {window!r}")
+    return seconds
 
 # KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G    ARGV: life_ms, span, ring,
 # then field, value, ... The meta made where there is none (with the life of
@@ -148,8 +162,8 @@ def window_error(f: RedisWindowedFilter, e: Exception) -> Exception:
     """A refusal of f's call (its code) as the exception f raises; other errors as they are."""
     if isinstance(e, _redis.ResponseError) and _error_code(e) == "REPLACED":
         return MissingKeyError(
-            f"{f._what} was deleted and made again since this handle attached (ident {f.ident}), or expired "
-            "whole and was made again: the keys this handle added are not in it, so its answers would be wrong, "
+            f"{f._what} was deleted and made again since this handle attached (ident {f.ident}), or lost whole "
+            "(evicted, a restart without its data) or expired whole and was made again: the keys this handle added are not in it, so its answers would be wrong, "
             "and a clear() by it would wipe the new filter's keys. Attach again", key=f._w.meta)
     if isinstance(e, _redis.ResponseError) and _error_code(e) == "REMADE":
         return MissingKeyError(

@@ -86,7 +86,7 @@ import numpy.typing as npt
 from .. import _core, optimal_params
 from .._core import CapacityWarning
 from .._facts import batch_shaped
-from .._window_parts import _check_error_rate, _check_generations, check_refresh, generation_rate, window_seconds
+from .._window_parts import _check_error_rate, _check_generations, check_refresh, generation_rate
 from ..windowed import WindowedBloomFilter
 from ._backend import NEW, ONE, AddOutcome, Part, windows
 from ._durable import replicated
@@ -95,7 +95,7 @@ from ._meta import delete_matching, eviction_policy
 from ._names import WindowKeys, batch_ids, client_of, tag_of_chain
 from ._registry import window_backend
 from ._window_meta import (_COMPARED, _REDIS_MAX_BITS, MARGIN_MS, META_VERSION, _check, _claim, _flat, delete_windowed,
-                           reattach, run_reattaching, window_error)
+                           reattach, redis_window, run_reattaching, window_error)
 from ._window_travel import file_bytes, upload
 from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Sender
 
@@ -144,7 +144,7 @@ class RedisWindowedFilter:
     ) -> None:
         if not isinstance(key, str) or not key:
             raise ValueError(f"key must be a non-empty str, got {key!r}")
-        window_s = window_seconds(window)
+        window_s = redis_window(window)
         g = _check_generations(generations)
         rate = _check_error_rate(error_rate)
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:

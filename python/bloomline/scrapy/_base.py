@@ -5,6 +5,7 @@ false-positive warning, and the way a refused filter stops the crawl."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any, Callable, Optional
 
@@ -14,7 +15,7 @@ from scrapy.http import Request
 from scrapy.utils.deprecate import method_is_overridden
 from scrapy.utils.request import RequestFingerprinter, referer_str
 
-from .._units import noun
+from .._units import about, noun
 from ..scalable import ScalableBloomFilter
 from ._crawl import _CrawlStop, _Refused, logger
 from ._settings import DEFAULT_ERROR_RATE
@@ -128,11 +129,12 @@ class _DupeFilter(_CrawlStop, BaseDupeFilter):
         chain = self.seen
         fill, rate, count = chain.fill_ratio, chain.expected_fp_rate, chain.approx_count
         parts, part = self._parts()
+        told = math.isfinite(count)  # (inf: a filter, or a generation, with every bit set)
         for key, value in (("bloomline/stages", parts), ("bloomline/fill", round(fill, 6)),
-                           ("bloomline/expected_fp_rate", rate), ("bloomline/approx_count", int(count)),
-                           *self._more_stats()):
+                           ("bloomline/expected_fp_rate", rate),
+                           ("bloomline/approx_count", int(count) if told else count), *self._more_stats()):
             self._set(key, value)
-        logger.info("%s: about %d %s seen, in %d %s %.1f%% full (%d bytes); expected false-positive rate %.3g "
-                    "(target %g)", self.label, count, noun(round(count), "request"), parts, noun(parts, part),
-                    100 * fill, chain.nbytes, rate, self._target)
+        logger.info("%s: %s seen, in %d %s %.1f%% full (%d bytes); expected false-positive rate %.3g "
+                    "(target %g)", self.label, about(count, "request"), parts, noun(parts, part), 100 * fill,
+                    chain.nbytes, rate, self._target)
         self._warn_if_over(chain)

@@ -23,7 +23,7 @@ from scrapy.http import Request
 from scrapy.utils.job import job_dir
 from scrapy.utils.project import data_path
 
-from .._units import noun
+from .._units import about, noun
 from ..scalable import ChainMismatch, ScalableBloomFilter
 from ._base import _DupeFilter
 from ._crawl import REASON_LEFT_OVER, REASON_REDIS, REASON_SETTINGS, _Refused, logger
@@ -175,8 +175,8 @@ class RedisBloomDupeFilter(_DupeFilter):
             count, stages = chain.approx_count, chain.num_stages
             source = (f" (imported from the set {info.get('imported_from', '?')!r}: requests are fingerprinted by "
                       f"{imported}'s rule, as its fingerprints were)" if imported else "")
-            logger.info("%s: attached to the filter at Redis key %r%s: about %d %s seen, in %d %s", self.label, key,
-                        source, count, noun(round(count), "request"), stages, noun(stages, "stage"))
+            logger.info("%s: attached to the filter at Redis key %r%s: %s seen, in %d %s", self.label, key,
+                        source, about(count, "request"), stages, noun(stages, "stage"))
 
     @property
     def recrawl_key(self) -> str:
@@ -250,9 +250,9 @@ class RedisBloomDupeFilter(_DupeFilter):
         live = seen.live_generations
         if live:
             count = seen.approx_count
-            logger.info("%s: attached to the recrawl filter at Redis key %r (BLOOMLINE_RECRAWL_AFTER=%g s): about "
-                        "%d %s seen in %d live %s", self.label, self.recrawl_key, window, count,
-                        noun(round(count), "request"), len(live), noun(len(live), "generation"))
+            logger.info("%s: attached to the recrawl filter at Redis key %r (BLOOMLINE_RECRAWL_AFTER=%g s): %s "
+                        "seen in %d live %s", self.label, self.recrawl_key, window, about(count, "request"),
+                        len(live), noun(len(live), "generation"))
         return seen
 
     def _record(self, fp: bytes) -> bool:

@@ -262,12 +262,14 @@ class BloomDupeFilter(_DupeFilter):
     def close(self, reason: str = "") -> None:
         """Scrapy's scheduler, at the end: logs the summary; the filter is saved (BLOOMLINE_RECRAWL_AFTER) or closed (a JOBDIR's file flushed)."""
         if getattr(self, "seen", None) is not None:
-            self._summary()
-            if isinstance(self.seen, WindowedBloomFilter):
-                if self._recrawl_file is not None:
-                    self._save_recrawl()
-            else:
-                self.seen.close()
+            try:
+                self._summary()
+            finally:  # (the state is kept whatever the summary met)
+                if isinstance(self.seen, WindowedBloomFilter):
+                    if self._recrawl_file is not None:
+                        self._save_recrawl()
+                else:
+                    self.seen.close()
 
 
 def _check_journal_kept(path: Optional[str], settings: Any) -> None:
