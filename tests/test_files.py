@@ -155,9 +155,11 @@ def test_open_r_plus_writes_through(layout: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot be memory-mapped"):
         ScalableBloomFilter(10).save(tmp_path / "s.blf")
         BloomFilter.load(tmp_path / "s.blf", mmap=True)
-    WindowedBloomFilter(10, window=60).save(tmp_path / "w.blf")
-    with pytest.raises(ValueError, match="a WindowedBloomFilter cannot be memory-mapped"):
-        BloomFilter.open(tmp_path / "w.blf")
+    for saved in ({}, {"shared": True}):
+        WindowedBloomFilter(10, window=60).save(tmp_path / "w.blf", **saved)
+        with pytest.raises(ValueError, match=r"a WindowedBloomFilter cannot be memory-mapped as one filter; use "
+                                             r"WindowedBloomFilter.open\(path\) for one saved with shared=True"):
+            BloomFilter.open(tmp_path / "w.blf")
 
 
 # ---- crashes -----------------------------------------------------------------

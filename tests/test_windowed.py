@@ -608,6 +608,28 @@ def test_pickle_copy_deepcopy(protocol: int) -> None:
     assert d != w and "only in the copy" not in w
 
 
+def test_a_filter_on_a_clock_of_its_own_is_refused_where_read_on_the_system_clock(tmp_path: Any) -> None:
+    """A filter on a clock of its own (time.monotonic's seconds since boot, a
+    test's), pickled, or read by load or from_bytes without clock=: on the
+    system clock every key would read expired, without a word, so the read is
+    refused, saying so. Given its clock, it is read; one with no generation
+    yet has nothing to lose."""
+    import pickle
+
+    clock = FakeClock(50_000.0)  # (about 14 hours after its zero, as time.monotonic on a machine up that long)
+    w = WindowedBloomFilter(1000, 0.01, window=7 * 86400, clock=clock)
+    assert isinstance(pickle.loads(pickle.dumps(w)), WindowedBloomFilter)
+    w.add("https://example.com/")
+    w.save(tmp_path / "w.blf")
+    other = (r"holds generation 0, whose slice ended 151200 s after its clock's zero \(before 2001\): it was saved "
+             r"on a clock of its own")
+    for read in (lambda: pickle.loads(pickle.dumps(w)), lambda: WindowedBloomFilter.load(tmp_path / "w.blf"),
+                 lambda: WindowedBloomFilter.from_bytes(w.to_bytes()), lambda: bloomline.from_bytes(w.to_bytes())):
+        with pytest.raises(ValueError, match=other):
+            read()
+    assert "https://example.com/" in WindowedBloomFilter.load(tmp_path / "w.blf", clock=clock)
+
+
 def _damaged(w: WindowedBloomFilter, **change: Any) -> bytes:
     """w's bytes re-encoded by the core with one part changed: a writer
     that got something wrong (each part is signed, so only the reader's

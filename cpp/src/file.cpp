@@ -668,8 +668,12 @@ MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) 
     else
         reading = std::make_unique<ReaderLock>(file->fd(), path);
     Header h = decode_header(base, file->size());
-    if (h.kind == Kind::scalable || h.kind == Kind::windowed)
-        throw std::invalid_argument(std::string("a ") + kind_name(h.kind) + " cannot be memory-mapped; use load(path)");
+    if (h.kind == Kind::windowed)
+        throw std::invalid_argument(
+            "a WindowedBloomFilter cannot be memory-mapped as one filter; use WindowedBloomFilter.open(path) for "
+            "one saved with shared=True, or WindowedBloomFilter.load(path)");
+    if (h.kind == Kind::scalable)
+        throw std::invalid_argument("a ScalableBloomFilter cannot be memory-mapped; use load(path)");
     if (h.kind != KindOf<T>::value)
         throw std::invalid_argument(std::string("invalid bloomline data: this holds a ") + kind_name(h.kind) +
                                     ", not a " + kind_name(KindOf<T>::value));

@@ -122,6 +122,23 @@ def refuse_ahead(w: WindowedBloomFilter, newest: Optional[int]) -> None:
             "or start a new filter")
 
 
+# No wall clock read by this library is before 2001-09-09 (1e9 s).
+WALL_CLOCK_FLOOR = 1e9
+
+
+def refuse_other_clock(w: WindowedBloomFilter, newest: Optional[int]) -> None:
+    """A filter read on the system clock (no clock=: a pickle, load, from_bytes)
+    whose newest generation's slice ended before 2001 was saved on a clock of
+    its own (time.monotonic, a test's): every key would read expired, without
+    a word. Refused, saying so."""
+    if newest is not None and (newest + 1) * w._span < WALL_CLOCK_FLOOR:
+        raise ValueError(
+            f"the windowed filter read holds generation {newest}, whose slice ended {(newest + 1) * w._span:g} s "
+            "after its clock's zero (before 2001): it was saved on a clock of its own (time.monotonic, a test's), not the "
+            "system clock this read uses, and every key would read expired. Read it with that clock (from_bytes "
+            "or load with clock=); a pickle carries no clock, so such a filter travels as to_bytes")
+
+
 def refuse_behind(w: WindowedBloomFilter, now: int, newest: int) -> None:
     """A clock reading more than a window behind the newest generation seen
     (here or, in a shared file, by any handle): a reading that ran ahead

@@ -44,12 +44,16 @@ add is cleared away by another thread starting the same generation.
 
 **Clock.** ``clock`` returns seconds as a float (default ``time.time``). The
 current generation never goes back: a clock that steps back (NTP) leaves
-adds in the newest generation seen. Saved (a kind-4 container,
+adds in the newest generation seen, and one more than a window behind it
+(after a reading that ran ahead) is refused, every call raising ValueError
+until the clock catches up. Saved (a kind-4 container,
 docs/FORMAT.md): the window, the generation count, and each live
 generation's number, count of new keys and kind-1 encoding. A filter read
 back at a later time drops the generations that expired meanwhile. A
 pickle carries no clock (a callable would make unpickling run arbitrary
-code): the restored filter reads the system clock.
+code): the restored filter reads the system clock (one saved on a clock of
+its own, such as time.monotonic, is refused there: read its to_bytes with
+from_bytes(clock=)).
 
 **Shared files.** ``save(path, shared=True)`` writes the ring form of kind
 4, which ``WindowedBloomFilter.open(path, "r+")`` maps: several processes
@@ -110,7 +114,7 @@ def _fresh_locks(f: Any) -> None:
 # (its checks, fixed facts, threaded batch add and shared file's ring live in _window_parts)
 from ._window_parts import (RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
                             _past_capacity, _union_bits_set, check_refresh, encode_ring, generation_rate, refuse_ahead,
-                            refuse_behind, threaded_add, window_seconds)
+                            refuse_behind, refuse_other_clock, threaded_add, window_seconds)
 
 
 class WindowedBloomFilter(RingParams, SharedFile):
@@ -485,9 +489,13 @@ class WindowedBloomFilter(RingParams, SharedFile):
         dropped. Bytes whose newest generation is more than a window ahead
         of the clock (saved by a clock that ran ahead) are refused: the
         current generation never goes back, so their keys would read seen
-        until this clock caught up."""
+        until this clock caught up; so are bytes read on the system clock
+        whose newest generation's slice ended before 2001 (saved on a clock
+        of their own, such as time.monotonic: every key would read expired)."""
         w = read_as_saved(cls, data, clock)
         refuse_ahead(w, w._newest)
+        if clock is None:
+            refuse_other_clock(w, w._newest)
         return w
 
     def save(self, path: StrPath | BinaryWriter, *, shared: bool = False) -> None:
@@ -512,7 +520,8 @@ class WindowedBloomFilter(RingParams, SharedFile):
 
     # Pickling: bloomline._pickling gives this class its __reduce_ex__ (the
     # one place that names what a pickle restores with), below the class.
-    # A pickle carries no clock: the restored filter reads time.time.
+    # A pickle carries no clock: the restored filter reads time.time (and a
+    # filter on a clock of its own is refused there: from_bytes).
 
 
 def read_as_saved(cls: type[WindowedBloomFilter], data: Any, clock: Optional[Clock]) -> WindowedBloomFilter:

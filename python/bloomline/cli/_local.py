@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from .. import BloomFilter, CountingBloomFilter, __version__, optimal_params, read_header, select_lines
+from .. import BloomFilter, CountingBloomFilter, __version__, _core, optimal_params, read_header, select_lines
 from .._lazy import is_scalable, is_windowed, windowed_kind
 from .._numpy import np
 from .._protocol import Filter
@@ -167,10 +167,9 @@ def _new_filter(kind: Any, capacity: int, error_rate: float, layout: str, origin
         raise UsageError(str(exc)) from None
     except MemoryError:
         if "generations" in options:  # (G + 1 generations, each at its share of the error rate)
-            from .._window_parts import generation_rate
-
             g = options["generations"]
-            bits = (g + 1) * optimal_params(capacity, generation_rate(error_rate, g), layout).num_bits
+            rate = _core.window_generation_error_rate(error_rate, g)
+            bits = (g + 1) * optimal_params(capacity, rate, layout).num_bits
         else:
             bits = optimal_params(capacity, error_rate, layout).num_bits * (4 if kind is CountingBloomFilter else 1)
         raise CliError(f"capacity {capacity:,} (from {origin}) at error rate {error_rate:g} needs {format_bytes(bits / 8)} of memory for the "
