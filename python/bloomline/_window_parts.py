@@ -126,12 +126,15 @@ def refuse_ahead(w: WindowedBloomFilter, newest: Optional[int]) -> None:
 WALL_CLOCK_FLOOR = 1e9
 
 
-def refuse_other_clock(w: WindowedBloomFilter, newest: Optional[int]) -> None:
-    """A filter read on the system clock (no clock=: a pickle, load, from_bytes)
-    whose newest generation's slice ended before 2001 was saved on a clock of
-    its own (time.monotonic, a test's): every key would read expired, without
-    a word. Refused, saying so."""
-    if newest is not None and (newest + 1) * w._span < WALL_CLOCK_FLOOR:
+def refuse_unreadable(w: WindowedBloomFilter, on_system_clock: bool) -> None:
+    """A filter just read (from_bytes, load, a pickle), refused where it is
+    more than a window ahead of w's clock (refuse_ahead) or, read on the
+    system clock (no clock=), its newest generation's slice ended before
+    2001: saved on a clock of its own (time.monotonic, a test's), every key
+    would read expired, without a word. Refused, saying so."""
+    newest = w._newest
+    refuse_ahead(w, newest)
+    if on_system_clock and newest is not None and (newest + 1) * w._span < WALL_CLOCK_FLOOR:
         raise ValueError(
             f"the windowed filter read holds generation {newest}, whose slice ended {(newest + 1) * w._span:g} s "
             "after its clock's zero (before 2001): it was saved on a clock of its own (time.monotonic, a test's), not the "
@@ -139,13 +142,18 @@ def refuse_other_clock(w: WindowedBloomFilter, newest: Optional[int]) -> None:
             "or load with clock=); a pickle carries no clock, so such a filter travels as to_bytes")
 
 
-def refuse_behind(w: WindowedBloomFilter, now: int, newest: int) -> None:
-    """A clock reading more than a window behind the newest generation seen
-    (here or, in a shared file, by any handle): a reading that ran ahead
-    moved the filter on (a clock stepped forward and back), and the current
-    generation never goes back, so keys added now would read seen, and
-    those added a moment ago new, until this clock caught up. Refused,
-    saying so, on every call until then."""
+def not_behind(w: WindowedBloomFilter) -> tuple[int, Optional[int]]:
+    """(the generation of a fresh reading of w's clock, the newest generation
+    seen) after a reading more than a window behind the newest: one taken
+    before a stall while other threads moved on is taken again. Still more
+    than a window behind (here or, in a shared file, by any handle), a
+    reading that ran ahead moved the filter on (a clock stepped forward and
+    back), and the current generation never goes back, so keys added now
+    would read seen, and those added a moment ago new, until this clock
+    caught up. Refused, saying so, on every call until then."""
+    now, newest = w._now_of(w._clock()), w._newest
+    if newest is None or newest - now <= w._generations:
+        return now, newest
     where = "its shared file has" if w._shared is not None else "this filter has"
     raise ValueError(
         f"this clock reads generation {now}, {newest - now} generations ({(newest - now) * w._span:g} s) behind "

@@ -113,8 +113,8 @@ def _fresh_locks(f: Any) -> None:
 
 # (its checks, fixed facts, threaded batch add and shared file's ring live in _window_parts)
 from ._window_parts import (RingParams, SharedFile, SharedRing, _check_error_rate, _check_generations,
-                            _past_capacity, _union_bits_set, check_refresh, encode_ring, generation_rate, refuse_ahead,
-                            refuse_behind, refuse_other_clock, threaded_add, window_seconds)
+                            _past_capacity, _union_bits_set, check_refresh, encode_ring, generation_rate, not_behind,
+                            refuse_unreadable, threaded_add, window_seconds)
 
 
 class WindowedBloomFilter(RingParams, SharedFile):
@@ -187,9 +187,9 @@ class WindowedBloomFilter(RingParams, SharedFile):
             self._shared.sync(self)
         g = self._now_of(self._clock() if t is _READ else t)
         newest = self._newest
-        if newest is not None and g <= newest:
-            if newest - g > self._generations:  # (within a window: a clock stepped back, the newest kept)
-                refuse_behind(self, g, newest)
+        if newest is not None and g <= newest and newest - g > self._generations:
+            g, newest = not_behind(self)
+        if newest is not None and g <= newest:  # (within a window: a clock stepped back, the newest kept)
             return newest
         return self._advance_to(g)
 
@@ -489,13 +489,9 @@ class WindowedBloomFilter(RingParams, SharedFile):
         dropped. Bytes whose newest generation is more than a window ahead
         of the clock (saved by a clock that ran ahead) are refused: the
         current generation never goes back, so their keys would read seen
-        until this clock caught up; so are bytes read on the system clock
-        whose newest generation's slice ended before 2001 (saved on a clock
-        of their own, such as time.monotonic: every key would read expired)."""
+        until this clock caught up; so are bytes of another clock's read on the system one (refuse_unreadable)."""
         w = read_as_saved(cls, data, clock)
-        refuse_ahead(w, w._newest)
-        if clock is None:
-            refuse_other_clock(w, w._newest)
+        refuse_unreadable(w, on_system_clock=clock is None)
         return w
 
     def save(self, path: StrPath | BinaryWriter, *, shared: bool = False) -> None:
