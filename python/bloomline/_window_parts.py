@@ -137,9 +137,9 @@ def refuse_unreadable(w: WindowedBloomFilter, on_system_clock: bool) -> None:
     if on_system_clock and newest is not None and (newest + 1) * w._span < WALL_CLOCK_FLOOR:
         raise ValueError(
             f"the windowed filter read holds generation {newest}, whose slice ended {(newest + 1) * w._span:g} s "
-            "after its clock's zero (before 2001): it was saved on a clock of its own (time.monotonic, a test's), not the "
-            "system clock this read uses, and every key would read expired. Read it with that clock (from_bytes "
-            "or load with clock=); a pickle carries no clock, so such a filter travels as to_bytes")
+            "after its clock's zero (before 2001): it was saved on a clock of its own (time.monotonic, a test's), "
+            "not the system clock this read uses, and every key would read expired. Read it with that clock "
+            "(from_bytes or load with clock=); a pickle carries no clock, so such a filter travels as to_bytes")
 
 
 def not_behind(w: WindowedBloomFilter) -> tuple[int, Optional[int]]:
