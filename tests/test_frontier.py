@@ -56,6 +56,14 @@ def test_fixed_filter_warns_once_past_capacity() -> None:
     assert len(said) == 1 and "past its capacity of 1,000" in str(said[0].message)
 
 
+def test_repr_of_a_queue_whose_filter_is_past_telling_says_inf() -> None:
+    """A filter with every bit set estimates inf keys: the queue's repr says so (it raised OverflowError)."""
+    q = DedupQueue(BloomFilter(10, 0.5))
+    with pytest.warns(CapacityWarning):
+        q.push_many([f"u{i}" for i in range(100_000)])
+    assert q._seen.approx_count == float("inf") and "seen~inf filter=BloomFilter" in repr(q)
+
+
 def test_pickle_keeps_queue_and_filter() -> None:
     q = DedupQueue()
     q.push_many(["a", "b", "c"])

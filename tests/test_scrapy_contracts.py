@@ -246,3 +246,23 @@ def test_a_recrawl_filter_past_its_capacity_is_saved_at_close(tmp_path: Path,
         assert all(again.has_fingerprint(fp) for fp in fps[::100])
     finally:
         again.close("finished")
+
+
+def test_a_recrawl_filter_whose_clock_stepped_back_is_saved_at_close(tmp_path: Path) -> None:
+    """The clock stepped back by more than the window after the crawl's
+    checks (the filter then refuses to answer for a fingerprint): the close
+    still saves the recrawl file, as of its newest generation, and the file
+    holds every fingerprint on a clock that caught up."""
+    from bloomline import WindowedBloomFilter
+
+    settings = Settings({"JOBDIR": str(tmp_path), "BLOOMLINE_RECRAWL_AFTER": 60})
+    fps = [hashlib.sha1(str(i).encode()).digest() for i in range(1000)]
+    df = BloomDupeFilter.from_settings(settings)
+    assert all(df.record_fingerprint(fp) for fp in fps)
+    t0 = df.seen.clock()
+    df.seen._clock = lambda: t0 - 3600  # (an hour back: 60 generations of 15 s)
+    with pytest.raises(ValueError, match="behind generation"):
+        df.has_fingerprint(fps[0])
+    df.close("finished")
+    saved = WindowedBloomFilter.load(tmp_path / "bloomline-recrawl.blf", clock=lambda: t0)
+    assert all(saved.__contains__(fp) for fp in fps)

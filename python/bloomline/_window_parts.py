@@ -128,13 +128,20 @@ WALL_CLOCK_FLOOR = 1e9
 
 def refuse_unreadable(w: WindowedBloomFilter, on_system_clock: bool) -> None:
     """A filter just read (from_bytes, load, a pickle), refused where it is
-    more than a window ahead of w's clock (refuse_ahead) or, read on the
-    system clock (no clock=), its newest generation's slice ended before
-    2001: saved on a clock of its own (time.monotonic, a test's), every key
-    would read expired, without a word. Refused, saying so."""
+    more than a window ahead of w's clock (refuse_ahead) or of another
+    clock's (refuse_other_clock)."""
+    refuse_ahead(w, w._newest)
+    if on_system_clock:
+        refuse_other_clock(w)
+
+
+def refuse_other_clock(w: WindowedBloomFilter) -> None:
+    """A filter read on the system clock (no clock=: a pickle, load,
+    from_bytes, open) whose newest generation's slice ended before 2001 was
+    saved on a clock of its own (time.monotonic, a test's): every key would
+    read expired, without a word. Refused, saying so."""
     newest = w._newest
-    refuse_ahead(w, newest)
-    if on_system_clock and newest is not None and (newest + 1) * w._span < WALL_CLOCK_FLOOR:
+    if newest is not None and (newest + 1) * w._span < WALL_CLOCK_FLOOR:
         raise ValueError(
             f"the windowed filter read holds generation {newest}, whose slice ended {(newest + 1) * w._span:g} s "
             "after its clock's zero (before 2001): it was saved on a clock of its own (time.monotonic, a test's), "
@@ -249,7 +256,7 @@ def encode_ring(w: WindowedBloomFilter, *, ring: bool) -> bytes:
             live = w.live_generations
             return _core.encode_window(*params, [f for _, f in live], [f.insert_count for _, f in live],
                                        [g for g, _ in live])
-        now = w._now()
+        now = w._now(refuse=False)
         numbers = [g if g is not None and now - w._generations <= g <= now else None for g in w._numbers]
         return _core.encode_window_ring(*params, w._ring, [f.insert_count if g is not None else 0
                                                           for f, g in zip(w._ring, numbers)], numbers)
@@ -377,7 +384,7 @@ class SharedRing:
 
     def encode(self, w: WindowedBloomFilter, ring: bool) -> bytes:
         """The file's generations, read under its lock (MappedWindow.encode), with this handle's counts."""
-        now = w._now()  # (synced: raises when closed)
+        now = w._now(refuse=False)  # (synced: raises when closed)
         return self.file.encode(ring, now, [g.insert_count for g in self.places])
 
     def flush(self, w: WindowedBloomFilter, final: bool) -> None:
@@ -429,6 +436,12 @@ class SharedFile:
         w._ring = ring.places
         w._shared = ring
         ring.sync(w)
+        if clock is None:
+            try:
+                refuse_other_clock(w)
+            except ValueError:
+                w.close()
+                raise
         return cast("Self", w)
 
     def flush(self) -> None:

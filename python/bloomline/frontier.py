@@ -164,4 +164,4 @@ class DedupQueue:
         renew_locks_after_fork(self, _fresh_lock)
 
     def __repr__(self) -> str:
-        return f"<DedupQueue queued={len(self._queue)} seen~{round(self._seen.approx_count)} filter={type(self._seen).__name__}>"
+        return f"<DedupQueue queued={len(self._queue)} seen~{self._seen.approx_count:.0f} filter={type(self._seen).__name__}>"

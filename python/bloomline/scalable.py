@@ -164,7 +164,7 @@ class _ChainFacts:
         return (
             f"<ScalableBloomFilter initial_capacity={self.initial_capacity} error_rate={self.error_rate} "
             f"growth={self.growth} tightening={self.tightening} layout='{self._layout}' seed={self._seed} "
-            f"stages={len(self._stages)} approx_count={round(self.approx_count)}>"
+            f"stages={len(self._stages)} approx_count={self.approx_count:.0f}>"
         )
 
 

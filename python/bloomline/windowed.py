@@ -179,15 +179,17 @@ class WindowedBloomFilter(RingParams, SharedFile):
 
     # ---- time ------------------------------------------------------------------
 
-    def _now(self, t: Any = _READ) -> int:
+    def _now(self, t: Any = _READ, refuse: bool = True) -> int:
         """The current generation number at the clock's reading t (read now
         if not given): never less than one seen before, here or, in a
-        shared file, by any handle."""
+        shared file, by any handle. A reading more than a window behind that
+        is refused (not_behind) where the call answers for keys; a read of
+        the filter's state (refuse=False: counts, exports, repr) takes the newest."""
         if self._shared is not None:
             self._shared.sync(self)
         g = self._now_of(self._clock() if t is _READ else t)
         newest = self._newest
-        if newest is not None and g <= newest and newest - g > self._generations:
+        if refuse and newest is not None and g <= newest and newest - g > self._generations:
             g, newest = not_behind(self)
         if newest is not None and g <= newest:  # (within a window: a clock stepped back, the newest kept)
             return newest
@@ -377,12 +379,12 @@ class WindowedBloomFilter(RingParams, SharedFile):
     @property
     def current_generation(self) -> int:
         """The generation number adds go to now: floor(clock() / (window / generations))."""
-        return self._now()
+        return self._now(refuse=False)
 
     @property
     def live_generations(self) -> tuple[tuple[int, BloomFilter], ...]:
         """(generation number, filter) of the live generations started, oldest first (shared, not copies)."""
-        now = self._now()
+        now = self._now(refuse=False)
         self._expire(now)
         return tuple(sorted(((g, f) for g, f in zip(self._numbers, self._ring)
                              if g is not None and now - self._generations <= g <= now), key=lambda gf: gf[0]))
@@ -390,14 +392,14 @@ class WindowedBloomFilter(RingParams, SharedFile):
     @property
     def fill_ratio(self) -> float:
         """The fraction of the live generations' bits that are 1, over the whole ring."""
-        return sum(g.bits_set for g in self._live(self._now())) / self.num_bits
+        return sum(g.bits_set for g in self._live(self._now(refuse=False))) / self.num_bits
 
     @property
     def approx_count(self) -> float:
         """Estimated distinct keys in the live generations: the estimate of
         their union (a key refreshed into several generations counts once).
         Keys of the live generations, so up to window + window / G old."""
-        live = self._live(self._now())
+        live = self._live(self._now(refuse=False))
         if not live:
             return 0.0
         first = live[0]
@@ -407,7 +409,7 @@ class WindowedBloomFilter(RingParams, SharedFile):
     def expected_fp_rate(self) -> float:
         """The compound rate at the current fill: 1 - prod(1 - generation's rate)."""
         miss = 1.0
-        for g in self._live(self._now()):
+        for g in self._live(self._now(refuse=False)):
             miss *= 1.0 - g.expected_fp_rate
         return 1.0 - miss
 
@@ -461,10 +463,11 @@ class WindowedBloomFilter(RingParams, SharedFile):
 
     def __bool__(self) -> bool:
         """False while no live generation holds a key, as an empty set is."""
-        return any(g for g in self._live(self._now()))
+        return any(g for g in self._live(self._now(refuse=False)))
 
     def __repr__(self) -> str:
-        facts = "closed" if self.closed else f"live={len(self._live(self._now()))} approx_count={self.approx_count:.0f}"
+        facts = "closed" if self.closed else \
+            f"live={len(self._live(self._now(refuse=False)))} approx_count={self.approx_count:.0f}"
         return (f"<WindowedBloomFilter capacity={self._capacity} error_rate={self._error_rate} window={self._window:g}s "
                 f"generations={self._generations} layout='{self._layout}' seed={self._seed} {facts}>")
 

@@ -106,9 +106,10 @@ def _line_blocks(files: list[str], threads: int, ahead: bool = False) -> LineBlo
 
 
 def _clock(args: argparse.Namespace) -> Any:
-    """--now, fixed for the whole run, or the system clock."""
+    """--now, fixed for the whole run, or None: the system clock (a state
+    saved on another clock, a small --now, is then refused, saying so)."""
     now = args.now
-    return time.time if now is None else (lambda: now)
+    return None if now is None else (lambda: now)
 
 
 def _check_now(args: argparse.Namespace, window: float) -> None:
