@@ -45,8 +45,9 @@ add is cleared away by another thread starting the same generation.
 **Clock.** ``clock`` returns seconds as a float (default ``time.time``). The
 current generation never goes back: a clock that steps back (NTP) leaves
 adds in the newest generation seen, and one more than a window behind it
-(after a reading that ran ahead) is refused, every call raising ValueError
-until the clock catches up. Saved (a kind-4 container,
+(after a reading that ran ahead) is refused: every call that answers for
+keys raises ValueError until the clock catches up (reads of its state and
+its exports answer as of its newest generation). Saved (a kind-4 container,
 docs/FORMAT.md): the window, the generation count, and each live
 generation's number, count of new keys and kind-1 encoding. A filter read
 back at a later time drops the generations that expired meanwhile. A
