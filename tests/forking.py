@@ -1,13 +1,32 @@
 """A test's check run in a forked child of the test's process: the child
 exits 0 when check() returns True, 1 when it returns anything else or
 raises, and dies of SIGALRM if it is still running after alarm_s (a lock
-it waits for that only a thread of the parent would release)."""
+it waits for that only a thread of the parent would release). And the
+worker processes of the many-process tests (worker_context)."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import signal
+from multiprocessing.context import BaseContext
 from typing import Callable
+
+# What the many-process tests' workers import, loaded once in the fork
+# server: each worker then starts in milliseconds, where a fresh interpreter
+# spends about half a second of CPU importing them (the Redis fault harness
+# starts some 400 workers).
+PRELOAD = ["numpy", "redis", "bloomline", "bloomline.redis", "redis_harness"]
+
+
+def worker_context() -> BaseContext:
+    """Processes forked from multiprocessing's fork server, which has
+    imported PRELOAD: a fresh interpreter of its own (no pytest state, no
+    threads, no connections of the test's process), as a spawned worker's
+    is."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
 
 
 def in_forked_child(check: Callable[[], object], alarm_s: int = 20) -> int:

@@ -32,7 +32,6 @@ whose table is recorded in benchmarks/RESULTS.md ("Redis under faults").
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import subprocess
 import sys
@@ -48,6 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import FaultProxy, RedisServer, module_args, need, wait_until  # noqa: E402
+from forking import worker_context  # noqa: E402
 
 PROXY_FAULTS = ("stall", "drop", "cut_before", "cut_after")
 SERVER_FAULTS = ("script_flush", "del", "expire", "evict", "replace")
@@ -432,7 +432,7 @@ def run(spec: Spec, tmp: Path, procs: int = 4) -> Outcome:
                                min_bytes=2_000)
         if proxy:
             spec.port = proxy.port
-        ctx = mp.get_context("spawn")
+        ctx = worker_context()
         q = ctx.Queue()
         progress = ctx.Value("i", 0)
         struck = ctx.Event()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-PAGES = 2500
+PAGES = 1500  # (2,500 until CI passed 50 minutes: every claim holds at this size)
 
 
 def links(i: int) -> list[int]:

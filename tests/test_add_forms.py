@@ -18,7 +18,7 @@ import pytest
 
 from bloomline import BloomFilter
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 # Across the unrolled counts (1..16) and the run-time loop above them.
 K_VALUES = [1, 2, 5, 6, 7, 8, 10, 15, 16, 17, 24, 64]

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter, murmur3_128, optimal_params
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 
 def test_add_reports_new_keys_and_in_finds_them(layout: str) -> None:

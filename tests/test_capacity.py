@@ -18,7 +18,7 @@ import pytest
 from bloomline import BloomFilter, CapacityWarning, CountingBloomFilter, ScalableBloomFilter
 from bloomline.scalable import DirectoryStages
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 CAPACITY = 1_000
 KEYS = [f"https://site{i % 97}.example/page/{i}" for i in range(30_000)]

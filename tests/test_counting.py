@@ -11,7 +11,7 @@ import pytest
 
 from bloomline import BloomFilter, CapacityWarning, CountingBloomFilter
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 
 @pytest.fixture(params=[4, 8, 16])

@@ -10,7 +10,7 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter, Filter, ScalableBloomFilter
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 
 def kinds() -> list[Filter]:

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter, ScalableBloomFilter, murmur3_128
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 SETTINGS = settings(max_examples=120, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -21,7 +21,7 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter, ScalableBloomFilter
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 DATA = Path(__file__).resolve().parent / "data"
 sys.path.insert(0, str(DATA))

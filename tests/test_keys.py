@@ -12,7 +12,7 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, murmur3_128
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 
 @pytest.fixture

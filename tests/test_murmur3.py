@@ -11,7 +11,7 @@ import pytest
 
 import bloomline
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 
 def test_matches_mmh3_on_random_inputs_of_every_length() -> None:

@@ -16,7 +16,7 @@ import bloomline
 from bloomline import BloomFilter, CountingBloomFilter, ScalableBloomFilter
 from bloomline.scalable import DirectoryStages
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 
 def urls(lo: int, hi: int) -> list[str]:

@@ -124,7 +124,7 @@ def _count_new_and_exempt(target: Any, args: list[tuple[Any, ...]], n: int, *,
                           timeout: float) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
     """_count_new, for workers that may also put, after a -1, the indexes a
     raising add had no answer for: (how many found each new, exempt)."""
-    ctx = mp.get_context("spawn")
+    ctx = worker_context()
     q: mp.Queue[list[int]] = ctx.Queue()
     procs = [ctx.Process(target=target, args=(*a, q)) for a in args]
     for p in procs:
@@ -226,6 +226,7 @@ def test_cluster(redis_cluster: list[object]) -> None:
 # ---- backends: plain Redis, bloomline's module, the server's BF commands ----------------------
 
 from conftest import FaultProxy, RedisServer  # noqa: E402
+from forking import worker_context  # noqa: E402
 
 
 def test_every_backend_answers_alike(backend_server: tuple[RedisServer, str]) -> None:

@@ -25,9 +25,11 @@ from bloomline import ScalableBloomFilter  # noqa: E402
 from bloomline.redis import RedisBloomFilter, RedisStages, dump, restore  # noqa: E402
 from conftest import RedisServer, module_args  # noqa: E402
 
-pytestmark = pytest.mark.slow  # (real servers, a million probes a test; about 100 s in all)
+pytestmark = pytest.mark.slow  # (real servers and probes on the plain backend's scripts)
 
-PROBES = 1_000_000
+# Random absent keys: at the filters' rates about 20 to 200 of them are
+# false positives, each of which every copy must answer alike.
+PROBES = 200_000
 
 
 @pytest.fixture
@@ -363,10 +365,10 @@ def test_an_imported_request_is_seen_by_the_rule_it_was_fingerprinted_by(
 
     a, _ = two_servers
     r = _client(a)
-    old = _requests(20_000)
+    old = _requests(5_000)
     r.sadd("shop:dupefilter", *_scrapy_redis_fingerprints(old))
-    report = import_set(r, "shop:dupefilter", chunk=3_000)
-    assert (report.members, report.imported, report.invalid, report.missing) == (20_000, 20_000, 0, 0)
+    report = import_set(r, "shop:dupefilter", chunk=1_500)
+    assert (report.members, report.imported, report.invalid, report.missing) == (5_000, 5_000, 0, 0)
     assert r.exists("shop:dupefilter") and not report.deleted  # left alone without delete_set
     assert report.filter_bytes * 10 < report.set_bytes
     with caplog.at_level("INFO"):
@@ -375,7 +377,7 @@ def test_an_imported_request_is_seen_by_the_rule_it_was_fingerprinted_by(
     assert "imported from the set 'shop:dupefilter'" in caplog.text and "scrapy-redis's rule" in caplog.text
     try:
         assert all(df.request_seen(q) for q in old)
-        fresh = _requests(20_000, start=20_000)
+        fresh = _requests(5_000, start=5_000)
         assert sum(df.request_seen(q) for q in fresh) <= 2  # (the false-positive budget: 1e-4 a check)
         assert all(df.request_seen(q) for q in fresh[:100])  # and the new ones are remembered
     finally:

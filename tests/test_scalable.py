@@ -15,7 +15,7 @@ from interrupting import with_sigint_after
 import bloomline
 from bloomline import BloomFilter, ScalableBloomFilter
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 
 def test_add_reports_new_across_the_chain(layout: str) -> None:

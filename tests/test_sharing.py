@@ -29,7 +29,7 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter, WindowedBloomFilter
 
-# core: run by CI's wheel, clang/flock and sanitizer jobs (.ci/run); slow: many processes, killed and
+# core: run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run); slow: many processes, killed and
 # restarted, left out of the fast subset (pytest -m "not slow")
 pytestmark = [pytest.mark.core, pytest.mark.slow]
 

@@ -10,7 +10,7 @@ import pytest
 import bloomline
 from bloomline import estimate_count, false_positive_rate, optimal_num_hashes, optimal_params
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 
 def test_standard_published_points() -> None:

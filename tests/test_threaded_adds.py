@@ -18,7 +18,7 @@ import pytest
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter
 
-pytestmark = pytest.mark.core  # run by CI's wheel, clang/flock and sanitizer jobs (.ci/run)
+pytestmark = pytest.mark.core  # run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run)
 
 N = 300_000  # past one super-chunk of the blocked path (2**18) and several of the slot path (2**16)
 
