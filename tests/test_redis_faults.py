@@ -6,7 +6,6 @@ the old code fails on behaviour, not on a name it lacked."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import threading
 import time
 import warnings
@@ -22,6 +21,7 @@ from redis.cluster import RedisCluster, key_slot  # noqa: E402
 from bloomline import ScalableBloomFilter  # noqa: E402
 from bloomline.redis import MissingKeyError, RedisBloomFilter, RedisStages  # noqa: E402
 from conftest import FaultProxy, RedisServer, module_args, start_cluster  # noqa: E402
+from forking import worker_context  # noqa: E402
 
 pytestmark = pytest.mark.slow  # clusters, proxies and processes: left out of the fast subset (pytest -m "not slow")
 
@@ -225,7 +225,7 @@ def test_four_processes_keep_a_shared_chain_within_its_bound(module_server: Redi
     from bloomline.analysis import fp_rate_from_bits
 
     ScalableBloomFilter(1000, 1e-6, store=RedisStages(module_server.url, "bound", backend=backend))
-    ctx = mp.get_context("spawn")
+    ctx = worker_context()
     q = ctx.Queue()
     procs = [ctx.Process(target=_chain_worker, args=(module_server.port, backend, i, n, q)) for i in range(4)]
     for p in procs:
