@@ -21,9 +21,13 @@ PRELOAD = ["numpy", "redis", "bloomline", "bloomline.redis", "redis_harness"]
 
 def worker_context() -> BaseContext:
     """Processes forked from multiprocessing's fork server, which has
-    imported PRELOAD: a fresh interpreter of its own (no pytest state, no
-    threads, no connections of the test's process), as a spawned worker's
-    is."""
+    imported PRELOAD: a fresh interpreter of its own (no pytest state and no
+    connections of the test's process), as a spawned worker's is. Unlike a
+    spawned worker's, its environment is the test process's when the server
+    started (the first call): a test that changes os.environ for its workers
+    must spawn them. A module of PRELOAD that fails to import is left out
+    without a word (the worker then imports it itself). The workers are the
+    server's children, not the test process's."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx

@@ -114,7 +114,7 @@ def test_clear_and_delete(redis_client: object) -> None:
 
 
 def _count_new(target: Any, args: list[tuple[Any, ...]], n: int, *, timeout: float) -> npt.NDArray[np.int64]:
-    """Run target(*a, queue) in one spawned process per a; each puts the
+    """Run target(*a, queue) in one worker process per a (forking.worker_context); each puts the
     indexes (below n) it found new, or its traceback as a str. How many
     processes found each new."""
     return _count_new_and_exempt(target, args, n, timeout=timeout)[0]

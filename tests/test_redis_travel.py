@@ -79,7 +79,7 @@ def test_a_chain_travels_to_a_file_and_another_server_answering_the_same(
     assert isinstance(moved, ScalableBloomFilter)
     probes = np.concatenate([keys, _probes()])
     want = chain.contains_many(probes)
-    assert want[: len(keys)].all()
+    assert want[: len(keys)].all() and want[len(keys):].any()  # (some false positives to answer alike)
     for other in (local, loaded, moved):
         np.testing.assert_array_equal(other.contains_many(probes), want)
     assert moved.insert_count == chain.insert_count
@@ -102,7 +102,9 @@ def test_a_fixed_filter_travels_between_servers_and_backends(two_servers: tuple[
     moved = restore(buf.getvalue(), _client(b), "fx")
     assert isinstance(moved, RedisBloomFilter) and moved.backend == direction.split("->")[1]
     probes = _probes()
-    np.testing.assert_array_equal(moved.contains_many(probes), f.contains_many(probes))
+    want = f.contains_many(probes)
+    assert want.any()  # (some false positives to answer alike)
+    np.testing.assert_array_equal(moved.contains_many(probes), want)
     assert moved.contains_many(np.arange(40_000, dtype=np.uint64)).all()
     assert abs(moved.insert_count - f.insert_count) <= 3  # (shared out among the shards by their bits)
 

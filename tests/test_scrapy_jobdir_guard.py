@@ -34,12 +34,15 @@ def test_a_second_crawl_on_a_jobdir_in_use_is_refused_and_the_first_loses_nothin
     first = start_crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}")
     try:
         wait_for_pages(site, first, 200)
+        site.close_gate()  # the first crawl waits on its requests, however slow the second is to start
         second = crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}")
         assert second.returncode == 1, second.stderr[-3000:]
         assert "is in use by another crawl" in second.stderr and "bloomline_jobdir_in_use" in second.stderr
         assert first.poll() is None
     finally:
         kill_9(first)
+        site.epoch += 1  # (the requests held at the gate are dropped unanswered)
+        site.gate.set()
     resumed = crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(site.pages()) == PAGES  # nothing the refused crawl touched was lost
@@ -55,6 +58,7 @@ def test_a_refused_second_crawl_leaves_the_first_ones_recrawl_window_alone(site:
     first = start_crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}", recrawl)
     try:
         wait_for_pages(site, first, 200)
+        site.close_gate()  # (as above)
         before = window.read_bytes() if window.exists() else None
         second = crawl(tmp_path, site, *JOURNAL, f"JOBDIR={job}", recrawl)
         assert second.returncode == 1 and "bloomline_jobdir_in_use" in second.stderr, second.stderr[-3000:]
@@ -62,6 +66,8 @@ def test_a_refused_second_crawl_leaves_the_first_ones_recrawl_window_alone(site:
         assert first.poll() is None
     finally:
         kill_9(first)
+        site.epoch += 1
+        site.gate.set()
 
 
 @pytest.mark.parametrize(("made_by", "resumed_by", "message"), [
