@@ -406,6 +406,21 @@ def small_fs(tmp_path: Path) -> Iterator[Any]:
         subprocess.run(["umount", "-l", str(where)], capture_output=True, timeout=30)
 
 
+def fill_disk(directory: Path, leave: int) -> Path:
+    """A file that takes all but about `leave` bytes of the file system."""
+    st = os.statvfs(directory)
+    size = max(st.f_bavail * st.f_frsize - leave, 0)
+    filler = directory / "filler"
+    block = bytes(64 << 10)
+    with open(filler, "wb") as f:
+        for _ in range(size // len(block) + 1):  # bounded by the size asked for
+            n = min(len(block), size - f.tell())
+            if n <= 0:
+                break
+            f.write(block[:n])
+    return filler
+
+
 def wait_until(check: Any, seconds: float = 20.0) -> None:
     """Poll check() every 50 ms until it is true; AssertionError after `seconds`."""
     deadline = time.monotonic() + seconds

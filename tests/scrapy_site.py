@@ -239,6 +239,19 @@ def journal_records(data: bytes) -> list[tuple[int, int, int, int, str]]:
     return out
 
 
+def journal_fingerprints(data: bytes) -> dict[str, bytes]:
+    """url -> the fingerprint kept with its request record (docs/FORMAT.md),
+    from journal_records' offsets."""
+    import struct
+
+    out = {}
+    for off, _, kind, _, url in journal_records(data):
+        if kind == 1:
+            fp_len = struct.unpack_from("<H", data, off + 6)[0]
+            out[url] = data[off + 36 : off + 36 + fp_len]
+    return out
+
+
 def pending_urls(records: list[tuple[int, int, int, int, str]]) -> set[str]:
     """The urls of the request records that no done record finishes."""
     done = {serial for _, _, kind, serial, _ in records if kind == 2}

@@ -28,7 +28,7 @@ from scrapy.utils.misc import build_from_crawler  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
 from bloomline.scrapy import BloomDupeFilter, RedisBloomDupeFilter  # noqa: E402
-from conftest import RedisServer  # noqa: E402
+from conftest import RedisServer, fill_disk  # noqa: E402
 
 KINDS = ["local", "redis"]
 
@@ -266,3 +266,78 @@ def test_a_recrawl_filter_whose_clock_stepped_back_is_saved_at_close(tmp_path: P
     df.close("finished")
     saved = WindowedBloomFilter.load(tmp_path / "bloomline-recrawl.blf", clock=lambda: t0)
     assert all(saved.__contains__(fp) for fp in fps)
+
+
+def test_a_recrawl_save_onto_a_full_disk_stops_the_crawl_and_drops_nothing_unrecorded(
+        small_fs: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The recrawl filter's save every minute once raised from request_seen
+    on a full disk, after the fingerprint was recorded: the request was
+    never scheduled, and was seen from then on (a page never fetched); every
+    later new request did the same. Now the failed save stops the crawl
+    (one ERROR line, reason bloomline_filter_unwritable), each request gets
+    its answer, and the close saves what it can once there is room."""
+    from bloomline import WindowedBloomFilter
+    from bloomline.scrapy.dupefilter import REASON_UNWRITABLE
+
+    job = small_fs("256k")
+    settings = Settings({"JOBDIR": str(job), "BLOOMLINE_RECRAWL_AFTER": 86400, "BLOOMLINE_CAPACITY": 1000})
+    fps = [hashlib.sha1(str(i).encode()).digest() for i in range(100)]
+    df = BloomDupeFilter.from_settings(settings)
+    filler = fill_disk(job, 0)
+    df._saved_at -= 3600  # (the minute between saves is up)
+    with caplog.at_level(logging.ERROR, logger="scrapy.dupefilters"):
+        assert [df.request_seen(Request(f"http://x/{i}")) for i in range(3)] == [False] * 3
+        assert all(df.record_fingerprint(fp) for fp in fps)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and REASON_UNWRITABLE in errors[0] and "No space left" in errors[0], errors
+    assert isinstance(df.unwritable, OSError) and df.failed
+    assert df.request_seen(Request("http://x/0"))  # (let through once: a duplicate now)
+    filler.unlink()
+    df.close("finished")
+    saved = WindowedBloomFilter.load(job / "bloomline-recrawl.blf")
+    assert all(saved.__contains__(fp) for fp in fps)
+
+
+def test_a_stage_the_chain_cannot_grow_on_a_full_disk_stops_the_crawl_and_drops_nothing_unrecorded(
+        small_fs: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A JOBDIR chain that must grow on a full disk once raised from
+    request_seen for every new request (nothing recorded; under
+    JournalScheduler each link was queued again, a loop). Now the crawl
+    stops (one ERROR line, reason bloomline_filter_unwritable) and each
+    request that could not be recorded is new: kept, never dropped."""
+    from bloomline.scrapy.dupefilter import REASON_UNWRITABLE
+
+    job = small_fs("256k")
+    df = BloomDupeFilter.from_settings(Settings({"JOBDIR": str(job), "BLOOMLINE_CAPACITY": 100}))
+    fill_disk(job, 0)
+    fps = [hashlib.sha1(str(i).encode()).digest() for i in range(300)]  # (past the first stage)
+    with caplog.at_level(logging.ERROR, logger="scrapy.dupefilters"):
+        answers = [df.record_fingerprint(fp) for fp in fps]
+    assert all(answers)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and REASON_UNWRITABLE in errors[0] and "No space left" in errors[0], errors
+    assert df.seen.num_stages == 1 and isinstance(df.unwritable, OSError) and df.failed
+    unrecorded = [fp for fp in fps if not df.has_fingerprint(fp)]
+    assert unrecorded and all(df.record_fingerprint(fp) for fp in unrecorded)  # never dropped
+    df.close("finished")
+
+
+@pytest.mark.parametrize("recrawl", [None, 86400])
+@pytest.mark.parametrize("sizes", [{"BLOOMLINE_CAPACITY": 10**13}, {"BLOOMLINE_CAPACITY": 10**18},
+                                   {"BLOOMLINE_ERROR_RATE": 1e-300}])
+def test_sizes_no_filter_can_have_are_a_bad_setting_not_a_damaged_jobdir(tmp_path: Path, sizes: dict[str, Any],
+                                                                       recrawl: Any) -> None:
+    """A capacity or error rate out of range was reported as a JOBDIR that
+    cannot be resumed, telling the user to remove its (sound) filter files.
+    It is a bad setting, named with its value, and JOBDIR is left as it was."""
+    base = {"JOBDIR": str(tmp_path), "BLOOMLINE_RECRAWL_AFTER": recrawl}
+    df = BloomDupeFilter.from_settings(Settings(base))
+    df.record_fingerprint(b"kept")
+    df.close("finished")
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(ValueError) as e:
+        BloomDupeFilter.from_settings(Settings({**base, **sizes}))
+    message = str(e.value)
+    name, value = next(iter(sizes.items()))
+    assert f"{name}={value!r}" in message and "makes no filter" in message and "JOBDIR" not in message, message
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ pytest.importorskip("scrapy")
 
 from scrapy.http import Request  # noqa: E402
 
+from conftest import fill_disk  # noqa: E402
 from scrapy_site import journal_records, pending_urls  # noqa: E402
 
 import bloomline.scrapy.journal as bs  # noqa: E402
@@ -240,21 +240,6 @@ def test_compaction_keeps_queued_and_taken_requests(tmp_path: Path, monkeypatch:
 # ---- a full disk -----------------------------------------------------------------
 
 
-def fill(directory: Path, leave: int) -> Path:
-    """A file that takes all but about `leave` bytes of the file system."""
-    st = os.statvfs(directory)
-    size = max(st.f_bavail * st.f_frsize - leave, 0)
-    filler = directory / "filler"
-    block = bytes(64 << 10)
-    with open(filler, "wb") as f:
-        for _ in range(size // len(block) + 1):  # bounded by the size asked for
-            n = min(len(block), size - f.tell())
-            if n <= 0:
-                break
-            f.write(block[:n])
-    return filler
-
-
 U = "http://127.0.0.1"
 
 
@@ -268,7 +253,7 @@ def test_a_failed_push_refuses_every_later_write_and_its_parent_stays_pending(sm
     j.push(Request(f"{U}/parent"))
     parent = j.pop()
     assert parent is not None
-    filler = fill(d, leave=8 << 10)
+    filler = fill_disk(d, leave=8 << 10)
     pushed = 0
     with pytest.raises(bs.JournalUnwritable) as failed:
         for i in range(1000):  # 8 KiB holds far fewer than 1000 of these
@@ -302,7 +287,7 @@ def test_a_push_cut_short_by_a_full_disk_leaves_no_torn_record(small_fs: Any,
     for i in range(3):
         j.push(Request(f"{U}/{i}"))
     size = path.stat().st_size
-    filler = fill(d, leave=16 << 10)
+    filler = fill_disk(d, leave=16 << 10)
     with pytest.raises(bs.JournalUnwritable):
         j.push(Request(f"{U}/big", body=b"y" * (128 << 10)))
     assert path.stat().st_size == size
@@ -345,7 +330,7 @@ def test_a_compaction_with_no_room_leaves_the_old_journal_whole(small_fs: Any,
     for i in range(200):
         j.push(Request(f"{U}/{i}", body=b"z" * 900))
     taken = [j.pop() for _ in range(200)]
-    filler = fill(d, leave=16 << 10)
+    filler = fill_disk(d, leave=16 << 10)
     finished = 0
     before = b""
     with pytest.raises(bs.JournalUnwritable) as failed:
@@ -368,3 +353,38 @@ def test_a_compaction_with_no_room_leaves_the_old_journal_whole(small_fs: Any,
     again = journal(path)
     assert again.recovered == len(rest) and set(urls(again)) == rest
     again.close()
+
+
+def test_the_journal_keeps_the_key_the_filter_records_under_a_fingerprint_override(tmp_path: Path) -> None:
+    """JournalScheduler kept the fingerprinter's fingerprint with each
+    request, while a dupefilter overriding request_fingerprint records its
+    own key: a resume re-recorded the wrong keys, so an equivalent link was
+    queued again. The journal keeps the filter's key."""
+    from scrapy import Spider
+    from scrapy.exceptions import ScrapyDeprecationWarning
+    from scrapy.utils.test import get_crawler
+
+    from bloomline.scrapy import BloomDupeFilter, JournalScheduler
+    from scrapy_site import journal_fingerprints
+
+    class NoQuery(BloomDupeFilter):
+        def request_fingerprint(self, request: Request) -> str:
+            return request.url.split("?")[0]
+
+    class S(Spider):
+        name = "override"
+
+    crawler = get_crawler(S, {"JOBDIR": str(tmp_path / "job"), "DUPEFILTER_CLASS": NoQuery,
+                              "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",  # (no engine here)
+                              "SPIDER_MIDDLEWARES": {"bloomline.scrapy.JournalDoneMiddleware": 0}})
+    with pytest.warns(ScrapyDeprecationWarning, match="request_fingerprint"):
+        scheduler = JournalScheduler.from_crawler(crawler)
+    scheduler.open(S.from_crawler(crawler))
+    try:
+        request = Request(f"{U}/page?session=1")
+        assert scheduler.enqueue_request(request)
+        assert not scheduler.enqueue_request(Request(f"{U}/page?session=2"))  # the same key: dropped
+        kept = journal_fingerprints((tmp_path / "job" / bs.JOURNAL_NAME).read_bytes())
+        assert kept == {request.url: scheduler.df.fingerprint(request)} and kept[request.url] == f"{U}/page".encode()
+    finally:
+        scheduler.close("finished")

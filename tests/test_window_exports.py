@@ -411,3 +411,24 @@ def test_a_shared_handles_fill_counts_every_process_after_flush_and_a_closed_one
         assert b.expected_fp_rate == reader.expected_fp_rate > 0
         assert b.approx_count == reader.approx_count == pytest.approx(3001, rel=0.02)
     assert repr(b).endswith("seed=0 closed>") and "(closed)" in b._repr_html_()
+
+
+def test_closing_a_ring_mapped_read_only_closes_it(tmp_path: Path) -> None:
+    """close() of a ring opened with "r" once left it open: closed False,
+    to_bytes and copy still answering, repr raising BufferError. Now as a
+    writer's close and as BloomFilter's: closed, said by repr, and any
+    later use raises ValueError."""
+    path = tmp_path / "ring.blf"
+    w = WindowedBloomFilter(1000, 0.01, window=100.0, clock=lambda: 0.0)
+    w.add("a")
+    w.save(path, shared=True)
+    r = WindowedBloomFilter.open(path, "r", clock=lambda: 0.0)
+    assert "a" in r and not r.closed
+    r.close()
+    assert r.closed and r.read_only
+    assert repr(r).endswith("closed>")
+    for use in (r.to_bytes, r.copy, lambda: "a" in r, lambda: r.approx_count):
+        with pytest.raises(ValueError, match="closed"):
+            use()
+    r.close()  # (twice: nothing more)
+    assert WindowedBloomFilter.load(path, clock=lambda: 0.0) == w

@@ -409,6 +409,77 @@ def test_a_thread_that_waited_past_its_generation_clears_no_newer_one(call: str)
     assert [g for g, _ in w.live_generations] == [5]
 
 
+@pytest.mark.parametrize("later", [6.0, 9.0, 12.0])
+def test_an_add_that_waited_while_newer_generations_began_adds_to_the_newest(later: float) -> None:
+    """A thread reads the clock (generation 0), then waits while another
+    thread adds at a later time that skips generation 0's place (6: its
+    place still holds 0, expired; 9 and 12: generation 0 expired, its place
+    emptied or reused). The waiting add once went to the expired generation
+    0 (or started it again): it said new, and the key was gone at once. It
+    goes to the newest generation: seen after, and not new again."""
+    import threading
+
+    clock = FakeClock()
+    w = WindowedBloomFilter(1000, 0.01, window=4.0, generations=4, clock=clock)  # a slice of 1 s; 5 places
+    w.add_many(["early"])
+    reading = w._now
+
+    def waits(*args: Any, **kwargs: Any) -> int:
+        g = reading(*args, **kwargs)
+        if threading.current_thread().name == "waiting" and clock.t == 0:
+            clock.t = later
+            other = threading.Thread(target=lambda: w.add_many(["theirs"]))
+            other.start()
+            other.join()
+        return g
+
+    w._now = waits  # type: ignore[method-assign]
+    answers: list[Any] = []
+    waiting = threading.Thread(target=lambda: answers.append(w.add_many(["mine"])), name="waiting")
+    waiting.start()
+    waiting.join()
+    del w._now
+    assert answers[0].tolist() == [True]
+    assert w.current_generation == int(later)
+    assert "mine" in w and "theirs" in w and "early" not in w
+    assert not w.add("mine")
+    assert [g for g, _ in w.live_generations] == [int(later)]
+
+
+def test_an_add_to_a_shared_ring_that_waited_while_another_handle_moved_on_adds_to_the_newest(tmp_path: Any) -> None:
+    """The same across handles of a mapped ring: handle A reads generation
+    0, then waits while handle B adds at generation 6 (generation 0's
+    place untouched, expired). A's add goes to generation 6, seen by both
+    handles (the file's start finds the ring's newest under its lock)."""
+    path = tmp_path / "ring.blf"
+    WindowedBloomFilter(1000, 0.01, window=4.0, generations=4, clock=lambda: 0.0).save(path, shared=True)
+    ta, tb = FakeClock(), FakeClock()
+    tb.t = 6.0
+    with WindowedBloomFilter.open(path, "r+", clock=ta) as a, WindowedBloomFilter.open(path, "r+", clock=tb) as b:
+        a.add("early")
+        reading = a._now
+        fired: list[bool] = []
+
+        def waits(*args: Any, **kwargs: Any) -> int:
+            g = reading(*args, **kwargs)
+            if not fired:
+                fired.append(True)
+                ta.t = 6.0
+                b.add("theirs")
+            return g
+
+        a._now = waits  # type: ignore[method-assign]
+        assert a.add_many(["mine"]).tolist() == [True]
+        del a._now
+        assert a.current_generation == b.current_generation == 6
+        assert "mine" in a and "mine" in b and "theirs" in a
+        assert not b.add("mine")
+        # A start asked for after the ring moved on (a handle that read the
+        # file before another process did) starts nothing: the newest is the one.
+        numbers = a._shared.file.numbers()  # type: ignore[union-attr]
+        assert a._shared.file.start(0, 0) == 6 and a._shared.file.numbers() == numbers  # type: ignore[union-attr]
+
+
 def test_bits_an_add_in_flight_sets_after_a_clear_never_show_in_a_later_generation() -> None:
     """Adds take no lock: an add of another thread that already holds the
     current generation can set its bits just after clear() emptied that

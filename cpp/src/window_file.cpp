@@ -236,8 +236,15 @@ std::int64_t MappedWindow::start_generation(std::int64_t n, std::uint64_t adds) 
     if (n == kGenerationNone || n == kGenerationStarting) throw std::invalid_argument("no such generation number");
     const auto i = static_cast<std::size_t>(place_of(n, heads_.size()));
     HeaderLock lock(*file_);
-    const std::int64_t held = number(i);
-    if (held != kGenerationNone && held != kGenerationStarting && held >= n) return held;
+    // Started already, or a newer one began while the caller waited: the
+    // newest is the one to add to (n may have expired by then).
+    std::int64_t newest = kGenerationNone;
+    for (std::size_t p = 0; p < heads_.size(); ++p) {
+        const std::int64_t held = number(p);
+        if (held != kGenerationNone && held != kGenerationStarting && (newest == kGenerationNone || held > newest))
+            newest = held;
+    }
+    if (newest != kGenerationNone && newest >= n) return newest;
     empty_place(i, n);
     counted_number_[i] = n;
     counted_[i] = adds;  // this handle's adds to the place count from here
@@ -274,7 +281,11 @@ void MappedWindow::count_adds(const std::vector<std::uint64_t>& adds) {
 }
 
 void MappedWindow::flush(const std::vector<std::uint64_t>& adds, bool final) {
-    if (!file_->writable() || file_->released()) return;
+    if (file_->released()) return;
+    if (!file_->writable()) {  // a reader writes nothing; at close it lets go, as a writer does
+        if (final) file_->release();
+        return;
+    }
     if (file_->inherited()) {
         if (final) return file_->release();  // a forked child lets go of its copy only
         check_writer("flush");

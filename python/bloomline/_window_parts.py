@@ -370,12 +370,21 @@ class SharedRing:
         if newest is not None:
             w._advance_to(newest)
 
-    def start(self, w: WindowedBloomFilter, place: int, number: int) -> None:
-        """Start generation number at its place (once, whoever asks), then
-        read the ring again."""
-        self.file.start(number, 0)  # (this handle's count of the place restarts at sync, from zero)
-        w._warned.discard(number)
-        self.sync(w)
+    def current(self, w: WindowedBloomFilter, number: int) -> int:
+        """The generation to add to (the caller holds w's rotation lock):
+        number's, or the ring's newest where another handle or thread began
+        a newer one meanwhile (number's may have expired since); started
+        at its place if it was not, once whoever asks (the file's lock)."""
+        self.sync(w)  # (another process may have moved on since the caller read the clock)
+        if w._newest is not None and w._newest > number:
+            number = w._newest
+        if w._numbers[number % len(self.places)] != number:
+            got: int = self.file.start(number, 0)  # (this handle's count of the place restarts at sync, from zero)
+            if got == number:
+                w._warned.discard(number)
+            self.sync(w)
+            number = got
+        return number
 
     def clear(self, w: WindowedBloomFilter) -> None:
         self.file.clear([0] * len(self.places))

@@ -247,19 +247,18 @@ class WindowedBloomFilter(RingParams, SharedFile):
     def _current(self, now: int) -> tuple[int, BloomFilter]:
         """The current generation, started now if it was not (its place held
         one G + 1 older: expired), and its number: now's, unless the call
-        waited so long (a thread that stalled, a process stopped) that its
-        place holds a newer generation by then. Then the newest one, never
-        clearing a place whose generation is newer than the caller's."""
+        waited (a thread that stalled, a process stopped) while a newer
+        generation began. Then the newest one: never a generation that may
+        have expired meanwhile, never clearing a place that holds a newer one."""
         i = now % len(self._ring)
-        if self._numbers[i] != now:
+        if self._numbers[i] != now or now != self._newest or self._shared is not None:
             with self._rotating:
-                held = self._numbers[i]
-                if held is not None and held > now and self._shared is None:
-                    now = max(held, self._newest if self._newest is not None else held)
-                    i = now % len(self._ring)
-                if self._shared is not None:  # (started once, whoever asks: the file's lock)
-                    self._shared.start(self, i, now)
-                elif self._numbers[i] != now:
+                if self._shared is not None:  # (the file's ring as it is now, started once whoever asks)
+                    now = self._shared.current(self, now)
+                elif self._newest is not None and self._newest > now:
+                    now = self._newest
+                i = now % len(self._ring)
+                if self._shared is None and self._numbers[i] != now:
                     self._changed()  # (first: no call answers from a place being cleared)
                     if self._numbers[i] is not None or i in self._cleared:
                         self._ring[i].clear()

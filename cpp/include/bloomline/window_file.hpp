@@ -9,8 +9,10 @@
 //    adds to an older one as current (the clock never goes back, across
 //    processes too).
 //  - A generation is started once (start_generation): under the file's
-//    header lock, a handle that finds its place already holding it (or a
-//    newer one) does nothing; otherwise it marks the place
+//    header lock, a handle that finds it, or a newer one, anywhere in the
+//    ring does nothing and adds to the newest (a handle that waited while
+//    the ring moved on never restarts a generation that may have expired);
+//    otherwise it marks the place
 //    kGenerationStarting, clears its bits, zeroes its count, and only then
 //    stores the number (a release store, read with acquire loads).
 //  - A place marked starting, or holding none, is probed by nobody and added
@@ -60,8 +62,8 @@ public:
     // Place i's generation number now (kGenerationNone / kGenerationStarting
     // when it holds none).
     std::int64_t number(std::size_t i) const;
-    // Start generation n at its place (above); returns the number the place
-    // then holds: n, or a newer one another handle started there. adds: the
+    // Start generation n at its place (above); returns the generation to
+    // add to: n, or the newest in the ring where it is newer. adds: the
     // place filter's insert count now (this handle's count starts there).
     std::int64_t start_generation(std::int64_t n, std::uint64_t adds);
     // Every place emptied (numbers kGenerationNone), under the header lock.

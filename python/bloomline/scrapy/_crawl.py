@@ -18,6 +18,7 @@ REASON_REDIS = "bloomline_redis_unavailable"
 REASON_SETTINGS = "bloomline_bad_settings"
 REASON_JOBDIR = "bloomline_damaged_jobdir"
 REASON_LEFT_OVER = "bloomline_left_over_filter"
+REASON_UNWRITABLE = "bloomline_filter_unwritable"
 
 
 def call_later(delay: float, func: Callable[..., Any], *args: Any) -> Any:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 from scrapy.utils.misc import load_object
 
 from .._core import ChainRule
+from .._window_parts import generation_rate
+from ..sizing import optimal_params
 from ..scalable import ChainMismatch
 from .._optional import require
 from ._crawl import REASON_SETTINGS, _Refused
@@ -88,6 +90,21 @@ class _Config:
         self.layout = cast("Layout", layout)
         self.debug = _bool_setting(settings, "DUPEFILTER_DEBUG", False)
         self.recrawl_after = _recrawl_setting(settings)
+
+    def check_local_sizes(self) -> None:
+        """The local filter can be made of BLOOMLINE_CAPACITY and
+        BLOOMLINE_ERROR_RATE (the chain's first stage, or each recrawl
+        generation), checked before JOBDIR is read: a size out of range is a
+        bad setting, never taken for a damaged JOBDIR."""
+        try:
+            if self.recrawl_after is None:
+                rule = ChainRule(self.capacity, self.error_rate, GROWTH, TIGHTENING)
+                optimal_params(rule.stage_capacity(0), rule.stage_error_rate(0), self.layout)
+            else:
+                optimal_params(self.capacity, generation_rate(self.error_rate, RECRAWL_GENERATIONS), self.layout)
+        except ValueError as e:
+            raise _Refused(REASON_SETTINGS, f"BLOOMLINE_CAPACITY={self.capacity!r} with BLOOMLINE_ERROR_RATE="
+                                            f"{self.error_rate!r} makes no filter: {e}") from None
 
 
 def _bool_setting(settings: Any, name: str, default: bool) -> bool:

@@ -107,6 +107,7 @@ from .journal import JOURNAL_HEAD_BYTES, JOURNAL_NAME
 
 # Names this module held before the package was split, still importable from here.
 from ._crawl import REASON_JOBDIR as REASON_JOBDIR, REASON_REDIS as REASON_REDIS
+from ._crawl import REASON_UNWRITABLE as REASON_UNWRITABLE
 from ._crawl import REASON_SETTINGS as REASON_SETTINGS, logger as logger
 from ._settings import DEFAULT_CAPACITY as DEFAULT_CAPACITY, DEFAULT_ERROR_RATE as DEFAULT_ERROR_RATE
 from ._settings import DEFAULT_RETRY_TIMEOUT_S as DEFAULT_RETRY_TIMEOUT_S, FRONT_SHARE as FRONT_SHARE
@@ -133,6 +134,8 @@ class BloomDupeFilter(_DupeFilter):
 
     label = "BloomDupeFilter"
     """The name at the start of this filter's log lines."""
+    unwritable: Optional[OSError] = None
+    """The first write to JOBDIR's filter that failed (the crawl stopped), or None."""
 
     def __init__(
         self,
@@ -212,6 +215,7 @@ class BloomDupeFilter(_DupeFilter):
             _check_journal_kept(path, settings)
             try:
                 config = _Config(settings)
+                config.check_local_sizes()
                 self = cls(path, config.debug, fingerprinter=getattr(crawler, "request_fingerprinter", None),
                            capacity=config.capacity, error_rate=config.error_rate, layout=config.layout,
                            stats=getattr(crawler, "stats", None), recrawl_after=config.recrawl_after)
@@ -240,13 +244,40 @@ class BloomDupeFilter(_DupeFilter):
 
     def record_fingerprint(self, fp: bytes) -> bool:
         """Record a fingerprint; True when it was new (with
-        BLOOMLINE_RECRAWL_AFTER: when it was not let through within it)."""
+        BLOOMLINE_RECRAWL_AFTER: when it was not let through within it).
+        Where JOBDIR's files cannot be written (a full disk: a stage the
+        chain cannot grow, a recrawl save) the crawl stops (_unwritable) and
+        a request that could not be recorded is new: kept, never dropped."""
         if isinstance(self.seen, WindowedBloomFilter):
-            new = self.seen.add(fp, refresh=False)
-            if self._recrawl_file is not None and time.monotonic() - self._saved_at > RECRAWL_SAVE_EVERY:
-                self._save_recrawl()
+            new = self.seen.add(fp, refresh=False)  # (in memory: the save below is what may fail)
+            if (self._recrawl_file is not None and self.unwritable is None
+                    and time.monotonic() - self._saved_at > RECRAWL_SAVE_EVERY):
+                try:
+                    self._save_recrawl()
+                except OSError as e:
+                    self._unwritable(e)
             return new
-        return bool(self.seen.add(fp))
+        try:
+            return bool(self.seen.add(fp))
+        except OSError as e:  # (a stage the chain could not make: nothing recorded)
+            self._unwritable(e)
+            return True
+
+    def _unwritable(self, error: OSError, closing: bool = False) -> None:
+        """JOBDIR's filter cannot be written: stop the crawl (once; closing:
+        it is closing already), one ERROR line, reason REASON_UNWRITABLE,
+        exit 1. What it recorded since its last write is fetched again on
+        resume (a duplicate, never a page lost)."""
+        if self.unwritable is not None:
+            return
+        self.unwritable = error
+        self.error_log.error("%s cannot write its record of the requests seen in JOBDIR %r (%s): the crawl stops "
+                             "(reason %r); free some room and resume it: what was recorded since the last write is "
+                             "fetched again", self.label, self.path, error, REASON_UNWRITABLE)
+        if closing:
+            self.failed = True  # (exit 1, marked when the spider has closed)
+        else:
+            self._close_spider(REASON_UNWRITABLE)
 
     def leave_jobdir(self) -> None:
         """Another crawl holds this JOBDIR (JournalScheduler refused it): this
@@ -267,7 +298,10 @@ class BloomDupeFilter(_DupeFilter):
             finally:  # (the state is kept whatever the summary met)
                 if isinstance(self.seen, WindowedBloomFilter):
                     if self._recrawl_file is not None:
-                        self._save_recrawl()
+                        try:
+                            self._save_recrawl()
+                        except OSError as e:  # (the file saved last stays: what came since is fetched again)
+                            self._unwritable(e, closing=True)
                 else:
                     self.seen.close()
 

@@ -115,7 +115,7 @@ class JournalScheduler(Scheduler):
             df = self.df
             fingerprint_of = on_fingerprint = None
             if isinstance(df, BloomDupeFilter):
-                fingerprint_of, on_fingerprint = df.fingerprinter.fingerprint, df.record_fingerprint
+                fingerprint_of, on_fingerprint = df.fingerprint, df.record_fingerprint  # (the key the filter records)
             path = Path(self.dqdir, JOURNAL_NAME)
             refused = self._hold_jobdir(df)
             if refused is not None:
