@@ -341,3 +341,49 @@ def test_sizes_no_filter_can_have_are_a_bad_setting_not_a_damaged_jobdir(tmp_pat
     name, value = next(iter(sizes.items()))
     assert f"{name}={value!r}" in message and "makes no filter" in message and "JOBDIR" not in message, message
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files
+
+
+@pytest.mark.parametrize("recrawl", [None, 86400])
+def test_a_jobdir_of_scrapys_own_dupefilter_is_taken_in_not_started_afresh(tmp_path: Path, recrawl: Any) -> None:
+    """A JOBDIR whose crawl ran with Scrapy's RFPDupeFilter (requests.seen)
+    was read as a fresh start after DUPEFILTER_CLASS changed to ours: every
+    page fetched again, silently. Its fingerprints are recorded, the file
+    renamed requests.seen.imported, and the next resume keeps them."""
+    from scrapy.dupefilters import RFPDupeFilter
+
+    requests = [Request(f"http://127.0.0.1/page/{i}") for i in range(2000)]
+    crawler = get_crawler(SimpleSpider, settings_dict={"JOBDIR": str(tmp_path)})
+    theirs = RFPDupeFilter.from_crawler(crawler)
+    assert not any(theirs.request_seen(r) for r in requests)
+    theirs.close("finished")
+    assert (tmp_path / "requests.seen").stat().st_size > 0
+    settings = {"JOBDIR": str(tmp_path), "BLOOMLINE_RECRAWL_AFTER": recrawl, "BLOOMLINE_CAPACITY": 5000}
+    for run in range(2):  # (taken in, then resumed from our own files)
+        ours = _dupefilter({**settings, "DUPEFILTER_CLASS": BloomDupeFilter}, crawler=get_crawler(
+            SimpleSpider, settings_dict={**settings, "DUPEFILTER_CLASS": BloomDupeFilter}))
+        assert all(ours.request_seen(r) for r in requests)
+        assert not ours.request_seen(Request(f"http://127.0.0.1/new/{run}"))
+        ours.close("finished")
+        assert not (tmp_path / "requests.seen").exists() and (tmp_path / "requests.seen.imported").exists()
+
+
+def test_requests_seen_of_scrapy_before_2_19_is_read_as_hex_lines(tmp_path: Path) -> None:
+    """Scrapy before 2.19 wrote requests.seen as a hex fingerprint a line
+    (an override's other text as it was): those are the keys recorded."""
+    request = Request("http://127.0.0.1/old")
+    fp = get_crawler(SimpleSpider).request_fingerprinter.fingerprint(request)
+    (tmp_path / "requests.seen").write_text(f"{fp.hex()}\n\nnot-hex-text\n")
+    df = BloomDupeFilter.from_settings(Settings({"JOBDIR": str(tmp_path)}))
+    assert df.request_seen(request) and df.has_fingerprint(b"not-hex-text")
+    assert not df.request_seen(Request("http://127.0.0.1/new"))
+    df.close("finished")
+
+
+def test_a_requests_seen_that_holds_no_fingerprints_is_refused_naming_the_line(tmp_path: Path) -> None:
+    (tmp_path / "requests.seen").write_bytes(b"ab" * 20 + b"\n" + b"\xff\xfe\n")
+    with pytest.raises(ValueError, match=r"requests.seen, line 2: not UTF-8"):
+        BloomDupeFilter.from_settings(Settings({"JOBDIR": str(tmp_path)}))
+    (tmp_path / "requests.seen").write_bytes(b"x" * 10_000)
+    with pytest.raises(ValueError, match=r"requests.seen, line 1: longer than 4096 bytes"):
+        BloomDupeFilter.from_settings(Settings({"JOBDIR": str(tmp_path)}))
+    assert (tmp_path / "requests.seen").exists()

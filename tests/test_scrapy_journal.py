@@ -388,3 +388,26 @@ def test_the_journal_keeps_the_key_the_filter_records_under_a_fingerprint_overri
         assert kept == {request.url: scheduler.df.fingerprint(request)} and kept[request.url] == f"{U}/page".encode()
     finally:
         scheduler.close("finished")
+
+
+@pytest.mark.parametrize("orders", [{"bloomline.scrapy.JournalDoneMiddleware": 10, "my.Outer": 5},
+                                    {"bloomline.scrapy.JournalDoneMiddleware": 5, "my.Outer": 5},
+                                    {"bloomline.scrapy.JournalDoneMiddleware": 100}])
+def test_the_done_middleware_must_be_outside_every_other_one(orders: dict[str, int]) -> None:
+    """JournalDoneMiddleware at an order above another spider middleware's
+    (a user's, or Scrapy's own from 50 up) finished a page before that one's
+    added requests were journaled: a kill between lost them. Refused,
+    naming both orders."""
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from bloomline.scrapy.scheduler import require_middleware
+
+    class S(Spider):
+        name = "orders"
+
+    crawler = get_crawler(S, {"SPIDER_MIDDLEWARES": orders})
+    with pytest.raises(ValueError, match=r"has order \d+ and 'bloomline.scrapy.JournalDoneMiddleware' has \d+"):
+        require_middleware(crawler, "JournalScheduler")
+    require_middleware(get_crawler(S, {"SPIDER_MIDDLEWARES": {**orders, "bloomline.scrapy.JournalDoneMiddleware": 0,
+                                                              "my.Outer": 1}}), "JournalScheduler")

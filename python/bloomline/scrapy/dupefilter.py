@@ -82,17 +82,20 @@ RDB may forget recent fingerprints the same way.
 
 A bad setting stops the crawl before its first request with one ERROR line
 naming the setting and the value (reason ``bloomline_bad_settings``; a
-damaged JOBDIR filter, ``bloomline_damaged_jobdir``); ``scrapy crawl`` then
-exits 1. Both filters log to ``scrapy.dupefilters`` and set the stats
+damaged JOBDIR filter, ``bloomline_damaged_jobdir``); a JOBDIR filter that
+cannot be written while crawling (a full disk) stops it the same way
+(``bloomline_filter_unwritable``), keeping the request it could not
+record. ``scrapy crawl`` then exits 1. Both filters log to ``scrapy.dupefilters`` and set the stats
 ``bloomline/stages``, ``bloomline/fill``, ``bloomline/expected_fp_rate`` and
 ``bloomline/approx_count`` at close.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Union, cast
 
 from scrapy.http import Request
 from scrapy.utils.job import job_dir
@@ -103,6 +106,7 @@ from ._base import _DupeFilter
 from ._crawl import _Refused
 from ._redis_filter import RedisBloomDupeFilter
 from ._settings import _Config, _keeps_journal, _mismatch
+from .fingerprints import as_key
 from .journal import JOURNAL_HEAD_BYTES, JOURNAL_NAME
 
 # Names this module held before the package was split, still importable from here.
@@ -120,6 +124,9 @@ if TYPE_CHECKING:
 __all__ = ["BloomDupeFilter", "RedisBloomDupeFilter"]
 
 RECRAWL_FILE = "bloomline-recrawl.blf"
+# Scrapy's RFPDupeFilter's record in JOBDIR (a fingerprint a line, in hex), imported when found.
+RFP_SEEN = "requests.seen"
+RFP_LINE_MAX = 4096
 # Seconds between saves of a recrawl filter to JOBDIR while crawling: what a
 # killed crawl forgets (and fetches again) is at most this much.
 RECRAWL_SAVE_EVERY = 60.0
@@ -170,10 +177,38 @@ class BloomDupeFilter(_DupeFilter):
                                       "to start anew")
         if recrawl_after is not None:
             self.seen = self._windowed(capacity, error_rate, layout, recrawl_after)
-            return
-        store = DirectoryStages(path, verify=verify) if path else None
-        self.seen = ScalableBloomFilter(capacity, error_rate, growth=GROWTH, tightening=TIGHTENING, layout=layout,
-                                        store=store, on_grow=self._grew)
+        else:
+            store = DirectoryStages(path, verify=verify) if path else None
+            self.seen = ScalableBloomFilter(capacity, error_rate, growth=GROWTH, tightening=TIGHTENING,
+                                            layout=layout, store=store, on_grow=self._grew)
+        if path and (Path(path) / RFP_SEEN).exists():
+            self._take_rfp_seen(Path(path) / RFP_SEEN)
+
+    def _take_rfp_seen(self, source: Path) -> None:
+        """JOBDIR of a crawl made with Scrapy's RFPDupeFilter (its
+        requests.seen): every fingerprint is recorded here, then the file
+        renamed requests.seen.imported, so a switch of DUPEFILTER_CLASS
+        fetches no page again (a crawl killed before the rename imports it
+        again: adding twice changes nothing)."""
+        count, chunk = 0, []
+        for fp in rfp_fingerprints(source):
+            count += 1
+            chunk.append(fp)
+            if len(chunk) == 100_000:
+                self._record_all(chunk)
+                chunk = []
+        self._record_all(chunk)
+        if isinstance(self.seen, WindowedBloomFilter) and self._recrawl_file is not None:
+            self._save_recrawl()
+        os.replace(source, source.with_name(RFP_SEEN + ".imported"))
+        logger.info("%s: recorded the %d fingerprints of Scrapy's RFPDupeFilter in %s (now %s.imported)",
+                    self.label, count, source, RFP_SEEN)
+
+    def _record_all(self, keys: list[bytes]) -> None:
+        if isinstance(self.seen, WindowedBloomFilter):
+            self.seen.add_many(keys, refresh=False)
+        elif keys:
+            self.seen.add_many(keys)
 
     def _windowed(self, capacity: int, error_rate: float, layout: Layout, window: float) -> WindowedBloomFilter:
         """The recrawl filter: JOBDIR's (made with the same settings, or
@@ -304,6 +339,48 @@ class BloomDupeFilter(_DupeFilter):
                             self._unwritable(e, closing=True)
                 else:
                     self.seen.close()
+
+
+def rfp_fingerprints(source: Path) -> Iterator[bytes]:
+    """The fingerprints in requests.seen, read a block at a time. Scrapy
+    2.19 and later write each as a 2-byte big-endian length and its bytes
+    (the file starts with a zero byte: no fingerprint is 256 bytes long);
+    earlier ones a line of hex each (an override's other text as UTF-8,
+    as as_key takes it). A record cut short by a kill ends it, as Scrapy reads it."""
+    with open(source, "rb") as f:
+        binary = f.read(1) == b"\0"
+        f.seek(0)
+        buffer, line = b"", 0
+        while block := f.read(1 << 20):
+            buffer += block
+            if binary:
+                at = 0
+                while at + 2 <= len(buffer) and at + 2 + int.from_bytes(buffer[at:at + 2], "big") <= len(buffer):
+                    size = int.from_bytes(buffer[at:at + 2], "big")
+                    if size:
+                        yield buffer[at + 2:at + 2 + size]
+                    at += 2 + size
+                buffer = buffer[at:]
+                continue
+            *lines, buffer = buffer.split(b"\n")
+            if len(buffer) > RFP_LINE_MAX:
+                raise ValueError(f"{source}, line {line + len(lines) + 1}: longer than {RFP_LINE_MAX} bytes, "
+                                 "not a fingerprint")
+            for text in lines:
+                line += 1
+                if len(text) > RFP_LINE_MAX:
+                    raise ValueError(f"{source}, line {line}: longer than {RFP_LINE_MAX} bytes, not a fingerprint")
+                if text.strip():
+                    yield _text_key(source, line, text)
+        if not binary and buffer.strip():
+            yield _text_key(source, line + 1, buffer)
+
+
+def _text_key(source: Path, line: int, text: bytes) -> bytes:
+    try:
+        return as_key(text.strip().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{source}, line {line}: not UTF-8 text, not a fingerprint") from None
 
 
 def _check_journal_kept(path: Optional[str], settings: Any) -> None:

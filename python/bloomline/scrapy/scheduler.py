@@ -514,12 +514,24 @@ class _JournalRefusal(_CrawlStop):
 
 
 def require_middleware(crawler: Any, scheduler: str) -> None:
-    """ValueError unless JournalDoneMiddleware is in SPIDER_MIDDLEWARES."""
+    """ValueError unless JournalDoneMiddleware is in SPIDER_MIDDLEWARES,
+    with an order lower than every other spider middleware's: it must see
+    the whole output (one of a lower order could add requests after it
+    finished the page, and a kill between the two would lose them)."""
     middlewares = crawler.settings.getwithbase("SPIDER_MIDDLEWARES")
-    if not any(_is_middleware(k) and v is not None for k, v in middlewares.items()):
+    ours = [v for k, v in middlewares.items() if _is_middleware(k) and v is not None]
+    if not ours:
         raise ValueError(
             f"{scheduler} needs its spider middleware: add SPIDER_MIDDLEWARES = {{{_MIDDLEWARE!r}: 0}}"
             " (it tells the scheduler when a request is finished)"
+        )
+    outer = {k: v for k, v in middlewares.items() if not _is_middleware(k) and v is not None and v <= min(ours)}
+    if outer:
+        name, order = min(outer.items(), key=lambda kv: kv[1])
+        raise ValueError(
+            f"{scheduler} needs its spider middleware outside every other one (the lowest order), but "
+            f"{name!r} has order {order} and {_MIDDLEWARE!r} has {min(ours)}: give it a lower order "
+            "(it must see all of a page's requests before it finishes the page)"
         )
 
 
