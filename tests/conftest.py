@@ -85,9 +85,11 @@ class RedisServer:
         self.port = port if port is not None else free_port(with_bus="--cluster-enabled" in extra)
         self.extra = extra
         self.dir = tmp
+        # (--repl-diskless-sync-delay 0: a replica's full sync starts at once;
+        # Redis 7 waits 5 s for more replicas to share a diskless one)
         self.proc = subprocess.Popen(
             [need("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-             "no", "--dir", str(tmp), *extra],
+             "no", "--repl-diskless-sync-delay", "0", "--dir", str(tmp), *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 20
@@ -317,6 +319,11 @@ def start_pair(tmp: Path, primary_args: list[str], replica_args: list[str]) -> t
             wait_until(lambda: r.info("persistence").get("loading") == 0 and r.ping())
             # Online, not only connected: ROLE (which the replica check reads) lists a replica once its sync is done.
             wait_until(lambda: p.info("replication").get("slave0", {}).get("state") == "online")
+            # Acknowledging too: a WAIT just after a sync can find no ack yet (a test's short timeout missed).
+            p.set("conftest:synced", 1)
+            wait_until(lambda: p.execute_command("WAIT", 1, 100) == 1)
+            p.delete("conftest:synced")
+            wait_until(lambda: p.execute_command("WAIT", 1, 100) == 1)
         return servers[0], servers[1]
     except BaseException:
         for s in servers:

@@ -78,8 +78,6 @@ PACE_S = {"migrate": 0.01, "script_flush": 0.01, "del": 0.01, "expire": 0.01, "r
 # effect, so a slow strike on a loaded machine cannot come after them all.
 HELD_FAULTS = ("del", "expire", "replace", "oom", "nomodule")
 HELD_BATCHES = 3
-# Full syncs at once: Redis 7 waits 5 s for more replicas to share a diskless one.
-NO_SYNC_DELAY = ("--repl-diskless-sync-delay", "0")
 
 
 def cases() -> list[tuple[str, str, str]]:
@@ -408,10 +406,10 @@ def run(spec: Spec, tmp: Path, procs: int = 4) -> Outcome:
         elif spec.fault == "failover":
             from conftest import start_pair
 
-            servers = list(start_pair(tmp, [*mods, *NO_SYNC_DELAY], [*mods, *NO_SYNC_DELAY]))
+            servers = list(start_pair(tmp, mods, mods))
         elif spec.fault == "nomodule":
             # The replica-to-be has no module, and joins mid-run (the replica check at attaching cannot see it).
-            for name, args in (("p", [*mods, *NO_SYNC_DELAY]), ("r", [])):
+            for name, args in (("p", mods), ("r", [])):
                 (tmp / name).mkdir()
                 servers.append(RedisServer(tmp / name, *args))
         else:

@@ -296,7 +296,7 @@ def test_a_full_disk_stops_the_crawl_and_puts_the_request_back(tmp_path: Path, r
     """A journal that cannot be written: the request being taken goes back
     to Redis, the crawl stops (one ERROR line naming the reason), and the
     requests taken before stay pending in the journal."""
-    from test_scrapy_journal import fill
+    from conftest import fill_disk
 
     from bloomline.scrapy.journal import JournalUnwritable
 
@@ -311,7 +311,7 @@ def test_a_full_disk_stops_the_crawl_and_puts_the_request_back(tmp_path: Path, r
                                        close_spider=lambda spider, reason: closes.append(reason) or defer.succeed(None))
     for i in range(1000):
         s.enqueue_request(Request(f"{U}/{i}", body=b"x" * 500))
-    fill(d, leave=8 << 10)
+    fill_disk(d, leave=8 << 10)
     taken = []
     with caplog.at_level(logging.ERROR):
         for _ in range(1000):  # 8 KiB holds far fewer than 1000 of these

@@ -521,18 +521,14 @@ def require_middleware(crawler: Any, scheduler: str) -> None:
     middlewares = crawler.settings.getwithbase("SPIDER_MIDDLEWARES")
     ours = [v for k, v in middlewares.items() if _is_middleware(k) and v is not None]
     if not ours:
-        raise ValueError(
-            f"{scheduler} needs its spider middleware: add SPIDER_MIDDLEWARES = {{{_MIDDLEWARE!r}: 0}}"
-            " (it tells the scheduler when a request is finished)"
-        )
+        raise ValueError(f"{scheduler} needs its spider middleware: add SPIDER_MIDDLEWARES = {{{_MIDDLEWARE!r}: 0}}"
+                         " (it tells the scheduler when a request is finished)")
     outer = {k: v for k, v in middlewares.items() if not _is_middleware(k) and v is not None and v <= min(ours)}
     if outer:
         name, order = min(outer.items(), key=lambda kv: kv[1])
-        raise ValueError(
-            f"{scheduler} needs its spider middleware outside every other one (the lowest order), but "
-            f"{name!r} has order {order} and {_MIDDLEWARE!r} has {min(ours)}: give it a lower order "
-            "(it must see all of a page's requests before it finishes the page)"
-        )
+        raise ValueError(f"{scheduler} needs its spider middleware outside every other one (the lowest order), but "
+                         f"{name!r} has order {order} and {_MIDDLEWARE!r} has {min(ours)}: give it a lower order "
+                         "(it must see all of a page's requests before it finishes the page)")
 
 
 def _is_middleware(key: Any) -> bool:
