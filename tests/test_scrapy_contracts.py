@@ -381,9 +381,33 @@ def test_requests_seen_of_scrapy_before_2_19_is_read_as_hex_lines(tmp_path: Path
 
 def test_a_requests_seen_that_holds_no_fingerprints_is_refused_naming_the_line(tmp_path: Path) -> None:
     (tmp_path / "requests.seen").write_bytes(b"ab" * 20 + b"\n" + b"\xff\xfe\n")
-    with pytest.raises(ValueError, match=r"requests.seen, line 2: not UTF-8"):
+    with pytest.raises(ValueError, match=r"requests.seen, line 2: not UTF-8") as e:
         BloomDupeFilter.from_settings(Settings({"JOBDIR": str(tmp_path)}))
+    assert "remove the damaged" not in str(e.value)  # (the filter's files are sound: the import is refused)
     (tmp_path / "requests.seen").write_bytes(b"x" * 10_000)
     with pytest.raises(ValueError, match=r"requests.seen, line 1: longer than 4096 bytes"):
         BloomDupeFilter.from_settings(Settings({"JOBDIR": str(tmp_path)}))
     assert (tmp_path / "requests.seen").exists()
+
+
+def test_requests_seen_with_long_fingerprints_in_scrapys_binary_form_is_read(tmp_path: Path) -> None:
+    """A fingerprinter of its own may give keys of 256 bytes or more: the
+    binary form's first byte is then not zero, and is still read as binary."""
+    keys = [b"k" * 300, bytes(range(20)), b"x" * 5000]
+    (tmp_path / "requests.seen").write_bytes(b"".join(len(k).to_bytes(2, "big") + k for k in keys))
+    df = BloomDupeFilter.from_settings(Settings({"JOBDIR": str(tmp_path)}))
+    assert all(df.has_fingerprint(k) for k in keys) and not df.has_fingerprint(b"k" * 299)
+    df.close("finished")
+
+
+def test_a_requests_seen_larger_than_a_recrawl_generation_is_refused_not_taken_in(tmp_path: Path) -> None:
+    """Imported with BLOOMLINE_RECRAWL_AFTER, every fingerprint goes to the
+    current generation: past its capacity it would call most new pages
+    seen for a whole window. Refused, naming the count and the setting; the
+    file is left where it was."""
+    (tmp_path / "requests.seen").write_bytes(b"".join(b"\0\x14" + hashlib.sha1(str(i).encode()).digest()
+                                                      for i in range(3000)))
+    with pytest.raises(ValueError, match=r"holds 3,000 fingerprints .* \(BLOOMLINE_CAPACITY=1,000\)"):
+        BloomDupeFilter.from_settings(Settings({"JOBDIR": str(tmp_path), "BLOOMLINE_RECRAWL_AFTER": 3600,
+                                                "BLOOMLINE_CAPACITY": 1000}))
+    assert (tmp_path / "requests.seen").exists() and not (tmp_path / "requests.seen.imported").exists()

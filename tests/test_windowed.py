@@ -409,14 +409,15 @@ def test_a_thread_that_waited_past_its_generation_clears_no_newer_one(call: str)
     assert [g for g, _ in w.live_generations] == [5]
 
 
-@pytest.mark.parametrize("later", [6.0, 9.0, 12.0])
-def test_an_add_that_waited_while_newer_generations_began_adds_to_the_newest(later: float) -> None:
+@pytest.mark.parametrize(("later", "expire"), [(6.0, False), (9.0, True), (12.0, True)])
+def test_an_add_that_waited_while_newer_generations_began_adds_to_the_newest(later: float, expire: bool) -> None:
     """A thread reads the clock (generation 0), then waits while another
     thread adds at a later time that skips generation 0's place (6: its
-    place still holds 0, expired; 9 and 12: generation 0 expired, its place
-    emptied or reused). The waiting add once went to the expired generation
-    0 (or started it again): it said new, and the key was gone at once. It
-    goes to the newest generation: seen after, and not new again."""
+    place still holds 0, expired; 9 and 12: generation 0 expired and its
+    place emptied, by a read of the live generations). The waiting add once
+    went to the expired generation 0 (or started it again): it said new,
+    and the key was gone at once. It goes to the newest generation: seen
+    after, and not new again."""
     import threading
 
     clock = FakeClock()
@@ -428,9 +429,10 @@ def test_an_add_that_waited_while_newer_generations_began_adds_to_the_newest(lat
         g = reading(*args, **kwargs)
         if threading.current_thread().name == "waiting" and clock.t == 0:
             clock.t = later
-            other = threading.Thread(target=lambda: w.add_many(["theirs"]))
+            other = threading.Thread(target=lambda: (w.add_many(["theirs"]), expire and w.live_generations))
             other.start()
             other.join()
+            assert (w._numbers[0] is None) == expire
         return g
 
     w._now = waits  # type: ignore[method-assign]

@@ -132,6 +132,10 @@ RFP_LINE_MAX = 4096
 RECRAWL_SAVE_EVERY = 60.0
 
 
+class RfpImportRefused(ValueError):
+    """JOBDIR's requests.seen (Scrapy's RFPDupeFilter's) cannot be taken in (why, naming it, in the message)."""
+
+
 class RecrawlMismatch(ValueError):
     """JOBDIR's recrawl filter was made with other settings (which, in the message)."""
 
@@ -189,20 +193,36 @@ class BloomDupeFilter(_DupeFilter):
         requests.seen): every fingerprint is recorded here, then the file
         renamed requests.seen.imported, so a switch of DUPEFILTER_CLASS
         fetches no page again (a crawl killed before the rename imports it
-        again: adding twice changes nothing)."""
-        count, chunk = 0, []
-        for fp in rfp_fingerprints(source):
-            count += 1
-            chunk.append(fp)
-            if len(chunk) == 100_000:
-                self._record_all(chunk)
-                chunk = []
-        self._record_all(chunk)
-        if isinstance(self.seen, WindowedBloomFilter) and self._recrawl_file is not None:
-            self._save_recrawl()
-        os.replace(source, source.with_name(RFP_SEEN + ".imported"))
-        logger.info("%s: recorded the %d fingerprints of Scrapy's RFPDupeFilter in %s (now %s.imported)",
-                    self.label, count, source, RFP_SEEN)
+        again: adding twice changes nothing). RfpImportRefused, naming the
+        file, where it cannot be read or taken in."""
+        try:
+            if isinstance(self.seen, WindowedBloomFilter):  # (all go to the current generation: they must fit it)
+                total = sum(1 for _ in rfp_fingerprints(source))
+                if total > self.seen.capacity:
+                    raise RfpImportRefused(
+                        f"{source} holds {total:,} fingerprints of Scrapy's RFPDupeFilter, more than one recrawl "
+                        f"generation holds (BLOOMLINE_CAPACITY={self.seen.capacity:,}): set BLOOMLINE_CAPACITY to at "
+                        "least that, or move the file away to fetch those pages again now")
+            count, chunk = 0, []
+            for fp in rfp_fingerprints(source):
+                count += 1
+                chunk.append(fp)
+                if len(chunk) == 100_000:
+                    self._record_all(chunk)
+                    chunk = []
+            self._record_all(chunk)
+            if isinstance(self.seen, WindowedBloomFilter) and self._recrawl_file is not None:
+                self._save_recrawl()
+            kept, n = source.with_name(RFP_SEEN + ".imported"), 1
+            while kept.exists():  # (an earlier switch's record stays)
+                kept, n = source.with_name(f"{RFP_SEEN}.imported.{n}"), n + 1
+            os.replace(source, kept)
+        except (ValueError, OSError) as e:
+            if isinstance(e, RfpImportRefused):
+                raise
+            raise RfpImportRefused(f"cannot take in {source} (Scrapy's RFPDupeFilter's record): {e}") from None
+        logger.info("%s: recorded the %d fingerprints of Scrapy's RFPDupeFilter in %s (now %s)",
+                    self.label, count, source, kept.name)
 
     def _record_all(self, keys: list[bytes]) -> None:
         if isinstance(self.seen, WindowedBloomFilter):
@@ -256,8 +276,8 @@ class BloomDupeFilter(_DupeFilter):
                            stats=getattr(crawler, "stats", None), recrawl_after=config.recrawl_after)
             except ChainMismatch as e:
                 raise _mismatch(f"the filter in JOBDIR {path!r}", e, settings, 1.0) from None
-            except RecrawlMismatch as e:
-                raise _Refused(REASON_SETTINGS, str(e)) from None
+            except (RecrawlMismatch, RfpImportRefused) as e:
+                raise _Refused(REASON_SETTINGS if isinstance(e, RecrawlMismatch) else REASON_JOBDIR, str(e)) from None
             except (ValueError, OSError) as e:
                 raise _jobdir_refusal(path, e, recrawl=config.recrawl_after is not None) from None
         except _Refused as e:
@@ -306,9 +326,12 @@ class BloomDupeFilter(_DupeFilter):
         if self.unwritable is not None:
             return
         self.unwritable = error
-        self.error_log.error("%s cannot write its record of the requests seen in JOBDIR %r (%s): the crawl stops "
-                             "(reason %r); free some room and resume it: what was recorded since the last write is "
-                             "fetched again", self.label, self.path, error, REASON_UNWRITABLE)
+        stop = ("the crawl stops (reason %r)" if getattr(self, "crawler", None) is not None else
+                "made without a crawler (from_settings), it cannot stop the crawl (reason %r): stop it")
+        self.error_log.error("%s cannot write its record of the requests seen in JOBDIR %r (%s): " + stop +
+                             "; free some room and resume it: what was recorded since the last write is fetched "
+                             "again, and requests it cannot record are let through meanwhile",
+                             self.label, self.path, error, REASON_UNWRITABLE)
         if closing:
             self.failed = True  # (exit 1, marked when the spider has closed)
         else:
@@ -344,11 +367,12 @@ class BloomDupeFilter(_DupeFilter):
 def rfp_fingerprints(source: Path) -> Iterator[bytes]:
     """The fingerprints in requests.seen, read a block at a time. Scrapy
     2.19 and later write each as a 2-byte big-endian length and its bytes
-    (the file starts with a zero byte: no fingerprint is 256 bytes long);
+    (the file starts with a control byte: a length under 8,192 bytes);
     earlier ones a line of hex each (an override's other text as UTF-8,
     as as_key takes it). A record cut short by a kill ends it, as Scrapy reads it."""
     with open(source, "rb") as f:
-        binary = f.read(1) == b"\0"
+        first = f.read(1)
+        binary = first != b"" and first[0] < 0x20 and first not in b"\t\r\n"
         f.seek(0)
         buffer, line = b"", 0
         while block := f.read(1 << 20):
