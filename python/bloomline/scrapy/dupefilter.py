@@ -124,7 +124,7 @@ if TYPE_CHECKING:
 __all__ = ["BloomDupeFilter", "RedisBloomDupeFilter"]
 
 RECRAWL_FILE = "bloomline-recrawl.blf"
-# Scrapy's RFPDupeFilter's record in JOBDIR (a fingerprint a line, in hex), imported when found.
+# Scrapy's RFPDupeFilter's record in JOBDIR (rfp_fingerprints reads both its forms), imported when found.
 RFP_SEEN = "requests.seen"
 RFP_LINE_MAX = 4096
 # Seconds between saves of a recrawl filter to JOBDIR while crawling: what a
@@ -196,17 +196,17 @@ class BloomDupeFilter(_DupeFilter):
         again: adding twice changes nothing). RfpImportRefused, naming the
         file, where it cannot be read or taken in."""
         try:
-            if isinstance(self.seen, WindowedBloomFilter):  # (all go to the current generation: they must fit it)
-                total = sum(1 for _ in rfp_fingerprints(source))
-                if total > self.seen.capacity:
+            count, chunk, fingerprints = 0, [], rfp_fingerprints(source)
+            for fp in fingerprints:
+                count += 1
+                chunk.append(fp)
+                if isinstance(self.seen, WindowedBloomFilter) and count > self.seen.capacity:
+                    # (all go to the current generation: they must fit it; the filter, in memory, is dropped)
+                    total = count + sum(1 for _ in fingerprints)
                     raise RfpImportRefused(
                         f"{source} holds {total:,} fingerprints of Scrapy's RFPDupeFilter, more than one recrawl "
                         f"generation holds (BLOOMLINE_CAPACITY={self.seen.capacity:,}): set BLOOMLINE_CAPACITY to at "
                         "least that, or move the file away to fetch those pages again now")
-            count, chunk = 0, []
-            for fp in rfp_fingerprints(source):
-                count += 1
-                chunk.append(fp)
                 if len(chunk) == 100_000:
                     self._record_all(chunk)
                     chunk = []
