@@ -162,7 +162,7 @@ class FaultProxy:
     """A loopback TCP proxy in front of a server that injects one kind of
     fault into chosen requests: a request is chosen when its bytes (since
     the last reply) exceed `min_bytes` and contain `match`, every `every`-th
-    such request, at most `limit` times. The faults:
+    such request after the first `after`, at most `limit` times. The faults:
 
     - "cut_after": the server runs the command; its reply is thrown away and
       both sockets closed (the client never learns the outcome);
@@ -182,12 +182,13 @@ class FaultProxy:
     MODES = ("cut_after", "cut_before", "drop", "stall")
 
     def __init__(self, port: int, mode: str, *, every: int = 1, limit: int | None = None, min_bytes: int = 0,
-                 match: bytes = b"", stall_s: float = 0.0, then_cut: bool = False) -> None:
+                 match: bytes = b"", stall_s: float = 0.0, then_cut: bool = False, after: int = 0) -> None:
         import threading
 
         assert mode in self.MODES, mode
         self.target, self.mode, self.every, self.limit = port, mode, every, limit
         self.min_bytes, self.match, self.stall_s, self.then_cut = min_bytes, match, stall_s, then_cut
+        self.after = after
         self.seen = 0  # requests that qualified
         self.faults = 0
         self.swallowed = 0  # replies of chosen requests thrown away ("cut_after", "drop"): those commands ran
@@ -226,7 +227,7 @@ class FaultProxy:
             if self.limit is not None and self.faults >= self.limit:
                 return False
             self.seen += 1
-            chosen = self.seen % self.every == 0
+            chosen = self.seen > self.after and self.seen % self.every == 0
             self.faults += chosen
             return chosen
 

@@ -312,6 +312,75 @@ def test_dedup_through_redis(tmp_path: Path, redis_server: object) -> None:
     assert bad.returncode == 1 and bad.stderr.startswith(b"bloomline: error: redis:") and bad.stderr.count(b"\n") == 1
 
 
+def _lines(prefix: str, n: int) -> bytes:
+    return b"".join(f"{prefix}{i}\n".encode() for i in range(n))
+
+
+def test_dedup_through_redis_that_fails_mid_block_writes_every_line_it_recorded(tmp_path: Path,
+                                                                                 redis_server: Any) -> None:
+    """The connection lost for good part-way through a block (every add
+    after the first two cut before it reaches the server): the run exits 1
+    with one line, having written the block's lines answered new and those
+    without an answer, so that with a rerun every line is written at least
+    once: none recorded as seen in Redis and never written."""
+    pytest.importorskip("redis")
+    from conftest import FaultProxy
+
+    data = _lines("u", 60_000)
+    proxy = FaultProxy(redis_server.port, "cut_before", match=b"\r\nSET\r\n", after=1)  # (adds only)
+    try:
+        first = run("dedup", "--redis", f"redis://127.0.0.1:{proxy.port}/0", "--key", "k", "--capacity", "100000",
+                    "--error-rate", "1e-9", stdin=data)
+    finally:
+        proxy.close()
+    assert first.returncode == 1 and proxy.faults >= 1
+    assert first.stderr.startswith(b"bloomline: error: redis:") and first.stderr.count(b"\n") == 1, first.stderr
+    assert b"answered new" in first.stderr and b"Traceback" not in first.stderr
+    assert 0 < first.stdout.count(b"\n") <= 60_000
+    again = run("dedup", "--redis", redis_server.url, "--key", "k", "--capacity", "100000", "--error-rate", "1e-9",
+                stdin=data)
+    assert again.returncode == 0, again.stderr
+    assert set(first.stdout.splitlines()) | set(again.stdout.splitlines()) == set(data.splitlines())
+
+
+def test_dedup_through_redis_into_a_closed_pipe_says_what_it_recorded_but_did_not_write(redis_server: Any) -> None:
+    """`| head`: the lines are recorded in Redis before they are written, so
+    a reader that went away leaves some recorded and never written. The run
+    ends by SIGPIPE as coreutils do, and says how many on stderr first."""
+    import signal
+
+    pytest.importorskip("redis")
+    p = subprocess.Popen([EXE or "bloomline", "dedup", "--redis", redis_server.url, "--key", "k", "--capacity",
+                          "1000000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stdin is not None
+    p.stdout.close()  # the reader went away before any line
+    _, err = p.communicate(_lines("v", 200_000), timeout=120)
+    assert p.returncode == -signal.SIGPIPE, err
+    said = re.fullmatch(rb"bloomline: the output was closed; ([\d,]+) new lines of the block were not written but "
+                        rb"are recorded as seen in Redis at 'k'\n", err)
+    assert said is not None and int(said.group(1).replace(b",", b"")) > 0, err
+
+
+def test_sizes_that_cannot_fit_in_memory_are_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """demo's and bench's workloads are bounded up front (usage, exit 2), and
+    a MemoryError (here a 700 MB line under a 1.2 GB address-space limit) is
+    one line, exit 1."""
+    import resource
+
+    for args in (("demo", "--urls", "1e12"), ("bench", "--keys", "1e12")):
+        r = run(*args)
+        assert r.returncode == 2 and b"must be at most 1,000,000,000" in r.stderr and r.stderr.count(b"\n") <= 3
+    line = tmp_path / "line"
+    with open(line, "wb") as out:
+        out.truncate(700_000_000)  # (sparse: zero bytes, no newline)
+    with open(line, "rb") as data:
+        r = subprocess.run([EXE or "bloomline", "dedup", "-q", "--capacity", "1000"], stdin=data, capture_output=True,
+                           timeout=120, check=False,
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (1_200_000_000, 1_200_000_000)))
+    assert (r.returncode, r.stdout) == (1, b"") and r.stderr.startswith(b"bloomline: error: out of memory"), r.stderr
+    assert r.stderr.count(b"\n") == 1
+
+
 def test_bench_runs() -> None:
     r = run("bench", "--keys", "20000")
     assert r.returncode == 0, r.stderr

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,3 +86,31 @@ def test_a_run_through_a_symlink_holds_the_file_it_leads_to(tmp_path: Path) -> N
     assert refused.returncode == 1 and b"in use" in refused.stderr
     assert holder.finish() == 0
     assert dedup(link, lines("a", 1000)).stdout == b""
+
+
+@pytest.fixture
+def shm_dir() -> Any:
+    """A directory of its own in /dev/shm (a tmpfs under /dev), removed after."""
+    import tempfile
+
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    where = Path(tempfile.mkdtemp(prefix="bloomline-test-", dir="/dev/shm"))
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
+
+
+def test_a_state_under_dev_shm_is_held_and_saved_atomically(shm_dir: Path) -> None:
+    """/dev/shm is a file system under /dev, not an open file of the
+    process: a state there is locked and replaced by a rename, as anywhere
+    else (written in place, a failed save left it empty, loading nothing)."""
+    state = shm_dir / "seen.blf"
+    assert dedup(state, lines("x", 10), "--capacity", "100000").returncode == 0
+    inode = state.stat().st_ino
+    holder = Holder(state)
+    second = dedup(state, lines("b", 5))
+    assert second.returncode == 1 and b"is in use by another bloomline run" in second.stderr
+    assert holder.finish() == 0
+    assert state.stat().st_ino != inode  # a new file renamed over it, never the old one truncated
+    again = dedup(state, lines("x", 10) + lines("a", 1000) + lines("c", 3))
+    assert again.returncode == 0 and again.stdout == lines("c", 3)

@@ -443,6 +443,33 @@ def test_a_fixed_filter_past_its_capacity_warns_once(module_server: RedisServer,
     assert not [w for w in seen if issubclass(w.category, CapacityWarning)]
 
 
+@pytest.mark.parametrize("backend", BITS_BACKENDS)
+def test_a_capacity_warning_made_an_error_carries_the_adds_answers(module_server: RedisServer, backend: str) -> None:
+    """With warnings as errors the warning comes after the keys were
+    recorded for the whole fleet: it carries the add's answers (``new``,
+    ``unknown``) as the add's own errors do, so a caller that must not lose
+    a key knows which were new (a batch, and one key through the fast path)."""
+    from bloomline import CapacityWarning
+
+    f = RedisBloomFilter(module_server.url, "caperr", 100, 0.01, backend=backend, shards=1)
+    keys = np.arange(150, dtype=np.uint64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapacityWarning)
+        with pytest.raises(CapacityWarning, match="past its capacity of 100") as caught:
+            f.add_many(keys)
+    new, unknown = caught.value.new, caught.value.unknown  # type: ignore[attr-defined]
+    assert new.shape == (150,) and not unknown.any() and new.sum() >= 140  # (a few false positives read "seen")
+    assert not f.add_many(keys).any()  # every key was recorded: a second add finds them all
+    one = RedisBloomFilter(module_server.url, "caperr1", 2, 0.01, backend=backend, shards=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapacityWarning)
+        assert one.add("a") and one.add("b")
+        with pytest.raises(CapacityWarning) as caught:
+            one.add("c")
+    assert caught.value.new.tolist() == [True] and caught.value.unknown.tolist() == [False]  # type: ignore[attr-defined]
+    assert one.add("c") is False
+
+
 # ---- 8. the smaller defects ------------------------------------------------------------------
 
 

@@ -314,3 +314,64 @@ def test_a_restart_from_a_snapshot_older_than_a_clear_raises(window_server: Any)
         assert f.add("k") is True  # (a clear newer than its mark: forgotten on purpose, it goes on)
     finally:
         again.stop()
+
+
+def test_an_add_that_wrote_nothing_does_not_bind_the_handle_to_its_generation(window_server: Any) -> None:
+    """A refresh=False add that found every key seen (a recrawl filter's
+    check of a known page) wrote nothing to the generation it went to: its
+    loss (a promoted replica that never had that generation's start) loses
+    none of this handle's keys, and refuses none of its calls."""
+    r = redis.Redis.from_url(window_server.url)
+    f = RedisWindowedFilter(r, "crawl", 1000, 0.01, window=6.0, generations=2)  # a generation every 3 s
+    assert f.add("a")
+    first = f.current_generation
+    deadline = time.monotonic() + 10
+    while f.current_generation == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert f.add("a", refresh=False) is False
+    place = (first + 1) % 3
+    assert r.hget("{crawl}:meta", f"slot{place}") == str(first + 1).encode()  # the add started that generation
+    r.delete(f"{{crawl}}:w:bits:{place}", f"{{crawl}}:w:gen:{place}")
+    r.hdel("{crawl}:meta", f"slot{place}")
+    assert f.add("b") is True and "a" in f
+
+
+@pytest.mark.parametrize("field,value", [("number", str(2**60)), ("number", "1e300"), ("number", "-1"),
+                                         ("slot", str(2**60)), ("slot", "x")])
+def test_a_damaged_generation_number_is_refused_never_read_as_expired(window_server: Any, field: str,
+                                                                      value: str) -> None:
+    """A generation's number or the meta's record of a slot that is no
+    integer in [0, 2**53) (damaged; past 2**53 a double would read every
+    generation as expired, and its keys as never seen): every call that
+    reads the ring is refused, on both backends."""
+    r = redis.Redis.from_url(window_server.url)
+    f = RedisWindowedFilter(r, "dmg", 1000, 0.01, window=3600, generations=2)
+    assert f.add("k0")
+    place = f.current_generation % 3
+    if field == "number":
+        r.hset(f"{{dmg}}:w:gen:{place}", "number", value)
+    else:
+        r.hset("{dmg}:meta", f"slot{place}", value)
+    calls = {"add": lambda: f.add("k1"), "in": lambda: "k0" in f, "contains_many": lambda: f.contains_many(["k0"]),
+             "live_generations": lambda: f.live_generations, "approx_count": lambda: f.approx_count,
+             "to_filter": f.to_filter}
+    for name, call in calls.items():
+        with pytest.raises(redis.ResponseError, match=r"is no integer in \[0, 2\*\*53\)"):
+            call()
+            pytest.fail(f"{name} answered")
+
+
+def test_a_meta_without_its_epoch_refuses_an_add_before_it_writes(window_server: Any) -> None:
+    """A meta without its epoch (damaged: every making writes one) cannot
+    check a later call of a handle that added under it: the add is refused
+    before it writes anything."""
+    r = redis.Redis.from_url(window_server.url)
+    f = RedisWindowedFilter(r, "noep", 1000, 0.01, window=3600, generations=2)
+    assert f.add("k0")
+    r.hdel("{noep}:meta", "epoch")
+    fresh = RedisWindowedFilter(r, "noep", 1000, 0.01, window=3600, generations=2)
+    with pytest.raises(MissingKeyError, match=LOST % ("noep", "noep")):  # (its add's meta is not the one there)
+        f.add("k1")
+    with pytest.raises(redis.ResponseError, match="has no epoch"):
+        fresh.add("k1")
+    assert "k1" not in fresh and fresh.approx_count < 1.5

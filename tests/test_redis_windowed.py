@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from typing import Any
 
 import numpy as np
@@ -163,6 +164,29 @@ def test_capacity_warning_names_the_generation(window_server: Any) -> None:
     with pytest.warns(CapacityWarning, match=r"generation \d+ of the windowed filter at 'cap'"):
         f.add_many([f"k{i}" for i in range(150)])
     f.add_many([f"more{i}" for i in range(50)])  # (warned once per generation: no second warning)
+
+
+def test_a_capacity_warning_made_an_error_carries_the_adds_answers(window_server: Any) -> None:
+    """With warnings as errors the warning comes after the keys were
+    recorded for the whole fleet: it carries the add's answers (``new``,
+    ``unknown``) as the add's own errors do, a batch's and one key's."""
+    f = RedisWindowedFilter(window_server.url, "caperr", 100, 0.01, window=3600, generations=2)
+    keys = [f"k{i}" for i in range(150)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapacityWarning)
+        with pytest.raises(CapacityWarning, match="past its capacity of 100") as caught:
+            f.add_many(keys, refresh=False)
+    new, unknown = caught.value.new, caught.value.unknown  # type: ignore[attr-defined]
+    assert new.shape == (150,) and not unknown.any() and new.sum() >= 140  # (a few false positives read "seen")
+    assert not f.add_many(keys).any()
+    one = RedisWindowedFilter(window_server.url, "caperr1", 2, 0.01, window=3600, generations=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapacityWarning)
+        assert one.add("a") and one.add("b")
+        with pytest.raises(CapacityWarning) as caught:
+            one.add("c", refresh=False)
+    assert caught.value.new.tolist() == [True] and caught.value.unknown.tolist() == [False]  # type: ignore[attr-defined]
+    assert one.add("c") is False
 
 
 def test_same_numbering_and_sizing_as_the_local_filter(window_server: Any) -> None:

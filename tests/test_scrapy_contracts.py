@@ -411,3 +411,43 @@ def test_a_requests_seen_larger_than_a_recrawl_generation_is_refused_not_taken_i
         BloomDupeFilter.from_settings(Settings({"JOBDIR": str(tmp_path), "BLOOMLINE_RECRAWL_AFTER": 3600,
                                                 "BLOOMLINE_CAPACITY": 1000}))
     assert (tmp_path / "requests.seen").exists() and not (tmp_path / "requests.seen.imported").exists()
+
+
+def test_a_capacity_warning_made_an_error_drops_no_request_in_recrawl_mode(kind: dict[str, Any]) -> None:
+    """With warnings as errors, a recrawl generation past its capacity
+    raises its warning after the fingerprint was recorded: the request is
+    kept (fetched), never dropped as seen, and the crawl goes on."""
+    import warnings
+
+    from bloomline import CapacityWarning
+
+    df = _dupefilter({**kind, "BLOOMLINE_RECRAWL_AFTER": 86400, "BLOOMLINE_CAPACITY": 3})
+    requests = [Request(f"http://scrapytest.org/{i}") for i in range(10)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapacityWarning)
+        assert [df.request_seen(r) for r in requests] == [False] * 10
+        assert [df.request_seen(r) for r in requests] == [True] * 10  # each was recorded
+    assert not getattr(df, "failed", None)
+    df.close("finished")
+
+
+def test_a_recrawl_filter_made_again_with_other_settings_under_a_crawl_stops_it_and_drops_nothing(
+        redis_server: RedisServer, caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    """Another crawl deleted the shared recrawl filter (SCHEDULER_PERSIST off)
+    and a third made it again with another BLOOMLINE_RECRAWL_AFTER: this
+    crawl's next check is refused. The request is kept to check later (not
+    dropped, not raised out of the scheduler) and the crawl stops, failed."""
+    from bloomline.redis import RedisWindowedFilter, delete_windowed
+
+    df = _dupefilter({"DUPEFILTER_CLASS": RedisBloomDupeFilter, "BLOOMLINE_REDIS_URL": redis_server.url,
+                      "BLOOMLINE_RECRAWL_AFTER": 3600, "SCHEDULER_PERSIST": True,
+                      "JOBDIR": str(tmp_path)})  # (where the kept request is spilled)
+    assert df.request_seen(Request("http://scrapytest.org/a")) is False
+    key = df.seen.key
+    delete_windowed(redis_server.url, key)
+    RedisWindowedFilter(redis_server.url, key, 1000, 0.01, window=7200).add("x")
+    late = Request("http://scrapytest.org/b")
+    with caplog.at_level(logging.ERROR, logger="scrapy.dupefilters"):
+        assert df.request_seen(late) is True and df._outages.was_just_spilled(late)  # kept to check later
+    assert df.failed and "made again with other parameters" in caplog.text and "closing the spider" in caplog.text
+    df.close("finished")

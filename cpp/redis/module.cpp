@@ -912,8 +912,9 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
         } else {
             epoch = new_making();
         }
-    } else {
-        hget(ctx, meta, "epoch", &epoch);
+    } else if (!hget(ctx, meta, "epoch", &epoch) || epoch.empty()) {
+        // (every making writes one: a meta without it is damaged, and an add under it could not be checked later)
+        throw Refused{"WRONGTYPE bloomline: " + text(meta) + " has no epoch"};
     }
     const int cur = static_cast<int>(c % ring);
     const bool start = r.numbers[cur] != c;

@@ -120,6 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write(f"{PROG}: interrupted\n")
         return 130
+    except MemoryError:  # (a line longer than memory allows, say: the sizes the commands foresee say their own)
+        sys.stderr.write(f"{PROG}: error: out of memory: the input or the options asked for more than this machine "
+                         "could give\n")
+        quiet_stdout()
+        return 1
     except ValueError as exc:  # refused data or arguments the checks above did not foresee: still one line
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         return 1

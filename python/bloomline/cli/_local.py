@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from .. import BloomFilter, CountingBloomFilter, __version__, _core, optimal_params, read_header, select_lines
+from .._facts import facts
 from .._lazy import is_scalable, is_windowed, windowed_kind
 from .._numpy import np
 from .._protocol import Filter
@@ -178,7 +179,30 @@ def _new_filter(kind: Any, capacity: int, error_rate: float, layout: str, origin
 
 
 def _redis_errors(exc: Exception) -> CliError | None:
-    return CliError(f"redis: {exc}") if type(exc).__module__.startswith("redis") else None
+    """An add's Redis error (redis-py's or bloomline.redis's own) as one
+    line, saying which lines of its block _answered_lines writes."""
+    if not type(exc).__module__.startswith(("redis", "bloomline.redis")):
+        return None
+    new, unknown = facts(exc)
+    if new is None or unknown is None:
+        held = "nothing is known of this block's lines, so all of them were written"
+    else:
+        held = (f"this block's {count(int(new.sum()), 'line')} answered new and {int(unknown.sum()):,} without an "
+                "answer (perhaps recorded) were written, the rest dropped as seen")
+    return CliError(f"redis: {exc}; {held}; the lines after it were not read")
+
+
+def _answered_lines(block: Any, exc: Exception, args: argparse.Namespace) -> Any:
+    """The lines of a block whose add raised that must be written: those
+    answered new (recorded as seen in Redis) and those without an answer
+    (perhaps recorded: at least once, never lost); the whole block where the
+    error says nothing of it."""
+    new, unknown = facts(exc)
+    if new is None or unknown is None:
+        chars = np.frombuffer(block, dtype=np.uint8)
+        lines = int(np.count_nonzero(chars == 10)) + int(chars[-1] != 10)  # (a last line without a newline)
+        return select_lines(block, np.ones(lines, dtype=bool), threads=args.threads)
+    return select_lines(block, new | unknown, threads=args.threads)
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
@@ -210,6 +234,11 @@ def _dedup(args: argparse.Namespace) -> int:
             write_all(out)
         except OutputError as exc:
             raise CliError(str(exc) + _not_written(args, out[exc.written:].count(b"\n"))) from None
+        except BrokenPipeError as exc:  # (`| head`: main ends by SIGPIPE, silently, unless lines are lost)
+            lost = _not_written(args, out[getattr(exc, "written", 0):].count(b"\n")) if args.redis else ""
+            if lost:
+                sys.stderr.write(f"{PROG}: the output was closed{lost}\n")
+            raise
 
     with Interrupt() as interrupt:
         behind = WriteBehind(write) if fused and stdout_is_regular() else None
@@ -231,7 +260,11 @@ def _dedup(args: argparse.Namespace) -> int:
                     try:
                         new = _add_lines(f, block, args)
                     except Exception as exc:
-                        raise (_redis_errors(exc) or exc) from None
+                        cli_error = _redis_errors(exc)
+                        if cli_error is None:
+                            raise
+                        write(_answered_lines(block, exc, args))  # (before the error: none recorded is lost)
+                        raise cli_error from None
                     lines, kept = len(new), int(new.sum())
                     out = select_lines(block, new, threads=args.threads)
                 # Whole before the next block is read, or, behind, before the next is handed over: --state is

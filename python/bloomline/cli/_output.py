@@ -54,7 +54,8 @@ def write_all(data: bytes | memoryview) -> None:
         except BlockingIOError:  # stdout left non-blocking by whoever started us: wait until it takes more
             select.select([], [fd], [])
             continue
-        except BrokenPipeError:
+        except BrokenPipeError as exc:
+            exc.written = total - len(view)  # type: ignore[attr-defined]  # (the bytes written before it)
             raise
         except OSError as exc:
             raise OutputError(exc, total - len(view)) from None
@@ -177,13 +178,14 @@ def _saved_atomically(path: str) -> bool:
     symlinks to it (the core follows them and replaces the file they lead
     to, with its refusals: mapped for writing elsewhere, read-only).
     Anything else -- '-' for stdout, a pipe, a device, and a path through
-    /dev or /proc such as /dev/stdout (an open file of this process, which a
-    rename would not reach) -- is written straight through."""
+    /dev/std*, /dev/fd or /proc such as /dev/stdout (an open file of this
+    process, which a rename would not reach) -- is written straight through.
+    A file under /dev that is a file (/dev/shm's) is saved atomically too."""
     if path == "-":
         return False
     at = path
     for _ in range(40):
-        if at.startswith(("/dev/", "/proc/")):
+        if at.startswith(("/dev/std", "/dev/fd/", "/proc/")):
             return False
         if not os.path.islink(at):
             break

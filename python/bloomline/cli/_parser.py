@@ -43,6 +43,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+MAX_WORKLOAD = 10**9  # demo's and bench's keys are made in memory first, several bytes each: past this, absurd
+
+
+def _workload(text: str) -> int:
+    """A positive integer (as _positive_int) of keys made in memory, at most MAX_WORKLOAD."""
+    value = _positive_int(text)
+    if value > MAX_WORKLOAD:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_WORKLOAD:,} (the keys are made in memory first), "
+                                         f"got {text!r}")
+    return value
+
+
 def _rate(text: str) -> float:
     try:
         value = float(text)
@@ -127,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="deduplicate a synthetic stream of crawl URLs, beside a Python set",
         description="Deduplicate a synthetic stream of crawl URLs three ways -- a Python set, BloomFilter.add in a "
         "loop, one add_many batch -- and print the time, memory and lines kept by each.")
-    demo.add_argument("--urls", type=_positive_int, default=1_000_000, help="stream length (default 1,000,000)")
+    demo.add_argument("--urls", type=_workload, default=1_000_000, help="stream length (default 1,000,000)")
     demo.add_argument(
         "--error-rate", type=_rate, default=0.001, help="target false-positive rate (default 0.001)"
     )
@@ -261,5 +273,5 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", help="a quick local benchmark (the full one: benchmarks/run.py)",
         description="Time adds and lookups per key for each layout (one call per key, batches of str and of "
         "integers) beside a Python set, and print ns per key.")
-    bench.add_argument("--keys", type=_positive_int, default=1_000_000, help="keys per workload (default 1,000,000)")
+    bench.add_argument("--keys", type=_workload, default=1_000_000, help="keys per workload (default 1,000,000)")
     return parser

@@ -3,7 +3,8 @@ every error of an add carries.
 
 Every exception an add raises once its batch is under way (whatever its
 cause: a lost connection, OOM, READONLY, NOPERM, a script's error, a key of
-the wrong type, LOADING for too long) carries what is known of the batch,
+the wrong type, LOADING for too long, a capacity warning made an error
+after the batch was answered) carries what is known of the batch,
 set on the exception itself, whose class is left as it is (code that catches
 ``redis.exceptions.OutOfMemoryError`` still does): ``new`` is True where a
 key was reported new to this call (its add was answered), ``unknown`` True

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from .. import _core
 from .._core import BloomFilter, CapacityWarning
-from .._facts import batch_shaped
+from .._facts import batch_shaped, with_facts
 from ..display import filter_html
 from ._backend import NEW, AddOutcome, settle_adds, settle_lookups
 from ._errors import NotDurable
@@ -140,7 +140,10 @@ class RedisBloomFilter(Expiring):
         kept, and its error raised with its facts in the caller's shape."""
         self._h.replicated(out)
         if out.error is None or isinstance(out.error, NotDurable):
-            self._note(out.counts)  # (the keys are on the primary: its counts are the filter's)
+            try:
+                self._note(out.counts)  # (the keys are on the primary: its counts are the filter's)
+            except Exception as e:  # a warning made an error: it carries the add's facts, as the add's own errors do
+                raise with_facts(e, out.new, out.unknown, valid) from out.error
         out.raise_error(valid)
         return out
 
@@ -167,7 +170,10 @@ class RedisBloomFilter(Expiring):
         if isinstance(reply, list) and reply[0] in (b"1", b"0") and not h.sender.wait_replicas:
             # The common case, read without arrays.
             if part.count_key is not None and (reply[0] == b"1" or not self._counts):
-                self._note({part.count_key: int(reply[1])})  # (a count moves only when a key is new)
+                try:
+                    self._note({part.count_key: int(reply[1])})  # (a count moves only when a key is new)
+                except Exception as e:  # a warning made an error: with the answer, as _settled gives it
+                    raise with_facts(e, np.array([reply[0] == b"1"]), np.zeros(1, dtype=bool)) from None
             return bool(reply[0] == b"1")
         out = self._settled(settle_adds((part,), (reply,), 1, h.what, h.policy))
         return bool(out.codes[0] == NEW)

@@ -214,21 +214,32 @@ end
 -- The meta (KEYS[1]) records the generation each slot started ('slot<i>'),
 -- so a live generation whose bits and record were both lost (evicted) is
 -- known lost, not read as never started.
+-- A generation number or a slot record: a decimal integer in [0, 2**53), as
+-- the scripts write them, or the script stops with an error (read before any
+-- write; a number past 2**53 would make every generation read as expired).
+local function whole(key, field)
+  local v = redis.call('HGET', key, field)
+  if v and not (string.match(v, '^%d+$') and (v == '0' or string.sub(v, 1, 1) ~= '0')
+                and (#v < 16 or (#v == 16 and v < '9007199254740992'))) then
+    error(redis.error_reply('WRONGTYPE bloomline: ' .. key .. ' ' .. field .. ' is no integer in [0, 2**53)'))
+  end
+  return v and tonumber(v)
+end
 local function now_and_ring(off, ring, span)
   local t = redis.call('TIME')
   local c = math.floor((tonumber(t[1]) + tonumber(t[2]) / 1000000) / span)
   local numbers, started = {}, {}
   for i = 0, ring - 1 do
-    local n = redis.call('HGET', KEYS[off + ring + i], 'number')
+    local n = whole(KEYS[off + ring + i], 'number')
     if n then
-      numbers[i] = tonumber(n)
+      numbers[i] = n
       if numbers[i] > c then c = numbers[i] end
     elseif redis.call('EXISTS', KEYS[off + i]) == 1 then
       return c, numbers, KEYS[off + ring + i]
     end
-    local s = redis.call('HGET', KEYS[1], 'slot' .. i)
+    local s = whole(KEYS[1], 'slot' .. i)
     if s then
-      started[i] = tonumber(s)
+      started[i] = s
       if started[i] > c then c = started[i] end
     end
   end
@@ -328,6 +339,9 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'epoch', t[1] .. '.' .. t[2])
 end
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
+if not epoch or epoch == '' then  -- (every making writes one: a meta without it is damaged)
+  return redis.error_reply('WRONGTYPE bloomline: ' .. KEYS[1] .. ' has no epoch')
+end
 redis.call('PEXPIREAT', KEYS[1], finish)
 local cur = c % ring
 local ck, cg = KEYS[3 + cur], KEYS[3 + ring + cur]

@@ -172,8 +172,10 @@ def window_error(f: RedisWindowedFilter, e: Exception) -> Exception:
             "server went back to an older snapshot or a replica): the keys this handle added are not in it, so its "
             "answers would be wrong. A new handle goes on (those keys then read new once more)", key=f._w.meta)
     if isinstance(e, _redis.ResponseError) and _error_code(e) == "MISMATCH":
-        return ValueError(f"{f._what} was made again with other parameters since this handle attached: "
-                          "attach again")
+        # (a MissingKeyError, as REPLACED is: the filter this handle added to is gone, and an add's error carries
+        # its facts where the callers of the other refusals catch them)
+        return MissingKeyError(f"{f._what} was made again with other parameters since this handle attached: the "
+                               "keys this handle added are not in it. Attach again", key=f._w.meta)
     if isinstance(e, _redis.ResponseError) and _error_code(e) in ("MISSING", "WRONGSIZE"):
         words = str(e).split()
         name = words[1] if len(words) > 1 else "?"

@@ -85,7 +85,7 @@ import numpy.typing as npt
 
 from .. import _core, optimal_params
 from .._core import CapacityWarning
-from .._facts import batch_shaped
+from .._facts import batch_shaped, with_facts
 from .._window_parts import _check_error_rate, _check_generations, check_refresh, generation_rate
 from ..windowed import WindowedBloomFilter
 from ._backend import NEW, ONE, AddOutcome, Part, windows
@@ -209,7 +209,7 @@ class RedisWindowedFilter:
         return window_error(self, e)
 
     def _settle(self, parts: list[Part], replies: list[Any], out: AddOutcome, failed: list[Exception],
-                counts: dict[int, int]) -> None:
+                counts: dict[int, int], refresh: bool) -> None:
         for part, reply in zip(parts, replies):
             if isinstance(reply, Exception):
                 failed.append(reply)
@@ -217,10 +217,13 @@ class RedisWindowedFilter:
             answer, count, gen, epoch = reply
             out.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
             counts[int(gen)] = max(counts.get(int(gen), 0), int(count))
-            if int(gen) >= self._newest and epoch:  # (an answer kept by an older version says neither)
+            # The newest generation this handle wrote to (a refresh=False add answered "seen" throughout wrote
+            # nothing: its generation need not outlive a failover). An answer kept by an older version says neither.
+            if int(gen) >= self._newest and epoch and (refresh or NEW in answer):
                 self._newest, self._epoch = int(gen), epoch.decode() if isinstance(epoch, bytes) else str(epoch)
 
-    def _add(self, make: Callable[[str], Iterable[Part]], n: int) -> AddOutcome:
+    def _add(self, make: Callable[[str], Iterable[Part]], n: int, refresh: bool,
+             valid: Optional[npt.NDArray[np.bool_]] = None) -> AddOutcome:
         """Send an add's parts, made by make(answer names) (none after a failed window; made again once, under
         new names, where the filter was made again after this handle's keys all expired: reattach); its outcome."""
         self._sender.forget_writes()
@@ -231,7 +234,8 @@ class RedisWindowedFilter:
             counts: dict[int, int] = {}  # each generation's count of new keys, as the replies said
             try:
                 for window in windows(make(names)):
-                    self._settle(window, _send(self._sender, [p.jobs[0] for p in window]), out, failed, counts)
+                    self._settle(window, _send(self._sender, [p.jobs[0] for p in window]), out, failed, counts,
+                                 refresh)
                     if failed:
                         break
             except Exception as e:  # raised while sending: it carries the facts too
@@ -244,8 +248,6 @@ class RedisWindowedFilter:
             except Exception as e:  # (the server's TIME or the claim failed: raised below, with the add's facts)
                 failed[0] = e
                 break
-        for gen, count in counts.items():  # (after the sends: a warning made an error never cuts an add short)
-            self._note(gen, count)
         unsure = int(np.count_nonzero(out.codes == ord("?")))
         if failed:
             out.error = self._error(failed[0])
@@ -253,6 +255,13 @@ class RedisWindowedFilter:
             out.error = UnknownOutcome(
                 f"{unsure} keys of a batch to {self._what} were re-sent after a lost reply whose kept answer was "
                 "gone, and found present: the lost send may have added them")
+        self._replicated(out, refresh)
+        try:  # (after the sends: a warning made an error never cuts an add short)
+            for gen, count in counts.items():
+                self._note(gen, count)
+        except Exception as e:  # a warning made an error: it carries the add's facts, as the add's own errors do
+            raise with_facts(e, out.new, out.unknown, valid) from out.error
+        out.raise_error(valid)
         return out
 
     def _chunks(self, hashed: Any, form: Any) -> Any:
@@ -273,9 +282,7 @@ class RedisWindowedFilter:
         hashed, valid, refresh = *_core.hash_valid(keys, self._w.seed, nulls=nulls), check_refresh(refresh)
         out = self._add(lambda names: (Part([self._add_job(f"{names}.{c}", refresh, body, count)], idx)
                                        for c, idx, body, count in self._chunks(hashed, self._b.window_form_add)),
-                        len(hashed))
-        self._replicated(out, refresh)
-        out.raise_error(valid)
+                        len(hashed), refresh, valid)
         return batch_shaped(valid, out.new)
 
     def add(self, key: Any, /, *, refresh: bool = True) -> bool:
@@ -285,9 +292,7 @@ class RedisWindowedFilter:
         _shard, body, count = _core.redis_key(key, w.num_bits, w.num_hashes, w.layout, w.seed, w.nbytes * 8,
                                               self._b.window_form_add)
         refresh = check_refresh(refresh)
-        out = self._add(lambda names: [Part([self._add_job(f"{names}.0", refresh, body, count)], ONE)], 1)
-        self._replicated(out, refresh)
-        out.raise_error()
+        out = self._add(lambda names: [Part([self._add_job(f"{names}.0", refresh, body, count)], ONE)], 1, refresh)
         return bool(out.codes[0] == NEW)
 
     def _add_job(self, name: str, refresh: bool, body: bytes, count: int) -> Job:

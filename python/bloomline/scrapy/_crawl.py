@@ -92,7 +92,10 @@ class _CrawlStop:
         (started: called at engine_started, when engine.running may not be
         set yet)."""
         self.failed = True
-        engine = getattr(self.crawler, "engine", None)
+        try:
+            engine = self.crawler.engine
+        except (AttributeError, RuntimeError):  # (Scrapy 2.14+ raises RuntimeError before the crawl starts)
+            engine = None
         if engine is None:
             return
         engine.pause()

@@ -371,6 +371,7 @@ class RedisBloomDupeFilter(_DupeFilter):
         spilled (kept to check later), never dropped."""
         import redis  # here: redis is optional; the local filter does without it
 
+        from .._facts import facts
         from ..redis import MissingKeyError, NotDurable
 
         if self.refused is not None:
@@ -383,11 +384,16 @@ class RedisBloomDupeFilter(_DupeFilter):
         try:
             self.redis_checks += 1
             new = self._record(fp)
-        except NotDurable as e:
-            # Answered by the primary, not yet on enough replicas: a new page
-            # is fetched all the same (checking again would answer "seen").
-            new = e.new is None or bool(e.new[0]) or bool(e.unknown is not None and e.unknown[0])
-            self._not_durable(e)
+        except (NotDurable, Warning) as e:
+            # Answered, and raised after: by the primary, not yet on enough
+            # replicas, or a capacity warning made an error. A new page is
+            # fetched all the same (checking again would answer "seen").
+            answered_new, unknown = facts(e)
+            new = answered_new is None or bool(answered_new[0]) or bool(unknown is not None and unknown[0])
+            if isinstance(e, NotDurable):
+                self._not_durable(e)
+            else:
+                logger.warning("%s: %s", self.label, e)
         except (redis.ConnectionError, redis.TimeoutError) as e:
             self._outages.begin(e)
             return self._outages.keep(request, sent=True)
@@ -395,6 +401,9 @@ class RedisBloomDupeFilter(_DupeFilter):
             hint = ("; when several crawl processes share a key, set SCHEDULER_PERSIST = True, or the first to "
                     "finish deletes the filter the others use") if isinstance(e, MissingKeyError) else ""
             self._outages.fail(f"Redis at {self.where} refused a check: {e}{hint}")
+            return self._outages.keep(request, sent=True)
+        except Exception as e:  # not Redis's (the filter made again with other settings): the crawl stops, loudly
+            self._outages.fail(f"a check at {self.where} raised {e!r}")
             return self._outages.keep(request, sent=True)
         if self.front is not None:
             self.front.add(fp)

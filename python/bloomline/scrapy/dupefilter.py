@@ -304,7 +304,11 @@ class BloomDupeFilter(_DupeFilter):
         chain cannot grow, a recrawl save) the crawl stops (_unwritable) and
         a request that could not be recorded is new: kept, never dropped."""
         if isinstance(self.seen, WindowedBloomFilter):
-            new = self.seen.add(fp, refresh=False)  # (in memory: the save below is what may fail)
+            try:
+                new = self.seen.add(fp, refresh=False)  # (in memory: the save below is what may fail)
+            except Warning as e:  # the capacity warning made an error, after the add took the key: its answer is
+                logger.warning("%s: %s", self.label, e)  # lost, so the page is fetched (at least once, never lost)
+                new = True
             if (self._recrawl_file is not None and self.unwritable is None
                     and time.monotonic() - self._saved_at > RECRAWL_SAVE_EVERY):
                 try:
