@@ -2,8 +2,9 @@
 its API reference holds every public name, and its pages render in a
 headless Chromium.
 
-The site is built once per session, as CI's docs job builds it: warnings
-are errors and every cross-reference must resolve (-W -n). The public names
+The site is built once per session, strictly: warnings are errors and
+every cross-reference must resolve (-W -n). This is CI's docs check (in its
+README job), so under CI a missing docs tool fails, never skips. The public names
 are found here by introspection of the live modules, independently of the
 extension that writes the reference, so a name it leaves out fails.
 """

@@ -88,7 +88,7 @@ from .._core import CapacityWarning
 from .._facts import batch_shaped, with_facts
 from .._window_parts import _check_error_rate, _check_generations, check_refresh, generation_rate
 from ..windowed import WindowedBloomFilter
-from ._backend import NEW, ONE, AddOutcome, Part, windows
+from ._backend import NEW, ONE, UNSURE, AddOutcome, Part, windows
 from ._durable import replicated
 from ._errors import UnknownOutcome
 from ._meta import delete_matching, eviction_policy
@@ -104,6 +104,18 @@ if TYPE_CHECKING:
     from ..windowed import Window
 
 __all__ = ["RedisWindowedFilter", "delete_windowed"]
+
+
+def _note(f: RedisWindowedFilter, counts: dict[int, int]) -> None:
+    """Warn once per generation of f whose count of new keys (as an add's replies said) passes the capacity."""
+    for gen, count in counts.items():
+        if count > f._capacity and gen not in f._warned:
+            f._warned.add(gen)
+            warnings.warn(
+                f"generation {gen} of {f._what} (one {f._w.span:g} s slice of the {f.window:g} s window) has taken "
+                f"{count:,} new keys, past its capacity of {f._capacity:,}: its false-positive rate now rises (new "
+                "keys reported seen). Make the filter with a larger capacity (the distinct keys of any window)",
+                CapacityWarning, stacklevel=4)
 
 
 def _send(sender: Sender, jobs: list[Any]) -> list[Any]:
@@ -217,9 +229,10 @@ class RedisWindowedFilter:
             answer, count, gen, epoch = reply
             out.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
             counts[int(gen)] = max(counts.get(int(gen), 0), int(count))
-            # The newest generation this handle wrote to (a refresh=False add answered "seen" throughout wrote
-            # nothing: its generation need not outlive a failover). An answer kept by an older version says neither.
-            if int(gen) >= self._newest and epoch and (refresh or NEW in answer):
+            # The newest generation this handle wrote to, or may have (a re-sent chunk's '?'); a refresh=False add
+            # answered "seen" throughout wrote nothing: its generation need not outlive a failover. An answer kept
+            # by an older version says neither.
+            if int(gen) >= self._newest and epoch and (refresh or NEW in answer or UNSURE in answer):
                 self._newest, self._epoch = int(gen), epoch.decode() if isinstance(epoch, bytes) else str(epoch)
 
     def _add(self, make: Callable[[str], Iterable[Part]], n: int, refresh: bool,
@@ -257,8 +270,7 @@ class RedisWindowedFilter:
                 "gone, and found present: the lost send may have added them")
         self._replicated(out, refresh)
         try:  # (after the sends: a warning made an error never cuts an add short)
-            for gen, count in counts.items():
-                self._note(gen, count)
+            _note(self, counts)
         except Exception as e:  # a warning made an error: it carries the add's facts, as the add's own errors do
             raise with_facts(e, out.new, out.unknown, valid) from out.error
         out.raise_error(valid)
@@ -311,16 +323,6 @@ class RedisWindowedFilter:
         """Add every key of each iterable, in order."""
         for keys in iterables:
             self.add_many(keys, nulls=nulls)
-
-    def _note(self, gen: int, count: int) -> None:
-        """Warn once per generation whose count of new keys passes the capacity."""
-        if count > self._capacity and gen not in self._warned:
-            self._warned.add(gen)
-            warnings.warn(
-                f"generation {gen} of {self._what} (one {self._w.span:g} s slice of the {self.window:g} s window) "
-                f"has taken {count:,} new keys, past its capacity of {self._capacity:,}: its false-positive rate "
-                "now rises (new keys reported seen). Make the filter with a larger capacity (the distinct keys of "
-                "any window)", CapacityWarning, stacklevel=4)
 
     # ---- lookups -------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from scrapy.http import Request
 from scrapy.utils.job import job_dir
 from scrapy.utils.project import data_path
 
+from .._facts import facts
 from .._units import about, noun
 from ..scalable import ChainMismatch, ScalableBloomFilter
 from ._base import _DupeFilter
@@ -63,6 +64,27 @@ FRONT_SEED = 0x9E3779B97F4A7C15  # not the Redis chain's seed: their false posit
 # and deleting one (RedisStages.reset) never deletes the other.
 RECRAWL_SUFFIX = ":recrawl"
 
+
+
+def _answered_then_raised(df: RedisBloomDupeFilter, error: Exception) -> bool:
+    """A check answered, then raised (NotDurable: answered by the primary,
+    not yet on enough replicas; or a capacity warning made an error): said,
+    and True where its request is new, fetched all the same (checking again
+    would answer "seen"), as it is where the check has no answer."""
+    from ..redis import NotDurable
+
+    if not isinstance(error, NotDurable):
+        logger.warning("%s: %s", df.label, error)
+    else:
+        df.not_durable += 1
+        df._inc("bloomline/not_durable")
+        if time.monotonic() - df._durable_warned >= 60:
+            df._durable_warned = time.monotonic()
+            logger.warning("%s: a check at %s is not on BLOOMLINE_REDIS_REPLICAS replicas yet (%s); the crawl goes "
+                           "on, and %d such %s so far may be fetched again after a failover", df.label, df.where,
+                           error, df.not_durable, noun(df.not_durable, "check"))
+    new, unknown = facts(error)
+    return new is None or bool(new[0]) or bool(unknown is not None and unknown[0])
 
 
 def _default_spill_dir() -> Path:
@@ -371,7 +393,6 @@ class RedisBloomDupeFilter(_DupeFilter):
         spilled (kept to check later), never dropped."""
         import redis  # here: redis is optional; the local filter does without it
 
-        from .._facts import facts
         from ..redis import MissingKeyError, NotDurable
 
         if self.refused is not None:
@@ -384,16 +405,8 @@ class RedisBloomDupeFilter(_DupeFilter):
         try:
             self.redis_checks += 1
             new = self._record(fp)
-        except (NotDurable, Warning) as e:
-            # Answered, and raised after: by the primary, not yet on enough
-            # replicas, or a capacity warning made an error. A new page is
-            # fetched all the same (checking again would answer "seen").
-            answered_new, unknown = facts(e)
-            new = answered_new is None or bool(answered_new[0]) or bool(unknown is not None and unknown[0])
-            if isinstance(e, NotDurable):
-                self._not_durable(e)
-            else:
-                logger.warning("%s: %s", self.label, e)
+        except (NotDurable, Warning) as e:  # answered, then raised
+            new = _answered_then_raised(self, e)
         except (redis.ConnectionError, redis.TimeoutError) as e:
             self._outages.begin(e)
             return self._outages.keep(request, sent=True)
@@ -433,15 +446,6 @@ class RedisBloomDupeFilter(_DupeFilter):
         except redis.RedisError as e:  # (the facts are read from Redis; the crawl is over all the same)
             logger.warning("%s: could not read the filter's facts from Redis at %s for the summary: %s", self.label,
                            self.where, e)
-
-    def _not_durable(self, error: Exception) -> None:
-        self.not_durable += 1
-        self._inc("bloomline/not_durable")
-        if time.monotonic() - self._durable_warned >= 60:
-            self._durable_warned = time.monotonic()
-            logger.warning("%s: a check at %s is not on BLOOMLINE_REDIS_REPLICAS replicas yet (%s); the crawl goes "
-                           "on, and %d such %s so far may be fetched again after a failover", self.label, self.where,
-                           error, self.not_durable, noun(self.not_durable, "check"))
 
     # -- the crawl's life ----------------------------------------------------------------------
 
