@@ -327,7 +327,8 @@ def test_dedup_through_redis_that_fails_mid_block_writes_every_line_it_recorded(
     from conftest import FaultProxy
 
     data = _lines("u", 60_000)
-    proxy = FaultProxy(redis_server.port, "cut_before", match=b"\r\nSET\r\n", after=1)  # (adds only)
+    # (adds only; cut after the server ran them, so that part of the block is recorded for certain)
+    proxy = FaultProxy(redis_server.port, "cut_after", match=b"\r\nSET\r\n", after=1)
     try:
         first = run("dedup", "--redis", f"redis://127.0.0.1:{proxy.port}/0", "--key", "k", "--capacity", "100000",
                     "--error-rate", "1e-9", stdin=data)

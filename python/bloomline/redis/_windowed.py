@@ -90,7 +90,7 @@ from .._window_parts import _check_error_rate, _check_generations, check_refresh
 from ..windowed import WindowedBloomFilter
 from ._backend import NEW, ONE, UNSURE, AddOutcome, Part, windows
 from ._durable import replicated
-from ._errors import UnknownOutcome
+from ._errors import NotDurable, UnknownOutcome
 from ._meta import delete_matching, eviction_policy
 from ._names import WindowKeys, batch_ids, client_of, tag_of_chain
 from ._registry import window_backend
@@ -269,8 +269,9 @@ class RedisWindowedFilter:
                 f"{unsure} keys of a batch to {self._what} were re-sent after a lost reply whose kept answer was "
                 "gone, and found present: the lost send may have added them")
         self._replicated(out, refresh)
-        try:  # (after the sends: a warning made an error never cuts an add short)
-            _note(self, counts)
+        try:  # (after the sends: a warning made an error never cuts an add short, nor hides the add's error)
+            if out.error is None or isinstance(out.error, NotDurable):
+                _note(self, counts)
         except Exception as e:  # a warning made an error: it carries the add's facts, as the add's own errors do
             raise with_facts(e, out.new, out.unknown, valid) from out.error
         out.raise_error(valid)
