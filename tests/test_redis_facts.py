@@ -14,6 +14,7 @@ import hashlib
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
@@ -417,6 +418,71 @@ def test_restore_never_counts_fewer_keys_than_a_stages_bits(redis_server: RedisS
     with pytest.warns(UserWarning, match=r"stage 0 of the chain restored at 'over' holds about 1,[45]\d\d keys"):
         restore(data, redis_server.url, "over", backend="plain")
     assert RedisStages(redis_server.url, "over", backend="plain").stages()[0][1] == 1000
+
+
+def _over_capacity_chain() -> tuple[ScalableBloomFilter, bytes]:
+    """A three-stage chain whose first stage's bits hold 1,500 keys of its 1,000, as a file."""
+    from bloomline import _core
+
+    chain = ScalableBloomFilter(1000, 0.01)
+    chain.add_many(np.arange(7000, dtype=np.uint64))
+    assert chain.num_stages == 3
+    with pytest.warns(UserWarning, match="past its capacity"):
+        chain.stages[0].add_many(np.arange(10**6, 10**6 + 500, dtype=np.uint64))
+    return chain, _core.encode_chain(chain.rule, chain.layout, chain.seed, chain.stages, chain._stage_counts)
+
+
+@pytest.mark.parametrize("backend", ["plain", "module"])
+def test_a_capacity_warning_made_an_error_leaves_the_chain_restored_whole(tmp_path: Path, backend: str) -> None:
+    """Under warnings-as-errors, the capacity warning of a restored chain's
+    first stage is raised once every stage is in Redis: the chain answers as
+    the file does. (Before, it was raised mid-upload, leaving one stage.)"""
+    from bloomline.redis import restore
+
+    server = RedisServer(tmp_path, *module_args(backend))
+    try:
+        chain, data = _over_capacity_chain()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(UserWarning, match="stage 0 of the chain restored at 'whole'"):
+                restore(data, server.url, "whole", backend=backend)
+        attached = ScalableBloomFilter(1000, 0.01, store=RedisStages(server.url, "whole", backend=backend))
+        assert attached.num_stages == 3
+        probes = np.arange(2 * 10**6, 2 * 10**6 + 50_000, dtype=np.uint64)
+        for keys in (np.arange(7000, dtype=np.uint64), np.arange(10**6, 10**6 + 500, dtype=np.uint64), probes):
+            np.testing.assert_array_equal(attached.contains_many(keys), chain.contains_many(keys))
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("kind", ["chain", "filter"])
+def test_an_upload_that_fails_midway_leaves_nothing_at_its_key(redis_server: RedisServer, kind: str) -> None:
+    """A chain (restore) or a fixed filter (from_filter) whose upload runs
+    out of Redis's memory part way is deleted again: nothing of it is left
+    to be taken for the whole (its missing bits' keys would read new)."""
+    from bloomline import BloomFilter
+    from bloomline.redis import restore
+
+    client = redis.Redis(port=redis_server.port)
+    used = int(client.info("memory")["used_memory"])
+    client.config_set("maxmemory-policy", "noeviction")
+    try:
+        if kind == "chain":
+            big = ScalableBloomFilter(200_000, 1e-4)
+            big.add_many(np.arange(1_000_000, dtype=np.uint64))
+            assert big.num_stages >= 3
+            client.config_set("maxmemory", used + big.stages[0].num_bits // 8 + (1 << 20))  # room for stage 0
+            with pytest.raises(redis.ResponseError, match="maxmemory"):
+                restore(big.to_bytes(), redis_server.url, "partial", backend="plain")
+        else:
+            bf = BloomFilter(1_000_000, 1e-4)
+            bf.add_many(np.arange(1_000_000, dtype=np.uint64))
+            client.config_set("maxmemory", used + bf.num_bits // 8 // 4)  # room for a quarter of its shards
+            with pytest.raises(redis.ResponseError, match="maxmemory"):
+                RedisBloomFilter.from_filter(bf, redis_server.url, "partial", shard_bits=2**20, backend="plain")
+    finally:
+        client.config_set("maxmemory", 0)
+    assert client.keys("*partial*") == []
 
 
 # ---- import-set: deleted only as checked, resumable wherever it stopped ----------------------

@@ -22,7 +22,6 @@ from conftest import RedisServer, module_args
 redis = pytest.importorskip("redis")
 from bloomline import ScalableBloomFilter  # noqa: E402
 from bloomline.redis import MissingKeyError, RedisBloomFilter, RedisStages, RedisWindowedFilter  # noqa: E402
-from bloomline.redis import delete_windowed  # noqa: E402
 from bloomline.redis import dump, restore  # noqa: E402
 
 BACKENDS = ["module", "plain"]
@@ -113,21 +112,46 @@ def test_a_server_bloom_filter_made_again_under_an_attached_writer_is_refused(tm
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_chain_and_a_windowed_filter_at_one_key_leave_each_other_alone(module_server: RedisServer,
-                                                                          backend: str) -> None:
-    """Their keys share the hash tag ({x}) and no name: a chain's reset
-    deleted every key under the tag, the windowed filter's too, and a
+def test_a_name_holds_one_kind_of_filter(module_server: RedisServer, backend: str) -> None:
+    """A chain's and a windowed filter's keys share the hash tag ({x}), a
+    fixed filter's start with the name: all three could live at one name,
+    where dump, restore and the CLI would find one and each kind's delete
+    would leave the others. Making a second kind there is refused, either
+    way round; one already there is attached as before."""
+    r = client(module_server)
+    chain = ScalableBloomFilter(100, 0.01, store=RedisStages(r, "x", backend=backend))
+    assert chain.add_many(np.arange(300, dtype=np.uint64)).all()
+    with pytest.raises(ValueError, match="a chain already exists at key 'x', so a windowed filter cannot be made"):
+        RedisWindowedFilter(r, "x", 1000, 0.01, window=3600, backend=backend)
+    with pytest.raises(ValueError, match="a chain already exists at key 'x', so a filter cannot be made"):
+        RedisBloomFilter(r, "x", 1000, 0.01, backend=backend)
+    window = RedisWindowedFilter(r, "y", 1000, 0.01, window=3600, backend=backend)
+    assert window.add("page")
+    with pytest.raises(ValueError, match="a windowed filter already exists at key 'y', so a chain cannot be made"):
+        ScalableBloomFilter(100, 0.01, store=RedisStages(r, "y", backend=backend)).add("k")
+    fixed = RedisBloomFilter(r, "z", 1000, 0.01, backend=backend)
+    fixed.add("k")
+    with pytest.raises(ValueError, match="a filter already exists at key 'z', so a windowed filter cannot be made"):
+        RedisWindowedFilter(r, "z", 1000, 0.01, window=3600, backend=backend)
+    # Each is attached as before, and holds what it held.
+    assert RedisWindowedFilter(r, "y", 1000, 0.01, window=3600, backend=backend).add("page") is False
+    assert "k" in RedisBloomFilter(r, "z", 1000, 0.01, backend=backend)
+    assert ScalableBloomFilter(100, 0.01, store=RedisStages(r, "x", backend=backend)).contains_many(
+        np.arange(300, dtype=np.uint64)).all()
+    assert r.keys("{y}:s*") == [] and not r.exists("{y}:stages", "{y}:chain")  # (the refused chain left nothing)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_chains_reset_deletes_its_own_keys_only(module_server: RedisServer, backend: str) -> None:
+    """Other keys under the chain's hash tag (a windowed filter's meta, as
+    an earlier bloomline let one be made at the same name, or the user's
+    own) are left: a reset once deleted every key under the tag, and a
     crawler restarted since saw every URL new again."""
     r = client(module_server)
     chain = ScalableBloomFilter(100, 0.01, store=RedisStages(r, "x", backend=backend))
-    window = RedisWindowedFilter(r, "x", 1000, 0.01, window=3600, backend=backend)
-    assert chain.add_many(np.arange(300, dtype=np.uint64)).all() and window.add("page")
+    assert chain.add_many(np.arange(300, dtype=np.uint64)).all()
+    r.set("{x}:mine", b"kept")
+    r.hset("{x}:meta", "kind", "windowed")
     chain._store.reset()  # type: ignore[attr-defined]
-    assert not r.exists("{x}:stages") and not r.keys("{x}:s[0-9]*")
-    restarted = RedisWindowedFilter(r, "x", 1000, 0.01, window=3600, backend=backend)
-    assert restarted.add("page") is False and window.add("page") is False
-    again = ScalableBloomFilter(100, 0.01, store=RedisStages(r, "x", backend=backend))
-    assert again.add_many(np.arange(300, dtype=np.uint64)).all()
-    assert delete_windowed(r, "x") >= 2
-    assert ScalableBloomFilter(100, 0.01, store=RedisStages(r, "x", backend=backend)).contains_many(
-        np.arange(300, dtype=np.uint64)).all()
+    assert not r.exists("{x}:stages") and not r.keys("{x}:s[0-9]*") and not r.exists("{x}:chain")
+    assert r.get("{x}:mine") == b"kept" and r.hget("{x}:meta", "kind") == b"windowed"

@@ -451,3 +451,26 @@ def test_a_recrawl_filter_made_again_with_other_settings_under_a_crawl_stops_it_
         assert df.request_seen(late) is True and df._outages.was_just_spilled(late)  # kept to check later
     assert df.failed and "made again with other parameters" in caplog.text and "closing the spider" in caplog.text
     df.close("finished")
+
+
+def test_an_unexpected_error_of_a_check_stops_the_crawl_with_its_traceback(
+        redis_server: RedisServer, caplog: pytest.LogCaptureFixture, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error of a check that is not Redis's (a defect: here injected into
+    the check) keeps the request to check later and stops the crawl with
+    one ERROR line that carries the error's traceback, not its repr only."""
+    df = _dupefilter({"DUPEFILTER_CLASS": RedisBloomDupeFilter, "BLOOMLINE_REDIS_URL": redis_server.url,
+                      "SCHEDULER_PERSIST": True, "JOBDIR": str(tmp_path)})
+
+    def broken(fp: bytes) -> bool:
+        raise ZeroDivisionError("a defect inside a check")
+
+    monkeypatch.setattr(df, "_record", broken)
+    late = Request("http://scrapytest.org/late")
+    with caplog.at_level(logging.ERROR, logger="scrapy.dupefilters"):
+        assert df.request_seen(late) is True and df._outages.was_just_spilled(late)  # kept to check later
+    assert df.failed
+    closing = [r for r in caplog.records if "closing the spider" in r.getMessage()]
+    assert len(closing) == 1 and closing[0].exc_info is not None and closing[0].exc_info[0] is ZeroDivisionError
+    assert "Traceback" in caplog.text and "in broken" in caplog.text
+    df.close("finished")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 import warnings
 from typing import TYPE_CHECKING, Any, Optional
@@ -15,10 +17,10 @@ from .._core import BloomFilter, CapacityWarning
 from .._facts import batch_shaped, with_facts
 from ..display import filter_html
 from ._backend import NEW, AddOutcome, settle_adds, settle_lookups
-from ._errors import NotDurable
+from ._errors import MissingKeyError, NotDurable
 from ._handle import Expiring, Handle
 from ._meta import DEFAULT_SHARD_BITS, delete_matching, eviction_policy, key_patterns, plan
-from ._names import batch_ids, client_of
+from ._names import batch_ids, client_of, refuse_other_kinds
 from ._registry import check_name, new_backend
 from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Sender
 
@@ -84,6 +86,7 @@ class RedisBloomFilter(Expiring):
                         wait_timeout_ms=wait_timeout_ms)
         new = None
         if capacity is not None:  # (made here, perhaps: with the backend it is made with, recorded)
+            refuse_other_kinds(client, key, "filter")
             made_with = new_backend(backend, client)
             new = plan(capacity, 0.01 if error_rate is None else error_rate, layout or "blocked",
                        0 if seed is None else seed, shards, shard_bits, made_with.kinds[0])
@@ -282,14 +285,21 @@ class RedisBloomFilter(Expiring):
             raise ValueError(f"a filter already exists at key {key!r}; delete() it first")
         made_with = new_backend(backend, client)
         made_with.check_travel()  # (before anything is made)
-        rf = cls(client, key, bf.capacity, bf.error_rate, layout=bf.layout, seed=bf.seed, shard_bits=shard_bits,
-                 backend=made_with.name, retries=retries, answer_ttl_ms=answer_ttl_ms)
-        h = rf._h
-        ones = h.backend.upload(h.sender, h.keys, bf)
-        # Each shard's count: its share of the filter's count, by its bits.
-        total = sum(ones) or 1
-        h.sender.each([Job(c.encode(), b"SET", (c,), (round(bf.insert_count * n / total),))
-                       for c, n in zip(h.keys.counts, ones)])
+        try:
+            rf = cls(client, key, bf.capacity, bf.error_rate, layout=bf.layout, seed=bf.seed, shard_bits=shard_bits,
+                     backend=made_with.name, retries=retries, answer_ttl_ms=answer_ttl_ms)
+            h = rf._h
+            ones = h.backend.upload(h.sender, h.keys, bf)
+            # Each shard's count: its share of the filter's count, by its bits.
+            total = sum(ones) or 1
+            h.sender.each([Job(c.encode(), b"SET", (c,), (round(bf.insert_count * n / total),))
+                           for c, n in zip(h.keys.counts, ones)])
+        except (ValueError, MissingKeyError):  # (refused before writing: another's filter, or leftovers, there)
+            raise
+        except BaseException:  # (nothing left half made or half uploaded: its missing bits' keys would read new)
+            with contextlib.suppress(Exception):  # (the upload's error is the one that says what happened)
+                cls.drop(client, key)
+            raise
         return rf
 
     def to_filter(self) -> BloomFilter:

@@ -79,6 +79,35 @@ def tag_of_chain(key: str) -> str:
     return "{" + (key if "{" not in key and "}" not in key else _escape(key)) + "}"
 
 
+def kinds_at(client: Any, key: str) -> list[str]:
+    """What the name `key` holds in Redis: any of 'filter' (a
+    RedisBloomFilter), 'windowed filter' and 'chain' (a RedisStages chain),
+    in that order. A fixed filter's keys start with the name, a chain's and a
+    windowed filter's with its hash tag (tag_of_chain), so all three could
+    live side by side; the makers refuse that (refuse_other_kinds)."""
+    tag = tag_of_chain(key)
+    pipe = client.pipeline(transaction=False)
+    pipe.exists(f"{key}:meta")
+    pipe.hget(f"{tag}:meta", "kind")
+    pipe.exists(f"{tag}:stages", f"{tag}:chain")
+    fixed, windowed, chain = pipe.execute()
+    found = ["filter"] if int(fixed) else []
+    return found + (["windowed filter"] if windowed in (b"windowed", "windowed") else []) + (["chain"] if int(chain) else [])
+
+
+def refuse_other_kinds(client: Any, key: str, kind: str) -> None:
+    """ValueError if a `kind` would be made at `key` where another kind of
+    filter is: a name holds one (dump, restore and `bloomline redis` find a
+    filter by its name, and each kind's delete leaves the others' keys). One
+    of `kind` already there is attached, whatever else an earlier bloomline
+    made beside it."""
+    found = kinds_at(client, key)
+    others = [k for k in found if k != kind]
+    if others and kind not in found:
+        raise ValueError(f"a {others[0]} already exists at key {key!r}, so a {kind} cannot be made there: a name "
+                         f"holds one kind of filter. Use another key, or delete the {others[0]} first")
+
+
 class _BatchIds:
     """Batch ids unique across processes and time: a random prefix per
     process (made anew after a fork) and a counter."""

@@ -30,7 +30,7 @@ from ._errors import UnknownOutcome
 from ._filter import RedisBloomFilter
 from ._handle import Expiring, Handle
 from ._meta import META_VERSION, as_dict, delete_matching, eviction_policy, keys_of, plan
-from ._names import StageGuard, batch_ids, client_of, tag_of_chain
+from ._names import StageGuard, batch_ids, client_of, refuse_other_kinds, tag_of_chain
 from ._registry import BACKENDS, check_name, new_backend
 from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Script, Sender, _error_code
 
@@ -236,6 +236,8 @@ class RedisStages(Expiring):
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> Any:
         """Make stage `index` unless it is made (idempotent), and attach it."""
         name = self._stage_key(index)
+        if index == 0:
+            refuse_other_kinds(self._r, self._key, "chain")
         meta = plan(capacity, error_rate, layout, seed, 1 if capacity * 64 < 2**31 else None, 2**31, "stage")
         # A new stage takes the chain's backend (its first stage's): a chain never switches.
         meta["backend"] = self._handles[0].backend.name if self._handles else new_backend(self._backend, self._r).name

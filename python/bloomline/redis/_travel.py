@@ -23,7 +23,7 @@ from .._core import BloomFilter, CapacityWarning
 from ..scalable import ScalableBloomFilter
 from ..windowed import WindowedBloomFilter, read_as_saved
 from ._filter import RedisBloomFilter
-from ._names import client_of, tag_of_chain
+from ._names import client_of, kinds_at, tag_of_chain
 from ._stages import RedisStages
 from ._windowed import RedisWindowedFilter
 
@@ -33,35 +33,32 @@ if TYPE_CHECKING:
 _NOISE = 0.03  # the bits' estimate of a stage's keys: within 3% of its capacity (tests/test_redis_faults.py)
 
 
-def _honest_count(stage: BloomFilter, count: int, index: int, key: str) -> int:
-    """A stage's count as restored: never below what its bits hold. A file
-    whose count lags its bits (a dump taken while writers added, by an
-    earlier bloomline) would let the stage take keys past its capacity; the
-    bits' estimate, past the count by more than its noise, becomes the count,
-    at most the capacity (the stage is then full and the chain grows). Bits
-    that hold more than the capacity warn: that stage's false-positive rate
-    is above its share."""
+def _honest_count(stage: BloomFilter, count: int, index: int, key: str) -> tuple[int, Optional[str]]:
+    """A stage's count as restored, and the capacity warning it calls for
+    (None if none): never below what its bits hold. A file whose count lags
+    its bits (a dump taken while writers added, by an earlier bloomline)
+    would let the stage take keys past its capacity; the bits' estimate, past
+    the count by more than its noise, becomes the count, at most the capacity
+    (the stage is then full and the chain grows). Bits that hold more than
+    the capacity call for a warning: that stage's false-positive rate is
+    above its share. The caller warns once the chain is whole, so a warning
+    made an error never leaves it half restored."""
     capacity = stage.capacity or 0
     estimate = stage.approx_count
     if estimate <= count + _NOISE * capacity:
-        return count
+        return count, None
+    note = None
     if estimate > (1 + _NOISE) * capacity:
-        warnings.warn(f"stage {index} of the chain restored at {key!r} holds about {estimate:,.0f} keys by its bits, "
-                      f"past its capacity of {capacity:,} (the file's count said {count:,}): its false-positive rate "
-                      "is above its share of the chain's; it takes no more keys", CapacityWarning, stacklevel=3)
-    return max(count, min(capacity, math.ceil(estimate)))
+        note = (f"stage {index} of the chain restored at {key!r} holds about {estimate:,.0f} keys by its bits, "
+                f"past its capacity of {capacity:,} (the file's count said {count:,}): its false-positive rate "
+                "is above its share of the chain's; it takes no more keys")
+    return max(count, min(capacity, math.ceil(estimate))), note
 
 
 def _what_is_at(client: Any, key: str) -> Optional[str]:
-    """'filter', 'chain', 'windowed filter' or None: what a name holds in Redis."""
-    store = RedisStages(client, key)
-    if client.exists(f"{key}:meta"):
-        return "filter"
-    if client.hget(f"{tag_of_chain(key)}:meta", "kind") in (b"windowed", "windowed"):
-        return "windowed filter"
-    if client.exists(store.stages_key) or client.exists(store.chain_key):
-        return "chain"
-    return None
+    """'filter', 'windowed filter', 'chain' or None: what a name holds in Redis."""
+    found = kinds_at(client, key)
+    return found[0] if found else None
 
 
 def attached_chain(store: Any, info: dict[str, str]) -> ScalableBloomFilter:
@@ -171,13 +168,30 @@ def restore(file: Union[StrPath, BinaryIO, bytes], redis: Any, key: str, *, repl
         return _restore_window(data, client, key, backend)
     if isinstance(local, BloomFilter):
         return RedisBloomFilter.from_filter(local, client, key, backend=backend)
+    return _restore_chain(local, client, key, backend)
+
+
+def _restore_chain(local: ScalableBloomFilter, client: Any, key: str, backend: str) -> ScalableBloomFilter:
+    """A chain made at key from a local one, stage by stage; deleted again
+    where a stage's upload fails (nothing is left half restored). A stage
+    past its capacity warns once the chain is whole."""
+    honest = [_honest_count(stage, count, i, key) for i, (stage, count) in enumerate(zip(local.stages,
+                                                                                           local._stage_counts))]
     store = RedisStages(client, key, backend=backend)
-    chain = ScalableBloomFilter(local.initial_capacity, local.error_rate, growth=local.growth,
-                                tightening=local.tightening, layout=local.layout, seed=local.seed, store=store)
-    for i, (stage, count) in enumerate(zip(local.stages, local._stage_counts)):
-        if i:
-            assert stage.capacity is not None and stage.error_rate is not None  # (a chain's stages have both)
-            store.new_stage(i, stage.capacity, stage.error_rate, stage.layout, stage.seed)
-        store.upload(i, stage, _honest_count(stage, count, i, key))
-    chain._reload()
+    try:
+        chain = ScalableBloomFilter(local.initial_capacity, local.error_rate, growth=local.growth,
+                                    tightening=local.tightening, layout=local.layout, seed=local.seed, store=store)
+        for i, (stage, (count, _)) in enumerate(zip(local.stages, honest)):
+            if i:
+                assert stage.capacity is not None and stage.error_rate is not None  # (a chain's stages have both)
+                store.new_stage(i, stage.capacity, stage.error_rate, stage.layout, stage.seed)
+            store.upload(i, stage, count)
+        chain._reload()
+    except BaseException:
+        with contextlib.suppress(Exception):  # (the upload's error is the one that says what happened)
+            store.reset()
+        raise
+    for _, note in honest:
+        if note is not None:
+            warnings.warn(note, CapacityWarning, stacklevel=3)
     return chain

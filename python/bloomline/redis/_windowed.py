@@ -92,7 +92,7 @@ from ._backend import NEW, ONE, UNSURE, AddOutcome, Part, windows
 from ._durable import replicated
 from ._errors import NotDurable, UnknownOutcome
 from ._meta import delete_matching, eviction_policy
-from ._names import WindowKeys, batch_ids, client_of, tag_of_chain
+from ._names import WindowKeys, batch_ids, client_of, refuse_other_kinds, tag_of_chain
 from ._registry import window_backend
 from ._window_meta import (_COMPARED, _REDIS_MAX_BITS, MARGIN_MS, META_VERSION, _check, _claim, _flat, delete_windowed,
                            reattach, redis_window, run_reattaching, window_error)
@@ -188,6 +188,7 @@ class RedisWindowedFilter:
         self._key = key
         self._what = f"the windowed filter at {key!r}"
         meta = f"{base}:meta"
+        refuse_other_kinds(client, key, "windowed filter")
         life_ms = math.ceil((g + 1) * (window_s / g) * 1000) + MARGIN_MS
         bits, gens = (tuple(f"{base}:w:{what}:{i}" for i in range(g + 1)) for what in ("bits", "gen"))
         stored = _claim(self._sender, [meta, *bits, *gens], [life_ms, repr(window_s / g), g + 1, *_flat(fields)],

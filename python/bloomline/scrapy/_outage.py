@@ -270,16 +270,17 @@ class Outages:
         self._probe_delay = min(self._probe_delay * 2, 5.0)
         self._schedule(min(self._probe_delay, max(df.retry_timeout_s - waited, 0.01)))
 
-    def fail(self, why: str) -> None:
+    def fail(self, why: str, error: Optional[BaseException] = None) -> None:
         """Redis is lost to this crawl: close the spider (reason
-        bloomline_redis_unavailable), keeping the spill for the next crawl."""
+        bloomline_redis_unavailable), keeping the spill for the next crawl.
+        error: an unexpected one, whose traceback the log line carries."""
         df = self.dupefilter
         if df.failed:
             return
         df._set("bloomline/failed", why)
         kept = f"; the requests it could not check are kept in {self.spill_dir} and checked when this spider " \
                "crawls again" if self._spill is not None else ""
-        logger.error("%s: %s: closing the spider (reason %r)%s", df.label, why, REASON_REDIS, kept)
+        logger.error("%s: %s: closing the spider (reason %r)%s", df.label, why, REASON_REDIS, kept, exc_info=error)
         df._close_spider(REASON_REDIS)
 
     # -- the recheck -------------------------------------------------------------------------

@@ -416,7 +416,7 @@ class RedisBloomDupeFilter(_DupeFilter):
             self._outages.fail(f"Redis at {self.where} refused a check: {e}{hint}")
             return self._outages.keep(request, sent=True)
         except Exception as e:  # not Redis's (the filter made again with other settings): the crawl stops, loudly
-            self._outages.fail(f"a check at {self.where} raised {e!r}")
+            self._outages.fail(f"a check at {self.where} raised {e!r}", e)
             return self._outages.keep(request, sent=True)
         if self.front is not None:
             self.front.add(fp)
