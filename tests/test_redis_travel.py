@@ -23,7 +23,7 @@ pytest.importorskip("scrapy")  # (the fingerprint rules of an import are Scrapy'
 import bloomline  # noqa: E402
 from bloomline import ScalableBloomFilter  # noqa: E402
 from bloomline.redis import RedisBloomFilter, RedisStages, dump, restore  # noqa: E402
-from conftest import RedisServer, module_args  # noqa: E402
+from conftest import FaultProxy, RedisServer, module_args  # noqa: E402
 
 pytestmark = pytest.mark.slow  # (real servers and probes on the plain backend's scripts)
 
@@ -183,6 +183,34 @@ def test_a_windowed_filter_travels_with_its_live_generations(two_servers: tuple[
     with pytest.raises(ValueError, match="a filter already exists"):
         restore(tmp_path / "w.blf", rb, "win")
     assert isinstance(restore(tmp_path / "w.blf", rb, "win", replace=True), RedisWindowedFilter)
+
+
+@pytest.mark.parametrize("end", ["module", "plain"])
+def test_a_windowed_restore_whose_reply_was_lost_is_kept(two_servers: tuple[RedisServer, RedisServer],
+                                                         end: str) -> None:
+    """The upload runs, its reply is lost, and the client sends it again:
+    the re-send answers as the upload did (its token is in the meta). It
+    had found the ring written, reported another writer, deleted the
+    restored filter and raised."""
+    from bloomline.redis import RedisWindowedFilter
+    from bloomline.redis._plain import _WINDOW_UPLOAD
+
+    a, b = two_servers
+    server = a if end == "module" else b
+    w = bloomline.WindowedBloomFilter(20_000, 0.01, window=3600, generations=3)
+    keys = [f"https://example.com/{i}" for i in range(3000)]
+    w.add_many(keys)
+    redis.Redis(port=server.port).script_load(_WINDOW_UPLOAD.text)  # sent by its SHA: the proxy knows it
+    proxy = FaultProxy(server.port, "cut_after", match=_WINDOW_UPLOAD.sha, limit=1)
+    try:
+        moved = restore(w.to_bytes(), redis.Redis(port=proxy.port, socket_timeout=5), "lost")
+        assert proxy.faults == 1 and proxy.swallowed == 1  # the upload ran, and its reply was thrown away
+    finally:
+        proxy.close()
+    assert isinstance(moved, RedisWindowedFilter) and moved.backend == end
+    attached = RedisWindowedFilter(_client(server), "lost", 20_000, 0.01, window=3600, generations=3)
+    assert attached.contains_many(keys).all()
+    assert list(attached.live_generations) == [(n, g.insert_count) for n, g in w.live_generations]
 
 
 def test_a_windowed_dump_taken_while_writers_add_is_one_moment(two_servers: tuple[RedisServer, RedisServer],

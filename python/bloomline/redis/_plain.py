@@ -125,8 +125,9 @@ class RingScripts:
 
     def window_upload_job(self, w: WindowKeys, generations: Sequence[tuple[int, int, bytes]]) -> Job:
         flat = [x for number, count, bits in generations for x in (number, count, bits)]
+        # (a token of its own, as the clear's: the upload, re-sent after a lost reply, answers as it did)
         return Job(w.meta.encode(), _WINDOW_UPLOAD, (w.meta, *w.bits, *w.gens),
-                   (w.nbytes, repr(w.span), len(w.bits), w.sig, w.margin_ms, *flat))
+                   (w.nbytes, repr(w.span), len(w.bits), w.sig, w.margin_ms, os.urandom(8).hex(), *flat))
 
     def window_clear_job(self, w: WindowKeys) -> Job:
         # (a token of its own: the script, re-sent after a lost reply, runs once)
@@ -499,7 +500,7 @@ return out
 """)
 
 # KEYS: meta, bits_0 .. bits_G, gen_0 .. gen_G
-# ARGV: bytes, span, ring, sig, margin_ms, then per generation: number, count, bits
+# ARGV: bytes, span, ring, sig, margin_ms, token, then per generation: number, count, bits
 _WINDOW_UPLOAD = Script(_WINDOW_PRELUDE + r"""
 local e = meta_error(ARGV[4])
 if e then return e end
@@ -507,16 +508,22 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('MISSING ' .
 local size, span, ring, margin = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[5])
 local c, numbers, lost = now_and_ring(2, ring, span)
 if lost then return redis.error_reply('MISSING ' .. lost) end
+-- ARGV[6]: this upload's token. A re-send after a lost reply finds it in the
+-- meta when the first send ran: that upload is this one, not another writer's.
+local done = redis.call('HGET', KEYS[1], 'restored_by')
+if done and string.match(done, '^[^:]*') == ARGV[6] then
+  return {fmt(c), tonumber(string.match(done, ':(%d+)$'))}
+end
 for i = 0, ring - 1 do
   if numbers[i] or redis.call('EXISTS', KEYS[2 + i]) == 1 or redis.call('HEXISTS', KEYS[1], 'slot' .. i) == 1 then
     return redis.error_reply('TAKEN ' .. KEYS[1])
   end
 end
-for j = 6, #ARGV, 3 do
+for j = 7, #ARGV, 3 do
   if tonumber(ARGV[j]) > c + 1 then return redis.error_reply('AHEAD ' .. ARGV[j] .. ' ' .. fmt(c)) end
 end
 local written, newest = 0, c
-for j = 6, #ARGV, 3 do
+for j = 7, #ARGV, 3 do
   local n = tonumber(ARGV[j])
   if n > c - ring then
     local s = n % ring
@@ -530,6 +537,7 @@ for j = 6, #ARGV, 3 do
     written = written + 1
   end
 end
+redis.call('HSET', KEYS[1], 'restored_by', ARGV[6] .. ':' .. written)
 redis.call('PEXPIREAT', KEYS[1], math.ceil((newest + ring) * span * 1000) + margin)
 return {fmt(c), written}
 """)
