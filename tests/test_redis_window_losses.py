@@ -237,6 +237,35 @@ def test_a_restart_from_a_snapshot_older_than_the_generation_raises(window_serve
         again.stop()
 
 
+def test_a_lost_generation_started_again_by_another_handle_raises(window_server: Any) -> None:
+    """As above, but another handle adds first after the restart and starts
+    the lost generation again in its slot, with the same number: the handle
+    whose keys were in the lost one still raises (each start of a
+    generation has its own id, which the handle sends back). Before, the
+    slot's number matched and this handle's key read new a second time."""
+    r = redis.Redis.from_url(window_server.url)
+    f = RedisWindowedFilter(r, "again", 1000, 0.01, window=3600, generations=4)
+    r.save()  # the meta alone on disk
+    assert f.add("k") is True
+    number = f.current_generation
+    window_server.stop()
+    restarted = RedisServer(window_server.dir, *window_server.extra, port=window_server.port)
+    try:
+        other = RedisWindowedFilter(r, "again", 1000, 0.01, window=3600, generations=4)
+        assert other.add("other") is True  # (it starts the generation again: nothing tells it the first was lost)
+        assert r.hget(f"{{again}}:w:gen:{number % 5}", "number") == str(number).encode()
+        gone = r"'\{again\}:w:gen:\d', a key of the windowed filter at 'again'"
+        with pytest.raises(MissingKeyError, match=gone):
+            f.add("k")
+        with pytest.raises(MissingKeyError, match=gone):
+            f.contains_many(["k"])
+        assert other.add("other") is False and other.add("more") is True  # the other handle goes on
+        f.clear()  # (forgets on purpose: this handle goes on)
+        assert f.add("k") is True and other.add("k") is False
+    finally:
+        restarted.stop()
+
+
 def test_clear_is_one_step_that_an_old_handle_of_a_filter_made_again_cannot_take(window_server: Any) -> None:
     """clear() deletes the generations and the meta's records of them in
     one script (an add between two of its commands started a generation the

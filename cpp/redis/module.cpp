@@ -672,8 +672,18 @@ long long generation_number(double v) {
 }
 
 // A windowed meta's epoch: its making (the server's time when it was made),
-// then after a clear '/' and the clear's mark.
-std::string making_of(const std::string& epoch) { return epoch.substr(0, epoch.find('/')); }
+// then after a clear '/' and the clear's mark. An add's reply (and its kept
+// answer) names the epoch, then '#' and the start of the generation it added
+// to (the gen's "start": the id of the add that started it), which a handle
+// sends back as it sent the epoch (_plain.py's bare and start_of).
+std::string bare_epoch(const std::string& e) { return e.substr(0, e.find('#')); }
+std::string making_of(const std::string& epoch) {
+    const std::string e = bare_epoch(epoch);
+    return e.substr(0, e.find('/'));
+}
+
+// The id of an add's batch and chunk: the last part of its answer's name.
+std::string start_id(const std::string& answer_name) { return answer_name.substr(answer_name.rfind(':') + 1); }
 
 // A new making: the wall clock in microseconds ("sec.usec", as the scripts
 // write TIME), never the same twice in this process. Kept answers and
@@ -692,7 +702,8 @@ std::string new_making() {
 
 // When a windowed meta's epoch ("making/sec.usec", _WINDOW_CLEAR) says it was
 // last cleared, in microseconds; -1 for none (or a mark not so written).
-long long cleared_at(const std::string& epoch) {
+long long cleared_at(const std::string& sent) {
+    const std::string epoch = bare_epoch(sent);
     const std::size_t slash = epoch.find('/'), dot = epoch.find('.', slash == std::string::npos ? 0 : slash);
     if (slash == std::string::npos || dot == std::string::npos) return -1;
     const std::string sec = epoch.substr(slash + 1, dot - slash - 1), usec = epoch.substr(dot + 1);
@@ -751,7 +762,8 @@ struct Ring {
     // another making (the filter lost whole, perhaps made again by another
     // writer), or with an older clear mark than the caller's (the server
     // went back past a clear: an older snapshot, a replica); the same epoch
-    // without that generation in its slot, the ring lost under a kept meta.
+    // without that generation in its slot, the ring lost under a kept meta,
+    // or with it there of another start (lost, then started again by another writer).
     // A clear since: forgotten on purpose, the caller goes on. (_plain.py's
     // mine_lost is the same; MISSING: the meta is gone; REMADE: it is there.)
     void check_mine(Ctx* ctx, long long mine, const std::string& sent) const {
@@ -761,7 +773,12 @@ struct Ring {
         if (making_of(sent) != making_of(epoch) || cleared_at(epoch) < cleared_at(sent))
             throw Refused{"REMADE " + text(meta)};
         const int slot = static_cast<int>(mine % size);
-        if (sent == epoch && numbers[slot] != mine) throw Refused{"MISSING " + text(gens[slot])};
+        if (bare_epoch(sent) != epoch) return;
+        if (numbers[slot] != mine) throw Refused{"MISSING " + text(gens[slot])};
+        const std::size_t hash = sent.find('#');
+        std::string began;
+        if (hash != std::string::npos && !(hget(ctx, gens[slot], "start", &began) && began == sent.substr(hash + 1)))
+            throw Refused{"MISSING " + text(gens[slot])};
     }
     // The meta expires with the newest generation: gone with the ring when
     // the fleet was idle, an add makes it again; gone while a generation
@@ -966,8 +983,11 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
                 if (!bits.k || StringTruncate(bits.k, size) != kOk)
                     throw Refused{"ERR bloomline: could not make " + text(r.bits[cur])};
             }
-            Called(Call(ctx, "HSET", "scbcc", r.gens[cur], "number", number.data(), number.size(), "count", "0"))
-                .integer();
+            // start: the id of this add (its answer's name), unique to this
+            // start of generation c, as a replica or the AOF replays it.
+            const std::string began = start_id(answer_name);
+            Called(Call(ctx, "HSET", "scbcccb", r.gens[cur], "number", number.data(), number.size(), "count", "0",
+                        "start", began.data(), began.size())).integer();
             const std::string slot = "slot" + std::to_string(cur);
             Called(Call(ctx, "HSET", "sbb", meta, slot.data(), slot.size(), number.data(), number.size())).integer();
             set_expiry(ctx, r.bits[cur], finish);
@@ -990,6 +1010,8 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
         throw;
     }
     replicate();
+    std::string began;  // (none in a generation an earlier version started)
+    if (hget(ctx, r.gens[cur], "start", &began)) epoch += "#" + began;
     keep_answer(ctx, answer_name, answer + "|" + number + "|" + epoch, ttl);
     ReplyWithArray(ctx, 4);
     ReplyWithStringBuffer(ctx, answer.data(), answer.size());

@@ -260,9 +260,14 @@ local function bits_error(key, size)
 end
 -- A meta's epoch: its making (the server's TIME when it was made), then
 -- after a clear '/' and the clear's mark (seconds.microseconds; nil: none).
-local function making(e) return string.match(e, '^[^/]*') end
+-- An add's reply (and its kept answer) names the epoch, then '#' and the
+-- start of the generation it added to (its gen's 'start': the id of the add
+-- that started it), which a handle sends back as it sent the epoch.
+local function bare(e) return string.match(e, '^[^#]*') end
+local function start_of(e) return string.match(e, '#(.*)$') end
+local function making(e) return string.match(bare(e), '^[^/]*') end
 local function clear_mark(e)
-  local s, u = string.match(e, '^[^/]*/(%d+)%.(%d+)$')
+  local s, u = string.match(bare(e), '^[^/]*/(%d+)%.(%d+)$')
   if s then return tonumber(s), tonumber(u) end
   return nil
 end
@@ -277,7 +282,8 @@ end
 -- evicted, deleted) and perhaps made again by another writer; the same
 -- epoch with that generation gone from its slot is the ring lost under a
 -- kept meta (a restart from an older snapshot, a promoted replica that
--- lacks it). Either way its keys would read new again. The same making
+-- lacks it), and so is that generation there with another start (lost,
+-- then started again by another writer). Either way its keys would read new again. The same making
 -- cleared since: forgotten on purpose; an older clear mark (or none) than
 -- the caller's: the server went back past a clear (an older snapshot, a
 -- replica), and with it the caller's generation. off: KEYS[off] is bits_0.
@@ -290,8 +296,11 @@ local function mine_lost(c, numbers, ring, mine, sent, off)
   if making(sent) ~= making(epoch) or cleared(epoch) < cleared(sent) then
     return redis.error_reply('REMADE ' .. KEYS[1])
   end
-  if sent == epoch and numbers[mine % ring] ~= mine then
-    return redis.error_reply('MISSING ' .. KEYS[off + ring + mine % ring])
+  if bare(sent) == epoch then
+    local gen = KEYS[off + ring + mine % ring]
+    if numbers[mine % ring] ~= mine then return redis.error_reply('MISSING ' .. gen) end
+    local began = start_of(sent)
+    if began and redis.call('HGET', gen, 'start') ~= began then return redis.error_reply('MISSING ' .. gen) end
   end
   return nil
 end
@@ -351,7 +360,9 @@ if numbers[cur] ~= c then
   -- ring slices and the margin, after which the server deletes it.
   redis.call('DEL', ck, cg)
   redis.call('SETRANGE', ck, size - 1, '\0')
-  redis.call('HSET', cg, 'number', fmt(c), 'count', '0')
+  -- start: the id of this add's batch and chunk (its answer's name), unique
+  -- to this start of generation c, as a replica or the AOF replays it.
+  redis.call('HSET', cg, 'number', fmt(c), 'count', '0', 'start', string.match(KEYS[2], '[^:]*$'))
   redis.call('HSET', KEYS[1], 'slot' .. cur, fmt(c))
   redis.call('PEXPIREAT', ck, finish)
   redis.call('PEXPIREAT', cg, finish)
@@ -425,6 +436,8 @@ while done < keys do
 end
 local answer = table.concat(out)
 local count = redis.call('HINCRBY', cg, 'count', added)
+local began = redis.call('HGET', cg, 'start')  -- (none in a generation an earlier version started)
+if began then epoch = epoch .. '#' .. began end
 redis.call('SET', KEYS[2], answer .. '|' .. fmt(c) .. '|' .. epoch, 'PX', ARGV[1])
 return {answer, count, fmt(c), epoch}
 """)
@@ -529,7 +542,7 @@ for j = 7, #ARGV, 3 do
     local s = n % ring
     local finish = math.ceil((n + ring) * span * 1000) + margin
     redis.call('SET', KEYS[2 + s], ARGV[j + 2])
-    redis.call('HSET', KEYS[2 + ring + s], 'number', fmt(n), 'count', ARGV[j + 1])
+    redis.call('HSET', KEYS[2 + ring + s], 'number', fmt(n), 'count', ARGV[j + 1], 'start', 'restore.' .. ARGV[6])
     redis.call('HSET', KEYS[1], 'slot' .. s, fmt(n))
     redis.call('PEXPIREAT', KEYS[2 + s], finish)
     redis.call('PEXPIREAT', KEYS[2 + ring + s], finish)
