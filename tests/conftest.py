@@ -227,7 +227,7 @@ class FaultProxy:
             if self.limit is not None and self.faults >= self.limit:
                 return False
             self.seen += 1
-            chosen = self.seen > self.after and self.seen % self.every == 0
+            chosen = self.seen > self.after and (self.seen - self.after) % self.every == 0
             self.faults += chosen
             return chosen
 
