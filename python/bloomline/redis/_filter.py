@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-
 import math
 import warnings
 from typing import TYPE_CHECKING, Any, Optional
