@@ -392,7 +392,10 @@ def open_on(path: Path) -> list[str]:
 def test_a_close_whose_flush_meets_redis_gone_still_closes_the_journal(tmp_path: Path) -> None:
     """Without SCHEDULER_PERSIST scrapy-redis's close flushes the queue; with
     Redis gone that raises, and the journal was left open (its descriptor,
-    and a file no later crawl of the process would take)."""
+    and a file no later crawl of the process would take). It is closed, and
+    kept with what it had not finished: the queue and filter were not
+    flushed, so the request taken stays recorded as seen (marked done, it
+    was never fetched again)."""
     from bloomline.scrapy import redis_scheduler
 
     (tmp_path / "redis").mkdir()
@@ -407,8 +410,57 @@ def test_a_close_whose_flush_meets_redis_gone_still_closes_the_journal(tmp_path:
         server.stop()
     with pytest.raises(Exception, match="(?i)connect"):
         s.close("finished")
-    assert s._taken is None and not path.exists() and path.resolve() not in redis_scheduler._OPEN
+    assert s._taken is None and path.resolve() not in redis_scheduler._OPEN
     assert not open_on(path)
+    assert taken_urls(tmp_path) == {f"{U}/one"}  # kept for the next crawl to queue again
+
+
+@pytest.mark.parametrize("scheduler", ["bloomline", "scrapy-redis"])
+def test_a_crawl_that_failed_on_redis_keeps_its_queue_without_scheduler_persist(
+        tmp_path: Path, redis_server: RedisServer, scheduler: str, caplog: pytest.LogCaptureFixture) -> None:
+    """SCHEDULER_PERSIST off: the close flushes the queue and the filter.
+    After the dupefilter failed on Redis (here the server refused a write)
+    the filter is kept for the next crawl to resume from, and the flush
+    deleted the queue all the same: its requests stayed recorded as seen and
+    no crawl fetched them. The queue is kept with the filter, and so is the
+    journal of the requests taken and not finished."""
+    import redis
+
+    from bloomline.scrapy import RedisBloomDupeFilter
+
+    settings = {"SCHEDULER_PERSIST": False, "DUPEFILTER_CLASS": "bloomline.scrapy.RedisBloomDupeFilter"}
+    if scheduler == "bloomline":
+        s = opened(tmp_path, redis_server.url, **settings)
+    else:
+        from scrapy.utils.test import get_crawler
+        from scrapy_redis.scheduler import Scheduler
+
+        class S(Spider):
+            name = "taken"
+
+        crawler = get_crawler(S, {"REDIS_URL": redis_server.url, "JOBDIR": str(tmp_path / "job"),
+                                  "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue", **settings})
+        s = Scheduler.from_crawler(crawler)
+        s.open(S.from_crawler(crawler))
+        s.df._outages.guard_pushes(s)  # (as the dupefilter's spider_opened does, once the engine runs)
+    assert isinstance(s.df, RedisBloomDupeFilter)
+    for i in range(3):
+        assert s.enqueue_request(Request(f"{U}/queued{i}"))
+    assert s.next_request() is not None  # taken, never finished
+    client = redis.Redis.from_url(redis_server.url)
+    client.config_set("maxmemory", 1)
+    try:
+        s.enqueue_request(Request(f"{U}/refused"))  # Redis refuses the check: the crawl fails
+        assert s.df.failed
+        with caplog.at_level(logging.WARNING):
+            s.close("bloomline_redis_unavailable")
+    finally:
+        client.config_set("maxmemory", 0)
+    assert "queue" in caplog.text and "is kept" in caplog.text
+    kept = sorted(r.decode() for r in client.keys("*"))
+    assert s.queue.key in kept and len(s.queue) == 2  # the two never taken
+    if scheduler == "bloomline":
+        assert taken_urls(tmp_path) == {f"{U}/queued0"}  # and the one taken, for the next crawl
 
 
 OFFSITE_SPIDER = """

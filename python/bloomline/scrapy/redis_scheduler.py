@@ -160,13 +160,34 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         without SCHEDULER_PERSIST), then the journal: removed if nothing in
         it is unfinished (or, without SCHEDULER_PERSIST, with the queue),
         else kept for the next crawl to hand back (also one that could not
-        be written)."""
+        be written). A crawl whose Redis failed keeps its queue and its
+        journal as SCHEDULER_PERSIST does: the filter that records their
+        requests as seen is kept for the next crawl to resume from."""
+        flushed = False
         try:
-            return super().close(reason)  # (its flush may raise: Redis gone)
+            result = super().close(reason)  # (its flush may raise: Redis gone)
+            flushed = True
+            return result
         finally:
-            self._close_journal()
+            self._close_journal(flushed)
 
-    def _close_journal(self) -> None:
+    def flush(self) -> None:
+        """scrapy-redis's flush (the filter and the queue), but not after the
+        dupefilter failed on Redis (its filter is kept, and the queue with it)."""
+        if self._redis_failed():
+            logger.warning("RedisJournalScheduler: the crawl failed on Redis, so the queue at Redis key %r is kept "
+                           "with the filter (SCHEDULER_PERSIST is off): its requests are recorded as seen, and the "
+                           "next crawl of this spider fetches them", self.queue.key)
+            return
+        super().flush()
+
+    flush._bloomline_guard = True  # type: ignore[attr-defined]  # (the dupefilter's own guard of it is not needed)
+
+    def _redis_failed(self) -> bool:
+        """Did the dupefilter fail on Redis, or refuse to open (its filter kept either way)?"""
+        return bool(getattr(self.df, "failed", False)) or getattr(self.df, "refused", None) is not None
+
+    def _close_journal(self, flushed: bool) -> None:
         taken, self._taken = self._taken, None
         if taken is None:
             return
@@ -174,10 +195,11 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         if taken.unwritable is not None:
             taken.release()
             return
-        if self.persist and taken.handed_out:
+        if (self.persist or not flushed or self._redis_failed()) and taken.handed_out:
             # Unfinished at a clean close: a page whose link could not be
-            # queued (its enqueue raised), say. Kept for the next crawl to
-            # queue again (at least once), never marked done.
+            # queued (its enqueue raised), say; or at a close whose flush
+            # failed or was skipped (the queue and filter are still there).
+            # Kept for the next crawl to queue again (at least once), never marked done.
             taken.release()
             logger.info("RedisJournalScheduler: %d %s taken and not finished kept in %s for the next crawl",
                         taken.handed_out, noun(taken.handed_out, "request"), taken.path)
