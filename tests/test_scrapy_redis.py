@@ -665,7 +665,7 @@ def test_recrawl_after_a_generation_gone_from_redis_fails_the_crawl(redis_server
     assert df.failed
     (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert "refused a check" in error and bits.decode() in error and "is gone" in error, error
-    assert list(tmp_path.glob("gone_dupefilter.*.unchecked.journal"))
+    assert list(tmp_path.glob("gone_dupefilter-*.unchecked.journal"))
     df.close()
 
 

@@ -362,6 +362,70 @@ def test_queues_whose_keys_fold_to_one_file_name_never_share_journals(tmp_path: 
     same.close("finished")
 
 
+def test_a_killed_crawlers_journal_goes_back_to_its_own_redis_only(tmp_path: Path,
+                                                                     redis_server: RedisServer) -> None:
+    """Journals were named for the queue's key alone: a crawl of the same
+    spider against another Redis (or database) on the machine took a killed
+    crawler's journal and pushed its requests into its own queue; the
+    crawl they came from never fetched them, or the pages only they link to."""
+    db0, db1 = f"redis://127.0.0.1:{redis_server.port}/0", f"redis://127.0.0.1:{redis_server.port}/1"
+    first = opened(tmp_path, db0)
+    first.enqueue_request(Request(f"{U}/theirs"))
+    first.close("finished")
+    kill(taking_child(tmp_path, db0))
+    other = opened(tmp_path, db1)
+    assert queued(other) == [] and taken_urls(tmp_path) == {f"{U}/theirs"}
+    other.close("finished")
+    own = opened(tmp_path, db0)
+    assert queued(own) == [f"{U}/theirs"]
+    own.close("finished")
+    assert taken_journals(tmp_path) == []
+
+
+def _renamed_for(journal: Path, pid: int) -> None:
+    """A journal and its owner's lock, named for another pid (as a crawler
+    in a PID namespace of its own names them: pid 1, or a pid that here is
+    another process's, or none's)."""
+    import re
+
+    m = re.fullmatch(r"(.*)\.([0-9]+)(-[0-9a-f]+\.o)([0-9a-f]+)(\.taken\.journal)", journal.name)
+    assert m is not None, journal.name
+    lock = journal.with_name(f".owner.{m.group(2)}-{m.group(4)}.lock")
+    assert lock.exists()
+    lock.rename(lock.with_name(f".owner.{pid}-{m.group(4)}.lock"))
+    journal.rename(journal.with_name(f"{m.group(1)}.{pid}{m.group(3)}{m.group(4)}{m.group(5)}"))
+
+
+def test_a_journal_is_taken_when_its_owner_died_whatever_runs_under_its_pid(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """A journal's owner was told alive by its pid: a crawler that was pid 1
+    of its container, killed, left a journal that no later crawl took while
+    any process had pid 1, with no word; and a live crawler of another
+    container, whose pid here is none's, had its open journal taken. The
+    owner's lock tells: held while it lives, whatever its pid."""
+    import os
+
+    first = opened(tmp_path, redis_server.url)
+    first.enqueue_request(Request(f"{U}/theirs"))
+    first.close("finished")
+    child = taking_child(tmp_path, redis_server.url)
+    try:
+        [journal] = taken_journals(tmp_path)
+        _renamed_for(journal, 2**22 + 7)  # (over any pid_max: no process here has it)
+        ours = opened(tmp_path, redis_server.url)
+        assert queued(ours) == [] and taken_urls(tmp_path) == {f"{U}/theirs"}  # its owner lives: left to it
+        ours.close("finished")
+    finally:
+        kill(child)
+    [journal] = taken_journals(tmp_path)
+    _renamed_for(journal, os.getppid())  # (its owner is dead; a live process has its pid)
+    later = opened(tmp_path, redis_server.url)
+    assert queued(later) == [f"{U}/theirs"]
+    later.close("finished")
+    assert taken_journals(tmp_path) == []
+    assert not [p for p in (tmp_path / "job").iterdir() if p.name.startswith(".owner.") and str(os.getpid()) not in p.name]
+
+
 def test_a_second_crawl_naming_the_directory_otherwise_leaves_the_first_ones_journal(
         tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

@@ -44,7 +44,7 @@ class Crawl:
     spider_opened; engine.crawl hands a request to the scheduler."""
 
     def __init__(self, tmp: Path, filters: RedisServer, queues: RedisServer, *, retry: float = 60,
-                 queue_args: tuple[str, ...] = ()) -> None:
+                 queue_args: tuple[str, ...] = (), settings: Optional[dict[str, Any]] = None) -> None:
         from scrapy.utils.test import get_crawler
         from scrapy_redis.scheduler import Scheduler
 
@@ -54,7 +54,8 @@ class Crawl:
         self.crawler = get_crawler(S, {
             "DUPEFILTER_CLASS": "bloomline.scrapy.RedisBloomDupeFilter", "REDIS_URL": queues.url,
             "BLOOMLINE_REDIS_URL": filters.url, "SCHEDULER_PERSIST": True, "JOBDIR": str(tmp / "job"),
-            "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue", "BLOOMLINE_REDIS_RETRY_TIMEOUT": retry})
+            "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue", "BLOOMLINE_REDIS_RETRY_TIMEOUT": retry,
+            **(settings or {})})
         self.spider = S.from_crawler(self.crawler)
         self.scheduler = Scheduler.from_crawler(self.crawler)
         self.scheduler.open(self.spider)
@@ -355,6 +356,28 @@ def test_a_live_process_keeps_its_spill_and_a_dead_ones_is_taken(tmp_path: Path,
     assert later.queued() == [url("theirs")] and kept(tmp_path) == []
 
 
+def test_a_spill_is_taken_only_by_a_crawl_of_its_own_key_on_its_own_redis(tmp_path: Path, servers: Any) -> None:
+    """Spills were named for the dupefilter key folded to a file name: a
+    spider whose key folds alike ('新闻:dupefilter' and '体育:dupefilter'
+    both fold to '___dupefilter'), or a crawl of the same key on another
+    Redis, took the spill, and crawled another spider's requests (recorded
+    in the first one's filter, which never fetched them). Each is left to
+    a crawl of its own key on its own Redis."""
+    kill(spilling_child(tmp_path, servers))  # spilled at 'push:dupefilter' on the filter's Redis, then killed
+    folds_alike = Crawl(tmp_path, servers.get("filter"), servers.get("queue"),
+                        settings={"SCHEDULER_DUPEFILTER_KEY": "push_dupefilter"})
+    folds_alike.open()
+    assert folds_alike.queued() == [] and kept(tmp_path) == [url("theirs")]
+    folds_alike.close()
+    other_redis = Crawl(tmp_path, servers.get("queue"), servers.get("queue"))
+    other_redis.open()
+    assert other_redis.queued() == [] and kept(tmp_path) == [url("theirs")]
+    other_redis.close()
+    own = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    own.open()
+    assert own.queued() == [url("theirs")] and kept(tmp_path) == []
+
+
 KILLED_AS_IT_HANDS_ON = """
 import os, signal, sys
 from pathlib import Path
@@ -383,7 +406,7 @@ def test_a_spill_claimed_by_a_process_killed_as_it_hands_it_on_is_taken_by_the_n
                             servers.get("filter").url, servers.get("queue").url], capture_output=True, text=True,
                            timeout=60)
     assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
-    assert [p.suffix for p in (tmp_path / "job").iterdir()] == [".claimed"]  # left under its claimed name
+    assert [p.suffix for p in (tmp_path / "job").iterdir() if not p.name.startswith(".owner.")] == [".claimed"]
     third = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
     third.open()
     assert third.queued() == [url("theirs")] and kept(tmp_path) == []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any, Optional, Protocol
@@ -20,6 +19,7 @@ from scrapy.http import Request
 
 from .._units import noun
 from ._crawl import REASON_REDIS, call_later, logger
+from ._owners import claim, journal_stems, left_journals, own_journal_path
 from ._settings import _server_where
 from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal
 
@@ -191,7 +191,8 @@ class Outages:
 
     def _spill_journal(self) -> RequestJournal:
         if self._spill is None:
-            path = own_journal_path(self.spill_dir, _file_safe(self.dupefilter.key), "unchecked")
+            stem, _ = journal_stems(self.dupefilter.key, self.dupefilter.server, legacy_hashed=False)
+            path = own_journal_path(self.spill_dir, stem, "unchecked")
             self._spill = RequestJournal(path, self._spider, fifo=True)
         return self._spill
 
@@ -372,7 +373,9 @@ class Outages:
     def _left_spills(self) -> list[tuple[Path, Path]]:
         """(file, its spill name) of the spills of this key that this
         process may take (left_journals)."""
-        return left_journals(self.spill_dir, _file_safe(self.dupefilter.key), "unchecked")
+        df = self.dupefilter
+        stem, older = journal_stems(df.key, df.server, legacy_hashed=False)
+        return [j for s in (stem, *older) for j in left_journals(self.spill_dir, s, "unchecked", df.label)]
 
     def _put_back(self, journal: RequestJournal, rid: int, request: Request, unchecked: bool,
                   error: Exception) -> None:
@@ -433,62 +436,3 @@ class Outages:
         if self._spill is not None:
             self._spill.close()  # kept for the next crawl
             self._spill = None
-
-
-def own_journal_path(directory: Path, stem: str, kind: str) -> Path:
-    """A new journal's path in directory (made if need be), named for this
-    process: its pid and a random part, so that two crawls of one process
-    never share a name."""
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory / f"{stem}.{os.getpid()}-{os.urandom(4).hex()}.{kind}.journal"
-
-
-def left_journals(directory: Path, stem: str, kind: str) -> list[tuple[Path, Path]]:
-    """(file, its name) of the journals named by own_journal_path that this
-    process may take: those left by crawls of this process or of processes
-    gone, and those claimed (claim()) by a process that died as it handed
-    them on, which would otherwise be stranded under their claimed names.
-    A live process's journal is its own: it may be writing to it now (taken,
-    the file would be rewritten under it). This process's open one the
-    caller has. A claim is made and settled within one call (handed on,
-    or renamed back), so one under this process's pid is a dead process's
-    that had the same pid (a container's crawler is pid 1 on every start)."""
-    if not directory.is_dir():
-        return []
-    name = rf"{re.escape(stem)}\.([0-9]+)(?:-[0-9a-f]+)?\.{re.escape(kind)}\.journal"
-    own, claimed = re.compile(name), re.compile(rf"({name})\.([0-9]+)\.claimed")
-    found = []
-    for path in sorted(directory.iterdir()):
-        if m := own.fullmatch(path.name):
-            if int(m.group(1)) == os.getpid() or not _alive(int(m.group(1))):
-                found.append((path, path))
-        elif (m := claimed.fullmatch(path.name)) and (int(m.group(3)) == os.getpid() or not _alive(int(m.group(3)))):
-            found.append((path, path.with_name(m.group(1))))
-    return found
-
-
-def claim(path: Path, name: Path) -> Optional[Path]:
-    """Take a left journal (left_journals) by renaming it for this process,
-    so that no other process takes it too: its new path, or None if another
-    process took it first."""
-    claimed = name.with_name(f"{name.name}.{os.getpid()}.claimed")
-    try:
-        os.rename(path, claimed)
-    except OSError:
-        return None
-    return claimed
-
-
-def _alive(pid: int) -> bool:
-    """Does a process with this pid run on this machine?"""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # (someone else's)
-        return True
-    return True
-
-
-def _file_safe(key: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:100]

@@ -15,15 +15,17 @@ on this machine back to the queue.
 Invariants:
 - A request taken is in the journal before the engine sees it; it leaves
   the journal (a done record) only after what its page yielded is kept.
-- A dead process's journal is handed back whole: each pending request is
-  pushed to the queue, then marked done (killed in between, it is pushed
-  again by the next crawl: at least once). Only one process takes a file
-  (it is renamed first); a live process's journal is never taken.
+- A dead process's journal is handed back whole, to a crawl of its own
+  queue on its own Redis (_owners.py): each pending request is pushed to
+  the queue, then marked done (killed in between, it is pushed again by
+  the next crawl: at least once). Only one process takes a file (it is
+  renamed first); a live process's journal (its owner lock held) is never taken.
 - Handed back, a request is not checked again: its fingerprint is recorded.
 - A clean close removes the journal when every request taken is finished.
   One still unfinished (its page's link could not be queued) is kept for
   the next crawl to queue again, with SCHEDULER_PERSIST; without it the
-  crawl's queue and filter are gone, and so is the journal.
+  crawl's queue and filter are gone, and so is the journal, unless the
+  crawl failed on Redis or its flush did (the queue and filter are kept).
 What it cannot keep: a request popped in Redis whose reply never reached the
 crawler (its Redis died, or the crawler was killed, between the two), and
 journals on a machine that is gone. Requests in flight at a kill are
@@ -31,7 +33,6 @@ fetched again (at least once)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from pathlib import Path
@@ -43,7 +44,7 @@ from scrapy_redis.scheduler import Scheduler  # type: ignore[import-untyped]
 
 from .._units import noun
 from ._crawl import _CrawlStop, _Refused
-from ._outage import _file_safe, claim, left_journals, own_journal_path
+from ._owners import claim, journal_stems, left_journals, own_journal_path
 from ._redis_filter import _default_spill_dir
 from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal
 from .scheduler import REASON_JOURNAL, Finishing, request_done, require_middleware
@@ -52,7 +53,7 @@ __all__ = ["RedisJournalScheduler"]
 
 logger = logging.getLogger(__name__)
 
-_KIND = "taken"  # journals named <queue key>-<its hash>.<pid>-<random>.taken.journal
+_KIND = "taken"  # journals named <queue key>-<hash>.<pid>-<random>.o<owner token>.taken.journal (_owners.py)
 _OPEN: set[Path] = set()  # the journals this process's open schedulers write, resolved (a second crawl leaves them)
 
 
@@ -67,8 +68,11 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
     journals live in ``JOBDIR`` if set, else in the project's data dir
     (``.scrapy/bloomline``), one per process; every crawler of one machine
     must use the same directory, so that a restarted one finds what a dead
-    one left, and crawlers of other machines or containers (other process
-    ids) must not, since a journal's owner is told alive by its pid. With
+    one left. A journal's owner is told alive by a lock it holds (flock),
+    so containers of one machine may share it; crawlers of other machines
+    must not (a lock on a network file system may not hold). Crawlers name
+    their Redis the same way (REDIS_URL): a journal is handed back only to
+    a crawl of its own queue on its own Redis. With
     ``SCHEDULER_FLUSH_ON_START`` the dead processes' journals are removed
     with the queue they came from.
 
@@ -101,11 +105,11 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         result = super().open(spider)
         self._finishing = Finishing(self.crawler, self._finish)
         self.crawler.signals.connect(self._request_done, signal=request_done)
-        # (with a hash of the whole key: _file_safe folds and cuts, and two
-        # queues must never share journals)
-        stem = f"{_file_safe(self.queue.key)}-{hashlib.sha256(self.queue.key.encode()).hexdigest()[:12]}"
+        # (two queues, or one queue's key on two Redis servers, never share journals)
+        stem, older = journal_stems(self.queue.key, self.server, legacy_hashed=True)
         try:
-            for path, name in left_journals(self.journal_dir, stem, _KIND):
+            for path, name in [j for s in (stem, *older) for j in left_journals(self.journal_dir, s, _KIND,
+                                                                                 "RedisJournalScheduler")]:
                 if path.resolve() not in _OPEN:
                     self._hand_back(path, name, spider)
             self._taken = RequestJournal(own_journal_path(self.journal_dir, stem, _KIND), spider, fifo=True)
