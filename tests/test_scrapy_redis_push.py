@@ -293,6 +293,27 @@ def test_a_second_crawl_in_one_process_keeps_what_it_spills_while_handing_on(tmp
     assert second.queued() == [url("a")]
 
 
+def test_a_crawl_in_one_process_leaves_another_running_crawls_spill(tmp_path: Path, servers: Any) -> None:
+    """Two crawls of one spider running in one process (a CrawlerProcess):
+    the second, opening with Redis back, took the first's open spill (the
+    same pid and owner), which the first went on spilling to (a file
+    rewritten under it: what it spilled after was lost). It is left to the
+    first, and taken by a crawl after the first has closed."""
+    first = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    first.open()
+    servers.get("filter").stop()
+    first.scheduler.enqueue_request(Request(url("a")))  # spilled: the first crawl's spill is open
+    servers.up("filter")
+    second = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    second.open()
+    assert second.queued() == [] and kept(tmp_path) == [url("a")]  # left to the crawl that writes it
+    second.close()
+    first.close()
+    third = Crawl(tmp_path, servers.get("filter"), servers.get("queue"))
+    third.open()
+    assert third.queued() == [url("a")] and kept(tmp_path) == []
+
+
 SPILLS_AND_WAITS = """
 import sys
 from pathlib import Path

@@ -19,7 +19,7 @@ from scrapy.http import Request
 
 from .._units import noun
 from ._crawl import REASON_REDIS, call_later, logger
-from ._owners import claim, journal_stems, left_journals, own_journal_path
+from ._owners import OPEN, claim, journal_stems, left_journals, own_journal_path
 from ._settings import _server_where
 from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal
 
@@ -194,6 +194,7 @@ class Outages:
             stem, _ = journal_stems(self.dupefilter.key, self.dupefilter.server, legacy_hashed=False)
             path = own_journal_path(self.spill_dir, stem, "unchecked")
             self._spill = RequestJournal(path, self._spider, fifo=True)
+            OPEN.add(path.resolve())  # (another crawl of this process, of the same key, leaves it)
         return self._spill
 
     # -- outages -----------------------------------------------------------------------------
@@ -364,6 +365,7 @@ class Outages:
             journal.close()
             os.unlink(journal.path)
             if original is None:
+                OPEN.discard(journal.path.resolve())
                 self._spill = None
             if count:
                 logger.info("%s: %d %s kept while Redis was away checked again (%s)", df.label, count,
@@ -434,5 +436,6 @@ class Outages:
         self._cancel_probe()
         self._spider = None
         if self._spill is not None:
+            OPEN.discard(self._spill.path.resolve())
             self._spill.close()  # kept for the next crawl
             self._spill = None

@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 # again in a forked child: its parent's lock is not its own).
 _owner: dict[str, Any] = {"pid": -1, "token": "", "locks": {}}
 _warned: set[str] = set()  # journals left alone for a live pid, named once a process
+OPEN: set[Path] = set()  # the journals this process's open crawls write, resolved: never taken by another
 _LOCK = re.compile(r"\.owner\.([0-9]+)-([0-9a-f]+)\.lock")
 
 
@@ -89,7 +90,8 @@ def left_journals(directory: Path, stem: str, kind: str, label: str) -> list[tup
     A live owner's journal is its own: it may be writing to it now (taken,
     the file would be rewritten under it). This process's open one the
     caller has. A claim is made and settled within one call (handed on,
-    or renamed back), so one of this process's is a dead process's."""
+    or renamed back), so one of this process's is a dead process's, or
+    an earlier crawl's of this process (one open in OPEN is left alone)."""
     if not directory.is_dir():
         return []
     name = rf"{re.escape(stem)}\.([0-9]+)(?:-[0-9a-f]+)?(?:\.o([0-9a-f]+))?\.{re.escape(kind)}\.journal"
@@ -98,6 +100,8 @@ def left_journals(directory: Path, stem: str, kind: str, label: str) -> list[tup
     for path in sorted(directory.iterdir()):
         if (m := _LOCK.fullmatch(path.name)) and m.group(2) != _owner["token"]:
             _holds_lock(path)  # (one whose owner is gone is removed)
+        elif path.resolve() in OPEN:
+            continue
         elif m := own.fullmatch(path.name):
             if _gone(directory, int(m.group(1)), m.group(2), path, label):
                 found.append((path, path))

@@ -44,6 +44,7 @@ from scrapy_redis.scheduler import Scheduler  # type: ignore[import-untyped]
 
 from .._units import noun
 from ._crawl import _CrawlStop, _Refused
+from ._owners import OPEN as _OPEN  # (the journals this process's open crawls write: a second crawl leaves them)
 from ._owners import claim, journal_stems, left_journals, own_journal_path
 from ._redis_filter import _default_spill_dir
 from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal
@@ -54,7 +55,6 @@ __all__ = ["RedisJournalScheduler"]
 logger = logging.getLogger(__name__)
 
 _KIND = "taken"  # journals named <queue key>-<hash>.<pid>-<random>.o<owner token>.taken.journal (_owners.py)
-_OPEN: set[Path] = set()  # the journals this process's open schedulers write, resolved (a second crawl leaves them)
 
 
 class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
@@ -110,8 +110,7 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         try:
             for path, name in [j for s in (stem, *older) for j in left_journals(self.journal_dir, s, _KIND,
                                                                                  "RedisJournalScheduler")]:
-                if path.resolve() not in _OPEN:
-                    self._hand_back(path, name, spider)
+                self._hand_back(path, name, spider)  # (not another crawl's of this process: left_journals)
             self._taken = RequestJournal(own_journal_path(self.journal_dir, stem, _KIND), spider, fifo=True)
             _OPEN.add(self._taken.path.resolve())
         except (ValueError, OSError) as e:
