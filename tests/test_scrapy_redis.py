@@ -606,6 +606,12 @@ def test_a_crawl_killed_while_it_hands_on_its_spill_loses_no_request(tmp_path: P
         server = durable_redis(tmp_path / "redis", port=server.port)
         with pytest.raises(Killed):
             first._outages._probe()  # Redis is back: handing the request on, the process dies
+        from bloomline.scrapy._owners import OPEN
+
+        spill = first._outages._spill
+        assert spill is not None
+        spill.release()  # (what the death lets go of: its file, as it is, and this process's hold on it)
+        OPEN.discard(spill.path.resolve())
         crawled: list[Request] = []
         opened(crawled.append)  # the next crawl of the spider
         assert [r.url for r in crawled] == [kept.url]
