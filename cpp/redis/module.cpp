@@ -727,6 +727,7 @@ struct Ring {
     double span;
     long long c = 0;
     std::vector<long long> numbers;
+    mutable std::string mine_start;  // the start check_mine read of the caller's generation (none read: empty)
 
     // at: null, or "-", for the clock's.
     Ring(Ctx* ctx, Str* meta_key, Str** ring_keys, int ring, std::size_t nbytes, double span_s, Str* at)
@@ -779,6 +780,7 @@ struct Ring {
         std::string began;
         if (hash != std::string::npos && !(hget(ctx, gens[slot], "start", &began) && began == sent.substr(hash + 1)))
             throw Refused{"MISSING " + text(gens[slot])};
+        mine_start = began;
     }
     // The meta expires with the newest generation: gone with the ring when
     // the fleet was idle, an add makes it again; gone while a generation
@@ -1010,8 +1012,11 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
         throw;
     }
     replicate();
-    std::string began;  // (none in a generation an earlier version started)
-    if (hget(ctx, r.gens[cur], "start", &began)) epoch += "#" + began;
+    // The current generation's start: this add's own, or the one check_mine
+    // read (the caller's newest is this generation), else read (none in a
+    // generation an earlier version started).
+    std::string began = start ? start_id(answer_name) : mine == c ? r.mine_start : std::string();
+    if (!began.empty() || hget(ctx, r.gens[cur], "start", &began)) epoch += "#" + began;
     keep_answer(ctx, answer_name, answer + "|" + number + "|" + epoch, ttl);
     ReplyWithArray(ctx, 4);
     ReplyWithStringBuffer(ctx, answer.data(), answer.size());
