@@ -673,3 +673,37 @@ def test_a_request_unfinished_at_a_clean_close_is_kept_for_the_next_crawl(tmp_pa
     assert queued(later) == [f"{U}/page"]
     later.close("finished")
     assert taken_journals(tmp_path) == []
+
+
+@pytest.mark.filterwarnings("ignore:Spider.log:scrapy.exceptions.ScrapyDeprecationWarning")  # (scrapy-redis's "Resuming")
+def test_a_refused_crawl_keeps_the_queue_a_failed_one_kept(tmp_path: Path, redis_server: RedisServer) -> None:
+    """scrapy-redis's own scheduler, SCHEDULER_PERSIST off: a crawl whose
+    filter refuses to open (here: another BLOOMLINE_CAPACITY) keeps the
+    filter, and its close's flush deleted the queue beside it, whose
+    requests the filter records as seen. The flush is skipped."""
+    from types import SimpleNamespace
+
+    from scrapy.utils.test import get_crawler
+    from scrapy_redis.scheduler import Scheduler
+
+    class S(Spider):
+        name = "taken"
+
+    def scheduler(capacity: int) -> Any:
+        crawler = get_crawler(S, {"REDIS_URL": redis_server.url, "SCHEDULER_PERSIST": False,
+                                  "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue",
+                                  "DUPEFILTER_CLASS": "bloomline.scrapy.RedisBloomDupeFilter",
+                                  "BLOOMLINE_CAPACITY": capacity})
+        s = Scheduler.from_crawler(crawler)
+        s.open(S.from_crawler(crawler))
+        crawler.engine = SimpleNamespace(scheduler=s, pause=lambda: None)
+        return s
+
+    first = scheduler(100_000)
+    for i in range(3):
+        assert first.enqueue_request(Request(f"{U}/queued{i}"))
+    refused = scheduler(12_345)
+    assert refused.df.refused is not None
+    refused.df._spider_opened(refused.spider)  # (its one ERROR line; the engine stops the crawl)
+    refused.close("bloomline_settings_changed")
+    assert len(refused.queue) == 3  # kept, for a crawl with the first one's settings to fetch

@@ -525,3 +525,21 @@ def test_a_crawl_that_must_stop_as_it_opens_stops_cleanly(tmp_path: Path, server
     assert "Traceback" not in r.stderr and "slot not assigned" not in r.stderr, r.stderr[-3000:]
     assert not site.pages()
     assert kept(tmp_path) == [url("theirs")]
+
+
+def test_an_owner_lock_is_made_again_where_its_directory_was_made_again(tmp_path: Path) -> None:
+    """A long-running process whose journal directory was removed and made
+    again (JOBDIR cleaned between two crawls) named its new journals for a
+    lock that no longer existed: another process took them as a dead
+    owner's while it wrote them."""
+    import shutil
+
+    from bloomline.scrapy._owners import _holds_lock, own_journal_path
+
+    where = tmp_path / "job"
+    own_journal_path(where, "k-0123456789ab", "taken")
+    shutil.rmtree(where)
+    journal = own_journal_path(where, "k-0123456789ab", "taken")
+    [lock] = [p for p in where.iterdir() if p.name.startswith(".owner.")]
+    assert lock.name.split(".")[2] == journal.name.split(".")[1].split("-")[0] + "-" + journal.name.split(".o")[1].split(".")[0]
+    assert _holds_lock(lock)  # held (by this process, on another open of it): its journals are left alone

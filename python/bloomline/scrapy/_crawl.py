@@ -81,10 +81,15 @@ class _CrawlStop:
             self.error_log.error("%s", self.refused)
             self.failed = True
             self.crawler.engine.pause()  # closed once the engine runs (_engine_started)
+            self._refused_opened()
             return
         self._opened(spider)
 
     def _opened(self, spider: Any) -> None:
+        pass
+
+    def _refused_opened(self) -> None:
+        """The spider opened under a filter that refused to open (a subclass's hook)."""
         pass
 
     def _close_spider(self, reason: str, started: bool = False) -> None:

@@ -144,31 +144,9 @@ class Outages:
 
         push_or_spill._bloomline_guard = True  # type: ignore[attr-defined]
         queue.push = push_or_spill
-        self._guard_flush(scheduler)
+        guard_flush(scheduler, self.dupefilter)
         self._queue_server = getattr(scheduler, "server", None)
         self._queue_where = f"{_server_where(self._queue_server)} (scrapy-redis's queue)"
-
-    def _guard_flush(self, scheduler: Any) -> None:
-        """Without SCHEDULER_PERSIST scrapy-redis's close flushes the queue
-        and the filter. After a Redis failure the filter is kept for the
-        next crawl to resume from (clear()); its queue, whose requests the
-        filter records as seen, must be kept with it, or they are never
-        fetched: the flush is skipped then (one WARNING line)."""
-        flush = getattr(scheduler, "flush", None)
-        if flush is None or getattr(flush, "_bloomline_guard", False):
-            return
-        df = self.dupefilter
-
-        def flush_unless_failed() -> Any:
-            if df.failed:
-                logger.warning("%s: the crawl failed, so scrapy-redis's queue is kept with the filter at %s "
-                               "(SCHEDULER_PERSIST is off): the requests queued are recorded as seen, and the next "
-                               "crawl of this spider fetches them", df.label, df.where)
-                return None
-            return flush()
-
-        flush_unless_failed._bloomline_guard = True  # type: ignore[attr-defined]
-        scheduler.flush = flush_unless_failed
 
     def _push_failed(self, request: Request, error: Exception, *, refused: bool = False) -> None:
         """A request's push to scrapy-redis's queue failed: spilled (as one
@@ -439,3 +417,25 @@ class Outages:
             OPEN.discard(self._spill.path.resolve())
             self._spill.close()  # kept for the next crawl
             self._spill = None
+
+
+def guard_flush(scheduler: Any, df: Any) -> None:
+    """Without SCHEDULER_PERSIST scrapy-redis's close flushes the queue
+    and the filter. After a Redis failure, or a refusal to open, the filter
+    is kept for the next crawl to resume from (clear()); its queue, whose
+    requests the filter records as seen, must be kept with it, or they are
+    never fetched: the flush is skipped then (one WARNING line)."""
+    flush = getattr(scheduler, "flush", None)
+    if flush is None or getattr(flush, "_bloomline_guard", False):
+        return
+
+    def flush_unless_failed() -> Any:
+        if df.failed or df.refused is not None:
+            logger.warning("%s: the crawl failed, so scrapy-redis's queue is kept with the filter at %s "
+                           "(SCHEDULER_PERSIST is off): the requests queued are recorded as seen, and the next "
+                           "crawl of this spider fetches them", df.label, getattr(df, "where", "Redis"))
+            return None
+        return flush()
+
+    flush_unless_failed._bloomline_guard = True  # type: ignore[attr-defined]
+    scheduler.flush = flush_unless_failed

@@ -17,6 +17,7 @@ is named in a WARNING."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -58,13 +59,18 @@ def _token(directory: Path) -> str:
             os.close(fd)
         _owner.update(pid=os.getpid(), token=os.urandom(6).hex(), locks={})
     where = str(directory.resolve())
+    path = directory / f".owner.{os.getpid()}-{_owner['token']}.lock"
+    held = _owner["locks"].get(where)
+    if held is not None and not _same_file(held, path):  # (the directory removed and made again, or the file)
+        os.close(held)
+        del _owner["locks"][where]
     if where not in _owner["locks"]:
         # Locked before it is named: a lock file found under its name is
         # held while its owner lives (one found free is removed: _holds_lock).
-        path = directory / f".owner.{os.getpid()}-{_owner['token']}.lock"
         making = path.with_name(path.name + ".new")
         fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
+            os.fchmod(fd, 0o644)  # (readable by crawlers of other users sharing the directory, whatever the umask)
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.rename(making, path)
         except BaseException:
@@ -139,13 +145,27 @@ def _gone(directory: Path, pid: int, token: Optional[str], path: Path, label: st
     return False
 
 
+def _same_file(fd: int, path: Path) -> bool:
+    """Is the file open at fd the one at path now?"""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    here = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
 def _holds_lock(path: Path) -> bool:
     """Does a live process hold the owner lock at path? (None there: its
-    owner is gone; the lock taken here: gone too, and the file removed.)"""
+    owner is gone; the lock taken here: gone too, and the file removed. One
+    this process may not read is another user's: held, as far as it can
+    tell, and its journals are left alone.)"""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return False
+    except PermissionError:
+        return True
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -153,10 +173,8 @@ def _holds_lock(path: Path) -> bool:
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                 return True
             raise
-        try:
+        with contextlib.suppress(OSError):  # (gone already, or another user's sticky directory: its owner is gone all the same)
             os.unlink(path)
-        except FileNotFoundError:
-            pass
         return False
     finally:
         os.close(fd)

@@ -28,7 +28,7 @@ from .._units import about, noun
 from ..scalable import ChainMismatch, ScalableBloomFilter
 from ._base import _DupeFilter
 from ._crawl import REASON_LEFT_OVER, REASON_REDIS, REASON_SETTINGS, _Refused, logger
-from ._outage import Outages
+from ._outage import Outages, guard_flush
 from ._settings import (
     DEFAULT_CAPACITY,
     DEFAULT_ERROR_RATE,
@@ -453,6 +453,10 @@ class RedisBloomDupeFilter(_DupeFilter):
         if self._queue_in_redis:  # before open(), whose recheck pushes what an earlier crawl spilled
             self._outages.guard_pushes(_scheduler_of(self.crawler))
         self._outages.open(spider)
+
+    def _refused_opened(self) -> None:
+        # (scrapy-redis's flush would delete the queue of the filter a refusal keeps)
+        guard_flush(_scheduler_of(self.crawler), self)
 
     def _spider_closed(self, spider: Any, reason: str) -> None:
         self._outages.stop()
