@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import threading
 import warnings
+from typing import Any
 
 import pytest
 from forking import exited_ok, in_forked_child
@@ -177,3 +178,21 @@ def test_a_key_the_filter_refuses_is_not_left_queued() -> None:
     with pytest.raises(TypeError, match="key must be"):
         q.push(object())
     assert len(q) == 0 and q.push("a") and not q.push("a") and list(q) == ["a"]
+
+
+def test_a_key_an_add_answered_new_before_it_raised_stays_queued(redis_server: Any) -> None:
+    """A seen-set in Redis whose add raises with its facts (NotDurable: too
+    few replicas acknowledged; the keys were recorded): the queue dropped
+    the keys, which the filter then answered "seen" for ever. Those new (or
+    unanswered) are queued."""
+    pytest.importorskip("redis")
+    from bloomline.redis import NotDurable, RedisStages
+
+    seen = ScalableBloomFilter(1000, 0.01, store=RedisStages(redis_server.url, "q", wait_replicas=1,
+                                                             wait_timeout_ms=50))
+    q = DedupQueue(seen)
+    with pytest.raises(NotDurable):
+        q.push("https://example.com/a")
+    with pytest.raises(NotDurable):
+        q.push_many(["https://example.com/b", "https://example.com/a", "https://example.com/c"])
+    assert list(q) == ["https://example.com/a", "https://example.com/b", "https://example.com/c"]

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Hashable, Optional, Union
 
 from ._core import BloomFilter, CapacityWarning
+from ._facts import facts
 from ._forks import renew_locks_after_fork
 from ._interrupts import interrupts_held
 from ._pickling import from_bytes
@@ -91,8 +92,12 @@ class DedupQueue:
             self._queue.append(key)
             try:
                 new = bool(self._seen.add(key))  # type: ignore[arg-type]  # the filter names the types it takes
-            except Exception:
-                self._queue.pop()
+            except Exception as e:
+                # An error that says the key was new, or has no answer (a
+                # chain in Redis: NotDurable, UnknownOutcome), keeps it
+                # queued: recorded as seen, it would never be queued again.
+                if not _kept_by(e, [0]):
+                    self._queue.pop()
                 raise
             if not new:
                 self._queue.pop()
@@ -105,7 +110,11 @@ class DedupQueue:
         comes after the new keys are queued (_interrupts)."""
         items = list(keys)
         with self._lock, self._warning_after(len(items)) as caught, interrupts_held():
-            new = self._seen.add_many(items)
+            try:
+                new = self._seen.add_many(items)
+            except Exception as e:  # (its keys new or unanswered are queued first, as push keeps its key)
+                self._queue.extend(items[i] for i in _kept_by(e, range(len(items))))
+                raise
             fresh = [k for k, is_new in zip(items, new.tolist()) if is_new]
             self._queue.extend(fresh)
         _warn_again(caught)
@@ -165,3 +174,13 @@ class DedupQueue:
 
     def __repr__(self) -> str:
         return f"<DedupQueue queued={len(self._queue)} seen~{self._seen.approx_count:.0f} filter={type(self._seen).__name__}>"
+
+
+def _kept_by(e: BaseException, places: Iterable[int]) -> list[int]:
+    """Which of an add's keys (by place) an error it raised says were new,
+    or left without an answer (_facts): none where it carries no facts (a
+    key the filter refused: nothing was recorded)."""
+    new, unknown = facts(e)
+    if new is None:
+        return []
+    return [i for i in places if bool(new[i]) or (unknown is not None and bool(unknown[i]))]
