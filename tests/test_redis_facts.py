@@ -455,6 +455,95 @@ def test_a_capacity_warning_made_an_error_leaves_the_chain_restored_whole(tmp_pa
         server.stop()
 
 
+def _three_stages() -> ScalableBloomFilter:
+    local = ScalableBloomFilter(1000, 0.01)
+    local.add_many(np.arange(6000, dtype=np.uint64))
+    assert local.num_stages >= 3
+    return local
+
+
+@pytest.mark.parametrize("backend", ["plain", "module"])
+def test_a_crawler_attaching_while_a_chain_is_restored_is_refused_until_it_is_whole(
+        tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain's restore made its stages one by one, each visible once made:
+    a crawler that attached mid-upload took keys into stages the upload
+    then overwrote, and those keys read new twice. Now the chain appears
+    whole, in one step: a crawler that attaches before is refused (saying
+    why), and one after answers as the file does. (The hook only chooses
+    when the second process attaches: after the second stage's upload.)"""
+    from bloomline.redis import MissingKeyError, restore
+
+    server = RedisServer(tmp_path, *module_args(backend))
+    try:
+        local = _three_stages()
+        keys = np.arange(6000, dtype=np.uint64)
+        mid: list[Any] = []
+        upload = RedisStages.upload
+
+        def upload_then_a_crawler_attaches(self: RedisStages, index: int, stage: Any, count: int) -> None:
+            upload(self, index, stage, count)
+            if index == 1:
+                try:
+                    crawler = ScalableBloomFilter(1000, 0.01, store=RedisStages(server.url, "r", backend=backend))
+                    mid.append(int(crawler.add_many(keys).sum()))  # (the keys it took as new)
+                except MissingKeyError as e:
+                    mid.append(e)
+
+        monkeypatch.setattr(RedisStages, "upload", upload_then_a_crawler_attaches)
+        restore(local.to_bytes(), server.url, "r", backend=backend)
+        monkeypatch.undo()
+        [refused] = mid
+        assert isinstance(refused, MissingKeyError), f"a crawler attached mid-restore took {refused} keys as new"
+        assert "is being restored" in str(refused)
+        attached = ScalableBloomFilter(1000, 0.01, store=RedisStages(server.url, "r", backend=backend))
+        assert attached.num_stages == local.num_stages and not attached.add_many(keys).any()
+    finally:
+        server.stop()
+
+
+KILLED_MID_RESTORE = """
+import os, sys
+import numpy as np
+from bloomline import ScalableBloomFilter
+from bloomline.redis import RedisStages, restore
+upload = RedisStages.upload
+def upload_then_die(self, index, stage, count):
+    upload(self, index, stage, count)
+    if index == 1:
+        os._exit(9)  # killed between two stages' uploads
+RedisStages.upload = upload_then_die
+local = ScalableBloomFilter(1000, 0.01)
+local.add_many(np.arange(6000, dtype=np.uint64))
+restore(local.to_bytes(), sys.argv[1], "r", backend=sys.argv[2])
+"""
+
+
+@pytest.mark.parametrize("backend", ["plain", "module"])
+def test_a_restore_killed_midway_leaves_a_chain_that_refuses_until_restored_again(tmp_path: Path,
+                                                                                  backend: str) -> None:
+    """A restoring process killed between two stages leaves no chain that
+    answers: an attach is refused and says how to mend it, and a restore
+    with replace=True makes it whole."""
+    import sys
+
+    from bloomline.redis import MissingKeyError, restore
+
+    server = RedisServer(tmp_path, *module_args(backend))
+    try:
+        r = subprocess.run([sys.executable, "-c", KILLED_MID_RESTORE, server.url, backend], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 9, r.stderr
+        with pytest.raises(MissingKeyError, match="is being restored.*interrupted.*replace=True"):
+            ScalableBloomFilter(1000, 0.01, store=RedisStages(server.url, "r", backend=backend))
+        with pytest.raises(ValueError, match="already exists"):
+            restore(_three_stages().to_bytes(), server.url, "r", backend=backend)
+        restore(_three_stages().to_bytes(), server.url, "r", backend=backend, replace=True)
+        attached = ScalableBloomFilter(1000, 0.01, store=RedisStages(server.url, "r", backend=backend))
+        assert not attached.add_many(np.arange(6000, dtype=np.uint64)).any()
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize("kind", ["chain", "filter"])
 def test_an_upload_that_fails_midway_leaves_nothing_at_its_key(redis_server: RedisServer, kind: str) -> None:
     """A chain (restore) or a fixed filter (from_filter) whose upload runs

@@ -241,6 +241,76 @@ def test_a_chain_closed_while_a_thread_adds_leaves_every_stage_file_closed(tmp_p
             assert not bloomline.read_header(path.read_bytes())["dirty"], (trial, i)
 
 
+ONE_MORE_WRITER = """
+import sys
+import numpy as np
+from bloomline import ScalableBloomFilter
+from bloomline.scalable import DirectoryStages, StagesInUse
+try:
+    s = ScalableBloomFilter(1000, 0.01, store=DirectoryStages(sys.argv[1]))
+except StagesInUse as e:
+    print("refused:", e)
+    sys.exit(0)
+print("added", int(s.add_many(np.arange(1000, 2000, dtype=np.uint64)).sum()), "as new")
+s.close()
+sys.exit(1)
+"""
+
+
+def test_a_directory_chain_has_one_writer_at_a_time(tmp_path: Path) -> None:
+    """Two chains on one DirectoryStages directory (two processes, or two
+    objects in one) each counted their own adds: each filled a stage to its
+    capacity, twice the keys it was sized for, without a word. The second is
+    refused, saying why, until the first closes; a failed open lets the
+    directory go."""
+    import subprocess
+    import sys
+
+    from bloomline.scalable import ChainMismatch, DirectoryStages, StagesInUse
+
+    first = ScalableBloomFilter(1000, 0.01, store=DirectoryStages(tmp_path))
+    first.add_many(np.arange(900, dtype=np.uint64))
+    counts = first._stage_counts
+    other = subprocess.run([sys.executable, "-c", ONE_MORE_WRITER, str(tmp_path)], capture_output=True, text=True,
+                           timeout=120)
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert "is in use by another" in other.stdout and "bloomline-seen.lock" in other.stdout
+    with pytest.raises(StagesInUse, match="is in use by another"):
+        ScalableBloomFilter(1000, 0.01, store=DirectoryStages(tmp_path))
+    first.close()
+    with pytest.raises(ChainMismatch):  # (refused for its parameters: the directory is let go again)
+        ScalableBloomFilter(500, 0.01, store=DirectoryStages(tmp_path))
+    dropped = ScalableBloomFilter(1000, 0.01, store=DirectoryStages(tmp_path))
+    del dropped  # (unclosed, collected: the directory is let go)
+    with ScalableBloomFilter(1000, 0.01, store=DirectoryStages(tmp_path)) as again:
+        assert again._stage_counts == counts
+
+
+def test_a_forked_child_of_a_directory_chains_writer_looks_up_and_never_adds(tmp_path: Path) -> None:
+    """A child forked from the process whose chain holds the directory
+    shares its stage files and counts apart: its adds would overfill them.
+    It may look keys up; every add (single, batch, union) is refused."""
+    from forking import exited_ok, in_forked_child
+
+    from bloomline.scalable import DirectoryStages, StagesInUse
+
+    with ScalableBloomFilter(1000, 0.01, store=DirectoryStages(tmp_path)) as chain:
+        chain.add_many(range(500))
+
+        def child() -> bool:
+            refused = 0
+            for add in (lambda: chain.add("x"), lambda: chain.add_many(["y", "z"]),
+                        lambda: chain.update(ScalableBloomFilter(1000, 0.01))):
+                try:
+                    add()
+                except StagesInUse as e:
+                    refused += "of which this process is a fork" in str(e)
+            return refused == 3 and bool(chain.contains_many(range(500)).all())
+
+        assert exited_ok(in_forked_child(child))
+        assert chain.add("x")  # the parent still writes
+
+
 @pytest.mark.parametrize("lost", [0, 1])
 def test_directory_stages_with_a_stage_file_missing_refuse_to_resume(tmp_path: Path, lost: int) -> None:
     """A stage file gone (deleted, not copied) with later ones present: the

@@ -48,6 +48,27 @@ def test_a_second_crawl_on_a_jobdir_in_use_is_refused_and_the_first_loses_nothin
     assert len(site.pages()) == PAGES  # nothing the refused crawl touched was lost
 
 
+def test_a_second_crawl_on_a_jobdir_under_scrapys_own_scheduler_is_refused(site: Site, tmp_path: Path) -> None:
+    """Under Scrapy's own scheduler nothing held JOBDIR: a second crawl's
+    BloomDupeFilter opened the first's stage files and each counted its own
+    adds, filling a stage past its capacity. The filter's directory is now
+    held by one crawl, and the second is refused as JournalScheduler's is."""
+    job = tmp_path / "job"
+    first = start_crawl(tmp_path, site, *STOCK, f"JOBDIR={job}")
+    try:
+        wait_for_pages(site, first, 200)
+        site.close_gate()  # (as above)
+        second = crawl(tmp_path, site, *STOCK, f"JOBDIR={job}")
+        assert second.returncode == 1, second.stderr[-3000:]
+        assert "is in use by another crawl" in second.stderr and "bloomline_jobdir_in_use" in second.stderr
+        assert "bloomline-seen.lock" in second.stderr and "Traceback" not in second.stderr
+        assert first.poll() is None
+    finally:
+        kill_9(first)
+        site.epoch += 1
+        site.gate.set()
+
+
 def test_a_refused_second_crawl_leaves_the_first_ones_recrawl_window_alone(site: Site, tmp_path: Path) -> None:
     """The refused crawl's dupefilter loaded JOBDIR's recrawl window at its
     start; it saved it back at its close, over what the running crawl had

@@ -323,10 +323,80 @@ def test_a_full_disk_stops_the_crawl_and_puts_the_request_back(tmp_path: Path, r
     assert isinstance(s._taken.unwritable, JournalUnwritable) and s._taken.unwritable.errno == errno.ENOSPC
     assert closes == ["bloomline_journal_unwritable"] and "cannot write the journal" in caplog.text
     assert s.next_request() is None  # stopped
+    st = os.statvfs(d)
+    assert st.f_bavail * st.f_frsize >= 64 << 10  # the room kept for the stop is given up for it
     left = queued(s)
     assert len(left) == 1000 - len(taken) and set(left).isdisjoint(taken)  # the one refused is back
     s.close("bloomline_journal_unwritable")
     assert taken_urls(d) == set(taken)  # kept for the next crawl
+
+
+@pytest.mark.slow
+def test_a_crawl_stopped_by_a_full_disk_leaves_a_checkpoint_that_loads(tmp_path: Path, redis_server: RedisServer,
+                                                                       small_fs: Any) -> None:
+    """With JOBDIR on a full file system the journal fails and the crawl
+    stops; Scrapy then writes spider.state to JOBDIR. No room was kept for
+    it (as JournalScheduler keeps), so it was written empty and the resume
+    could not load it. Now the journal's reserve is given up for the stop:
+    spider.state loads, and the resume (the JOBDIR copied where there is
+    room) fetches every page; twice only those the journal could not
+    finish."""
+    import pickle
+    import shutil
+
+    from conftest import fill_disk
+
+    site = Site(PAGES, tree(PAGES, 3))
+    try:
+        job = small_fs("512k") / "job"
+        job.mkdir()
+        settings = ("SCHEDULER=bloomline.scrapy.RedisJournalScheduler", f"REDIS_URL={redis_server.url}",
+                    "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter", "SCHEDULER_PERSIST=True", MIDDLEWARE)
+        filler = fill_disk(job, leave=(64 + 24) << 10)  # the reserve, and a journal of about 50 requests
+        r1 = crawl(tmp_path, site, *settings, f"JOBDIR={job}")
+        assert r1.returncode == 1, r1.stderr[-3000:]
+        assert "'finish_reason': 'bloomline_journal_unwritable'" in r1.stderr, r1.stderr[-3000:]
+        assert 0 < len(site.pages()) < PAGES
+        assert pickle.loads((job / "spider.state").read_bytes()) == {}  # the site's spider keeps no state
+        pending = taken_urls(job)  # taken and not finished as the journal failed: fetched again (at least once)
+        roomy = tmp_path / "roomy"
+        shutil.copytree(job, roomy, ignore=lambda d, names: [filler.name] if Path(d) == job else [])
+        r2 = crawl(tmp_path, site, *settings, f"JOBDIR={roomy}")
+        assert r2.returncode == 0 and " ERROR: " not in r2.stderr, r2.stderr[-3000:]
+        pages = site.pages()
+        assert site.lost() == set() and len(pages) == PAGES, (sorted(site.lost()), r2.stderr[-3000:])
+        assert {site.url(p) for p, n in pages.items() if n > 1} <= pending
+        assert taken_journals(roomy) == [] and reserves(roomy) == []
+    finally:
+        site.stop()
+
+
+def reserves(where: Path) -> list[Path]:
+    return sorted(where.rglob("*.taken.reserve"))
+
+
+def test_a_crawler_keeps_room_for_its_stop_and_a_dead_ones_room_is_given_back(tmp_path: Path,
+                                                                              redis_server: RedisServer) -> None:
+    """Each crawler holds 64 KiB beside its journal for its stop (given up
+    at its close); a killed one's is removed by the next crawl, with the
+    journal it hands back."""
+    first = opened(tmp_path, redis_server.url)
+    [reserve] = reserves(tmp_path)
+    assert reserve.stat().st_size == 64 << 10 and reserve.with_suffix(".journal") == first._taken.path
+    assert first.enqueue_request(Request(f"{U}/theirs"))
+    first.close("finished")
+    assert reserves(tmp_path) == []
+    child = taking_child(tmp_path, redis_server.url)
+    assert len(reserves(tmp_path)) == 1
+    alive = opened(tmp_path, redis_server.url)  # a live crawler's room is its own
+    assert len(reserves(tmp_path)) == 2
+    alive.close("finished")
+    kill(child)
+    later = opened(tmp_path, redis_server.url)
+    assert [r.with_suffix(".journal") for r in reserves(tmp_path)] == [later._taken.path]
+    assert queued(later) == [f"{U}/theirs"]
+    later.close("finished")
+    assert reserves(tmp_path) == []
 
 
 def test_a_journal_claimed_under_this_processs_pid_by_a_dead_one_is_queued_again(

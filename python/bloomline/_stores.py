@@ -9,7 +9,10 @@ parameters; a store keeps them. bloomline.redis.RedisStages is the shared one.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Protocol
@@ -22,7 +25,14 @@ if TYPE_CHECKING:
 
     from ._core import Layout, StrPath
 
-__all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "SharedStageStore", "StageAdd", "StageStore"]
+__all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "SharedStageStore", "StageAdd", "StageStore",
+           "StagesInUse"]
+
+
+class StagesInUse(BlockingIOError):
+    """A DirectoryStages directory another chain holds (another process's,
+    or another object's in this one), or a chain forked with it whose child
+    adds: its stages have one writer."""
 
 
 class ChainMismatch(ValueError):
@@ -72,7 +82,9 @@ class StageStore(Protocol):
     ``redis.RedisStages``) decides when its last stage is full, in the same
     step as the add, looks a batch up in several stages at once
     (``contains_any``), and the chain reads its stages again whenever their
-    number changes."""
+    number changes. A store may have ``check_writer()``, which the chain
+    calls before it writes a stage itself (a single add, a union) and which
+    raises where this process may not write (DirectoryStages in a fork)."""
 
     shared: bool
 
@@ -166,15 +178,58 @@ class DirectoryStages(_LocalStages):
     new keys is its header's insert count. With ``verify``, each file's
     payload checksum is checked when it is opened (O(size), once). A
     missing stage with later ones present is an error, never a shorter
-    chain (whose growth would then save over the later files)."""
+    chain (whose growth would then save over the later files).
+
+    One chain at a time: it holds ``flock`` on ``bloomline-seen.lock`` in
+    the directory from its first read to close (the kernel lets go when
+    the process dies), and another chain on the directory is refused with
+    StagesInUse. Each chain counts its own adds, so two writers would each
+    fill a stage to its capacity: twice the keys, above the error rate,
+    without a word. A child forked from the writer may look keys up; its
+    adds are refused too."""
 
     def __init__(self, directory: StrPath, *, verify: bool = False) -> None:
         self.directory = Path(os.fsdecode(directory))
         self.directory.mkdir(parents=True, exist_ok=True)
         self.verify = verify
         self._open: list[BloomFilter] = []
+        self._lock: Optional[int] = None  # the directory's lock, held from the first read to close
+        self._writer = -1  # the pid that took it (a forked child's adds are refused)
+        self._let_go: Optional[weakref.finalize[Any, Any]] = None  # closes the lock's descriptor (a store dropped unclosed too)
 
     FILES = "bloomline-seen.*.blf"  # (the stage files, as a glob; stage i is bloomline-seen.{i}.blf)
+    LOCK = "bloomline-seen.lock"  # (held by the chain that uses the directory)
+
+    def _hold(self) -> None:
+        """Take the directory for this chain, or StagesInUse; in a forked
+        child, StagesInUse (the parent's chain is the directory's writer)."""
+        if self._lock is not None:
+            if self._writer != os.getpid():
+                raise StagesInUse(errno.EWOULDBLOCK, f"this chain's stages in {self.directory} were opened by process "
+                                  f"{self._writer}, of which this process is a fork: its adds would overfill "
+                                  "them (each process counts its own); open the directory here once that "
+                                  "process has closed it", str(self.directory / self.LOCK))
+            return
+        path = self.directory / self.LOCK
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StagesInUse(errno.EWOULDBLOCK, f"the chain in {self.directory} is in use by another (it holds "
+                              f"{self.LOCK}): two writers would each fill its stages to their capacity. Close "
+                              "that one first, or give this one its own directory", str(path)) from None
+        self._lock, self._writer = fd, os.getpid()
+        self._let_go = weakref.finalize(self, os.close, fd)
+
+    def check_writer(self) -> None:
+        """StagesInUse in a process forked from this chain's (the chain
+        asks before it writes a stage: every add, a union)."""
+        self._hold()
+
+    def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> StageAdd:
+        self._hold()
+        return StageAdd(stage.add_many(keys))
 
     def path(self, index: int) -> Path:
         return self.directory / self.FILES.replace("*", str(index))
@@ -187,6 +242,14 @@ class DirectoryStages(_LocalStages):
         return sorted(int(n) for n in names if n.isdigit() and str(int(n)) == n)
 
     def stages(self) -> list[tuple[BloomFilter, int]]:
+        self._hold()
+        try:
+            return self._read()
+        except BaseException:
+            self.close()  # (the directory is let go: nothing of it is in use)
+            raise
+
+    def _read(self) -> list[tuple[BloomFilter, int]]:
         indices = self.indices_in(self.directory)
         if indices != list(range(len(indices))):
             gap = next(i for i in range(len(indices) + 1) if i not in indices)
@@ -199,11 +262,7 @@ class DirectoryStages(_LocalStages):
             try:
                 stage = BloomFilter.open(self.path(i), "r+", verify=self.verify)
             except ValueError as e:
-                self.close()
                 raise ValueError(f"{self.path(i)}: {e}") from e
-            except BaseException:
-                self.close()
-                raise
             self._open.append(stage)
             # (A file whose writer was killed is repaired by the open, its
             # insert count made at least the estimate from its bits.)
@@ -213,6 +272,7 @@ class DirectoryStages(_LocalStages):
         return found
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
+        self._hold()
         if self.path(index).exists():  # (another chain's, or one written since this chain was read)
             raise FileExistsError(f"{self.path(index)} exists already: a new stage never saves over one")
         BloomFilter(capacity, error_rate, layout=layout, seed=seed).save(self.path(index))
@@ -222,12 +282,19 @@ class DirectoryStages(_LocalStages):
         return stage
 
     def reset(self) -> None:
-        self.close()
+        self._hold()
+        self._close_stages()  # (the directory stays held: the chain starts again in it)
         for i in self.indices_in(self.directory):
             self.path(i).unlink()
         self._made = 0
 
     def close(self) -> None:
+        self._close_stages()
+        let_go, self._let_go, self._lock = self._let_go, None, None
+        if let_go is not None:
+            let_go()
+
+    def _close_stages(self) -> None:
         for stage in self._open:
             stage.close()
         self._open = []

@@ -29,7 +29,7 @@ from ._interrupts import interrupts_held
 from ._numpy import np
 from ._pickling import picklable
 from ._shared_chain import add_shared
-from ._stores import ChainMismatch, DirectoryStages, MemoryStages, SharedStageStore, StageAdd, StageStore
+from ._stores import ChainMismatch, DirectoryStages, MemoryStages, SharedStageStore, StageAdd, StagesInUse, StageStore
 from .display import filter_html
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ._core import BinaryReader, BinaryWriter, Keys, Layout, Nulls, StrPath
 
 __all__ = ["ChainMismatch", "DirectoryStages", "MemoryStages", "ScalableBloomFilter", "SharedStageStore", "StageAdd",
-           "StageStore"]
+           "StageStore", "StagesInUse"]
 
 
 class _ChainFacts:
@@ -223,6 +223,8 @@ class ScalableBloomFilter(_ChainFacts):
         # One process or many: the paths that differ are chosen once, here.
         self._shared: Optional[SharedStageStore] = cast(SharedStageStore, self._store) if self._store.shared else None
         self._on_grow = on_grow
+        # (a store whose stages have one writer process says so before each write: DirectoryStages)
+        self._check_writer: Optional[Callable[[], None]] = getattr(self._store, "check_writer", None)
         self._lock = threading.RLock()  # (_locked: every change, and every export; renewed in a forked child)
         _forks.renew_locks_after_fork(self, lambda chain: setattr(chain, "_lock", threading.RLock()))
         self._stages: list[BloomFilter] = []
@@ -312,6 +314,8 @@ class ScalableBloomFilter(_ChainFacts):
         """Add a key; True if it was new across the whole chain."""
         if self._shared is not None:
             return bool(self.add_many([key])[0])
+        if self._check_writer is not None:
+            self._check_writer()
         for stage in self._stages[:-1]:
             if key in stage:
                 return False
@@ -439,6 +443,8 @@ class ScalableBloomFilter(_ChainFacts):
             raise ValueError("a chain whose store is shared by several processes (RedisStages) is not united in "
                              "place; unite a local copy instead: chain.copy() | other")
         other._sync()
+        if self._check_writer is not None:
+            self._check_writer()
         theirs = list(other._stages)
         for i, stage in enumerate(theirs):
             mine = self._stages[i] if i < len(self._stages) else self._new_stage()

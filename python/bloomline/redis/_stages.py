@@ -26,7 +26,7 @@ import redis as _redis
 from ..scalable import ChainMismatch, StageAdd
 from ._backend import NOT_TAKEN, Prepared, gone, run_adds, run_lookups
 from ._durable import replicated
-from ._errors import UnknownOutcome
+from ._errors import MissingKeyError, UnknownOutcome
 from ._filter import RedisBloomFilter
 from ._handle import Expiring, Handle
 from ._meta import META_VERSION, as_dict, delete_matching, eviction_policy, keys_of, plan
@@ -82,11 +82,28 @@ return out
 """)
 
 
-# KEYS: stages, stage 0's meta. The chain's stage count and whether its
-# first stage exists, read together: read apart, a chain made between the
-# two reads looked like a count gone while its stages remain.
+# KEYS: stages, stage 0's meta, the count of a restore under way. The
+# chain's stage count and whether its first stage exists, read together:
+# read apart, a chain made between the two reads looked like a count gone
+# while its stages remain.
 _COUNT = Script("""
-return {redis.call('GET', KEYS[1]) or '', redis.call('EXISTS', KEYS[2])}
+return {redis.call('GET', KEYS[1]) or '', redis.call('EXISTS', KEYS[2]), redis.call('EXISTS', KEYS[3])}
+""")
+
+# KEYS: the restore's count, stages    ARGV: the restore's stage count
+# A restored chain appears whole, in one step: its stages were made under a
+# count no other process reads, which becomes the chain's (a re-send after a
+# lost reply finds it done).
+_PUBLISH = Script("""
+local n = redis.call('GET', KEYS[1])
+if not n then
+  if redis.call('GET', KEYS[2]) == ARGV[1] then return tonumber(ARGV[1]) end
+  return redis.error_reply('MISSING ' .. KEYS[1])
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('LEFTOVER ' .. KEYS[2]) end
+if n ~= ARGV[1] then return redis.error_reply('STALE ' .. n) end
+redis.call('RENAME', KEYS[1], KEYS[2])
+return tonumber(n)
 """)
 
 
@@ -129,6 +146,7 @@ class RedisStages(Expiring):
         self._handles: list[Handle] = []  # the stages attached so far (a chain only grows)
         self._stages: list[RedisBloomFilter] = []  # the same, as the chain's stages
         self._chain: dict[str, Any] = {}  # its parameters (attach_chain)
+        self._count_key = self.stages_key  # the restore's own count while it uploads (restoring)
 
     @property
     def retry_window_s(self) -> Optional[float]:
@@ -146,6 +164,24 @@ class RedisStages(Expiring):
     def count_key(self, i: int) -> str:
         """Stage i's count of new keys (the stage attached)."""
         return self._handles[i].keys.counts[0]
+
+    @property
+    def restoring_key(self) -> str:
+        """The stage count of a restore under way (restoring): the chain's once it is whole."""
+        return f"{self._base}:restoring"
+
+    def restoring(self) -> None:
+        """Make the stages of a restore (new_stage, upload) under a count of
+        their own, read by no other process: a crawler that attaches while
+        they upload is refused (MissingKeyError), rather than taking keys
+        into an empty stage that the upload then overwrites (new twice).
+        publish() makes the chain whole, in one step."""
+        self._count_key = self.restoring_key
+
+    def publish(self) -> None:
+        """The restored stages become the chain, in one step (restoring)."""
+        self._sender.script(_PUBLISH, [self.restoring_key, self.stages_key], [len(self._handles)])
+        self._count_key = self.stages_key
 
     @property
     def chain_key(self) -> str:
@@ -183,9 +219,9 @@ class RedisStages(Expiring):
 
     def stage_count(self) -> int:
         """How many stages the chain has in Redis now."""
-        have = self._sender.call(self.stages_key, b"GET", self.stages_key)
+        have = self._sender.call(self._count_key, b"GET", self._count_key)
         if have is None and self._stages:
-            raise gone(self.stages_key, self._what, self._policy or "")
+            raise gone(self._count_key, self._what, self._policy or "")
         return int(have or 0)
 
     def _attach(self, n: int) -> None:
@@ -205,10 +241,17 @@ class RedisStages(Expiring):
 
     def stages(self) -> list[tuple[Any, int]]:
         """The stages, oldest first, with their counts of new keys."""
-        have, first = self._sender.script(_COUNT, [self.stages_key, f"{self._stage_key(0)}:meta"])
+        have, first, restoring = self._sender.script(_COUNT, [self._count_key, f"{self._stage_key(0)}:meta",
+                                                              self.restoring_key])
         n = int(have or 0)
+        if not have and restoring and self._count_key != self.restoring_key:
+            raise MissingKeyError(
+                f"the chain at {self._key!r} is being restored (its stages upload, and it is whole once "
+                f"{self.stages_key!r} is made): attach once restore() has finished. A restore that was "
+                "interrupted left it so: restore again with replace=True, or RedisStages(redis, key).reset()",
+                key=self.stages_key)
         if not have and (first or self._stages):
-            raise gone(self.stages_key, self._what, self._policy or "", "is gone while its stages remain"
+            raise gone(self._count_key, self._what, self._policy or "", "is gone while its stages remain"
                        if first else "is gone")
         self._attach(n)
         counts = self._sender.each([Job(self.count_key(i).encode(), b"GET", (self.count_key(i),)) for i in range(n)])
@@ -245,7 +288,7 @@ class RedisStages(Expiring):
         fields = [x for kv in dict(meta, version=META_VERSION, state="ready").items() for x in kv]
         chain = [x for kv in dict(self._chain, version=1, backend=meta["backend"]).items() for x in kv]
         try:
-            self._sender.script(_GROW, [self.stages_key, self.chain_key, keys.meta, keys.counts[0], *keys.shards],
+            self._sender.script(_GROW, [self._count_key, self.chain_key, keys.meta, keys.counts[0], *keys.shards],
                                 [index, len(keys.shards), *keys.nbytes, len(fields), *fields, *chain])
         except _redis.ResponseError as e:
             code = _error_code(e)
@@ -256,7 +299,8 @@ class RedisStages(Expiring):
                 raise ValueError(f"{str(e).split()[1]!r} exists though the chain at {self._key!r} has {index} "
                                  "stages (an interrupted reset()?): reset() the chain to start over") from None
             if code == "MISSING":
-                raise gone(self.stages_key, self._what, self._policy or "", "is gone while its stages remain") from None
+                self.stages()  # (a restore under way says so)
+                raise gone(self._count_key, self._what, self._policy or "", "is gone while its stages remain") from None
             raise
         self._attach(index + 1)
         return self._stages[index]
@@ -315,7 +359,8 @@ class RedisStages(Expiring):
         """Delete the chain: its count, its parameters and every stage's keys
         (a windowed filter at the same key, whose keys share the hash tag, is left alone)."""
         glob = "".join("\\" + c if c in "*?[]\\" else c for c in self._base)
-        delete_matching(self._r, [f"{glob}:stages", f"{glob}:chain", f"{glob}:import", f"{glob}:s[0-9]*"])
+        delete_matching(self._r, [f"{glob}:stages", f"{glob}:restoring", f"{glob}:chain", f"{glob}:import",
+                                  f"{glob}:s[0-9]*"])
         self._handles, self._stages = [], []
 
     def close(self) -> None:

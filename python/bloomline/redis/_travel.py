@@ -178,6 +178,7 @@ def _restore_chain(local: ScalableBloomFilter, client: Any, key: str, backend: s
     honest = [_honest_count(stage, count, i, key) for i, (stage, count) in enumerate(zip(local.stages,
                                                                                            local._stage_counts))]
     store = RedisStages(client, key, backend=backend)
+    store.restoring()  # (the chain appears whole: no crawler takes keys into a stage the upload overwrites)
     try:
         chain = ScalableBloomFilter(local.initial_capacity, local.error_rate, growth=local.growth,
                                     tightening=local.tightening, layout=local.layout, seed=local.seed, store=store)
@@ -186,6 +187,7 @@ def _restore_chain(local: ScalableBloomFilter, client: Any, key: str, backend: s
                 assert stage.capacity is not None and stage.error_rate is not None  # (a chain's stages have both)
                 store.new_stage(i, stage.capacity, stage.error_rate, stage.layout, stage.seed)
             store.upload(i, stage, count)
+        store.publish()
         chain._reload()
     except BaseException:
         with contextlib.suppress(Exception):  # (the upload's error is the one that says what happened)

@@ -19,6 +19,7 @@ REASON_SETTINGS = "bloomline_bad_settings"
 REASON_JOBDIR = "bloomline_damaged_jobdir"
 REASON_LEFT_OVER = "bloomline_left_over_filter"
 REASON_UNWRITABLE = "bloomline_filter_unwritable"
+REASON_IN_USE = "bloomline_jobdir_in_use"  # (another crawl holds JOBDIR)
 
 
 def call_later(delay: float, func: Callable[..., Any], *args: Any) -> Any:

@@ -355,7 +355,7 @@ class Outages:
         process may take (left_journals)."""
         df = self.dupefilter
         stem, older = journal_stems(df.key, df.server, legacy_hashed=False)
-        return [j for s in (stem, *older) for j in left_journals(self.spill_dir, s, "unchecked", df.label)]
+        return left_journals(self.spill_dir, [stem, *older], "unchecked", df.label)
 
     def _put_back(self, journal: RequestJournal, rid: int, request: Request, unchecked: bool,
                   error: Exception) -> None:

@@ -25,7 +25,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ._settings import _server_where
 
@@ -88,32 +88,45 @@ def own_journal_path(directory: Path, stem: str, kind: str) -> Path:
     return directory / f"{stem}.{os.getpid()}-{os.urandom(4).hex()}.o{_token(directory)}.{kind}.journal"
 
 
-def left_journals(directory: Path, stem: str, kind: str, label: str) -> list[tuple[Path, Path]]:
-    """(file, its name) of the journals named by own_journal_path that this
-    process may take: those left by crawls of this process or of owners
+def left_journals(directory: Path, stems: Sequence[str], kind: str, label: str) -> list[tuple[Path, Path]]:
+    """(file, its name) of the journals named by own_journal_path, under
+    any of `stems` (journal_stems: this version's and earlier ones'), that
+    this process may take: those left by crawls of this process or of owners
     gone, and those claimed (claim()) by an owner that died as it handed
     them on, which would otherwise be stranded under their claimed names.
     A live owner's journal is its own: it may be writing to it now (taken,
     the file would be rewritten under it). This process's open one the
     caller has. A claim is made and settled within one call (handed on,
     or renamed back), so one of this process's is a dead process's, or
-    an earlier crawl's of this process (one open in OPEN is left alone)."""
+    an earlier crawl's of this process (one open in OPEN is left alone).
+    The reserves (reserve_path) of owners gone are removed on the way."""
     if not directory.is_dir():
         return []
-    name = rf"{re.escape(stem)}\.([0-9]+)(?:-[0-9a-f]+)?(?:\.o([0-9a-f]+))?\.{re.escape(kind)}\.journal"
-    own, claimed = re.compile(name), re.compile(rf"({name})\.([0-9]+)(?:\.o([0-9a-f]+))?\.claimed")
+    names = "|".join(re.escape(stem) for stem in stems)
+    name = rf"(?:{names})\.([0-9]+)(?:-[0-9a-f]+)?(?:\.o([0-9a-f]+))?\.{re.escape(kind)}"
+    own, claimed = re.compile(name + r"\.journal"), re.compile(rf"({name}\.journal)\.([0-9]+)(?:\.o([0-9a-f]+))?\.claimed")
+    reserve = re.compile(name + r"\.reserve")
     found = []
     for path in sorted(directory.iterdir()):
         if (m := _LOCK.fullmatch(path.name)) and m.group(2) != _owner["token"]:
             _holds_lock(path)  # (one whose owner is gone is removed)
-        elif path.resolve() in OPEN:
+        elif path.resolve() in OPEN or path.with_suffix(".journal").resolve() in OPEN:
             continue
         elif m := own.fullmatch(path.name):
             if _gone(directory, int(m.group(1)), m.group(2), path, label):
                 found.append((path, path))
         elif (m := claimed.fullmatch(path.name)) and _gone(directory, int(m.group(4)), m.group(5), path, label):
             found.append((path, path.with_name(m.group(1))))
+        elif (m := reserve.fullmatch(path.name)) and _gone(directory, int(m.group(1)), m.group(2), path, label):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
     return found
+
+
+def reserve_path(journal: Path) -> Path:
+    """Where the room kept for a crawl's stop is held beside its journal
+    (own_journal_path): the journal's name, ``.reserve`` for ``.journal``."""
+    return journal.with_suffix(".reserve")
 
 
 def claim(path: Path, name: Path) -> Optional[Path]:

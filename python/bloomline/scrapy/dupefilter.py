@@ -100,10 +100,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Union, cast
 from scrapy.http import Request
 from scrapy.utils.job import job_dir
 
-from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter
+from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter, StagesInUse
 from ..windowed import WindowedBloomFilter
 from ._base import _DupeFilter
-from ._crawl import _Refused
+from ._crawl import REASON_IN_USE, _Refused
 from ._redis_filter import RedisBloomDupeFilter
 from ._settings import _Config, _keeps_journal, _mismatch
 from .fingerprints import as_key
@@ -276,6 +276,11 @@ class BloomDupeFilter(_DupeFilter):
                            stats=getattr(crawler, "stats", None), recrawl_after=config.recrawl_after)
             except ChainMismatch as e:
                 raise _mismatch(f"the filter in JOBDIR {path!r}", e, settings, 1.0) from None
+            except StagesInUse:
+                raise _Refused(REASON_IN_USE, f"JOBDIR {path!r} is in use by another crawl (it holds "
+                                              f"{DirectoryStages.LOCK}): two crawls on one JOBDIR would each fill "
+                                              "its filter's stages, past its error rate. Give each its own "
+                                              "JOBDIR") from None
             except (RecrawlMismatch, RfpImportRefused) as e:
                 raise _Refused(REASON_SETTINGS if isinstance(e, RecrawlMismatch) else REASON_JOBDIR, str(e)) from None
             except (ValueError, OSError) as e:

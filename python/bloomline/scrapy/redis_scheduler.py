@@ -45,10 +45,10 @@ from scrapy_redis.scheduler import Scheduler  # type: ignore[import-untyped]
 from .._units import noun
 from ._crawl import _CrawlStop, _Refused
 from ._owners import OPEN as _OPEN  # (the journals this process's open crawls write: a second crawl leaves them)
-from ._owners import claim, journal_stems, left_journals, own_journal_path
+from ._owners import claim, journal_stems, left_journals, own_journal_path, reserve_path
 from ._redis_filter import _default_spill_dir
 from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal
-from .scheduler import REASON_JOURNAL, Finishing, request_done, require_middleware
+from .scheduler import REASON_JOURNAL, Finishing, _Reserve, request_done, require_middleware
 
 __all__ = ["RedisJournalScheduler"]
 
@@ -57,7 +57,7 @@ logger = logging.getLogger(__name__)
 _KIND = "taken"  # journals named <queue key>-<hash>.<pid>-<random>.o<owner token>.taken.journal (_owners.py)
 
 
-class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
+class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
     """scrapy-redis's scheduler that loses no request to a crawler killed
     with SIGKILL (see the module doc). Enable it with::
 
@@ -107,13 +107,18 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         self.crawler.signals.connect(self._request_done, signal=request_done)
         # (two queues, or one queue's key on two Redis servers, never share journals)
         stem, older = journal_stems(self.queue.key, self.server, legacy_hashed=True)
+        own: Optional[Path] = None
         try:
-            for path, name in [j for s in (stem, *older) for j in left_journals(self.journal_dir, s, _KIND,
-                                                                                 "RedisJournalScheduler")]:
-                self._hand_back(path, name, spider)  # (not another crawl's of this process: left_journals)
-            self._taken = RequestJournal(own_journal_path(self.journal_dir, stem, _KIND), spider, fifo=True)
-            _OPEN.add(self._taken.path.resolve())
+            for left, name in left_journals(self.journal_dir, [stem, *older], _KIND, "RedisJournalScheduler"):
+                self._hand_back(left, name, spider)  # (not another crawl's of this process: left_journals)
+            own = own_journal_path(self.journal_dir, stem, _KIND)
+            _OPEN.add(own.resolve())  # (its reserve too: left_journals of another crawl of this process leaves it)
+            self._keep_reserve(reserve_path(own))
+            self._taken = RequestJournal(own, spider, fifo=True)
         except (ValueError, OSError) as e:
+            self._release_reserve()
+            if own is not None:
+                _OPEN.discard(own.resolve())
             self._stop = _TakenStop(self.crawler, f"RedisJournalScheduler cannot keep the requests it takes in "
                                                   f"{self.journal_dir}: {e}", opening=True)
         return result
@@ -191,6 +196,12 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         return bool(getattr(self.df, "failed", False)) or getattr(self.df, "refused", None) is not None
 
     def _close_journal(self, flushed: bool) -> None:
+        try:
+            self._settle_journal(flushed)
+        finally:
+            self._release_reserve()  # (after the journal: its room is for what Scrapy writes to JOBDIR at close)
+
+    def _settle_journal(self, flushed: bool) -> None:
         taken, self._taken = self._taken, None
         if taken is None:
             return
@@ -266,6 +277,7 @@ class RedisJournalScheduler(Scheduler):  # type: ignore[misc]
         """The journal cannot be written: the crawl stops (once)."""
         if self._stop is None:
             assert self._taken is not None
+            self._release_reserve()  # room for the rest of the stop (Scrapy's spider.state)
             self._stop = _TakenStop(self.crawler, (
                 f"RedisJournalScheduler cannot write the journal of the requests it takes ({error}): closing the "
                 f"spider (reason {REASON_JOURNAL!r}); the requests it had not finished stay in {self._taken.path}, "

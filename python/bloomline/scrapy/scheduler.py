@@ -20,6 +20,7 @@ from scrapy.utils.misc import arg_to_iter
 from twisted.python.failure import Failure
 
 from ._crawl import REASON_JOBDIR, REASON_SETTINGS, _CrawlStop, _Refused, call_later
+from ._crawl import REASON_IN_USE as REASON_IN_USE  # (the finish reason of a crawl whose JOBDIR another crawl uses)
 from .dupefilter import BloomDupeFilter
 from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalError, JournalUnwritable, RequestJournal
 
@@ -38,8 +39,6 @@ request_yielded = object()
 
 #: The finish reason of a crawl whose request journal could not be written.
 REASON_JOURNAL = "bloomline_journal_unwritable"
-#: The finish reason of a crawl whose JOBDIR another crawl is using.
-REASON_IN_USE = "bloomline_jobdir_in_use"
 RESERVE_NAME = JOURNAL_NAME + ".reserve"
 LOCK_NAME = JOURNAL_NAME + ".lock"
 RESERVE_BYTES = 64 << 10
@@ -47,7 +46,42 @@ RESERVE_BYTES = 64 << 10
 _MIDDLEWARE = "bloomline.scrapy.JournalDoneMiddleware"
 
 
-class JournalScheduler(Scheduler):
+class _Reserve:
+    """Room kept for a crawl's stop: RESERVE_BYTES held in a file beside
+    its journal, given up when the journal cannot be written (a full disk)
+    and at the close, so that what Scrapy writes to JOBDIR as the crawl
+    stops (spider.state) still has room, and the next crawl resumes."""
+
+    _reserve: Optional[Path] = None
+
+    def _keep_reserve(self, path: Path) -> None:
+        """Hold RESERVE_BYTES at path (random bytes, so that no file system
+        stores them compressed or sparse). JournalUnwritable if there is no
+        room for it."""
+        with contextlib.suppress(OSError):
+            if path.stat().st_size == RESERVE_BYTES:
+                self._reserve = path
+                return
+        try:
+            with open(path, "wb") as f:
+                f.write(os.urandom(RESERVE_BYTES))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise JournalUnwritable(e.errno, f"no room for the {RESERVE_BYTES >> 10} KiB the crawl keeps in "
+                                             f"reserve ({e.strerror})", str(path)) from None
+        self._reserve = path
+
+    def _release_reserve(self) -> None:
+        reserve, self._reserve = self._reserve, None
+        if reserve is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(reserve)
+
+
+class JournalScheduler(_Reserve, Scheduler):
     """Scrapy's scheduler with a JOBDIR queue that survives kill -9.
 
     Enable it with::
@@ -96,7 +130,6 @@ class JournalScheduler(Scheduler):
     _warned_memory = False  # a request kept in memory only was logged
     _refusal: Optional[_CrawlStop] = None  # the journal cannot be read: the crawl stops at its start
     _failure: Optional[_CrawlStop] = None  # the journal could not be written: the crawl stops
-    _reserve: Optional[Path] = None
 
     def _dqdir(self, jobdir: str | None) -> str | None:
         if jobdir:
@@ -124,7 +157,7 @@ class JournalScheduler(Scheduler):
                 self._refusal = _JournalRefusal(self.crawler, refused)
                 return result
             try:
-                self._reserve = _keep_reserve(Path(self.dqdir, RESERVE_NAME))
+                self._keep_reserve(Path(self.dqdir, RESERVE_NAME))
                 journal = RequestJournal(path, spider, fifo=self.fifo, fingerprint_of=fingerprint_of,
                                           on_fingerprint=on_fingerprint)
             except (JournalError, OSError) as e:
@@ -280,11 +313,6 @@ class JournalScheduler(Scheduler):
         self._release_reserve()  # room for the rest of the stop (Scrapy's spider.state)
         self._failure = _JournalFailure(self.crawler, error, self.dqdir, closing)
 
-    def _release_reserve(self) -> None:
-        if self._reserve is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self._reserve)
-            self._reserve = None
 
 
 class Finishing:
@@ -456,27 +484,6 @@ def unwatch(request: Request) -> None:
     middleware, where JournalDoneMiddleware finishes it)."""
     if isinstance(request.errback, _WatchedErrback):
         request.errback = request.errback.own
-
-
-def _keep_reserve(path: Path) -> Path:
-    """Hold RESERVE_BYTES at path (random bytes, so that no file system
-    stores them compressed or sparse): given up when the journal cannot be
-    written, so that the crawl's stop still has room. JournalUnwritable if
-    there is no room for it."""
-    with contextlib.suppress(OSError):
-        if path.stat().st_size == RESERVE_BYTES:
-            return path
-    try:
-        with open(path, "wb") as f:
-            f.write(os.urandom(RESERVE_BYTES))
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise JournalUnwritable(e.errno, f"no room for the {RESERVE_BYTES >> 10} KiB the crawl keeps in reserve "
-                                         f"({e.strerror})", str(path)) from None
-    return path
 
 
 class _JournalFailure(_CrawlStop):
