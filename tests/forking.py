@@ -33,6 +33,21 @@ def worker_context() -> BaseContext:
     return ctx
 
 
+# The end of a test's script: fork a child that outlives the script (its
+# output to /dev/null, asleep until the test kills it), print its pid, and
+# die without closing anything (the script imports os and time).
+FORK_AND_DIE = """
+child = os.fork()
+if child == 0:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1), os.dup2(devnull, 2)  # (the test reads the parent's output to its end)
+    time.sleep(60)
+    os._exit(0)
+print(child, flush=True)
+os._exit(0)
+"""
+
+
 def in_forked_child(check: Callable[[], object], alarm_s: int = 20) -> int:
     """Fork, run check() in the child, and return the child's wait status."""
     pid = os.fork()

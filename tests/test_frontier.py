@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 import warnings
 from typing import Any
 
@@ -128,14 +129,17 @@ def test_a_capacity_warning_raised_as_an_error_comes_after_the_keys_are_queued()
         assert q.seen("u10") and q.push("u10") is False
 
 
-def test_a_forked_child_pushes_and_pickles_while_a_parent_thread_held_the_lock() -> None:
+def test_a_forked_child_pushes_and_pickles_while_a_parent_thread_held_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
     """A lock a thread of the parent held at the fork stays held in the
     child, where that thread does not exist: the child's queues (made
     directly and from a pickle) get fresh ones (_forks), so its push, pop
     and pickle do not wait forever."""
+    from bloomline import _forks
+
     made = DedupQueue()
     restored = pickle.loads(pickle.dumps(made))
     held, release = threading.Event(), threading.Event()
+    monkeypatch.setattr(_forks, "HOLD_S", 0.5)  # (the fork waits this long for the holder's step, which never ends)
 
     def holder() -> None:
         with made._lock, restored._lock:
@@ -153,6 +157,43 @@ def test_a_forked_child_pushes_and_pickles_while_a_parent_thread_held_the_lock()
         release.set()
         t.join(timeout=30)
     assert exited_ok(status), status
+
+
+def test_a_fork_while_another_thread_pushes_gets_the_queue_and_its_seen_set_as_of_one_moment() -> None:
+    """A fork while another thread was inside push_many (and its chain's
+    add_many) gave the child the step half done: keys the seen-set holds
+    that the queue never got (never crawled), a stage's count behind its
+    bits (a hostile read: 39 of 137 forks). A fork now waits for the step
+    under way (_forks): in every child the queue holds exactly the keys its
+    seen-set took, in order, and the chain's counts say as many."""
+    q = DedupQueue(ScalableBloomFilter(20_000, 1e-7))
+    stop = threading.Event()
+
+    def pusher() -> None:
+        for start in range(0, 4_000_000, 2000):  # (bounded: the forks below end it sooner)
+            if stop.is_set():
+                return
+            q.push_many(range(start, start + 2000))
+
+    def one_moment() -> bool:
+        keys, seen = list(q), q.filter
+        n = len(keys)
+        assert isinstance(seen, ScalableBloomFilter)
+        return (keys == list(range(n)) and sum(seen._stage_counts) == n
+                and bool(seen.contains_many(keys[-4000:]).all())  # (the last steps': every one seen)
+                and not seen.contains_many(list(range(n, n + 2000))).any())  # (and none of the next)
+
+    t = threading.Thread(target=pusher)
+    t.start()
+    try:
+        statuses = []
+        while t.is_alive() and len(statuses) < 20:
+            time.sleep(0.003)
+            statuses.append(in_forked_child(one_moment))
+    finally:
+        stop.set()
+        t.join(timeout=60)
+    assert len(statuses) >= 5 and sum(not exited_ok(s) for s in statuses) == 0, statuses
 
 
 def test_a_ctrl_c_during_a_batch_push_leaves_every_seen_key_queued() -> None:

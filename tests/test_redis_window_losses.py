@@ -266,6 +266,51 @@ def test_a_lost_generation_started_again_by_another_handle_raises(window_server:
         restarted.stop()
 
 
+ADDS_THROUGH = """
+import sys
+import redis
+from bloomline.redis import RedisWindowedFilter
+a = RedisWindowedFilter(redis.Redis(port=int(sys.argv[1])), "resent", 1000, 0.01, window=3600, generations=4)
+print(a.add("a"), flush=True)
+"""
+
+
+def test_a_lost_generation_started_again_by_the_re_sent_add_that_started_it_raises(window_server: Any) -> None:
+    """As above, but the generation is started again by the very add that
+    started it, re-sent: its reply was lost, and the restart lost both its
+    run and its kept answer. A start named by the add alone was the same
+    again, and the handle that added after it read its key new a second
+    time; each run's start now carries the server's clock. (The adder is
+    another process, whose reply the proxy holds, then cuts.)"""
+    import subprocess
+    import sys
+
+    r = redis.Redis.from_url(window_server.url)
+    b = RedisWindowedFilter(r, "resent", 1000, 0.01, window=3600, generations=4)
+    RedisWindowedFilter(r, "warm", 1000, 0.01, window=3600).add("w")  # (the plain add's script loaded: sent once, it runs)
+    r.save()  # the meta alone on disk
+    proxy = FaultProxy(window_server.port, "stall", stall_s=5.0, then_cut=True, match=b":ans:", limit=1)
+    adder = subprocess.Popen([sys.executable, "-c", ADDS_THROUGH, str(proxy.port)], stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not r.keys("{resent}:w:gen:*") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert b.add("b") is True and proxy.faults == 1  # (into the generation the other's add started)
+        window_server.stop()  # (before the held reply is cut: the re-send meets the restarted server)
+        restarted = RedisServer(window_server.dir, *window_server.extra, port=window_server.port)
+        try:
+            out, _ = adder.communicate(timeout=60)
+            assert out == "True\n" and r.keys("{resent}:w:gen:*")  # (re-sent: it started the generation again)
+            with pytest.raises(MissingKeyError, match=r"'\{resent\}:w:gen:\d', a key of the windowed filter"):
+                b.add("b")
+        finally:
+            restarted.stop()
+    finally:
+        adder.kill()
+        adder.wait(timeout=30)
+        proxy.close()
+
+
 def test_clear_is_one_step_that_an_old_handle_of_a_filter_made_again_cannot_take(window_server: Any) -> None:
     """clear() deletes the generations and the meta's records of them in
     one script (an add between two of its commands started a generation the

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from forking import FORK_AND_DIE
 from interrupting import with_sigint_after
 
 import bloomline
@@ -309,6 +310,36 @@ def test_a_forked_child_of_a_directory_chains_writer_looks_up_and_never_adds(tmp
 
         assert exited_ok(in_forked_child(child))
         assert chain.add("x")  # the parent still writes
+
+
+FORKS_AND_DIES = """
+import os, sys, time
+from bloomline import ScalableBloomFilter
+from bloomline.scalable import DirectoryStages
+s = ScalableBloomFilter(1000, 0.01, store=DirectoryStages(sys.argv[1]))
+s.add_many(range(100))
+""" + FORK_AND_DIE  # (the writer dies without closing its chain; its child lives)
+
+
+def test_a_directory_whose_writer_died_is_free_while_its_forked_child_lives(tmp_path: Path) -> None:
+    """A child forked from the writer kept a copy of the directory's lock:
+    once the writer died, no chain could open the directory while the child
+    lived. The child now closes its copy."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from bloomline.scalable import DirectoryStages
+
+    r = subprocess.run([sys.executable, "-c", FORKS_AND_DIES, str(tmp_path)], capture_output=True, text=True,
+                       timeout=120)
+    child = int(r.stdout)
+    try:
+        with ScalableBloomFilter(1000, 0.01, store=DirectoryStages(tmp_path)) as s:
+            assert s.contains_many(range(100)).all()
+    finally:
+        os.kill(child, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("lost", [0, 1])

@@ -9,6 +9,8 @@ is run by hand."""
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +23,7 @@ pytest.importorskip("scrapy_redis")
 pytest.importorskip("redis")
 
 from conftest import RedisServer  # noqa: E402
+from forking import FORK_AND_DIE  # noqa: E402
 from scrapy import Spider  # noqa: E402
 from scrapy.http import Request  # noqa: E402
 from scrapy_site import journal_records, pending_urls  # noqa: E402
@@ -543,3 +546,48 @@ def test_an_owner_lock_is_made_again_where_its_directory_was_made_again(tmp_path
     [lock] = [p for p in where.iterdir() if p.name.startswith(".owner.")]
     assert lock.name.split(".")[2] == journal.name.split(".")[1].split("-")[0] + "-" + journal.name.split(".o")[1].split(".")[0]
     assert _holds_lock(lock)  # held (by this process, on another open of it): its journals are left alone
+
+
+OWNS_FORKS_AND_DIES = """
+import os, sys, time
+from pathlib import Path
+from bloomline.scrapy._owners import own_journal_path
+journal = own_journal_path(Path(sys.argv[1]), "k-0123456789ab", "taken")
+journal.write_bytes(b"")
+""" + FORK_AND_DIE  # (the owner dies; its child lives)
+
+
+def test_a_dead_owners_journal_is_taken_while_a_child_it_forked_lives(tmp_path: Path) -> None:
+    """A child forked from a crawler kept a copy of its owner lock: once
+    the crawler died, its journals were left alone (owner alive) while the
+    child lived. The child now closes its copy."""
+    import signal
+    import subprocess
+
+    from bloomline.scrapy._owners import left_journals
+
+    where = tmp_path / "job"
+    r = subprocess.run([sys.executable, "-c", OWNS_FORKS_AND_DIES, str(where)], capture_output=True, text=True,
+                       timeout=120)
+    child = int(r.stdout)
+    try:
+        [(journal, _)] = left_journals(where, ["k-0123456789ab"], "taken", "test")
+        assert journal.name.startswith("k-0123456789ab.")
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
+
+def test_a_lock_file_its_maker_died_making_is_swept_once_old(tmp_path: Path) -> None:
+    """An owner lock is made under a `.new` name, locked, then renamed: a
+    process killed between the two left the `.new` file for good. One free
+    and older than a minute is removed; a fresh one (being made now) is not."""
+    from bloomline.scrapy._owners import left_journals
+
+    tmp_path.mkdir(exist_ok=True)
+    old, fresh = tmp_path / ".owner.4242-00aa11bb22cc.lock.new", tmp_path / ".owner.4343-00aa11bb22cd.lock.new"
+    old.write_bytes(b"")
+    fresh.write_bytes(b"")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    assert left_journals(tmp_path, ["k-0123456789ab"], "taken", "test") == []
+    assert not old.exists() and fresh.exists()

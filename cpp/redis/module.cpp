@@ -550,7 +550,9 @@ int cmd_has(Ctx* ctx, Str** argv, int argc) {
 //       a NUL, written where the meta must be made again. `at` and `made`
 //       are "-" from a client; the command replicates (to replicas and the
 //       AOF) with the generation it chose and the meta's epoch in their
-//       place, so a replica applies the primary's choice, not its own clock's.
+//       place (the epoch followed by '#' and the start it gave a generation
+//       it started), so a replica applies the primary's choice, not its own
+//       clock's.
 //   BLOOMLINE.WHAS meta bits_0 .. bits_G gen_0 .. gen_G bytes span sig
 //                  newest epoch positions
 //       newest and epoch as WADD's: a lookup that could not see the keys of
@@ -924,10 +926,14 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     r.check_mine(ctx, mine, text(epoch_arg));
     r.check_meta(ctx);
     const bool meta_made = exists(ctx, meta);
+    // `made` replicated: the meta's epoch, then '#' and the start this
+    // command gave the generation it started (none from an earlier version).
+    const std::string made_text = text(made);
+    const std::size_t made_hash = made_text.find('#');
     std::string epoch;
     if (!meta_made) {
-        if (text(made) != "-") {
-            epoch = text(made);
+        if (made_text != "-") {
+            epoch = made_text.substr(0, made_hash);
         } else {
             epoch = new_making();
         }
@@ -937,6 +943,15 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     }
     const int cur = static_cast<int>(c % ring);
     const bool start = r.numbers[cur] != c;
+    // start: the id of this add (its answer's name) and the primary's clock,
+    // unique to this run of the command: one re-sent after the generation
+    // it started was lost starts it under another (the handles that added
+    // to the lost one are refused). A replica and the AOF take the
+    // primary's (`made`).
+    const std::string began_here = !start ? std::string()
+        : made_text == "-" ? start_id(answer_name) + "@" + std::to_string(Milliseconds())
+        : made_hash != std::string::npos ? made_text.substr(made_hash + 1) : start_id(answer_name);
+    const std::string made_out = start ? epoch + "#" + began_here : epoch;
     std::vector<int> older;
     bool counted = false;
     const long long count_before = start ? 0 : integer_field(ctx, r.gens[cur], "count", &counted);
@@ -961,7 +976,7 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     const std::string number = std::to_string(c);
     const auto replicate = [&] {
         Replicate(ctx, "bloomline.wadd", "vbbs", argv + 1, static_cast<std::size_t>(argc - 4), number.data(),
-                  number.size(), epoch.data(), epoch.size(), positions);
+                  number.size(), made_out.data(), made_out.size(), positions);
     };
     std::string answer;
     std::uint64_t added = 0;
@@ -985,11 +1000,8 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
                 if (!bits.k || StringTruncate(bits.k, size) != kOk)
                     throw Refused{"ERR bloomline: could not make " + text(r.bits[cur])};
             }
-            // start: the id of this add (its answer's name), unique to this
-            // start of generation c, as a replica or the AOF replays it.
-            const std::string began = start_id(answer_name);
             Called(Call(ctx, "HSET", "scbcccb", r.gens[cur], "number", number.data(), number.size(), "count", "0",
-                        "start", began.data(), began.size())).integer();
+                        "start", began_here.data(), began_here.size())).integer();
             const std::string slot = "slot" + std::to_string(cur);
             Called(Call(ctx, "HSET", "sbb", meta, slot.data(), slot.size(), number.data(), number.size())).integer();
             set_expiry(ctx, r.bits[cur], finish);
@@ -1015,7 +1027,7 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
     // The current generation's start: this add's own, or the one check_mine
     // read (the caller's newest is this generation), else read (none in a
     // generation an earlier version started).
-    std::string began = start ? start_id(answer_name) : mine == c ? r.mine_start : std::string();
+    std::string began = start ? began_here : mine == c ? r.mine_start : std::string();
     if (!began.empty() || hget(ctx, r.gens[cur], "start", &began)) epoch += "#" + began;
     keep_answer(ctx, answer_name, answer + "|" + number + "|" + epoch, ttl);
     ReplyWithArray(ctx, 4);

@@ -9,6 +9,7 @@ parameters; a store keeps them. bloomline.redis.RedisStages is the shared one.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from ._core import BloomFilter, ChainRule
+from ._forks import renew_locks_after_fork
 from ._numpy import np
 
 if TYPE_CHECKING:
@@ -221,6 +223,16 @@ class DirectoryStages(_LocalStages):
                               "that one first, or give this one its own directory", str(path)) from None
         self._lock, self._writer = fd, os.getpid()
         self._let_go = weakref.finalize(self, os.close, fd)
+        renew_locks_after_fork(self, DirectoryStages._in_child)
+
+    def _in_child(self) -> None:
+        """A forked child closes its copy of the lock's descriptor (held here,
+        it would keep the directory from the next writer once the parent
+        closes it, while the child lives); the parent stays the writer."""
+        let_go, self._let_go = self._let_go, None
+        if let_go is not None and let_go.detach() is not None and self._lock is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock)
 
     def check_writer(self) -> None:
         """StagesInUse in a process forked from this chain's (the chain

@@ -30,6 +30,10 @@ def _fresh_lock(q: Any) -> None:
     q._lock = threading.Lock()
 
 
+def _its_lock(q: Any) -> Any:
+    return q._lock
+
+
 def _warn_again(caught: Optional[list[Any]]) -> None:
     """The warnings an add gave while they were kept, given now."""
     for w in caught or ():
@@ -76,7 +80,7 @@ class DedupQueue:
         # for other threads: a pickle taken between them would hold a key
         # seen but never queued (never crawled after a restore).
         self._lock = threading.Lock()
-        renew_locks_after_fork(self, _fresh_lock)
+        renew_locks_after_fork(self, _fresh_lock, hold=_its_lock, outer=True)  # (a fork waits for a push under way)
 
     @property
     def filter(self) -> Seen:
@@ -170,7 +174,7 @@ class DedupQueue:
         self._seen = seen
         self._queue = collections.deque(state["queue"])
         self._lock = threading.Lock()
-        renew_locks_after_fork(self, _fresh_lock)
+        renew_locks_after_fork(self, _fresh_lock, hold=_its_lock, outer=True)
 
     def __repr__(self) -> str:
         return f"<DedupQueue queued={len(self._queue)} seen~{self._seen.approx_count:.0f} filter={type(self._seen).__name__}>"

@@ -226,7 +226,8 @@ class ScalableBloomFilter(_ChainFacts):
         # (a store whose stages have one writer process says so before each write: DirectoryStages)
         self._check_writer: Optional[Callable[[], None]] = getattr(self._store, "check_writer", None)
         self._lock = threading.RLock()  # (_locked: every change, and every export; renewed in a forked child)
-        _forks.renew_locks_after_fork(self, lambda chain: setattr(chain, "_lock", threading.RLock()))
+        _forks.renew_locks_after_fork(self, lambda chain: setattr(chain, "_lock", threading.RLock()),
+                                      hold=lambda chain: chain._lock)  # (a fork waits for a batch under way)
         self._stages: list[BloomFilter] = []
         self._counts: list[int] = []  # new keys taken by each stage
         self._store.attach_chain(self._rule, self._layout, self._seed)  # (a shared store checks it, keeps it)

@@ -360,9 +360,13 @@ if numbers[cur] ~= c then
   -- ring slices and the margin, after which the server deletes it.
   redis.call('DEL', ck, cg)
   redis.call('SETRANGE', ck, size - 1, '\0')
-  -- start: the id of this add's batch and chunk (its answer's name), unique
-  -- to this start of generation c, as a replica or the AOF replays it.
-  redis.call('HSET', cg, 'number', fmt(c), 'count', '0', 'start', string.match(KEYS[2], '[^:]*$'))
+  -- start: the id of this add's batch and chunk (its answer's name) and the
+  -- server's clock, unique to this run of the script: one re-sent after the
+  -- generation it started was lost starts it under another (the handles
+  -- that added to the lost one are refused). Replicas and the AOF get the
+  -- HSET as written (a script replicates its effects).
+  local t = redis.call('TIME')
+  redis.call('HSET', cg, 'number', fmt(c), 'count', '0', 'start', string.match(KEYS[2], '[^:]*$') .. '@' .. t[1] .. '.' .. t[2])
   redis.call('HSET', KEYS[1], 'slot' .. cur, fmt(c))
   redis.call('PEXPIREAT', ck, finish)
   redis.call('PEXPIREAT', cg, finish)

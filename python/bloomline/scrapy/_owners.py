@@ -24,6 +24,7 @@ import hashlib
 import logging
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -36,7 +37,8 @@ logger = logging.getLogger(__name__)
 _owner: dict[str, Any] = {"pid": -1, "token": "", "locks": {}}
 _warned: set[str] = set()  # journals left alone for a live pid, named once a process
 OPEN: set[Path] = set()  # the journals this process's open crawls write, resolved: never taken by another
-_LOCK = re.compile(r"\.owner\.([0-9]+)-([0-9a-f]+)\.lock")
+_LOCK = re.compile(r"\.owner\.([0-9]+)-([0-9a-f]+)\.lock(\.new)?")
+_MAKING_S = 60.0  # a lock file still under its making name this long after it was made: its maker died first
 
 
 def journal_stems(key: str, server: Any, *, legacy_hashed: bool) -> tuple[str, list[str]]:
@@ -109,7 +111,8 @@ def left_journals(directory: Path, stems: Sequence[str], kind: str, label: str) 
     found = []
     for path in sorted(directory.iterdir()):
         if (m := _LOCK.fullmatch(path.name)) and m.group(2) != _owner["token"]:
-            _holds_lock(path)  # (one whose owner is gone is removed)
+            if not m.group(3) or _older_than(path, _MAKING_S):  # (one being made is locked once made)
+                _holds_lock(path)  # (one whose owner is gone is removed)
         elif path.resolve() in OPEN or path.with_suffix(".journal").resolve() in OPEN:
             continue
         elif m := own.fullmatch(path.name):
@@ -156,6 +159,26 @@ def _gone(directory: Path, pid: int, token: Optional[str], path: Path, label: st
                        "journals by pid alone). If that process is no crawler of this directory, rename the file "
                        "with a pid that runs no process for the next crawl to take it", label, path, pid)
     return False
+
+
+def _older_than(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > seconds
+    except OSError:
+        return False
+
+
+def _child_lets_go() -> None:
+    """In a forked child: its copies of the parent's lock descriptors are
+    closed (held here, they would keep a dead parent's journals from being
+    taken while the child lives); it makes its own token if it writes."""
+    for fd in _owner["locks"].values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _owner.update(pid=-1, token="", locks={})
+
+
+os.register_at_fork(after_in_child=_child_lets_go)
 
 
 def _same_file(fd: int, path: Path) -> bool:

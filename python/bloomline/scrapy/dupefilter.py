@@ -186,7 +186,12 @@ class BloomDupeFilter(_DupeFilter):
             self.seen = ScalableBloomFilter(capacity, error_rate, growth=GROWTH, tightening=TIGHTENING,
                                             layout=layout, store=store, on_grow=self._grew)
         if path and (Path(path) / RFP_SEEN).exists():
-            self._take_rfp_seen(Path(path) / RFP_SEEN)
+            try:
+                self._take_rfp_seen(Path(path) / RFP_SEEN)
+            except BaseException:
+                if isinstance(self.seen, ScalableBloomFilter):
+                    self.seen.close()  # (its files, and JOBDIR's lock: the crawl is refused)
+                raise
 
     def _take_rfp_seen(self, source: Path) -> None:
         """JOBDIR of a crawl made with Scrapy's RFPDupeFilter (its

@@ -546,3 +546,41 @@ def _set_aside(path: Path, spans: list[tuple[int, Any]]) -> None:
             f.write(data)
         f.flush()
         os.fsync(f.fileno())
+
+
+RESERVE_BYTES = 64 << 10  # (room for what Scrapy writes to JOBDIR at a crawl's stop: spider.state)
+
+
+class _Reserve:
+    """Room kept for a crawl's stop: RESERVE_BYTES held in a file beside
+    its journal, given up when the journal cannot be written (a full disk)
+    and at the close, so that what Scrapy writes to JOBDIR as the crawl
+    stops (spider.state) still has room, and the next crawl resumes."""
+
+    _reserve: Optional[Path] = None
+
+    def _keep_reserve(self, path: Path) -> None:
+        """Hold RESERVE_BYTES at path (random bytes, so that no file system
+        stores them compressed or sparse). JournalUnwritable if there is no
+        room for it."""
+        with contextlib.suppress(OSError):
+            if path.stat().st_size == RESERVE_BYTES:
+                self._reserve = path
+                return
+        try:
+            with open(path, "wb") as f:
+                f.write(os.urandom(RESERVE_BYTES))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise JournalUnwritable(e.errno, f"no room for the {RESERVE_BYTES >> 10} KiB the crawl keeps in "
+                                             f"reserve ({e.strerror})", str(path)) from None
+        self._reserve = path
+
+    def _release_reserve(self) -> None:
+        reserve, self._reserve = self._reserve, None
+        if reserve is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(reserve)

@@ -47,8 +47,8 @@ from ._crawl import _CrawlStop, _Refused
 from ._owners import OPEN as _OPEN  # (the journals this process's open crawls write: a second crawl leaves them)
 from ._owners import claim, journal_stems, left_journals, own_journal_path, reserve_path
 from ._redis_filter import _default_spill_dir
-from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal
-from .scheduler import REASON_JOURNAL, Finishing, _Reserve, request_done, require_middleware
+from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal, _Reserve
+from .scheduler import REASON_JOURNAL, Finishing, request_done, require_middleware
 
 __all__ = ["RedisJournalScheduler"]
 

@@ -22,7 +22,7 @@ from twisted.python.failure import Failure
 from ._crawl import REASON_JOBDIR, REASON_SETTINGS, _CrawlStop, _Refused, call_later
 from ._crawl import REASON_IN_USE as REASON_IN_USE  # (the finish reason of a crawl whose JOBDIR another crawl uses)
 from .dupefilter import BloomDupeFilter
-from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalError, JournalUnwritable, RequestJournal
+from .journal import JOURNAL_META_ID, JOURNAL_NAME, JournalError, JournalUnwritable, RequestJournal, _Reserve
 
 __all__ = ["REASON_JOURNAL", "Finishing", "JournalDoneMiddleware", "JournalScheduler", "request_done",
            "request_yielded", "require_middleware"]
@@ -41,44 +41,8 @@ request_yielded = object()
 REASON_JOURNAL = "bloomline_journal_unwritable"
 RESERVE_NAME = JOURNAL_NAME + ".reserve"
 LOCK_NAME = JOURNAL_NAME + ".lock"
-RESERVE_BYTES = 64 << 10
 
 _MIDDLEWARE = "bloomline.scrapy.JournalDoneMiddleware"
-
-
-class _Reserve:
-    """Room kept for a crawl's stop: RESERVE_BYTES held in a file beside
-    its journal, given up when the journal cannot be written (a full disk)
-    and at the close, so that what Scrapy writes to JOBDIR as the crawl
-    stops (spider.state) still has room, and the next crawl resumes."""
-
-    _reserve: Optional[Path] = None
-
-    def _keep_reserve(self, path: Path) -> None:
-        """Hold RESERVE_BYTES at path (random bytes, so that no file system
-        stores them compressed or sparse). JournalUnwritable if there is no
-        room for it."""
-        with contextlib.suppress(OSError):
-            if path.stat().st_size == RESERVE_BYTES:
-                self._reserve = path
-                return
-        try:
-            with open(path, "wb") as f:
-                f.write(os.urandom(RESERVE_BYTES))
-                f.flush()
-                os.fsync(f.fileno())
-        except OSError as e:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            raise JournalUnwritable(e.errno, f"no room for the {RESERVE_BYTES >> 10} KiB the crawl keeps in "
-                                             f"reserve ({e.strerror})", str(path)) from None
-        self._reserve = path
-
-    def _release_reserve(self) -> None:
-        reserve, self._reserve = self._reserve, None
-        if reserve is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(reserve)
 
 
 class JournalScheduler(_Reserve, Scheduler):
