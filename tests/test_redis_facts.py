@@ -535,11 +535,47 @@ def test_a_restore_killed_midway_leaves_a_chain_that_refuses_until_restored_agai
         assert r.returncode == 9, r.stderr
         with pytest.raises(MissingKeyError, match="is being restored.*interrupted.*replace=True"):
             ScalableBloomFilter(1000, 0.01, store=RedisStages(server.url, "r", backend=backend))
+        for each in ("ttl", "persist"):  # (they looped for ever: no stage count, read as a chain that grew)
+            with pytest.raises(MissingKeyError, match="is being restored"):
+                getattr(RedisStages(server.url, "r"), each)()
         with pytest.raises(ValueError, match="already exists"):
             restore(_three_stages().to_bytes(), server.url, "r", backend=backend)
         restore(_three_stages().to_bytes(), server.url, "r", backend=backend, replace=True)
         attached = ScalableBloomFilter(1000, 0.01, store=RedisStages(server.url, "r", backend=backend))
         assert not attached.add_many(np.arange(6000, dtype=np.uint64)).any()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("backend", ["plain", "module"])
+def test_a_failed_restore_leaves_a_replacing_restore_that_finished_meanwhile(
+        tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restore that failed deleted everything at its key as it cleaned up,
+    including the chain another restore (replace=True) had finished there
+    meanwhile, whose caller was told it was restored: every key read new.
+    The failed one now deletes only while no chain is whole at the key.
+    (The hook only chooses when the second restore runs: as the first
+    uploads its second stage.)"""
+    from bloomline.redis import MissingKeyError, restore
+
+    server = RedisServer(tmp_path, *module_args(backend))
+    try:
+        first, second = _three_stages(), ScalableBloomFilter(1000, 0.01)
+        second.add_many(np.arange(10**6, 10**6 + 1500, dtype=np.uint64))
+        upload = RedisStages.upload
+
+        def upload_and_be_replaced(self: RedisStages, index: int, stage: Any, count: int) -> None:
+            if index == 1:
+                monkeypatch.setattr(RedisStages, "upload", upload)
+                restore(second.to_bytes(), server.url, "r", backend=backend, replace=True)
+            upload(self, index, stage, count)
+
+        monkeypatch.setattr(RedisStages, "upload", upload_and_be_replaced)
+        with pytest.raises(MissingKeyError):
+            restore(first.to_bytes(), server.url, "r", backend=backend)
+        attached = ScalableBloomFilter(1000, 0.01, store=RedisStages(server.url, "r", backend=backend))
+        assert attached.num_stages == second.num_stages
+        assert attached.contains_many(np.arange(10**6, 10**6 + 1500, dtype=np.uint64)).all()
     finally:
         server.stop()
 

@@ -48,17 +48,21 @@ def test_a_second_crawl_on_a_jobdir_in_use_is_refused_and_the_first_loses_nothin
     assert len(site.pages()) == PAGES  # nothing the refused crawl touched was lost
 
 
-def test_a_second_crawl_on_a_jobdir_under_scrapys_own_scheduler_is_refused(site: Site, tmp_path: Path) -> None:
+@pytest.mark.parametrize("recrawl", [(), ("BLOOMLINE_RECRAWL_AFTER=3600",)], ids=["chain", "recrawl window"])
+def test_a_second_crawl_on_a_jobdir_under_scrapys_own_scheduler_is_refused(site: Site, tmp_path: Path,
+                                                                          recrawl: tuple[str, ...]) -> None:
     """Under Scrapy's own scheduler nothing held JOBDIR: a second crawl's
     BloomDupeFilter opened the first's stage files and each counted its own
-    adds, filling a stage past its capacity. The filter's directory is now
-    held by one crawl, and the second is refused as JournalScheduler's is."""
+    adds, filling a stage past its capacity (with a recrawl window, the two
+    saved it over each other, and the second emptied the first's disk
+    queue). The filter's directory is now held by one crawl, and the second
+    is refused as JournalScheduler's is."""
     job = tmp_path / "job"
-    first = start_crawl(tmp_path, site, *STOCK, f"JOBDIR={job}")
+    first = start_crawl(tmp_path, site, *STOCK, *recrawl, f"JOBDIR={job}")
     try:
         wait_for_pages(site, first, 200)
         site.close_gate()  # (as above)
-        second = crawl(tmp_path, site, *STOCK, f"JOBDIR={job}")
+        second = crawl(tmp_path, site, *STOCK, *recrawl, f"JOBDIR={job}")
         assert second.returncode == 1, second.stderr[-3000:]
         assert "is in use by another crawl" in second.stderr and "bloomline_jobdir_in_use" in second.stderr
         assert "bloomline-seen.lock" in second.stderr and "Traceback" not in second.stderr

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from ._core import BloomFilter, ChainRule
-from ._forks import renew_locks_after_fork
+from ._forks import renew_locks_after_fork, step
 from ._numpy import np
 
 if TYPE_CHECKING:
@@ -172,6 +172,56 @@ class MemoryStages(_LocalStages):
         pass
 
 
+class DirectoryLock:
+    """One user at a time of a directory (a chain's stage files, a crawl's
+    recrawl window): ``flock`` on a lock file there, held from take() to
+    close() (the kernel lets go when the process dies); another user, in
+    any process, is refused with StagesInUse. A child forked from the
+    holder closes its copy of the descriptor (held there, it would keep the
+    directory from the next user once the holder lets go, while the child
+    lives), and its take() is refused: the holder is the directory's writer."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path, self._what = path, what
+        self._fd: Optional[int] = None
+        self._holder = -1  # the pid that took it
+        self._let_go: Optional[weakref.finalize[Any, Any]] = None  # closes the descriptor (a holder dropped unclosed too)
+
+    def take(self) -> None:
+        """Held by this process from now on (nothing if it is), or StagesInUse."""
+        if self._fd is not None:
+            if self._holder != os.getpid():
+                raise StagesInUse(errno.EWOULDBLOCK, f"{self._what} {self.path.parent} was opened by process "
+                                  f"{self._holder}, of which this process is a fork: its writes would overfill "
+                                  "it (each process counts its own); open it here once that process has closed "
+                                  "it", str(self.path))
+            return
+        with step():  # (taken and recorded before a fork: a child's copy unknown to it would keep it held)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise StagesInUse(errno.EWOULDBLOCK, f"{self._what} {self.path.parent} is in use by another (it "
+                                  f"holds {self.path.name}): two writers would each fill it to its capacity. Close "
+                                  "that one first, or give this one its own directory", str(self.path)) from None
+            self._fd, self._holder = fd, os.getpid()
+            self._let_go = weakref.finalize(self, os.close, fd)
+            renew_locks_after_fork(self, DirectoryLock._in_child)
+
+    def _in_child(self) -> None:
+        let_go, self._let_go = self._let_go, None
+        if let_go is not None and let_go.detach() is not None and self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+
+    def close(self) -> None:
+        """Let go of the directory (the holder's close; in a forked child, nothing)."""
+        let_go, self._let_go, self._fd = self._let_go, None, None
+        if let_go is not None:
+            let_go()
+
+
 class DirectoryStages(_LocalStages):
     """Stages as files ``bloomline-seen.{i}.blf`` in a directory, each mapped
     for writing (``BloomFilter.open(path, "r+")``): adds go straight to the
@@ -195,44 +245,15 @@ class DirectoryStages(_LocalStages):
         self.directory.mkdir(parents=True, exist_ok=True)
         self.verify = verify
         self._open: list[BloomFilter] = []
-        self._lock: Optional[int] = None  # the directory's lock, held from the first read to close
-        self._writer = -1  # the pid that took it (a forked child's adds are refused)
-        self._let_go: Optional[weakref.finalize[Any, Any]] = None  # closes the lock's descriptor (a store dropped unclosed too)
+        self._lock = DirectoryLock(self.directory / self.LOCK, "the chain in")
 
     FILES = "bloomline-seen.*.blf"  # (the stage files, as a glob; stage i is bloomline-seen.{i}.blf)
     LOCK = "bloomline-seen.lock"  # (held by the chain that uses the directory)
 
     def _hold(self) -> None:
-        """Take the directory for this chain, or StagesInUse; in a forked
-        child, StagesInUse (the parent's chain is the directory's writer)."""
-        if self._lock is not None:
-            if self._writer != os.getpid():
-                raise StagesInUse(errno.EWOULDBLOCK, f"this chain's stages in {self.directory} were opened by process "
-                                  f"{self._writer}, of which this process is a fork: its adds would overfill "
-                                  "them (each process counts its own); open the directory here once that "
-                                  "process has closed it", str(self.directory / self.LOCK))
-            return
-        path = self.directory / self.LOCK
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise StagesInUse(errno.EWOULDBLOCK, f"the chain in {self.directory} is in use by another (it holds "
-                              f"{self.LOCK}): two writers would each fill its stages to their capacity. Close "
-                              "that one first, or give this one its own directory", str(path)) from None
-        self._lock, self._writer = fd, os.getpid()
-        self._let_go = weakref.finalize(self, os.close, fd)
-        renew_locks_after_fork(self, DirectoryStages._in_child)
-
-    def _in_child(self) -> None:
-        """A forked child closes its copy of the lock's descriptor (held here,
-        it would keep the directory from the next writer once the parent
-        closes it, while the child lives); the parent stays the writer."""
-        let_go, self._let_go = self._let_go, None
-        if let_go is not None and let_go.detach() is not None and self._lock is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._lock)
+        """Take the directory for this chain, or StagesInUse (in a forked
+        child too: the parent's chain is the directory's writer)."""
+        self._lock.take()
 
     def check_writer(self) -> None:
         """StagesInUse in a process forked from this chain's (the chain
@@ -302,9 +323,7 @@ class DirectoryStages(_LocalStages):
 
     def close(self) -> None:
         self._close_stages()
-        let_go, self._let_go, self._lock = self._let_go, None, None
-        if let_go is not None:
-            let_go()
+        self._lock.close()
 
     def _close_stages(self) -> None:
         for stage in self._open:

@@ -17,7 +17,7 @@ from typing import Any, Hashable, Optional, Union
 
 from ._core import BloomFilter, CapacityWarning
 from ._facts import facts
-from ._forks import renew_locks_after_fork
+from ._forks import renew_locks_after_fork, step
 from ._interrupts import interrupts_held
 from ._pickling import from_bytes
 from .scalable import ScalableBloomFilter
@@ -28,10 +28,6 @@ __all__ = ["DedupQueue"]
 def _fresh_lock(q: Any) -> None:
     """A forked child's lock for q (_forks)."""
     q._lock = threading.Lock()
-
-
-def _its_lock(q: Any) -> Any:
-    return q._lock
 
 
 def _warn_again(caught: Optional[list[Any]]) -> None:
@@ -80,7 +76,7 @@ class DedupQueue:
         # for other threads: a pickle taken between them would hold a key
         # seen but never queued (never crawled after a restore).
         self._lock = threading.Lock()
-        renew_locks_after_fork(self, _fresh_lock, hold=_its_lock, outer=True)  # (a fork waits for a push under way)
+        renew_locks_after_fork(self, _fresh_lock)
 
     @property
     def filter(self) -> Seen:
@@ -89,7 +85,7 @@ class DedupQueue:
 
     def push(self, key: Hashable) -> bool:
         """Enqueue key if it was never seen; return whether it was enqueued."""
-        with self._lock, self._warning_after(1) as caught:
+        with self._lock, step(), self._warning_after(1) as caught:  # (a fork waits for it: _forks)
             # Queued first, taken back if it was seen: a Ctrl-C as the add
             # returns leaves the key queued (a repeat at worst), never seen
             # and lost. A key the filter refuses is taken back.
@@ -113,7 +109,7 @@ class DedupQueue:
         once). Returns how many were enqueued. A Ctrl-C during the call
         comes after the new keys are queued (_interrupts)."""
         items = list(keys)
-        with self._lock, self._warning_after(len(items)) as caught, interrupts_held():
+        with self._lock, step(), self._warning_after(len(items)) as caught, interrupts_held():
             try:
                 new = self._seen.add_many(items)
             except Exception as e:  # (its keys new or unanswered are queued first, as push keeps its key)
@@ -174,7 +170,7 @@ class DedupQueue:
         self._seen = seen
         self._queue = collections.deque(state["queue"])
         self._lock = threading.Lock()
-        renew_locks_after_fork(self, _fresh_lock, hold=_its_lock, outer=True)
+        renew_locks_after_fork(self, _fresh_lock)
 
     def __repr__(self) -> str:
         return f"<DedupQueue queued={len(self._queue)} seen~{self._seen.approx_count:.0f} filter={type(self._seen).__name__}>"

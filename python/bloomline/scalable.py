@@ -226,8 +226,7 @@ class ScalableBloomFilter(_ChainFacts):
         # (a store whose stages have one writer process says so before each write: DirectoryStages)
         self._check_writer: Optional[Callable[[], None]] = getattr(self._store, "check_writer", None)
         self._lock = threading.RLock()  # (_locked: every change, and every export; renewed in a forked child)
-        _forks.renew_locks_after_fork(self, lambda chain: setattr(chain, "_lock", threading.RLock()),
-                                      hold=lambda chain: chain._lock)  # (a fork waits for a batch under way)
+        _forks.renew_locks_after_fork(self, lambda chain: setattr(chain, "_lock", threading.RLock()))
         self._stages: list[BloomFilter] = []
         self._counts: list[int] = []  # new keys taken by each stage
         self._store.attach_chain(self._rule, self._layout, self._seed)  # (a shared store checks it, keeps it)
@@ -344,7 +343,8 @@ class ScalableBloomFilter(_ChainFacts):
         stage is refused before any key is added. nulls='skip' leaves nulls
         out (False), as BloomFilter.add_many."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
-        with interrupts_held():  # (each stage's count follows its add, before a Ctrl-C: _interrupts)
+        # (each stage's count follows its add, before a Ctrl-C, and before a fork: _interrupts, _forks)
+        with interrupts_held(), _forks.step():
             return batch_shaped(valid, self._add_local(hashed)) if self._shared is None else \
                 add_shared(self, self._shared, hashed, valid)
 
@@ -447,10 +447,11 @@ class ScalableBloomFilter(_ChainFacts):
         if self._check_writer is not None:
             self._check_writer()
         theirs = list(other._stages)
-        for i, stage in enumerate(theirs):
-            mine = self._stages[i] if i < len(self._stages) else self._new_stage()
-            mine |= stage
-            self._counts[i] = min(mine.insert_count, mine.capacity or mine.insert_count)  # (as _reload caps it)
+        with _forks.step():  # (a fork waits for it: each stage's count follows its bits)
+            for i, stage in enumerate(theirs):
+                mine = self._stages[i] if i < len(self._stages) else self._new_stage()
+                mine |= stage
+                self._counts[i] = min(mine.insert_count, mine.capacity or mine.insert_count)  # (as _reload caps it)
 
     def __or__(self, other: object) -> ScalableBloomFilter:
         """The union, stage by stage (see __ior__), in memory whatever the
@@ -486,10 +487,11 @@ class ScalableBloomFilter(_ChainFacts):
     @_locked
     def clear(self) -> None:
         """Forget every key: back to one empty stage."""
-        self._store.reset()
-        self._stages.clear()
-        self._counts.clear()
-        self._new_stage()
+        with _forks.step():  # (a fork waits for it: a child with no stage at all could not add)
+            self._store.reset()
+            self._stages.clear()
+            self._counts.clear()
+            self._new_stage()
 
     def close(self) -> None:
         """Release the stages' store (mapped files are flushed and closed) and

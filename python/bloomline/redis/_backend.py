@@ -225,14 +225,23 @@ class Backend:
         """The filter's bits, and the counts read after them in one round."""
         raise NotImplementedError
 
-    def upload(self, sender: Sender, keys: FilterKeys, bf: BloomFilter) -> list[int]:
+    def upload(self, sender: Sender, keys: FilterKeys, bf: BloomFilter, ident: Optional[str] = None) -> list[int]:
         """bf's bits written into the filter's (new, empty) keys; each
-        shard's count of set bits."""
+        shard's count of set bits. ident: each write is refused (REPLACED)
+        unless the filter's meta still names this making (a restore's stage
+        that another restore, replace=True, made again meanwhile)."""
         raise NotImplementedError
 
     def check_travel(self) -> None:
         """Raise where the filter's data is not bloomline's bits (it does
         not travel to or from a local filter)."""
+
+
+# KEYS: the filter's meta, a shard    ARGV: the making's ident, offset, bytes
+_UPLOAD_MINE = Script("""
+if redis.call('HGET', KEYS[1], 'ident') ~= ARGV[1] then return redis.error_reply('REPLACED ' .. KEYS[1]) end
+return redis.call('SETRANGE', KEYS[2], ARGV[2], ARGV[3])
+""")
 
 
 def gone(key: str, what: str, policy: str = "", state: str = "is gone") -> MissingKeyError:
@@ -570,7 +579,7 @@ class BitsBackend(Backend):
                 raise gone(name, h.what, h.policy)
         return b"".join(values[:n]), [int(c) for c in values[n:]]
 
-    def upload(self, sender: Sender, keys: FilterKeys, bf: BloomFilter) -> list[int]:
+    def upload(self, sender: Sender, keys: FilterKeys, bf: BloomFilter, ident: Optional[str] = None) -> list[int]:
         data = memoryview(bf).cast("B")
         per = keys.shard_bits // 8
         jobs, ones = [], []
@@ -578,8 +587,10 @@ class BitsBackend(Backend):
             part = data[i * per : i * per + keys.nbytes[i]]
             for start in range(0, len(part), _PIECE):
                 piece = bytes(part[start : start + _PIECE])
-                if piece.strip(b"\x00"):
-                    jobs.append(Job(shard.encode(), b"SETRANGE", (shard,), (start, piece)))
+                if not piece.strip(b"\x00"):
+                    continue
+                jobs.append(Job(shard.encode(), b"SETRANGE", (shard,), (start, piece)) if ident is None else
+                            Job(shard.encode(), _UPLOAD_MINE, (keys.meta, shard), (ident, start, piece)))
             ones.append(int(np.unpackbits(np.frombuffer(part, dtype=np.uint8)).sum()))
         sender.each(jobs)
         return ones

@@ -166,7 +166,7 @@ class BfBackend(Backend):
     def download(self, h: Handle, counts: Sequence[str]) -> tuple[bytes, list[int]]:
         self._no_bits(f"the filter at {h.name!r} has no bits to download")
 
-    def upload(self, sender: Sender, keys: FilterKeys, bf: BloomFilter) -> list[int]:
+    def upload(self, sender: Sender, keys: FilterKeys, bf: BloomFilter, ident: Optional[str] = None) -> list[int]:
         self.check_travel()
         return []
 

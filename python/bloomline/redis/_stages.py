@@ -107,6 +107,14 @@ return tonumber(n)
 """)
 
 
+# KEYS: stages, then every key a failed restore made    Deletes them unless
+# the chain is whole at its key by now (another restore, replace=True).
+_ABANDON = Script("""
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+return redis.call('DEL', unpack(KEYS, 2))
+""")
+
+
 class RedisStages(Expiring):
     """A scalable chain's stages in Redis, for
     ``ScalableBloomFilter(..., store=RedisStages(redis, key))``: the same
@@ -177,6 +185,15 @@ class RedisStages(Expiring):
         into an empty stage that the upload then overwrites (new twice).
         publish() makes the chain whole, in one step."""
         self._count_key = self.restoring_key
+
+    def abandon(self) -> None:
+        """Delete what a failed restore made (restoring), in one step, unless
+        a chain is whole at the key by now: another restore, with
+        replace=True, that finished meanwhile (a reset would delete it, and
+        its caller was told it is there)."""
+        self._sender.script(_ABANDON, [self.stages_key, self.restoring_key, self.chain_key,
+                                       *(k for h in self._handles for k in h.all_keys())])
+        self._handles, self._stages = [], []
 
     def publish(self) -> None:
         """The restored stages become the chain, in one step (restoring)."""
@@ -273,7 +290,13 @@ class RedisStages(Expiring):
         """A local stage's bits and count written into stage `index` (made,
         empty): restore()."""
         h = self._handles[index]
-        h.backend.upload(h.sender, h.keys, stage)
+        try:  # (each write checks the stage is still this restore's making: another restore may replace it)
+            h.backend.upload(h.sender, h.keys, stage, ident=str(h.meta["ident"]))
+        except _redis.ResponseError as e:
+            if _error_code(e) != "REPLACED":
+                raise
+            raise gone(h.keys.meta, self._what, "", "was made again (another restore, replace=True) while this "
+                       "restore uploaded it") from None
         h.sender.call(h.keys.counts[0], b"SET", h.keys.counts[0], count)
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> Any:
@@ -353,6 +376,9 @@ class RedisStages(Expiring):
             except _redis.ResponseError as e:
                 if _error_code(e) != "STALE":
                     raise
+                if int(str(e).split()[1]) < len(self._handles):  # (no count: none, or a restore under way)
+                    self.stages()  # (it says which)
+                    raise gone(self.stages_key, self._what, self._policy or "") from None
                 # the chain grew meanwhile: its new stage's keys too
 
     def reset(self) -> None:

@@ -172,9 +172,11 @@ def restore(file: Union[StrPath, BinaryIO, bytes], redis: Any, key: str, *, repl
 
 
 def _restore_chain(local: ScalableBloomFilter, client: Any, key: str, backend: str) -> ScalableBloomFilter:
-    """A chain made at key from a local one, stage by stage; deleted again
-    where a stage's upload fails (nothing is left half restored). A stage
-    past its capacity warns once the chain is whole."""
+    """A chain made at key from a local one, stage by stage, whole at once
+    (RedisStages.restoring); deleted again where a stage's upload fails
+    (nothing is left half restored), unless another restore's chain is
+    whole there by then. A stage past its capacity warns once the chain is
+    whole."""
     honest = [_honest_count(stage, count, i, key) for i, (stage, count) in enumerate(zip(local.stages,
                                                                                            local._stage_counts))]
     store = RedisStages(client, key, backend=backend)
@@ -191,7 +193,7 @@ def _restore_chain(local: ScalableBloomFilter, client: Any, key: str, backend: s
         chain._reload()
     except BaseException:
         with contextlib.suppress(Exception):  # (the upload's error is the one that says what happened)
-            store.reset()
+            store.abandon()
         raise
     for _, note in honest:
         if note is not None:

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .._forks import step
 from ._settings import _server_where
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,8 @@ def _token(directory: Path) -> str:
     """This process's token, its lock in directory held (taken once)."""
     if _owner["pid"] != os.getpid():
         for fd in _owner["locks"].values():  # (a forked child's copies: closed, the parent's lock stays held)
-            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
         _owner.update(pid=os.getpid(), token=os.urandom(6).hex(), locks={})
     where = str(directory.resolve())
     path = directory / f".owner.{os.getpid()}-{_owner['token']}.lock"
@@ -67,19 +69,32 @@ def _token(directory: Path) -> str:
         os.close(held)
         del _owner["locks"][where]
     if where not in _owner["locks"]:
-        # Locked before it is named: a lock file found under its name is
-        # held while its owner lives (one found free is removed: _holds_lock).
-        making = path.with_name(path.name + ".new")
+        with step():  # (made and recorded before a fork: a child's copy unknown to it would keep it held)
+            _owner["locks"][where] = _make_lock(path)
+    return str(_owner["token"])
+
+
+def _make_lock(path: Path) -> int:
+    """The owner lock at path, made and held: locked before it is named, so
+    a lock file found under its name is held while its owner lives (one
+    found free is removed: _holds_lock). A making file swept meanwhile (by
+    a crawl that took it for a dead maker's) is made again."""
+    making = path.with_name(path.name + ".new")
+    for attempt in range(3):
         fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
             os.fchmod(fd, 0o644)  # (readable by crawlers of other users sharing the directory, whatever the umask)
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.rename(making, path)
+            return fd
+        except FileNotFoundError:
+            os.close(fd)
+            if attempt == 2:
+                raise
         except BaseException:
             os.close(fd)
             raise
-        _owner["locks"][where] = fd
-    return str(_owner["token"])
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def own_journal_path(directory: Path, stem: str, kind: str) -> Path:
@@ -111,7 +126,7 @@ def left_journals(directory: Path, stems: Sequence[str], kind: str, label: str) 
     found = []
     for path in sorted(directory.iterdir()):
         if (m := _LOCK.fullmatch(path.name)) and m.group(2) != _owner["token"]:
-            if not m.group(3) or _older_than(path, _MAKING_S):  # (one being made is locked once made)
+            if not m.group(3) or (_older_than(path, _MAKING_S) and not _alive(int(m.group(1)))):  # (one being made)
                 _holds_lock(path)  # (one whose owner is gone is removed)
         elif path.resolve() in OPEN or path.with_suffix(".journal").resolve() in OPEN:
             continue

@@ -100,6 +100,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Union, cast
 from scrapy.http import Request
 from scrapy.utils.job import job_dir
 
+from .._stores import DirectoryLock
 from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter, StagesInUse
 from ..windowed import WindowedBloomFilter
 from ._base import _DupeFilter
@@ -179,8 +180,16 @@ class BloomDupeFilter(_DupeFilter):
                 raise RecrawlMismatch(f"{path} holds the requests seen by a crawl without BLOOMLINE_RECRAWL_AFTER "
                                       f"({DirectoryStages.FILES}): unset it as that crawl did, or remove those files "
                                       "to start anew")
+        self._jobdir_lock: Optional[DirectoryLock] = None
         if recrawl_after is not None:
-            self.seen = self._windowed(capacity, error_rate, layout, recrawl_after)
+            if path:  # (one crawl at a time, as a chain's DirectoryStages: two saved the window over each other)
+                self._jobdir_lock = DirectoryLock(Path(path) / DirectoryStages.LOCK, "the recrawl window in")
+                self._jobdir_lock.take()
+            try:
+                self.seen = self._windowed(capacity, error_rate, layout, recrawl_after)
+            except BaseException:
+                self._let_go_of_jobdir()
+                raise
         else:
             store = DirectoryStages(path, verify=verify) if path else None
             self.seen = ScalableBloomFilter(capacity, error_rate, growth=GROWTH, tightening=TIGHTENING,
@@ -189,8 +198,7 @@ class BloomDupeFilter(_DupeFilter):
             try:
                 self._take_rfp_seen(Path(path) / RFP_SEEN)
             except BaseException:
-                if isinstance(self.seen, ScalableBloomFilter):
-                    self.seen.close()  # (its files, and JOBDIR's lock: the crawl is refused)
+                self._let_go_of_jobdir()  # (the crawl is refused)
                 raise
 
     def _take_rfp_seen(self, source: Path) -> None:
@@ -368,14 +376,21 @@ class BloomDupeFilter(_DupeFilter):
             try:
                 self._summary()
             finally:  # (the state is kept whatever the summary met)
-                if isinstance(self.seen, WindowedBloomFilter):
-                    if self._recrawl_file is not None:
+                try:
+                    if isinstance(self.seen, WindowedBloomFilter) and self._recrawl_file is not None:
                         try:
                             self._save_recrawl()
                         except OSError as e:  # (the file saved last stays: what came since is fetched again)
                             self._unwritable(e, closing=True)
-                else:
-                    self.seen.close()
+                finally:
+                    self._let_go_of_jobdir()
+
+    def _let_go_of_jobdir(self) -> None:
+        """The chain's files closed, and JOBDIR's lock let go (a chain's, or the recrawl window's)."""
+        if isinstance(getattr(self, "seen", None), ScalableBloomFilter):
+            self.seen.close()
+        if self._jobdir_lock is not None:
+            self._jobdir_lock.close()
 
 
 def rfp_fingerprints(source: Path) -> Iterator[bytes]:
