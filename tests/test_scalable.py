@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from forking import FORK_AND_DIE
+from forking import FORK_AND_DIE, exited_ok, in_forked_child
 from interrupting import with_sigint_after
 
 import bloomline
@@ -445,3 +445,35 @@ def test_a_ctrl_c_during_a_batch_add_keeps_the_stage_counts_whole() -> None:
         assert chain.insert_count == sum(s.insert_count for s in chain.stages), delay
         after_the_add += chain.insert_count == len(keys)
     assert after_the_add > 0  # (some signal came while the batch was in hand)
+
+
+def test_a_fork_while_another_thread_takes_a_directory_leaves_the_child_no_copy_of_its_lock(tmp_path: Path) -> None:
+    """A fork between a chain's open of its directory's lock and its record
+    of it gave the child a copy it did not know to close: the directory
+    stayed held while the child lived, after its chain had closed. Taking
+    and recording are now one step a fork waits for."""
+    import os
+
+    from bloomline.scalable import DirectoryStages
+
+    stop = threading.Event()
+
+    def opener() -> None:
+        for i in range(100_000):  # (bounded: the forks below end it sooner)
+            if stop.is_set():
+                return
+            ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path / str(i % 50))).close()
+
+    def holds_no_lock() -> bool:
+        fds = os.listdir("/proc/self/fd")
+        return not any(os.readlink(f"/proc/self/fd/{fd}").endswith("bloomline-seen.lock")
+                       for fd in fds if os.path.islink(f"/proc/self/fd/{fd}"))
+
+    t = threading.Thread(target=opener)
+    t.start()
+    try:
+        statuses = [in_forked_child(holds_no_lock) for _ in range(300)]
+    finally:
+        stop.set()
+        t.join(timeout=60)
+    assert sum(not exited_ok(s) for s in statuses) == 0, sum(not exited_ok(s) for s in statuses)

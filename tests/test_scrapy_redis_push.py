@@ -591,3 +591,41 @@ def test_a_lock_file_its_maker_died_making_is_swept_once_old(tmp_path: Path) -> 
     os.utime(old, (time.time() - 3600, time.time() - 3600))
     assert left_journals(tmp_path, ["k-0123456789ab"], "taken", "test") == []
     assert not old.exists() and fresh.exists()
+
+
+def test_a_fork_while_another_thread_makes_an_owner_lock_leaves_the_child_no_copy(tmp_path: Path) -> None:
+    """A fork between an owner lock's making and its record gave the child
+    a copy it did not know to close: a dead crawler's journals looked owned
+    while the child lived (60 of 1,109 forks in a hostile read). Making and
+    recording are now one step a fork waits for."""
+    import threading
+
+    from forking import exited_ok, in_forked_child
+
+    from bloomline.scrapy import _owners
+
+    stop = threading.Event()
+
+    def maker() -> None:
+        for i in range(400):  # (a lock a directory, held for the process's life: bounded, let go below)
+            if stop.is_set():
+                return
+            _owners.own_journal_path(tmp_path / str(i), "k-0123456789ab", "taken")
+
+    def holds_no_owner_lock() -> bool:
+        links = (os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                 if os.path.islink(f"/proc/self/fd/{fd}"))
+        return not any("/.owner." in link for link in links)
+
+    t = threading.Thread(target=maker)
+    t.start()
+    try:
+        statuses = []
+        while t.is_alive() and len(statuses) < 300:
+            statuses.append(in_forked_child(holds_no_owner_lock))
+    finally:
+        stop.set()
+        t.join(timeout=60)
+        for where in [w for w in _owners._owner["locks"] if w.startswith(str(tmp_path))]:
+            os.close(_owners._owner["locks"].pop(where))  # (this test's directories' locks: the process lives on)
+    assert len(statuses) >= 20 and sum(not exited_ok(s) for s in statuses) == 0, statuses

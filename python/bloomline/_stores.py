@@ -217,9 +217,10 @@ class DirectoryLock:
 
     def close(self) -> None:
         """Let go of the directory (the holder's close; in a forked child, nothing)."""
-        let_go, self._let_go, self._fd = self._let_go, None, None
-        if let_go is not None:
-            let_go()
+        with step():  # (closed whole before a fork, or known to it)
+            let_go, self._let_go, self._fd = self._let_go, None, None
+            if let_go is not None:
+                let_go()
 
 
 class DirectoryStages(_LocalStages):
