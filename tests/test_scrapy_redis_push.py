@@ -611,6 +611,7 @@ def test_a_fork_while_another_thread_makes_an_owner_lock_leaves_the_child_no_cop
             if stop.is_set():
                 return
             _owners.own_journal_path(tmp_path / str(i), "k-0123456789ab", "taken")
+            time.sleep(0.001)  # (a fork takes longer in a big process: the makings last as long as the forks)
 
     def holds_no_owner_lock() -> bool:
         links = (os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
@@ -628,4 +629,4 @@ def test_a_fork_while_another_thread_makes_an_owner_lock_leaves_the_child_no_cop
         t.join(timeout=60)
         for where in [w for w in _owners._owner["locks"] if w.startswith(str(tmp_path))]:
             os.close(_owners._owner["locks"].pop(where))  # (this test's directories' locks: the process lives on)
-    assert len(statuses) >= 20 and sum(not exited_ok(s) for s in statuses) == 0, statuses
+    assert len(statuses) >= 10 and sum(not exited_ok(s) for s in statuses) == 0, statuses
