@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pickle
 import threading
-import time
 import warnings
 from typing import Any
 
@@ -156,43 +155,6 @@ def test_a_forked_child_pushes_and_pickles_while_a_parent_thread_held_the_lock()
     assert exited_ok(status), status
 
 
-def test_a_fork_while_another_thread_pushes_gets_the_queue_and_its_seen_set_as_of_one_moment() -> None:
-    """A fork while another thread was inside push_many (and its chain's
-    add_many) gave the child the step half done: keys the seen-set holds
-    that the queue never got (never crawled), a stage's count behind its
-    bits (a hostile read: 39 of 137 forks). A fork now waits for the step
-    under way (_forks): in every child the queue holds exactly the keys its
-    seen-set took, in order, and the chain's counts say as many."""
-    q = DedupQueue(ScalableBloomFilter(20_000, 1e-7))
-    stop = threading.Event()
-
-    def pusher() -> None:
-        for start in range(0, 4_000_000, 2000):  # (bounded: the forks below end it sooner)
-            if stop.is_set():
-                return
-            q.push_many(range(start, start + 2000))
-
-    def one_moment() -> bool:
-        keys, seen = list(q), q.filter
-        n = len(keys)
-        assert isinstance(seen, ScalableBloomFilter)
-        return (keys == list(range(n)) and sum(seen._stage_counts) == n
-                and bool(seen.contains_many(keys[-4000:]).all())  # (the last steps': every one seen)
-                and not seen.contains_many(list(range(n, n + 2000))).any())  # (and none of the next)
-
-    t = threading.Thread(target=pusher)
-    t.start()
-    try:
-        statuses = []
-        while t.is_alive() and len(statuses) < 20:
-            time.sleep(0.003)
-            statuses.append(in_forked_child(one_moment))
-    finally:
-        stop.set()
-        t.join(timeout=60)
-    assert len(statuses) >= 5 and sum(not exited_ok(s) for s in statuses) == 0, statuses
-
-
 def test_a_ctrl_c_during_a_batch_push_leaves_every_seen_key_queued() -> None:
     """A SIGINT while push_many's add runs in C was raised as the add
     returned, before the new keys were queued: every key seen, none queued
@@ -234,84 +196,3 @@ def test_a_key_an_add_answered_new_before_it_raised_stays_queued(redis_server: A
     with pytest.raises(NotDurable):
         q.push_many(["https://example.com/b", "https://example.com/a", "https://example.com/c"])
     assert list(q) == ["https://example.com/a", "https://example.com/b", "https://example.com/c"]
-
-
-def _forks_from_on_grow(monkeypatch: pytest.MonkeyPatch, seen: ScalableBloomFilter, waits: list[float]) -> None:
-    from bloomline import _forks
-
-    monkeypatch.setattr(_forks, "HOLD_S", 20.0)
-    monkeypatch.setattr(seen, "_on_grow", lambda chain: waits.append(_timed_fork()))
-
-
-def _timed_fork() -> float:
-    start = time.monotonic()
-    assert exited_ok(in_forked_child(lambda: True))
-    return time.monotonic() - start
-
-
-def test_a_fork_made_inside_a_push_does_not_wait_for_that_push(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A chain's on_grow that forks (a snapshot child, a fork pool), inside
-    a DedupQueue's push: the fork waited out its whole wait (10 s a fork)
-    for the push it was made from. A thread's own step is not waited for."""
-    q = DedupQueue(ScalableBloomFilter(100, 0.01))
-    waits: list[float] = []
-    _forks_from_on_grow(monkeypatch, q.filter, waits)  # type: ignore[arg-type]
-    assert q.push_many(range(1000)) == 1000 and waits
-    assert max(waits) < 10, waits  # (20 s each before)
-
-
-def test_a_fork_beside_a_chain_whose_growth_pushes_into_a_queue_does_not_stall(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A chain whose on_grow pushes into a DedupQueue nests the chain's lock
-    and the queue's the other way round from a push: a fork that took the
-    queues' locks first, then waited for the chain's, blocked that thread
-    and itself for the whole wait. A fork waits for steps, not locks."""
-    from bloomline import _forks
-
-    monkeypatch.setattr(_forks, "HOLD_S", 20.0)
-    events = DedupQueue()
-    chain = ScalableBloomFilter(100, 0.01, on_grow=lambda c: (time.sleep(0.2), events.push(c.num_stages)))
-    adder = threading.Thread(target=lambda: chain.add_many(range(5000)))
-    adder.start()
-    try:
-        forks = [_timed_fork() for _ in range(5)]
-    finally:
-        adder.join(timeout=60)
-    assert not adder.is_alive() and max(forks) < 10, forks
-    assert list(events) == list(range(2, chain.num_stages + 1))
-
-
-def test_a_ctrl_c_while_a_fork_waits_is_raised_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A Ctrl-C while a fork waited for a push on another thread was caught
-    in the fork's hook and lost (CPython prints "Exception ignored"), and
-    the fork went on mid-push. Now the fork waits on, and the Ctrl-C is
-    raised once it has returned; the child gets the push whole."""
-    import os
-    import signal
-
-    under_way = threading.Event()
-
-    def slow_growth(chain: ScalableBloomFilter) -> None:
-        under_way.set()
-        time.sleep(1.0)
-
-    q = DedupQueue(ScalableBloomFilter(1000, 1e-7, on_grow=slow_growth))
-    pusher = threading.Thread(target=lambda: q.push_many(range(3000)))
-    pusher.start()
-    assert under_way.wait(timeout=30)
-    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
-    interrupted = False
-    child = -1
-    try:
-        child = os.fork()
-        if child == 0:
-            whole = list(q) == list(range(3000)) and sum(q.filter._stage_counts) == 3000  # type: ignore[union-attr]
-            os._exit(0 if whole else 1)
-        time.sleep(5)  # (the Ctrl-C comes before this ends)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        pusher.join(timeout=60)
-        status = os.waitpid(child, 0)[1] if child > 0 else os.wait()[1]
-    assert interrupted and exited_ok(status), status
-

@@ -580,6 +580,39 @@ def test_a_failed_restore_leaves_a_replacing_restore_that_finished_meanwhile(
         server.stop()
 
 
+@pytest.mark.parametrize("backend", ["plain", "module"])
+def test_a_filter_restore_replaced_as_it_uploads_leaves_the_replacing_one_whole(
+        tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As for chains: a fixed filter's restore wrote its bits into the filter
+    another restore (replace=True) had made at the same keys meanwhile (its
+    keys then read new), or deleted it as it failed. Each write now checks
+    the filter is still its own making, and the failed one deletes only
+    its own. (The hook only chooses when the second restore runs.)"""
+    from bloomline import BloomFilter
+    from bloomline.redis import MissingKeyError, restore
+
+    server = RedisServer(tmp_path, *module_args(backend))
+    try:
+        first, second = BloomFilter(5000, 0.01), BloomFilter(5000, 0.01)
+        first.add_many(np.arange(2000, dtype=np.uint64))
+        second.add_many(np.arange(10**6, 10**6 + 2000, dtype=np.uint64))
+        upload = _backend.BitsBackend.upload
+
+        def replaced_then_upload(self: Any, *args: Any, **kwargs: Any) -> Any:
+            monkeypatch.setattr(_backend.BitsBackend, "upload", upload)
+            restore(second.to_bytes(), server.url, "f", backend=backend, replace=True)
+            return upload(self, *args, **kwargs)
+
+        monkeypatch.setattr(_backend.BitsBackend, "upload", replaced_then_upload)
+        with pytest.raises(MissingKeyError, match="was made again"):
+            restore(first.to_bytes(), server.url, "f", backend=backend)
+        there = RedisBloomFilter(server.url, "f")
+        assert there.contains_many(np.arange(10**6, 10**6 + 2000, dtype=np.uint64)).all()
+        assert there.contains_many(np.arange(2000, dtype=np.uint64)).sum() < 100  # (false positives only)
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize("kind", ["chain", "filter"])
 def test_an_upload_that_fails_midway_leaves_nothing_at_its_key(redis_server: RedisServer, kind: str) -> None:
     """A chain (restore) or a fixed filter (from_filter) whose upload runs

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from ._core import BloomFilter, ChainRule
-from ._forks import renew_locks_after_fork, step
+from ._forks import renew_locks_after_fork
 from ._numpy import np
 
 if TYPE_CHECKING:
@@ -196,18 +196,17 @@ class DirectoryLock:
                                   "it (each process counts its own); open it here once that process has closed "
                                   "it", str(self.path))
             return
-        with step():  # (taken and recorded before a fork: a child's copy unknown to it would keep it held)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                raise StagesInUse(errno.EWOULDBLOCK, f"{self._what} {self.path.parent} is in use by another (it "
-                                  f"holds {self.path.name}): two writers would each fill it to its capacity. Close "
-                                  "that one first, or give this one its own directory", str(self.path)) from None
-            self._fd, self._holder = fd, os.getpid()
-            self._let_go = weakref.finalize(self, os.close, fd)
-            renew_locks_after_fork(self, DirectoryLock._in_child)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StagesInUse(errno.EWOULDBLOCK, f"{self._what} {self.path.parent} is in use by another (it "
+                              f"holds {self.path.name}): two writers would each fill it to its capacity. Close "
+                              "that one first, or give this one its own directory", str(self.path)) from None
+        self._fd, self._holder = fd, os.getpid()
+        self._let_go = weakref.finalize(self, os.close, fd)
+        renew_locks_after_fork(self, DirectoryLock._in_child)  # (a child's copy taken before this: _forks closes it)
 
     def _in_child(self) -> None:
         let_go, self._let_go = self._let_go, None
@@ -217,10 +216,9 @@ class DirectoryLock:
 
     def close(self) -> None:
         """Let go of the directory (the holder's close; in a forked child, nothing)."""
-        with step():  # (closed whole before a fork, or known to it)
-            let_go, self._let_go, self._fd = self._let_go, None, None
-            if let_go is not None:
-                let_go()
+        let_go, self._let_go, self._fd = self._let_go, None, None
+        if let_go is not None:
+            let_go()
 
 
 class DirectoryStages(_LocalStages):

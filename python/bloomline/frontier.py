@@ -17,7 +17,7 @@ from typing import Any, Hashable, Optional, Union
 
 from ._core import BloomFilter, CapacityWarning
 from ._facts import facts
-from ._forks import renew_locks_after_fork, step
+from ._forks import renew_locks_after_fork
 from ._interrupts import interrupts_held
 from ._pickling import from_bytes
 from .scalable import ScalableBloomFilter
@@ -85,7 +85,7 @@ class DedupQueue:
 
     def push(self, key: Hashable) -> bool:
         """Enqueue key if it was never seen; return whether it was enqueued."""
-        with self._lock, step(), self._warning_after(1) as caught:  # (a fork waits for it: _forks)
+        with self._lock, self._warning_after(1) as caught:
             # Queued first, taken back if it was seen: a Ctrl-C as the add
             # returns leaves the key queued (a repeat at worst), never seen
             # and lost. A key the filter refuses is taken back.
@@ -109,7 +109,7 @@ class DedupQueue:
         once). Returns how many were enqueued. A Ctrl-C during the call
         comes after the new keys are queued (_interrupts)."""
         items = list(keys)
-        with self._lock, step(), self._warning_after(len(items)) as caught, interrupts_held():
+        with self._lock, self._warning_after(len(items)) as caught, interrupts_held():
             try:
                 new = self._seen.add_many(items)
             except Exception as e:  # (its keys new or unanswered are queued first, as push keeps its key)

@@ -343,8 +343,7 @@ class ScalableBloomFilter(_ChainFacts):
         stage is refused before any key is added. nulls='skip' leaves nulls
         out (False), as BloomFilter.add_many."""
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
-        # (each stage's count follows its add, before a Ctrl-C, and before a fork: _interrupts, _forks)
-        with interrupts_held(), _forks.step():
+        with interrupts_held():  # (each stage's count follows its add, before a Ctrl-C: _interrupts)
             return batch_shaped(valid, self._add_local(hashed)) if self._shared is None else \
                 add_shared(self, self._shared, hashed, valid)
 
@@ -447,11 +446,10 @@ class ScalableBloomFilter(_ChainFacts):
         if self._check_writer is not None:
             self._check_writer()
         theirs = list(other._stages)
-        with _forks.step():  # (a fork waits for it: each stage's count follows its bits)
-            for i, stage in enumerate(theirs):
-                mine = self._stages[i] if i < len(self._stages) else self._new_stage()
-                mine |= stage
-                self._counts[i] = min(mine.insert_count, mine.capacity or mine.insert_count)  # (as _reload caps it)
+        for i, stage in enumerate(theirs):
+            mine = self._stages[i] if i < len(self._stages) else self._new_stage()
+            mine |= stage
+            self._counts[i] = min(mine.insert_count, mine.capacity or mine.insert_count)  # (as _reload caps it)
 
     def __or__(self, other: object) -> ScalableBloomFilter:
         """The union, stage by stage (see __ior__), in memory whatever the
@@ -487,11 +485,10 @@ class ScalableBloomFilter(_ChainFacts):
     @_locked
     def clear(self) -> None:
         """Forget every key: back to one empty stage."""
-        with _forks.step():  # (a fork waits for it: a child with no stage at all could not add)
-            self._store.reset()
-            self._stages.clear()
-            self._counts.clear()
-            self._new_stage()
+        self._store.reset()
+        self._stages.clear()
+        self._counts.clear()
+        self._new_stage()
 
     def close(self) -> None:
         """Release the stages' store (mapped files are flushed and closed) and

@@ -10,21 +10,29 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import numpy.typing as npt
+import redis as _redis
 
 from .. import _core
 from .._core import BloomFilter, CapacityWarning
 from .._facts import batch_shaped, with_facts
 from ..display import filter_html
-from ._backend import NEW, AddOutcome, settle_adds, settle_lookups
+from ._backend import NEW, AddOutcome, gone, settle_adds, settle_lookups
 from ._errors import MissingKeyError, NotDurable
 from ._handle import Expiring, Handle
 from ._meta import DEFAULT_SHARD_BITS, delete_matching, eviction_policy, key_patterns, plan
 from ._names import batch_ids, client_of, refuse_other_kinds
 from ._registry import check_name, new_backend
-from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Sender
+from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Script, Sender, _error_code
 
 if TYPE_CHECKING:
     from .._core import Keys, Layout, Nulls
+
+
+# KEYS: a filter's meta, then its other keys    ARGV: the making's ident
+_DROP_MINE = Script("""
+if redis.call('HGET', KEYS[1], 'ident') ~= ARGV[1] then return 0 end
+return redis.call('DEL', unpack(KEYS))
+""")
 
 
 class RedisBloomFilter(Expiring):
@@ -284,11 +292,19 @@ class RedisBloomFilter(Expiring):
             raise ValueError(f"a filter already exists at key {key!r}; delete() it first")
         made_with = new_backend(backend, client)
         made_with.check_travel()  # (before anything is made)
+        h: Optional[Handle] = None
         try:
             rf = cls(client, key, bf.capacity, bf.error_rate, layout=bf.layout, seed=bf.seed, shard_bits=shard_bits,
                      backend=made_with.name, retries=retries, answer_ttl_ms=answer_ttl_ms)
             h = rf._h
-            ones = h.backend.upload(h.sender, h.keys, bf)
+            ident = str(h.meta["ident"])  # (each write checks the filter is still this making: another restore's)
+            try:
+                ones = h.backend.upload(h.sender, h.keys, bf, ident=ident)
+            except _redis.ResponseError as e:
+                if _error_code(e) != "REPLACED":
+                    raise
+                raise gone(h.keys.meta, h.what, "", "was made again (another restore, replace=True) while this "
+                           "upload ran") from None
             # Each shard's count: its share of the filter's count, by its bits.
             total = sum(ones) or 1
             h.sender.each([Job(c.encode(), b"SET", (c,), (round(bf.insert_count * n / total),))
@@ -297,7 +313,11 @@ class RedisBloomFilter(Expiring):
             raise
         except BaseException:  # (nothing left half made or half uploaded: its missing bits' keys would read new)
             with contextlib.suppress(Exception):  # (the upload's error is the one that says what happened)
-                cls.drop(client, key)
+                # Only while the filter there is this upload's making: another restore's, finished meanwhile, stays.
+                if h is None:
+                    cls.drop(client, key)
+                else:
+                    h.sender.script(_DROP_MINE, h.all_keys(), [str(h.meta["ident"])])
             raise
         return rf
 

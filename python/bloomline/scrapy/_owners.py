@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .._forks import step
 from ._settings import _server_where
 
 logger = logging.getLogger(__name__)
@@ -69,8 +68,7 @@ def _token(directory: Path) -> str:
         os.close(held)
         del _owner["locks"][where]
     if where not in _owner["locks"]:
-        with step():  # (made and recorded before a fork: a child's copy unknown to it would keep it held)
-            _owner["locks"][where] = _make_lock(path)
+        _owner["locks"][where] = _make_lock(path)  # (a child's copy made before this is recorded: _forks closes it)
     return str(_owner["token"])
 
 

@@ -183,6 +183,7 @@ class BloomDupeFilter(_DupeFilter):
         self._jobdir_lock: Optional[DirectoryLock] = None
         if recrawl_after is not None:
             if path:  # (one crawl at a time, as a chain's DirectoryStages: two saved the window over each other)
+                Path(path).mkdir(parents=True, exist_ok=True)
                 self._jobdir_lock = DirectoryLock(Path(path) / DirectoryStages.LOCK, "the recrawl window in")
                 self._jobdir_lock.take()
             try:
