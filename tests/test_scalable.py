@@ -482,3 +482,20 @@ def test_a_fork_while_another_thread_takes_a_directory_leaves_the_child_no_copy_
         stop.set()
         t.join(timeout=60)
     assert sum(not exited_ok(s) for s in statuses) == 0, sum(not exited_ok(s) for s in statuses)
+
+
+def test_a_directory_reached_through_a_symlink_is_the_same_directory_to_its_lock(tmp_path: Path) -> None:
+    """A JOBDIR given once by its path and once through a symlink is one
+    directory: the second chain is refused, as through the same path."""
+    from bloomline.scalable import DirectoryStages, StagesInUse
+
+    real = tmp_path / "real"
+    link = tmp_path / "link"
+    real.mkdir()
+    link.symlink_to(real, target_is_directory=True)
+    with ScalableBloomFilter(100, 0.01, store=DirectoryStages(real)) as first:
+        first.add_many(range(50))
+        with pytest.raises(StagesInUse, match="is in use by another"):
+            ScalableBloomFilter(100, 0.01, store=DirectoryStages(link))
+    with ScalableBloomFilter(100, 0.01, store=DirectoryStages(link)) as again:
+        assert again.contains_many(range(50)).all()
