@@ -1391,6 +1391,35 @@ def test_a_full_filter_restored_says_so_not_a_traceback(tmp_path: Path, redis_se
     assert r.returncode == 0 and b"every bit set" in r.stderr and b"Traceback" not in r.stderr
 
 
+def test_the_redis_commands_under_warnings_as_errors_report_a_warning_and_close_their_connection(
+        tmp_path: Path, redis_server: Any) -> None:
+    """Under PYTHONWARNINGS=error a chain restored past a stage's capacity
+    exited 1 with a traceback, though every stage was in Redis; and dump and
+    restore left their connection to the collector ("Exception ignored ...
+    ResourceWarning: unclosed socket"). The warning is now one line, the
+    status 0, and the connection closed."""
+    from bloomline import _core
+
+    chain = bloomline.ScalableBloomFilter(1000, 0.01)
+    chain.add_many(np.arange(7000, dtype=np.uint64))
+    with pytest.warns(bloomline.CapacityWarning):
+        chain.stages[0].add_many(np.arange(10**6, 10**6 + 500, dtype=np.uint64))
+    data = tmp_path / "chain.blf"
+    data.write_bytes(_core.encode_chain(chain.rule, chain.layout, chain.seed, chain.stages, chain._stage_counts))
+    env = {**os.environ, "PYTHONWARNINGS": "error"}
+    for args in (["restore", str(data), redis_server.url, "warned"],
+                 ["dump", redis_server.url, "warned", str(tmp_path / "back.blf")]):
+        r = subprocess.run([EXE or "bloomline", "redis", *args], capture_output=True, timeout=300, env=env,
+                           check=False)
+        err = r.stderr.decode()
+        assert r.returncode == 0, err
+        assert "Traceback" not in err and "Exception ignored" not in err and "ResourceWarning" not in err, err
+        assert len([x for x in err.splitlines() if "warning:" in x]) == (args[0] == "restore"), err
+    back = bloomline.ScalableBloomFilter.load(tmp_path / "back.blf")
+    keys = np.arange(2 * 10**6, dtype=np.uint64)
+    np.testing.assert_array_equal(back.contains_many(keys), chain.contains_many(keys))
+
+
 def test_a_warning_in_the_cli_is_one_line() -> None:
     """A warning the command does not word itself (here an EvictionWarning-
     like UserWarning raised while the command runs) is one line."""

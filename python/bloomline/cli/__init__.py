@@ -90,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command in ("dedup", "build"):
                 # they say it in one line of their own, naming where the capacity came from
                 warnings.simplefilter("ignore", CapacityWarning)
+            else:
+                # a report, never the command's failure (even under -W error): the work it speaks of is done
+                warnings.simplefilter("default", CapacityWarning)
             status = COMMANDS[args.command](args)
         if sys.stdout is not None:
             sys.stdout.flush()  # here, where a failure is one line, not at exit

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from typing import Any
 
 from .._lazy import is_scalable, is_windowed
@@ -37,8 +38,17 @@ def cmd_redis(args: argparse.Namespace) -> int:
         import redis  # optional: see the module docstring
     except ImportError:
         raise CliError("the redis commands need redis-py: pip install 'bloomline[redis]'") from None
+    from ..redis import EvictionWarning
+
+    # bloomline's warnings are reported (one line each), never the command's
+    # failure, even under -W error: the work they speak of is done.
+    warnings.simplefilter("default", EvictionWarning)
     try:
-        return {"dump": _redis_dump, "restore": _redis_restore, "import-set": _redis_import}[args.redis_command](args)
+        # One client for the command, closed as it ends (not left to the
+        # collector, which warns of the unclosed socket).
+        with redis.Redis.from_url(args.url) as args.client:
+            return {"dump": _redis_dump, "restore": _redis_restore,
+                    "import-set": _redis_import}[args.redis_command](args)
     except redis.RedisError as e:
         raise CliError(f"redis: {e}") from None
 
@@ -47,11 +57,11 @@ def _redis_dump(args: argparse.Namespace) -> int:
     from ..redis import dump  # needs redis-py (optional)
 
     if args.output == "-":
-        local = dump(args.url, args.key, sys.stdout.buffer)
+        local = dump(args.client, args.key, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     else:
         check_output(args.output)
-        local = dump(args.url, args.key, args.output)
+        local = dump(args.client, args.key, args.output)
     if is_scalable(local):
         what = f"the chain at {args.key!r} ({count(local.num_stages, 'stage')})"
     elif is_windowed(local):
@@ -73,7 +83,7 @@ def _redis_restore(args: argparse.Namespace) -> int:
     from ..redis import restore  # needs redis-py (optional)
 
     source: Any = sys.stdin.buffer if args.input == "-" else args.input
-    restored = restore(source, args.url, args.key, replace=args.replace, backend=args.backend)
+    restored = restore(source, args.client, args.key, replace=args.replace, backend=args.backend)
     note(f"restored {args.input} into Redis at {args.key!r}: {_about_keys(restored.approx_count)}")
     return 0
 
@@ -101,7 +111,7 @@ def _redis_import(args: argparse.Namespace) -> int:
         sys.stderr.flush()
 
     try:
-        r = import_set(args.url, args.set_key, args.into, rule=args.rule, error_rate=args.error_rate,
+        r = import_set(args.client, args.set_key, args.into, rule=args.rule, error_rate=args.error_rate,
                        backend=args.backend, delete_set=args.delete_set, progress=progress)
     except KeyboardInterrupt:
         raise CliError("interrupted: run the same command again to resume where it stopped") from None
