@@ -28,6 +28,7 @@ import pytest
 
 import bloomline
 from bloomline import BloomFilter, CountingBloomFilter, WindowedBloomFilter
+from forking import FORK_AND_DIE
 
 # core: run by CI's wheel and sanitizer (clang, flock) jobs (.ci/run); slow: many processes, killed and
 # restarted, left out of the fast subset (pytest -m "not slow")
@@ -447,6 +448,53 @@ def test_a_killed_writer_releases_the_file_and_the_next_open_repairs_it(tmp_path
         f = BloomFilter.load(path)
         assert not bloomline.read_header(path.read_bytes())["dirty"]
         assert f.contains_many(keys_of(0, reported)).all()
+
+
+# A writer that adds, forks a child that outlives it, and dies without
+# closing (FORK_AND_DIE): its child's pid on stdout.
+WRITER_FORKS_AND_DIES = """
+import os, sys, time, numpy as np, bloomline
+kind, path = sys.argv[1], sys.argv[2]
+if kind == "windowed":
+    f = bloomline.WindowedBloomFilter.open(path, "r+", clock=lambda: 10.0)
+else:
+    f = getattr(bloomline, kind).open(path, "r+")
+f.add_many(np.arange(5000, dtype=np.uint64))
+""" + FORK_AND_DIE
+
+
+@pytest.mark.parametrize("kind", ["BloomFilter", "CountingBloomFilter", "windowed"])
+def test_a_writers_forked_child_keeps_none_of_its_locks_once_the_writer_dies(tmp_path: Path, kind: str) -> None:
+    """A child forked from a writer shares the open file its map holds, and
+    with it the writer locks: once the writer was killed, the next writer
+    did not find itself alone while the child lived, so the dead writer's
+    header was not repaired (its insert count stayed 0, the file stayed
+    dirty after the last close) and a save over the file was refused (a
+    flock build refused the next writer outright). The child now maps the
+    file through an open file of its own at its fork."""
+    path = tmp_path / "f.blf"
+    if kind == "windowed":
+        new_windowed_file(path)
+    else:
+        getattr(bloomline, kind)(100_000, 0.01).save(path)
+    r = subprocess.run([sys.executable, "-c", WRITER_FORKS_AND_DIES, kind, str(path)], capture_output=True,
+                       text=True, timeout=120)
+    child = int(r.stdout)
+    try:
+        os.kill(child, 0)  # (the child lives on)
+        assert bloomline.read_header(path.read_bytes())["dirty"]  # (its writer never closed)
+        if kind == "windowed":
+            with WindowedBloomFilter.open(path, "r+", clock=lambda: 10.0) as w:
+                assert w.contains_many(keys_of(0, 5000)).all()
+        else:
+            with getattr(bloomline, kind).open(path, "r+") as f:
+                assert f.contains_many(keys_of(0, 5000)).all()
+                assert f.insert_count >= 4900, f.insert_count  # repaired: the writer alone
+        assert not bloomline.read_header(path.read_bytes())["dirty"]  # the last writer out cleaned it
+        if kind != "windowed":
+            getattr(bloomline, kind)(10, 0.01).save(path)  # no writer left: a save over it is not refused
+    finally:
+        os.kill(child, signal.SIGKILL)
 
 
 # ---- a windowed filter in one file, shared by processes --------------------

@@ -7,11 +7,17 @@
 
 #include <sys/file.h>
 
+#include <pthread.h>
+#if defined(__APPLE__)
+#include <sys/param.h>  // MAXPATHLEN, for F_GETPATH
+#endif
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <functional>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <system_error>
@@ -429,13 +435,6 @@ bool locked_by_a_writer(int fd, const std::string& path) {
 }
 #endif
 
-// A killed writer never added its new keys to the header's insert count:
-// make it at least the estimate from the fill.
-void repair_insert_count(Header& h) {
-    h.insert_count =
-        std::max(h.insert_count, estimate_as_count(estimate_count(h.fill, h.num_slots, h.num_hashes, h.layout)));
-}
-
 void write_header(const MappedFile& f, const Header& h) {
     unsigned char header[kHeaderSize];
     encode_header(h, header);
@@ -535,6 +534,100 @@ void refuse_if_mapped_for_writing(const std::string& path) {
                                     "lose that handle's later adds: flush() or close() it, or save elsewhere");
 }
 
+// ---- a forked child lets go of its parent's writer locks ------------------------
+//
+// A child forked from a process that maps files for writing shares each
+// map's open file, and with it the writer locks (OFD and flock locks belong
+// to the open file, which the child's descriptor and its mapping both hold
+// open). The child never writes through those handles (flush_mapped refuses,
+// the filters refuse adds), but its copy kept the locks after the parent
+// died: the next writer did not find itself alone, so a killed writer's
+// header went unrepaired and a save over the file was refused while the
+// child lived. So the child, at its fork, maps each such file again through
+// an open file of its own (the same inode: /proc/self/fd on Linux,
+// F_GETPATH on macOS, checked by device and inode) at the same address, and
+// closes the inherited one: its memory reads the same pages, and the locks
+// stay with the parent alone. Where the file cannot be opened again (gone
+// from /proc, its mode changed), the child keeps the inherited one, as before.
+
+namespace {
+
+std::mutex& writable_maps_mutex() {
+    static std::mutex m;
+    return m;
+}
+std::vector<MappedFile*>& writable_maps() {
+    static std::vector<MappedFile*> maps;
+    return maps;
+}
+
+// The same file as fd, opened anew (O_RDWR), or -1. Async-signal-safe calls
+// only: this runs in the child of a process that may have other threads.
+int reopen_same_file(int fd) {
+#if defined(__linux__)
+    char name[32] = "/proc/self/fd/";
+    char digits[12];
+    int n = 0;
+    for (unsigned v = static_cast<unsigned>(fd); n == 0 || v != 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+    std::size_t at = 14;
+    while (n > 0) name[at++] = digits[--n];
+    name[at] = '\0';
+    return ::open(name, O_RDWR | O_CLOEXEC);
+#elif defined(__APPLE__) && defined(F_GETPATH)
+    char name[MAXPATHLEN];
+    if (::fcntl(fd, F_GETPATH, name) != 0) return -1;
+    return ::open(name, O_RDWR | O_CLOEXEC);
+#else
+    (void)fd;
+    return -1;
+#endif
+}
+
+}  // namespace
+
+void MappedFile::let_go_of_parents_locks() noexcept {
+    const int fd = reopen_same_file(fd_);
+    if (fd < 0) return;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_dev) != dev_ ||
+        static_cast<std::uint64_t>(st.st_ino) != ino_) {
+        ::close(fd);
+        return;
+    }
+    // MAP_FIXED replaces the inherited mapping in one step (the child has
+    // one thread here); should it fail, the inherited file is mapped back.
+    if (::mmap(base_, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        ::mmap(base_, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_, 0);
+        ::close(fd);
+        return;
+    }
+#if defined(MADV_RANDOM)
+    ::madvise(base_, size_, MADV_RANDOM);
+#endif
+    ::close(fd_);
+    fd_ = fd;
+}
+
+void MappedFile::track_writable() {
+    static const bool hooked = [] {
+        ::pthread_atfork([] { writable_maps_mutex().lock(); }, [] { writable_maps_mutex().unlock(); },
+                         [] {
+                             for (MappedFile* f : writable_maps()) f->let_go_of_parents_locks();
+                             writable_maps_mutex().unlock();
+                         });
+        return true;
+    }();
+    (void)hooked;
+    std::lock_guard<std::mutex> hold(writable_maps_mutex());
+    writable_maps().push_back(this);
+}
+
+void MappedFile::untrack_writable() noexcept {
+    std::lock_guard<std::mutex> hold(writable_maps_mutex());
+    auto& maps = writable_maps();
+    maps.erase(std::remove(maps.begin(), maps.end(), this), maps.end());
+}
+
 MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), writable_(writable) {
     fd_ = open_regular(path, writable ? O_RDWR : O_RDONLY, "maps");
     struct stat st {};
@@ -605,9 +698,19 @@ MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), wr
 #if defined(MADV_RANDOM)
     ::madvise(base_, size_, MADV_RANDOM);  // probes are random: no read-ahead
 #endif
+    if (writable_) {
+        try {
+            track_writable();
+        } catch (...) {
+            ::munmap(base_, size_);
+            ::close(fd_);
+            throw;
+        }
+    }
 }
 
 MappedFile::~MappedFile() {
+    if (writable_) untrack_writable();
     if (base_ != nullptr) ::munmap(base_, size_);
     if (fd_ >= 0) ::close(fd_);  // drops this handle's locks too
 }
@@ -712,6 +815,12 @@ MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) 
         write_header(*file, h);
         file->sync();
         file->insert_base = h.insert_count;
+    } else if (was_dirty) {
+        // Read as it is now (decode_filter does the same): the fill from
+        // the payload, the insert count at least its estimate.
+        h.fill = checked_fill(h, base + kHeaderSize);
+        fill_known = true;
+        repair_insert_count(h);
     }
     lock.reset();
     reading.reset();

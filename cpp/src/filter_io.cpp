@@ -155,6 +155,11 @@ std::uint64_t checked_fill(const Header& h, const unsigned char* payload) {
     }
 }
 
+void repair_insert_count(Header& h) {
+    h.insert_count =
+        std::max(h.insert_count, estimate_as_count(estimate_count(h.fill, h.num_slots, h.num_hashes, h.layout)));
+}
+
 template <class T>
 std::unique_ptr<T> decode_filter(const unsigned char* data, std::size_t len) {
     Header h = decode_header(data, len);
@@ -165,6 +170,7 @@ std::unique_ptr<T> decode_filter(const unsigned char* data, std::size_t len) {
         bad("fill " + fmt(h.fill) + " does not match the payload (" + fmt(fill) + " " +
             (h.slot_bits == 1 ? "bits set" : "counters above zero") + ")");
     h.fill = fill;
+    if (h.flags & kFlagDirty) repair_insert_count(h);  // (a writer's adds not yet in its header, or never: killed)
     // A private copy: the input may be a bytes object about to be freed.
     Memory mem = Memory::zeroed(h.payload_len);
     std::memcpy(mem.data, payload, h.payload_len);

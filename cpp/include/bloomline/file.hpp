@@ -162,6 +162,13 @@ public:
     bool inherited() const { return generation_ != fork_generation(); }
 
 private:
+    // A writable map is known to the fork hook, which has a child map it
+    // again through an open file of its own (file.cpp): the parent's locks
+    // are not the child's to keep.
+    void track_writable();
+    void untrack_writable() noexcept;
+    void let_go_of_parents_locks() noexcept;
+
     std::string path_;
     std::uint64_t dev_ = 0, ino_ = 0;
     bool released_ = false;

@@ -83,8 +83,14 @@ std::uint64_t payload_fill(const Header& h, const unsigned char* payload);
 // The same, its errors as "invalid bloomline data: ..." (a reader's).
 std::uint64_t checked_fill(const Header& h, const unsigned char* payload);
 
+// A dirty file's header (writers open, or killed) lags its payload: a
+// killed writer never added its new keys to the insert count. Make it at
+// least the estimate from the fill (h.fill counted from the payload).
+void repair_insert_count(Header& h);
+
 // A fully checked read of bytes (the payload is copied): the header, the
-// checksums, the padding, and a clean header's fill against the payload.
+// checksums, the padding, and a clean header's fill against the payload; a
+// dirty one's fill recounted and insert count repaired (above).
 template <class T>
 std::unique_ptr<T> decode_filter(const unsigned char* data, std::size_t len);
 
