@@ -348,6 +348,39 @@ def test_a_directory_whose_writer_died_is_free_while_its_forked_child_lives(tmp_
         os.kill(child, signal.SIGKILL)
 
 
+def test_directory_stages_with_their_last_stage_file_missing_refuse_to_resume(tmp_path: Path) -> None:
+    """The last stage file gone (deleted, or left out of a copy): the chain
+    resumed one stage shorter, and every key of the lost stage read new
+    again, without a word. The chain now records how many stages it made
+    (bloomline-seen.stages), and refuses where fewer are there. With no
+    stage file at all it is a new chain, as the error says."""
+    from bloomline.scalable import DirectoryStages
+
+    with ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path)) as s:
+        s.add_many(range(1000))
+        made = s.num_stages
+        assert made >= 3
+    (tmp_path / DirectoryStages.MADE).unlink()  # a chain an earlier version made: no record
+    with ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path)) as s:  # resumes, and records it
+        assert s.num_stages == made and s.contains_many(range(1000)).all()
+    (tmp_path / f"bloomline-seen.{made - 1}.blf").unlink()
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("bloomline-seen.*")}
+    for verify in (False, True):
+        with pytest.raises(ValueError, match=rf"bloomline-seen\.{made - 1}\.blf is missing: the chain made {made} "
+                                             rf"stages \(bloomline-seen\.stages says so\) and {made - 1} are there"):
+            ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path, verify=verify))
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("bloomline-seen.*")} == before
+    for p in tmp_path.glob(DirectoryStages.FILES):
+        p.unlink()
+    with ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path)) as s:
+        assert s.insert_count == 0
+        s.add_many(range(300))
+        grown = s.num_stages
+    with ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path)) as s:
+        assert s.num_stages == grown and s.contains_many(range(300)).all()
+    assert (tmp_path / DirectoryStages.MADE).read_text() == f"{grown}\n"
+
+
 @pytest.mark.parametrize("lost", [0, 1])
 def test_directory_stages_with_a_stage_file_missing_refuse_to_resume(tmp_path: Path, lost: int) -> None:
     """A stage file gone (deleted, not copied) with later ones present: the

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from ._core import BloomFilter, ChainRule
+from ._core import AtomicWriter, BloomFilter, ChainRule
 from ._forks import renew_locks_after_fork
 from ._numpy import np
 
@@ -229,7 +229,10 @@ class DirectoryStages(_LocalStages):
     new keys is its header's insert count. With ``verify``, each file's
     payload checksum is checked when it is opened (O(size), once). A
     missing stage with later ones present is an error, never a shorter
-    chain (whose growth would then save over the later files).
+    chain (whose growth would then save over the later files); so is a
+    missing last stage, by ``bloomline-seen.stages``, where the chain
+    records how many it made (a best effort: a full disk leaves it behind,
+    never ahead). No stage file at all is a new chain.
 
     One chain at a time: it holds ``flock`` on ``bloomline-seen.lock`` in
     the directory from its first read to close (the kernel lets go when
@@ -248,6 +251,7 @@ class DirectoryStages(_LocalStages):
 
     FILES = "bloomline-seen.*.blf"  # (the stage files, as a glob; stage i is bloomline-seen.{i}.blf)
     LOCK = "bloomline-seen.lock"  # (held by the chain that uses the directory)
+    MADE = "bloomline-seen.stages"  # (how many stages the chain made, in decimal)
 
     def _hold(self) -> None:
         """Take the directory for this chain, or StagesInUse (in a forked
@@ -288,6 +292,11 @@ class DirectoryStages(_LocalStages):
             raise ValueError(f"{self.path(gap)} is missing, but the chain's later stage "
                              f"{self.path(max(indices)).name} is there: restore the missing file, or remove "
                              f"every {self.FILES} file to start a new chain")
+        made = self._recorded()
+        if indices and made is not None and made > len(indices):
+            raise ValueError(f"{self.path(len(indices))} is missing: the chain made {made} stages ({self.MADE} "
+                             f"says so) and {len(indices)} are there: restore the missing file, or remove every "
+                             f"{self.FILES} file to start a new chain")
         found = []
         i = 0
         while self.path(i).exists():
@@ -301,7 +310,28 @@ class DirectoryStages(_LocalStages):
             found.append((stage, stage.insert_count))
             i += 1
         self._made = i
+        if made != i:
+            self._record(i)  # (one an earlier version made, or a record left behind)
         return found
+
+    def _recorded(self) -> Optional[int]:
+        """How many stages the chain made, as recorded; None where no
+        record can be read (none made yet, or an earlier version's chain)."""
+        try:
+            text = (self.directory / self.MADE).read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError):
+            return None
+        return int(text) if text.strip().isdigit() else None
+
+    def _record(self, made: int) -> None:
+        """Record how many stages the chain made. A best effort: where it
+        cannot be written (a full disk), the record stays behind the files,
+        which only ever makes a missing last stage go unnoticed, never a
+        present one refused."""
+        with contextlib.suppress(OSError):
+            with AtomicWriter(self.directory / self.MADE) as out:
+                out.write(f"{made}\n".encode("ascii"))
+                out.commit()
 
     def new_stage(self, index: int, capacity: int, error_rate: float, layout: Layout, seed: int) -> BloomFilter:
         self._hold()
@@ -311,6 +341,7 @@ class DirectoryStages(_LocalStages):
         stage = BloomFilter.open(self.path(index), "r+")
         self._open.append(stage)
         self._made = index + 1
+        self._record(index + 1)
         return stage
 
     def reset(self) -> None:
@@ -319,6 +350,7 @@ class DirectoryStages(_LocalStages):
         for i in self.indices_in(self.directory):
             self.path(i).unlink()
         self._made = 0
+        self._record(0)
 
     def close(self) -> None:
         self._close_stages()
