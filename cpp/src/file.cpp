@@ -552,13 +552,15 @@ void refuse_if_mapped_for_writing(const std::string& path) {
 
 namespace {
 
+// (Never destroyed: a map may be closed after static destructors have run,
+// by a thread still running at exit.)
 std::mutex& writable_maps_mutex() {
-    static std::mutex m;
-    return m;
+    static std::mutex* m = new std::mutex;
+    return *m;
 }
 std::vector<MappedFile*>& writable_maps() {
-    static std::vector<MappedFile*> maps;
-    return maps;
+    static std::vector<MappedFile*>* maps = new std::vector<MappedFile*>;
+    return *maps;
 }
 
 // The same file as fd, opened anew (O_RDWR), or -1. Async-signal-safe calls
