@@ -129,6 +129,54 @@ def test_scrapy_redis_own_scheduler_loses_what_a_killed_crawler_had_taken(
         site.stop()
 
 
+# A dupefilter that kills its own process (SIGKILL) right after it recorded
+# one link in Redis as new, before the scheduler kept it: a kill -9 (the OOM
+# killer, a container stopped) landing exactly there. Written beside the
+# spider, where `python -m scrapy` (cwd first on sys.path) imports it.
+KILLED_AFTER_ITS_CHECK = """
+import os, signal
+from bloomline.scrapy import RedisBloomDupeFilter
+
+class KilledAfterItsCheck(RedisBloomDupeFilter):
+    def request_seen(self, request):
+        seen = super().request_seen(request)
+        if not seen and request.url.endswith({path!r}):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return seen
+"""
+
+
+@pytest.mark.parametrize("scheduler", ["redis journal", "jobdir journal"])
+def test_a_crawler_killed_between_its_check_and_its_push_loses_no_page(tmp_path: Path, redis_server: RedisServer,
+                                                                       scheduler: str) -> None:
+    """The dupefilter recorded a link in Redis as seen, then the crawler was
+    killed before the scheduler kept it (scrapy-redis's push; the JOBDIR
+    journal's push). The page that yielded it was unfinished, so the next
+    crawl fetched it again, but found its link seen, and dropped it: that
+    page and the pages only it links to were never fetched, and the crawl
+    finished with exit 0 (a hostile read: 5 of a 100-page tree). The link
+    is now journaled before its check, and queued again by the next crawl."""
+    site = Site(100, tree(100))
+    victim = "/page/7"
+    (tmp_path / "killpoint.py").write_text(KILLED_AFTER_ITS_CHECK.format(path=victim))
+    common = [f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=True", MIDDLEWARE]
+    if scheduler == "redis journal":
+        common.append("SCHEDULER=bloomline.scrapy.RedisJournalScheduler")
+    else:
+        common += ["SCHEDULER=bloomline.scrapy.JournalScheduler", f"JOBDIR={tmp_path / 'job'}"]
+    try:
+        r = crawl(tmp_path, site, "DUPEFILTER_CLASS=killpoint.KilledAfterItsCheck", *common)
+        assert r.returncode == -9, r.stderr[-3000:]  # (killed at its own kill point)
+        assert victim not in site.pages()
+        site.epoch += 1
+        r = crawl(tmp_path, site, "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter", *common)
+        assert r.returncode == 0, r.stderr[-3000:]
+        pages = site.pages()
+        assert site.lost() == set() and len(pages) == 100, (sorted(site.lost()), r.stderr[-3000:])
+    finally:
+        site.stop()
+
+
 # -- the scheduler itself, as the engine opens it ---------------------------------------------------
 
 
@@ -309,8 +357,8 @@ def test_a_full_disk_stops_the_crawl_and_puts_the_request_back(tmp_path: Path, r
     closes: list[str] = []
     s.crawler.engine = SimpleNamespace(pause=lambda: None, running=True, spider=s.spider,
                                        close_spider=lambda spider, reason: closes.append(reason) or defer.succeed(None))
-    for i in range(1000):
-        s.enqueue_request(Request(f"{U}/{i}", body=b"x" * 500))
+    for i in range(1000):  # (not filtered: no intent is journaled, so the small disk is the takes' alone)
+        s.enqueue_request(Request(f"{U}/{i}", body=b"x" * 500, dont_filter=True))
     fill_disk(d, leave=8 << 10)
     taken = []
     with caplog.at_level(logging.ERROR):
@@ -329,6 +377,32 @@ def test_a_full_disk_stops_the_crawl_and_puts_the_request_back(tmp_path: Path, r
     assert len(left) == 1000 - len(taken) and set(left).isdisjoint(taken)  # the one refused is back
     s.close("bloomline_journal_unwritable")
     assert taken_urls(d) == set(taken)  # kept for the next crawl
+
+
+def test_a_link_whose_intent_cannot_be_journaled_is_not_recorded(tmp_path: Path, redis_server: RedisServer,
+                                                                small_fs: Any) -> None:
+    """A link is journaled before the dupefilter records it: on a full disk
+    that write fails, the crawl stops, and the link is neither recorded nor
+    queued (the page that yielded it stays unfinished, and is fetched again
+    with it), where a recorded one would have been seen and in no queue."""
+    from conftest import fill_disk
+    from twisted.internet import defer
+
+    from types import SimpleNamespace
+
+    d = small_fs("256k")
+    s = opened(tmp_path, redis_server.url, JOBDIR=str(d))
+    closes: list[str] = []
+    s.crawler.engine = SimpleNamespace(pause=lambda: None, running=True, spider=s.spider,
+                                       close_spider=lambda spider, reason: closes.append(reason) or defer.succeed(None))
+    assert s.enqueue_request(Request(f"{U}/before"))
+    fill_disk(d, leave=0)
+    link = Request(f"{U}/link", body=b"x" * 4096)
+    assert not s.enqueue_request(link)
+    assert closes == ["bloomline_journal_unwritable"]
+    assert not s.server.sismember(s.df.key, s.df.request_fingerprint(link))  # not recorded
+    assert queued(s) == [f"{U}/before"]
+    s.close("bloomline_journal_unwritable")
 
 
 @pytest.mark.slow

@@ -251,10 +251,20 @@ class RequestJournal:
         ``request.meta[JOURNAL_META_ID]``, for done(). It stays pending in
         the file until then. ValueError if it cannot be serialized."""
         request.meta.pop(JOURNAL_META_ID, None)  # (another journal's id: it does not travel)
+        rid = self.intend(request)
+        request.meta[JOURNAL_META_ID] = rid
+        return rid
+
+    def intend(self, request: Request) -> int:
+        """Journal a request about to go where a kill could lose it (past a
+        dupefilter that records it as seen, into a queue elsewhere): its id
+        for done(), once it is kept or dropped as a duplicate. Until then it
+        is pending in the file, queued again if the process dies (at least
+        once). Its meta is left as it is. ValueError if it cannot be
+        serialized."""
         offset, serial = self._write_request(request, None)
         rid = next(self._ids)
         self._handed[rid] = (serial, self._size - offset, [])
-        request.meta[JOURNAL_META_ID] = rid
         return rid
 
     def _write_request(self, request: Request, parent: Optional[int]) -> tuple[int, int]:

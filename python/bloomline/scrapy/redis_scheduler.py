@@ -21,6 +21,9 @@ Invariants:
   the next crawl: at least once). Only one process takes a file (it is
   renamed first); a live process's journal (its owner lock held) is never taken.
 - Handed back, a request is not checked again: its fingerprint is recorded.
+- A request yielded is in the journal (an intent) before the dupefilter
+  records it, and leaves it once pushed or dropped: a kill between the
+  record and the push hands it back, never leaves it seen in no queue.
 - A clean close removes the journal when every request taken is finished.
   One still unfinished (its page's link could not be queued) is kept for
   the next crawl to queue again, with SCHEDULER_PERSIST; without it the
@@ -48,7 +51,7 @@ from ._owners import OPEN as _OPEN  # (the journals this process's open crawls w
 from ._owners import claim, journal_stems, left_journals, own_journal_path, reserve_path
 from ._redis_filter import _default_spill_dir
 from .journal import JOURNAL_META_ID, JournalUnwritable, RequestJournal, _Reserve
-from .scheduler import REASON_JOURNAL, Finishing, request_done, require_middleware
+from .scheduler import REASON_JOURNAL, Finishing, journal_intent, request_done, require_middleware
 
 __all__ = ["RedisJournalScheduler"]
 
@@ -256,7 +259,18 @@ class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
         middleware, not yielded by a callback) finishes it once it is kept."""
         retried = self._finishing.entering(request)
         parent = request.meta.pop(JOURNAL_META_ID, None)  # a journal id never goes to Redis
+        # Journaled first: scrapy-redis's enqueue records the request in the
+        # dupefilter, then pushes it; a kill between the two left it seen
+        # and in no queue, and the page that yielded it, fetched again,
+        # found it seen. Pending, it is handed back with the journal.
+        try:
+            intent = journal_intent(self._taken if self._stop is None else None, self.df, request)
+        except JournalUnwritable as e:  # not checked, so not recorded: the page that yielded it is fetched again
+            self._unwritable(e)
+            return False
         kept: bool = super().enqueue_request(request)
+        if intent is not None:
+            self._finish(intent)
         self._finishing.scheduled(request)
         if retried and parent is not None:
             self._finish(parent)

@@ -211,11 +211,21 @@ class JournalScheduler(_Reserve, Scheduler):
             return False  # never fetched, never recorded: the crawl is stopping
         df = self.df
         if self.dqs is None or request.dont_filter or not isinstance(df, BloomDupeFilter):
+            # Another dupefilter records as it answers (a Redis one, Scrapy's
+            # own): the request is journaled first (an intent, queued again
+            # on resume if the process dies before it is kept or dropped), or
+            # a kill between its record and its push would leave it seen and
+            # never fetched (the page that yielded it, fetched again, finds
+            # it seen).
             try:
-                return super().enqueue_request(request)
-            except JournalUnwritable as e:
+                intent = journal_intent(self.dqs, df, request)
+                kept: bool = super().enqueue_request(request)
+            except JournalUnwritable as e:  # (the intent's: nothing recorded; the request that yielded it is fetched again)
                 self._journal_failed(e)
                 return False
+            if intent is not None:
+                self._finish(intent)
+            return kept
         # Journal first, record second: a kill between the two leaves the
         # request queued and its fingerprint re-recorded on resume.
         fp = df.fingerprint(request)
@@ -277,6 +287,27 @@ class JournalScheduler(_Reserve, Scheduler):
         self._release_reserve()  # room for the rest of the stop (Scrapy's spider.state)
         self._failure = _JournalFailure(self.crawler, error, self.dqdir, closing)
 
+
+
+def journal_intent(journal: Optional[RequestJournal], df: Any, request: Request) -> Optional[int]:
+    """Journal a request before a dupefilter that records what it lets
+    through checks it (RequestJournal.intend): its id, for done() once the
+    request is kept or dropped; None where nothing needs it: no journal, a
+    dont_filter request (not checked), a fingerprint RedisBloomDupeFilter's
+    front filter answers (recorded before, by this process), or a request
+    pickle cannot write (it goes to Scrapy's memory queue, as the schedulers
+    say). JournalUnwritable if the journal cannot be written."""
+    if journal is None or request.dont_filter:
+        return None
+    front = getattr(df, "front", None)
+    if front is not None and df.fingerprint(request) in front:
+        return None
+    try:
+        return journal.intend(request)
+    except JournalUnwritable:
+        raise
+    except ValueError:
+        return None
 
 
 class Finishing:
