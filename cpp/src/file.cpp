@@ -588,6 +588,14 @@ int reopen_same_file(int fd) {
 }  // namespace
 
 void MappedFile::let_go_of_parents_locks() noexcept {
+    if (base_ == nullptr) {
+        // Forked while another thread was making this map: that thread is
+        // not in the child, so the map is never finished here; its
+        // descriptor (the writer's open file) is let go of.
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+        return;
+    }
     const int fd = reopen_same_file(fd_);
     if (fd < 0) return;
     struct stat st {};
@@ -610,7 +618,7 @@ void MappedFile::let_go_of_parents_locks() noexcept {
     fd_ = fd;
 }
 
-void MappedFile::track_writable() {
+void MappedFile::open_tracked(const std::string& path) {
     static const bool hooked = [] {
         ::pthread_atfork([] { writable_maps_mutex().lock(); }, [] { writable_maps_mutex().unlock(); },
                          [] {
@@ -620,21 +628,42 @@ void MappedFile::track_writable() {
         return true;
     }();
     (void)hooked;
+    // Opened and known to the hook in one step: a fork from another thread
+    // never finds the descriptor unknown (a child would keep it, and the
+    // writer's locks with it).
     std::lock_guard<std::mutex> hold(writable_maps_mutex());
+    writable_maps().reserve(writable_maps().size() + 1);  // (no allocation can fail once the file is open)
+    fd_ = open_regular(path, O_RDWR, "maps");
     writable_maps().push_back(this);
 }
 
-void MappedFile::untrack_writable() noexcept {
-    std::lock_guard<std::mutex> hold(writable_maps_mutex());
-    auto& maps = writable_maps();
-    maps.erase(std::remove(maps.begin(), maps.end(), this), maps.end());
+void MappedFile::close_fd() noexcept {
+    const int e = errno;  // (for the error about to be raised)
+    if (writable_) {
+        // Unmapped, closed and forgotten by the hook in one step: a fork
+        // never finds a descriptor number that may be another file's by now.
+        std::lock_guard<std::mutex> hold(writable_maps_mutex());
+        auto& maps = writable_maps();
+        maps.erase(std::remove(maps.begin(), maps.end(), this), maps.end());
+        if (base_ != nullptr) ::munmap(base_, size_);
+        if (fd_ >= 0) ::close(fd_);
+    } else {
+        if (base_ != nullptr) ::munmap(base_, size_);
+        if (fd_ >= 0) ::close(fd_);
+    }
+    base_ = nullptr;
+    fd_ = -1;
+    errno = e;
 }
 
 MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), writable_(writable) {
-    fd_ = open_regular(path, writable ? O_RDWR : O_RDONLY, "maps");
+    if (writable)
+        open_tracked(path);
+    else
+        fd_ = open_regular(path, O_RDONLY, "maps");
     struct stat st {};
     if (::fstat(fd_, &st) != 0) {
-        ::close(fd_);
+        close_fd();
         os_error("cannot stat", path);
     }
     dev_ = static_cast<std::uint64_t>(st.st_dev);
@@ -643,7 +672,7 @@ MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), wr
     // Root may write anything: a file with no write bit at all (chmod 444)
     // is refused for writing as every save refuses to replace it.
     if (writable && (st.st_mode & 0222) == 0) {
-        ::close(fd_);
+        close_fd();
         char mode[8];
         std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
         throw FileError(EACCES, std::string("a read-only file, mode ") + mode +
@@ -678,43 +707,41 @@ MappedFile::MappedFile(const std::string& path, bool writable) : path_(path), wr
             r = ::fallocate(fd_, 0, 0, static_cast<off_t>(size_));
         } while (r != 0 && errno == EINTR);
         if (r != 0 && errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL) {
-            const int e = errno;
-            ::close(fd_);
-            errno = e;
+            close_fd();
             os_error("cannot reserve the disk blocks of the file (a sparse file that cannot be filled in) to map",
                      path);
         }
     }
 #endif
     if (size_ < kHeaderSize + kTrailerSize) {
-        ::close(fd_);
+        close_fd();
         throw std::invalid_argument("invalid bloomline data: '" + path + "' is " + std::to_string(size_) +
                                     " bytes, shorter than the 136-byte minimum (truncated?)");
     }
-    void* p = ::mmap(nullptr, size_, writable ? (PROT_READ | PROT_WRITE) : PROT_READ, MAP_SHARED, fd_, 0);
+    // A writable map is made under the hook's lock: a child forked
+    // meanwhile would hold the mapping (and the writer's open file with it)
+    // where the hook saw no map to make again.
+    void* p;
+    int map_errno;
+    {
+        std::unique_lock<std::mutex> hold(writable_maps_mutex(), std::defer_lock);
+        if (writable_) hold.lock();
+        p = ::mmap(nullptr, size_, writable ? (PROT_READ | PROT_WRITE) : PROT_READ, MAP_SHARED, fd_, 0);
+        map_errno = errno;
+        if (p != MAP_FAILED) base_ = static_cast<unsigned char*>(p);
+    }
     if (p == MAP_FAILED) {
-        ::close(fd_);
+        errno = map_errno;
+        close_fd();
         os_error("cannot map", path);
     }
-    base_ = static_cast<unsigned char*>(p);
 #if defined(MADV_RANDOM)
     ::madvise(base_, size_, MADV_RANDOM);  // probes are random: no read-ahead
 #endif
-    if (writable_) {
-        try {
-            track_writable();
-        } catch (...) {
-            ::munmap(base_, size_);
-            ::close(fd_);
-            throw;
-        }
-    }
 }
 
 MappedFile::~MappedFile() {
-    if (writable_) untrack_writable();
-    if (base_ != nullptr) ::munmap(base_, size_);
-    if (fd_ >= 0) ::close(fd_);  // drops this handle's locks too
+    close_fd();  // drops this handle's locks too
 }
 
 void MappedFile::sync() const {

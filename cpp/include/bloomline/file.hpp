@@ -165,8 +165,8 @@ private:
     // A writable map is known to the fork hook, which has a child map it
     // again through an open file of its own (file.cpp): the parent's locks
     // are not the child's to keep.
-    void track_writable();
-    void untrack_writable() noexcept;
+    void open_tracked(const std::string& path);
+    void close_fd() noexcept;
     void let_go_of_parents_locks() noexcept;
 
     std::string path_;
