@@ -352,8 +352,9 @@ def test_directory_stages_with_their_last_stage_file_missing_refuse_to_resume(tm
     """The last stage file gone (deleted, or left out of a copy): the chain
     resumed one stage shorter, and every key of the lost stage read new
     again, without a word. The chain now records how many stages it made
-    (bloomline-seen.stages), and refuses where fewer are there. With no
-    stage file at all it is a new chain, as the error says."""
+    (bloomline-seen.stages), and refuses where fewer are there, none
+    included. With neither the files nor the record it is a new chain, as
+    the error says."""
     from bloomline.scalable import DirectoryStages
 
     with ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path)) as s:
@@ -372,6 +373,12 @@ def test_directory_stages_with_their_last_stage_file_missing_refuse_to_resume(tm
     assert {p.name: p.read_bytes() for p in tmp_path.glob("bloomline-seen.*")} == before
     for p in tmp_path.glob(DirectoryStages.FILES):
         p.unlink()
+    # Every stage gone (a one-stage chain's only one, say) is no new chain either.
+    with pytest.raises(ValueError, match=rf"bloomline-seen\.0\.blf is missing: the chain made {made} stages .* "
+                                         r"and 0 are there: restore the missing files, or remove every "
+                                         r"bloomline-seen\.\*\.blf file and bloomline-seen\.stages"):
+        ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path))
+    (tmp_path / DirectoryStages.MADE).unlink()
     with ScalableBloomFilter(100, 0.01, store=DirectoryStages(tmp_path)) as s:
         assert s.insert_count == 0
         s.add_many(range(300))

@@ -230,9 +230,10 @@ class DirectoryStages(_LocalStages):
     payload checksum is checked when it is opened (O(size), once). A
     missing stage with later ones present is an error, never a shorter
     chain (whose growth would then save over the later files); so is a
-    missing last stage, by ``bloomline-seen.stages``, where the chain
-    records how many it made (a best effort: a full disk leaves it behind,
-    never ahead). No stage file at all is a new chain.
+    missing last stage, or every stage missing, by ``bloomline-seen.stages``,
+    where the chain records how many it made (a best effort: a full disk
+    leaves it behind). A directory with neither is a new chain; to start
+    one over, remove the stage files and that record (or ``reset()``).
 
     One chain at a time: it holds ``flock`` on ``bloomline-seen.lock`` in
     the directory from its first read to close (the kernel lets go when
@@ -287,16 +288,17 @@ class DirectoryStages(_LocalStages):
 
     def _read(self) -> list[tuple[BloomFilter, int]]:
         indices = self.indices_in(self.directory)
+        anew = f"remove every {self.FILES} file and {self.MADE} to start a new chain"
         if indices != list(range(len(indices))):
             gap = next(i for i in range(len(indices) + 1) if i not in indices)
             raise ValueError(f"{self.path(gap)} is missing, but the chain's later stage "
-                             f"{self.path(max(indices)).name} is there: restore the missing file, or remove "
-                             f"every {self.FILES} file to start a new chain")
+                             f"{self.path(max(indices)).name} is there: restore the missing file, or {anew}")
         made = self._recorded()
-        if indices and made is not None and made > len(indices):
-            raise ValueError(f"{self.path(len(indices))} is missing: the chain made {made} stages ({self.MADE} "
-                             f"says so) and {len(indices)} are there: restore the missing file, or remove every "
-                             f"{self.FILES} file to start a new chain")
+        if made is not None and made > len(indices):
+            raise ValueError(f"{self.path(len(indices))} is missing: the chain made {made} "
+                             f"{'stage' if made == 1 else 'stages'} ({self.MADE} says so) and {len(indices)} "
+                             f"{'is' if len(indices) == 1 else 'are'} there: restore the missing "
+                             f"{'file' if made - len(indices) == 1 else 'files'}, or {anew}")
         found = []
         i = 0
         while self.path(i).exists():
@@ -347,10 +349,10 @@ class DirectoryStages(_LocalStages):
     def reset(self) -> None:
         self._hold()
         self._close_stages()  # (the directory stays held: the chain starts again in it)
+        self._record(0)  # (first: a reset cut short leaves the record behind the files, never ahead)
         for i in self.indices_in(self.directory):
             self.path(i).unlink()
         self._made = 0
-        self._record(0)
 
     def close(self) -> None:
         self._close_stages()

@@ -457,7 +457,7 @@ def _check_journal_kept(path: Optional[str], settings: Any) -> None:
 def _jobdir_refusal(path: Optional[str], error: Exception, recrawl: bool = False) -> _Refused:
     journal = Path(path or ".") / JOURNAL_NAME
     what = (f"the request journal {journal} still holds the pending requests; " if journal.exists() else "")
-    files = f"{RECRAWL_FILE} file" if recrawl else f"{DirectoryStages.FILES} files"
+    files = f"{RECRAWL_FILE} file" if recrawl else f"{DirectoryStages.FILES} files and {DirectoryStages.MADE}"
     return _Refused(REASON_JOBDIR, f"BloomDupeFilter cannot resume from JOBDIR {path!r}: {error}; {what}"
                                    f"remove the damaged {files} to resume without the record of "
                                    "what was seen (pages may be fetched again), or start with a new JOBDIR")
