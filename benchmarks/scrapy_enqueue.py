@@ -1,4 +1,4 @@
-"""What RedisJournalScheduler's enqueue costs, build against build.
+"""What RedisJournalScheduler's enqueue and take cost, build against build.
 
     python benchmarks/scrapy_enqueue.py [--rounds 3] [--requests 20000] [PKG_DIR ...]
 
@@ -9,8 +9,10 @@ opens it, journal in a temporary JOBDIR) against one redis-server started
 here on loopback, and times ``enqueue_request`` over the same requests:
 5,000 distinct URLs, each offered four times (most links a crawl yields
 are seen), under scrapy-redis's RFPDupeFilter and under RedisBloomDupeFilter
-(whose front filter answers the repeats without Redis). Prints microseconds
-per enqueue, a line per build, dupefilter and round.
+(whose front filter answers the repeats without Redis), then
+``next_request`` until the queue is empty (each request taken: popped and
+journaled). Prints microseconds per call, a line per build, dupefilter and
+round.
 """
 
 from __future__ import annotations
@@ -48,7 +50,13 @@ requests = [Request(f"http://example.com/{i % 5000}") for i in range(n)]
 t = time.perf_counter()
 for r in requests:
     scheduler.enqueue_request(r)
-print(f"{(time.perf_counter() - t) / n * 1e6:.1f}")
+enqueue = (time.perf_counter() - t) / n * 1e6
+t = time.perf_counter()
+taken = 0
+while scheduler.next_request() is not None:
+    taken += 1
+print(f"{enqueue:.1f} us per enqueue, {(time.perf_counter() - t) / max(taken, 1) * 1e6:.1f} us per next_request "
+      f"({taken} taken)")
 scheduler.server.flushall()
 """
 
@@ -81,8 +89,7 @@ def main() -> None:
                     out = subprocess.run([sys.executable, "-c", CHILD, f"redis://127.0.0.1:{port}/0", df,
                                           str(args.requests)], capture_output=True, text=True, env=env, timeout=600)
                     took = out.stdout.strip() or f"failed: {out.stderr[-300:]}"
-                    print(f"round {rnd + 1}  {pkg or 'installed'}  {df.rsplit('.', 1)[1]}: {took} us per enqueue",
-                          flush=True)
+                    print(f"round {rnd + 1}  {pkg or 'installed'}  {df.rsplit('.', 1)[1]}: {took}", flush=True)
     finally:
         server.kill()
         server.wait()

@@ -21,6 +21,7 @@ pytest.importorskip("scrapy")
 pytest.importorskip("scrapy_redis")
 pytest.importorskip("redis")
 
+import redis  # noqa: E402
 from conftest import RedisServer  # noqa: E402
 from scrapy import Spider  # noqa: E402
 from scrapy.http import Request  # noqa: E402
@@ -173,6 +174,56 @@ def test_a_crawler_killed_between_its_check_and_its_push_loses_no_page(tmp_path:
         assert r.returncode == 0, r.stderr[-3000:]
         pages = site.pages()
         assert site.lost() == set() and len(pages) == 100, (sorted(site.lost()), r.stderr[-3000:])
+    finally:
+        site.stop()
+
+
+# scrapy-redis's serializer (pickle), killing its own process as it reads
+# one request popped from the queue while the file "armed" is beside it:
+# Redis has taken the request off the queue, and the journal does not have
+# it yet (a kill -9 landing in the pop's round trip).
+KILLED_IN_ITS_POP = """
+import os, pickle, signal
+
+def loads(s):
+    d = pickle.loads(s)
+    if os.path.exists("armed") and d["url"].endswith({path!r}):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return d
+
+def dumps(obj):
+    return pickle.dumps(obj, protocol=-1)
+"""
+
+
+@pytest.mark.parametrize("queue", ["PriorityQueue", "FifoQueue", "LifoQueue"])
+def test_a_crawler_killed_in_its_pop_loses_no_page(tmp_path: Path, redis_server: RedisServer, queue: str) -> None:
+    """Killed after Redis took a request off scrapy-redis's queue and
+    before the journal had it: the request was in neither, and it and the
+    pages only it links to were never fetched (a hostile read: 10 of 27
+    runs of six random kills lost 5 to 21 pages). The pop now parks the
+    request in Redis until the journal has it, and the next crawl pushes a
+    dead crawler's parked request back."""
+    site = Site(100, tree(100))
+    (tmp_path / "killpoint_serializer.py").write_text(KILLED_IN_ITS_POP.format(path="/page/7"))
+    common = ["SCHEDULER=bloomline.scrapy.RedisJournalScheduler",
+              "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter", f"REDIS_URL={redis_server.url}",
+              "SCHEDULER_PERSIST=True", MIDDLEWARE, "SCHEDULER_SERIALIZER=killpoint_serializer",
+              f"SCHEDULER_QUEUE_CLASS=scrapy_redis.queue.{queue}"]
+    try:
+        (tmp_path / "armed").touch()
+        r = crawl(tmp_path, site, *common)
+        assert r.returncode == -9, r.stderr[-3000:]  # (killed at its own kill point)
+        assert "/page/7" not in site.pages()
+        (tmp_path / "armed").unlink()
+        site.epoch += 1
+        r = crawl(tmp_path, site, *common)
+        assert r.returncode == 0, r.stderr[-3000:]
+        pages = site.pages()
+        assert site.lost() == set() and len(pages) == 100, (sorted(site.lost()), r.stderr[-3000:])
+        assert pages["/page/7"] == 1
+        keys = redis.Redis.from_url(redis_server.url).keys("*:taking:*")
+        assert keys == [], keys  # the clean close let go of its parked request
     finally:
         site.stop()
 

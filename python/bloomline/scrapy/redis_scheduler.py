@@ -29,10 +29,16 @@ Invariants:
   the next crawl to queue again, with SCHEDULER_PERSIST; without it the
   crawl's queue and filter are gone, and so is the journal, unless the
   crawl failed on Redis or its flush did (the queue and filter are kept).
-What it cannot keep: a request popped in Redis whose reply never reached the
-crawler (its Redis died, or the crawler was killed, between the two), and
-journals on a machine that is gone. Requests in flight at a kill are
-fetched again (at least once)."""
+- A request popped is parked in Redis (``<queue key>:taking:<journal
+  name>``, moved there by the pop itself) until the journal has it, and let
+  go of then. A dead process's parked request, popped and never journaled,
+  is pushed back with its journal.
+What it cannot keep: a request popped by a blocking pop
+(SCHEDULER_IDLE_BEFORE_CLOSE) from a Redis without BLMOVE (before 6.2), or
+from a queue class other than scrapy-redis's three, whose reply never
+reached the crawler (its Redis died, or the crawler was killed, between
+the two); journals, and parked requests, of a machine that is gone.
+Requests in flight at a kill are fetched again (at least once)."""
 
 from __future__ import annotations
 
@@ -41,8 +47,10 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+from redis import exceptions as redis_errors
 from scrapy.http import Request
 from scrapy.utils.job import job_dir
+from scrapy_redis import queue as _queues  # type: ignore[import-untyped]
 from scrapy_redis.scheduler import Scheduler  # type: ignore[import-untyped]
 
 from .._units import noun
@@ -58,6 +66,28 @@ __all__ = ["RedisJournalScheduler"]
 logger = logging.getLogger(__name__)
 
 _KIND = "taken"  # journals named <queue key>-<hash>.<pid>-<random>.o<owner token>.taken.journal (_owners.py)
+
+# The pop: the next request moved from scrapy-redis's queue (its three
+# classes, popped as each pops) to the parked key, in one step, where it
+# stays until the journal has it (_unpark); a crawler killed before leaves
+# it there, for the crawl that hands its journal back. (The DEL: one left
+# by an _unpark that Redis refused.) KEYS: queue, parked. ARGV: the
+# queue's kind.
+_POP_PARKED = """
+redis.call('DEL', KEYS[2])
+local item
+if ARGV[1] == 'priority' then
+  item = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+  if item then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, 0) end
+elseif ARGV[1] == 'fifo' then
+  item = redis.call('RPOP', KEYS[1])
+else
+  item = redis.call('LPOP', KEYS[1])
+end
+if item then redis.call('RPUSH', KEYS[2], item) end
+return item
+"""
+_QUEUE_KINDS = {_queues.PriorityQueue: "priority", _queues.FifoQueue: "fifo", _queues.LifoQueue: "lifo"}
 
 
 class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
@@ -76,8 +106,10 @@ class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
     must not (a lock on a network file system may not hold). Crawlers name
     their Redis the same way (REDIS_URL): a journal is handed back only to
     a crawl of its own queue on its own Redis. With
-    ``SCHEDULER_FLUSH_ON_START`` the dead processes' journals are removed
-    with the queue they came from.
+    ``SCHEDULER_FLUSH_ON_START`` the dead processes' journals (and parked
+    requests) are removed with the queue they came from. Each request
+    popped is parked in Redis (``<queue key>:taking:<journal name>``, by
+    the pop itself) until the journal has it.
 
     A journal that cannot be written (a full disk) stops the crawl, reason
     ``bloomline_journal_unwritable``: the request being taken is pushed back
@@ -91,6 +123,8 @@ class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
     """Where this crawl's journal is, and where it looks for dead processes' journals."""
     _taken: Optional[RequestJournal] = None
     _stop: Optional[_CrawlStop] = None
+    _parked: Optional[str] = None  # this crawl's parked key (None: the queue's own pop)
+    _pop_parked: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> RedisJournalScheduler:
@@ -118,6 +152,9 @@ class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
             _OPEN.add(own.resolve())  # (its reserve too: left_journals of another crawl of this process leaves it)
             self._keep_reserve(reserve_path(own))
             self._taken = RequestJournal(own, spider, fifo=True)
+            if type(self.queue) in _QUEUE_KINDS:
+                self._parked = self._parked_key(own)
+                self._pop_parked = self.server.register_script(_POP_PARKED)
         except (ValueError, OSError) as e:
             self._release_reserve()
             if own is not None:
@@ -136,6 +173,7 @@ class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
             return  # another process took it
         if self.flush_on_start:
             os.unlink(claimed)
+            self.server.delete(self._parked_key(name))
             logger.info("RedisJournalScheduler: removed %s with the queue it came from (SCHEDULER_FLUSH_ON_START)",
                         name.name, extra={"spider": spider})
             return
@@ -153,6 +191,7 @@ class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
                 self.queue.push(request)  # pushed first, done after: killed between, pushed again (at least once)
                 journal.done(rid)
                 count += 1
+            count += self._push_parked(name)  # (after the journal: killed before, the journal is handed back again)
             journal.close()
         except Exception as e:  # (Redis refused or went away; a full disk)
             journal.release()  # what was not marked done stays pending in it
@@ -203,6 +242,13 @@ class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
             self._settle_journal(flushed)
         finally:
             self._release_reserve()  # (after the journal: its room is for what Scrapy writes to JOBDIR at close)
+            parked, self._parked = self._parked, None
+            if parked is not None:
+                try:  # (journaled by now, or pushed back as the journal failed)
+                    self.server.delete(parked)
+                except redis_errors.RedisError as e:  # Redis gone: the next crawl pushes it back (at least once)
+                    logger.warning("RedisJournalScheduler: cannot let go of the request parked at %r (%s): the next "
+                                   "crawl pushes it back to the queue", parked, e)
 
     def _settle_journal(self, flushed: bool) -> None:
         taken, self._taken = self._taken, None
@@ -228,13 +274,48 @@ class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
             logger.error("RedisJournalScheduler: cannot finish the requests taken, in %s (%s): the next crawl "
                          "queues them again", taken.path, e)
 
+    def _parked_key(self, journal: Path) -> str:
+        """Where the crawl writing `journal` parks the request it pops until the journal has it."""
+        return f"{self.queue.key}:taking:{journal.name}"
+
+    def _push_parked(self, journal: Path) -> int:
+        """Push back what the dead crawl of `journal` had parked (popped, and
+        perhaps not journaled), then let go of it: how many requests."""
+        key = self._parked_key(journal)
+        items = self.server.lrange(key, 0, -1)
+        for item in items:
+            self.queue.push(self.queue._decode_request(item))
+        self.server.delete(key)
+        return len(items)
+
+    def _pop(self) -> Optional[Request]:
+        """scrapy-redis's pop, through the parked key where the queue is one
+        of its three classes (see _POP_PARKED)."""
+        if self._parked is None:
+            return self.queue.pop(self.idle_before_close)  # type: ignore[no-any-return]
+        kind = _QUEUE_KINDS[type(self.queue)]
+        item = self._pop_parked(keys=[self.queue.key, self._parked], args=[kind])
+        if item is None and self.idle_before_close > 0 and kind != "priority":
+            # scrapy-redis's blocking pop, parked too (BLMOVE: Redis 6.2);
+            # its priority queue does not block.
+            try:
+                item = self.server.blmove(self.queue.key, self._parked, self.idle_before_close,
+                                          "RIGHT" if kind == "fifo" else "LEFT", "RIGHT")
+            except redis_errors.ResponseError:  # (an older Redis: its own pop, unparked)
+                return self.queue.pop(self.idle_before_close)  # type: ignore[no-any-return]
+        return None if item is None else self.queue._decode_request(item)
+
     def next_request(self) -> Optional[Request]:
         """The next request from Redis, journaled before the engine gets it."""
         if self._stop is not None:
             return None
-        request = super().next_request()
-        if request is None or self._taken is None:
-            return request  # type: ignore[no-any-return]
+        if self._taken is None:
+            return super().next_request()  # type: ignore[no-any-return]
+        request = self._pop()
+        if request is None:
+            return None
+        if self.stats:
+            self.stats.inc_value("scheduler/dequeued/redis")
         try:
             self._taken.take(request)
         except JournalUnwritable as e:
@@ -242,16 +323,31 @@ class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
             request.meta.pop(JOURNAL_META_ID, None)
             try:
                 self.queue.push(request)  # back where it was
-            except Exception as error:  # (Redis gone too: nowhere left to keep it)
+            except Exception as error:  # (Redis gone too: parked, it is pushed back by the next crawl)
                 logger.error("RedisJournalScheduler: %s, taken as the journal failed, could not be put back in the "
-                             "queue (%r): it is lost to this crawl", request, error)
+                             "queue (%r)%s", request, error, "; it stays parked for the next crawl to push back"
+                             if self._parked is not None else ": it is lost to this crawl")
+                return None
+            self._unpark()
             return None
         except ValueError as e:  # (a request scrapy-redis's serializer could read and pickle cannot write)
             logger.warning("RedisJournalScheduler: cannot journal %s (%s); a crawler killed before it is finished "
                            "loses it", request, e)
         else:
             self._finishing.watch_failure(request)
-        return request  # type: ignore[no-any-return]
+        self._unpark()
+        return request
+
+    def _unpark(self) -> None:
+        """The request parked is journaled (or back in the queue): let go of
+        it, so that a dead crawl's parked request is one no journal has. A
+        Redis error leaves it parked (the next pop lets go of it; a kill
+        first, and it is fetched twice: at least once)."""
+        if self._parked is not None:
+            try:
+                self.server.delete(self._parked)
+            except redis_errors.RedisError:
+                pass
 
     def enqueue_request(self, request: Request) -> bool:
         """scrapy-redis's enqueue (the dupefilter, then the push to Redis).

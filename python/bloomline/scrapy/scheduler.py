@@ -11,7 +11,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from scrapy import signals
 from scrapy.core.scheduler import Scheduler
@@ -218,7 +218,7 @@ class JournalScheduler(_Reserve, Scheduler):
             # never fetched (the page that yielded it, fetched again, finds
             # it seen).
             try:
-                intent = journal_intent(self.dqs, df, request)
+                intent = journal_intent(cast(Optional[RequestJournal], self.dqs), df, request)  # (ours, when set)
                 kept: bool = super().enqueue_request(request)
             except JournalUnwritable as e:  # (the intent's: nothing recorded; the request that yielded it is fetched again)
                 self._journal_failed(e)
