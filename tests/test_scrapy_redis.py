@@ -106,6 +106,29 @@ def test_persist_keeps_the_filter_and_says_so(site: Site, tmp_path: Path, redis_
     assert max(site.pages().values()) == 1
 
 
+def test_flush_on_start_deletes_the_filter_and_the_crawl_starts_over(tmp_path: Path,
+                                                                     redis_server: RedisServer) -> None:
+    """SCHEDULER_FLUSH_ON_START: scrapy-redis's flush at open deleted the
+    chain in Redis while the filter's chain still counted its stages, so the
+    first check raised IndexError, and the crawl stopped with
+    bloomline_redis_unavailable having fetched nothing. The chain is now
+    read again, or made, at the first check after the flush: the crawl
+    starts over and fetches every page again."""
+    site = Site(300, twelve_links(300))
+    try:
+        settings = (*SCRAPY_REDIS, f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=True")
+        r = crawl(tmp_path, site, *settings)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert len(site.pages()) == 300
+        r = crawl(tmp_path, site, *settings, "SCHEDULER_FLUSH_ON_START=True")
+        assert r.returncode == 0 and finish_reason(r.stderr) == "finished", r.stderr[-3000:]
+        assert set(site.pages().values()) == {2}  # every page again, once
+        r = crawl(tmp_path, site, *settings)  # and the filter it made is the one the next crawl resumes
+        assert r.returncode == 0 and set(site.pages().values()) == {2}, r.stderr[-3000:]
+    finally:
+        site.stop()
+
+
 def test_a_filter_left_by_a_killed_crawl_stops_the_next_crawl_without_persist(site: Site, tmp_path: Path,
                                                                               redis_server: RedisServer) -> None:
     """Scrapy's scheduler keeps its queue in memory: a crawl killed with

@@ -430,6 +430,35 @@ def test_a_full_disk_stops_the_crawl_and_puts_the_request_back(tmp_path: Path, r
     assert taken_urls(d) == set(taken)  # kept for the next crawl
 
 
+def test_a_request_neither_journaled_nor_put_back_stays_parked(tmp_path: Path, redis_server: RedisServer,
+                                                               small_fs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk refused the journal's write of a request taken, and Redis
+    refused its push back to the queue (a double fault): the ERROR line said
+    it stayed parked for the next crawl, but the close let go of the parked
+    key. It now stays parked."""
+    from conftest import fill_disk
+    from twisted.internet import defer
+
+    from types import SimpleNamespace
+
+    d = small_fs("256k")
+    s = opened(tmp_path, redis_server.url, JOBDIR=str(d))
+    s.crawler.engine = SimpleNamespace(pause=lambda: None, running=True, spider=s.spider,
+                                       close_spider=lambda spider, reason: defer.succeed(None))
+    assert s.enqueue_request(Request(f"{U}/parked", body=b"x" * 4096, dont_filter=True))
+    fill_disk(d, leave=0)
+
+    def cut(request: Request) -> None:
+        raise redis.ConnectionError("the connection was cut")
+
+    monkeypatch.setattr(s.queue, "push", cut)  # (the push back, cut; Redis itself stays up)
+    assert s.next_request() is None
+    s.close("bloomline_journal_unwritable")
+    r = redis.Redis.from_url(redis_server.url)
+    parked = r.keys("*:taking:*")
+    assert len(parked) == 1 and s.queue._decode_request(r.lindex(parked[0], 0)).url == f"{U}/parked"
+
+
 def test_a_link_whose_intent_cannot_be_journaled_is_not_recorded(tmp_path: Path, redis_server: RedisServer,
                                                                 small_fs: Any) -> None:
     """A link is journaled before the dupefilter records it: on a full disk

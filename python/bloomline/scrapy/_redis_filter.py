@@ -160,6 +160,7 @@ class RedisBloomDupeFilter(_DupeFilter):
         self._outages = Outages(self, Path(spill_dir) if spill_dir else _default_spill_dir())
         self._queue_in_redis = False  # scrapy-redis: the scheduler pushes a new request to Redis after the check
         self.redis_checks = 0  # checks the front filter could not answer (a recrawl window: all): sent to Redis
+        self._read_again = False  # the chain was deleted (clear) and is read again, or made, at the next check
         # Two re-sends of a check whose reply was lost, then it is spilled;
         # each answer is kept for twice the time those tries may take (the
         # socket timeout's), so a re-send always finds it (answer_ttl_ms
@@ -285,7 +286,11 @@ class RedisBloomDupeFilter(_DupeFilter):
         again."""
         if self.recrawl_after is not None:
             return bool(cast("RedisWindowedFilter", self.seen).add(fp, refresh=False))
-        return bool(self.seen.add(fp))
+        chain = cast(ScalableBloomFilter, self.seen)
+        if self._read_again:
+            chain._reload()
+            self._read_again = False
+        return bool(chain.add(fp))
 
     def _retrying(self, make: Callable[[], Any]) -> Any:
         """make() retried with backoff for retry_timeout_s seconds while Redis
@@ -477,6 +482,11 @@ class RedisBloomDupeFilter(_DupeFilter):
                 cast("RedisWindowedFilter", self.seen).delete()
             else:
                 self._stages.reset()
+                # (SCHEDULER_FLUSH_ON_START flushes at open, and the crawl goes
+                # on: its chain is read again, or made, at the next check)
+                self._read_again = True
+            if self.front is not None:
+                self.front.clear()
         except redis.RedisError as e:
             logger.warning("%s: could not delete the filter at Redis key %r: %s", self.label, key, e)
             return

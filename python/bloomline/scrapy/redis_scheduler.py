@@ -327,6 +327,7 @@ class RedisJournalScheduler(_Reserve, Scheduler):  # type: ignore[misc]
                 logger.error("RedisJournalScheduler: %s, taken as the journal failed, could not be put back in the "
                              "queue (%r)%s", request, error, "; it stays parked for the next crawl to push back"
                              if self._parked is not None else ": it is lost to this crawl")
+                self._parked = None  # (so the close leaves it parked: the crawl is stopping, and pops no more)
                 return None
             self._unpark()
             return None
