@@ -286,11 +286,10 @@ class RedisBloomDupeFilter(_DupeFilter):
         again."""
         if self.recrawl_after is not None:
             return bool(cast("RedisWindowedFilter", self.seen).add(fp, refresh=False))
-        chain = cast(ScalableBloomFilter, self.seen)
-        if self._read_again:
-            chain._reload()
+        if self._read_again:  # (its chain deleted by a flush: read again, or made)
+            cast(ScalableBloomFilter, self.seen)._reload()
             self._read_again = False
-        return bool(chain.add(fp))
+        return bool(self.seen.add(fp))
 
     def _retrying(self, make: Callable[[], Any]) -> Any:
         """make() retried with backoff for retry_timeout_s seconds while Redis
@@ -482,9 +481,7 @@ class RedisBloomDupeFilter(_DupeFilter):
                 cast("RedisWindowedFilter", self.seen).delete()
             else:
                 self._stages.reset()
-                # (SCHEDULER_FLUSH_ON_START flushes at open, and the crawl goes
-                # on: its chain is read again, or made, at the next check)
-                self._read_again = True
+                self._read_again = True  # (a flush at open, SCHEDULER_FLUSH_ON_START: the crawl goes on)
             if self.front is not None:
                 self.front.clear()
         except redis.RedisError as e:
