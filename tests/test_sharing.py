@@ -464,8 +464,10 @@ f.add_many(np.arange(5000, dtype=np.uint64))
 """ + FORK_AND_DIE
 
 
+@pytest.mark.parametrize("through", ["path", "symlink"])
 @pytest.mark.parametrize("kind", ["BloomFilter", "CountingBloomFilter", "windowed"])
-def test_a_writers_forked_child_keeps_none_of_its_locks_once_the_writer_dies(tmp_path: Path, kind: str) -> None:
+def test_a_writers_forked_child_keeps_none_of_its_locks_once_the_writer_dies(tmp_path: Path, kind: str,
+                                                                            through: str) -> None:
     """A child forked from a writer shares the open file its map holds, and
     with it the writer locks: once the writer was killed, the next writer
     did not find itself alone while the child lived, so the dead writer's
@@ -478,7 +480,11 @@ def test_a_writers_forked_child_keeps_none_of_its_locks_once_the_writer_dies(tmp
         new_windowed_file(path)
     else:
         getattr(bloomline, kind)(100_000, 0.01).save(path)
-    r = subprocess.run([sys.executable, "-c", WRITER_FORKS_AND_DIES, kind, str(path)], capture_output=True,
+    opened = path
+    if through == "symlink":  # (the writer maps it through a link: the child reopens the file, not the link)
+        opened = tmp_path / "link.blf"
+        opened.symlink_to(path.name)
+    r = subprocess.run([sys.executable, "-c", WRITER_FORKS_AND_DIES, kind, str(opened)], capture_output=True,
                        text=True, timeout=120)
     child = int(r.stdout)
     try:

@@ -304,9 +304,7 @@ def journal_intent(journal: Optional[RequestJournal], df: Any, request: Request)
         return None
     try:
         return journal.intend(request)
-    except JournalUnwritable:
-        raise
-    except ValueError:
+    except ValueError:  # (JournalUnwritable, an OSError, goes to the caller)
         return None
 
 
