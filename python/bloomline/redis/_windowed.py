@@ -82,6 +82,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import numpy.typing as npt
+import redis as _redis
 
 from .. import _core, optimal_params
 from .._core import CapacityWarning
@@ -222,13 +223,22 @@ class RedisWindowedFilter:
         return window_error(self, e)
 
     def _settle(self, parts: list[Part], replies: list[Any], out: AddOutcome, failed: list[Exception],
-                counts: dict[int, int], refresh: bool) -> None:
+                counts: dict[int, int], refresh: bool, making: list[str]) -> None:
         for part, reply in zip(parts, replies):
             if isinstance(reply, Exception):
                 failed.append(reply)
                 continue
             answer, count, gen, epoch = reply
             out.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
+            # One window's commands are all made before its first reply, with the generation and epoch of the
+            # adds before it: a filter lost between two of them was made again by the later one, which its
+            # epoch's making (the text before any '/' or '#') tells. The keys before it are gone: refused.
+            made = (epoch.decode() if isinstance(epoch, bytes) else str(epoch)).split("#")[0].split("/")[0]
+            if made and making and made != making[0]:
+                if not failed:
+                    failed.append(_redis.ResponseError(f"REMADE {self._w.meta}"))
+                continue
+            making[:] = making or ([made] if made else [])
             counts[int(gen)] = max(counts.get(int(gen), 0), int(count))
             # The newest generation this handle wrote to, or may have (a re-sent chunk's '?'); a refresh=False add
             # answered "seen" throughout wrote nothing: its generation need not outlive a failover. An answer kept
@@ -246,10 +256,11 @@ class RedisWindowedFilter:
             out = AddOutcome(np.zeros(n, dtype=np.uint8))
             failed: list[Exception] = []
             counts: dict[int, int] = {}  # each generation's count of new keys, as the replies said
+            making: list[str] = []  # the making of the meta the first reply added under
             try:
                 for window in windows(make(names)):
                     self._settle(window, _send(self._sender, [p.jobs[0] for p in window]), out, failed, counts,
-                                 refresh)
+                                 refresh, making)
                     if failed:
                         break
             except Exception as e:  # raised while sending: it carries the facts too
