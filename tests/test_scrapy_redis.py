@@ -23,6 +23,7 @@ redis = pytest.importorskip("redis")
 from conftest import RedisServer  # noqa: E402
 from scrapy_site import Site, crawl, start_crawl, twelve_links  # noqa: E402
 from scrapy.http import Request  # noqa: E402
+from bloomline.redis import RedisWindowedFilter  # noqa: E402
 
 PAGES = 2000  # (5,000, then 3,000, while CI took too long: the claims need no more)
 OURS = "DUPEFILTER_CLASS=bloomline.scrapy.RedisBloomDupeFilter"
@@ -483,12 +484,19 @@ def test_recrawl_after_refuses_a_key_of_the_other_kind(tmp_path: Path, redis_ser
         base = (OURS, f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=True", "CLOSESPIDER_PAGECOUNT=5")
         assert crawl(tmp_path, site, *base, "BLOOMLINE_REDIS_KEY=once").returncode == 0
         assert crawl(tmp_path, site, *base, "BLOOMLINE_REDIS_KEY=again", "BLOOMLINE_RECRAWL_AFTER=600").returncode == 0
+        # A windowed filter made by hand where a crawl's recrawl filter would be, with the crawl's settings
+        # but its own number of generations.
+        RedisWindowedFilter(client, "odd:recrawl", 100_000, 1e-4, window=600, generations=2)
         before, stored = site.pages(), sorted(client.keys("*"))
         for key, recrawl, shown in (
                 ("once", ("BLOOMLINE_RECRAWL_AFTER=600",),
                  "BLOOMLINE_RECRAWL_AFTER=600.0, but Redis key 'once' holds a filter made by a crawl without it"),
                 ("again", (), "Redis key 'again' has a recrawl filter at 'again:recrawl', made by a crawl with "
-                              "BLOOMLINE_RECRAWL_AFTER=600.0; this crawl has none")):
+                              "BLOOMLINE_RECRAWL_AFTER=600.0; this crawl has none"),
+                ("odd", ("BLOOMLINE_RECRAWL_AFTER=600",),
+                 "Redis key 'odd:recrawl' holds a windowed filter of 2 generations, not a crawl's recrawl filter"),
+                ("long", ("BLOOMLINE_RECRAWL_AFTER=1e13",),
+                 "BLOOMLINE_RECRAWL_AFTER must be at most 1e+12 seconds for a recrawl filter in Redis")):
             r = crawl(tmp_path, site, *base, f"BLOOMLINE_REDIS_KEY={key}", *recrawl)
             assert r.returncode == 1, r.stderr[-3000:]
             errors = our_lines(r.stderr, "ERROR")

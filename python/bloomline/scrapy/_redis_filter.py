@@ -266,6 +266,11 @@ class RedisBloomDupeFilter(_DupeFilter):
                         f"the recrawl filter at Redis key {self.recrawl_key!r} was made with {setting}={have!r}, "
                         f"this crawl has {want!r}: set it as that crawl did, or start anew (it expires by itself at "
                         "most 1.25x its window, and a second, after its last add)")
+            if meta.get("generations") != str(RECRAWL_GENERATIONS):
+                raise RecrawlMismatch(
+                    f"Redis key {self.recrawl_key!r} holds a windowed filter of {meta.get('generations', '?')} "
+                    f"generations, not a crawl's recrawl filter ({RECRAWL_GENERATIONS}): use another key "
+                    "(SCHEDULER_DUPEFILTER_KEY, BLOOMLINE_REDIS_KEY), or delete that filter")
         # The whole error budget: there is no front filter to share it with.
         seen = RedisWindowedFilter(self.server, self.recrawl_key, capacity, error_rate, window=window,
                                    generations=RECRAWL_GENERATIONS, backend=backend, layout=layout, retries=2,
@@ -325,6 +330,12 @@ class RedisBloomDupeFilter(_DupeFilter):
                 raise _Refused(REASON_SETTINGS, f"BLOOMLINE_REDIS_BACKEND must be 'auto', 'module' or 'plain', "
                                                 f"got {backend!r}")
             recrawl = config.recrawl_after
+            from ..redis._window_meta import MAX_WINDOW_S  # (here: redis is optional)
+
+            if recrawl is not None and recrawl > MAX_WINDOW_S:
+                raise _Refused(REASON_SETTINGS, f"BLOOMLINE_RECRAWL_AFTER must be at most {MAX_WINDOW_S:g} seconds "
+                                                "for a recrawl filter in Redis (its generations' expiry times are "
+                                                f"milliseconds below 2**53), got {s.get('BLOOMLINE_RECRAWL_AFTER')!r}")
             replicas = _int_setting(s, "BLOOMLINE_REDIS_REPLICAS", 0, 0)
             # (under the 5 s socket timeout, less a second: WAIT holds the connection)
             wait = _float_setting(s, "BLOOMLINE_REDIS_REPLICAS_TIMEOUT", 1.0, 0.0, MAX_WAIT_TIMEOUT, closed=False) \
