@@ -824,6 +824,39 @@ def test_capacity_refuses_what_is_not_a_positive_whole_number(text: str) -> None
     assert r.returncode == 2 and err.count("\n") == 1 and f"must be a positive integer, got {text!r}" in err
 
 
+@pytest.mark.parametrize("text", ["1e999999999", "9e99999999999999", "1e400", "1e20", "9" * 5000])
+def test_capacity_past_any_size_is_one_line_at_once(text: str) -> None:
+    """1e999999999 was written out as a billion-digit int (a hang that ate
+    memory), and 1e400 and 9e99999999999999 ended in tracebacks."""
+    for command in (["params", "--error-rate", "0.01"], ["build", os.devnull], ["dedup", os.devnull]):
+        r = run(*command, f"--capacity={text}")
+        err = r.stderr.decode()
+        assert r.returncode == 2 and err.count("\n") == 1, err[-2000:]
+        assert f"--capacity: must be a positive integer below 2**64, got {text[:20]!r}"[:-1] in err
+
+
+def test_an_endless_or_newline_free_input_is_refused_before_memory_runs_out(tmp_path: Path) -> None:
+    """A filter read from a pipe or a device was read to its end before its
+    header was checked (`info /dev/zero` ran until memory ran out); lines
+    with no newline grew a buffer for as long as they came."""
+    bad_magic = "invalid bloomline data: bad magic (not a bloomline filter)"
+    for args, stdin in ((["info", "/dev/zero"], None), (["query", "/dev/zero", "k"], None),
+                        (["dedup", "--state", "/dev/zero", os.devnull], None),
+                        (["info", "-"], b"NOT A FILTER" + bytes(1 << 20))):
+        r = run(*args, stdin=stdin)
+        err = r.stderr.decode()
+        assert r.returncode == 1 and err.count("\n") == 1 and bad_magic in err, (args, err[-2000:])
+    f = BloomFilter(1000, 0.01)
+    f.add("k")
+    r = run("info", "-", stdin=f.to_bytes())
+    assert r.returncode == 0 and b"BloomFilter" in r.stdout, r.stderr
+    r = run("info", "-", stdin=f.to_bytes() + b"more")
+    assert r.returncode == 1 and "stdin: more bytes follow the filter's" in r.stderr.decode(), r.stderr
+    r = run("dedup", "--capacity", "100", "/dev/zero")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and "'/dev/zero': a line longer than 256.0 MiB" in err, err
+
+
 def test_saving_onto_a_file_mapped_for_writing_is_one_line_before_any_output(tmp_path: Path) -> None:
     keys = _keys_file(tmp_path)
     shared = tmp_path / "shared.blf"

@@ -513,6 +513,36 @@ def test_pickles_of_every_kind_name_only_bloomline(protocol: int, tmp_path: Path
     mapped.close()
 
 
+@pytest.mark.parametrize("kind", ["BloomFilter", "CountingBloomFilter", "ScalableBloomFilter", "WindowedBloomFilter"])
+def test_a_subclass_is_refused_by_pickle_and_copy_rather_than_given_back_as_its_kind(kind: str) -> None:
+    """A pickle or a copy holds the kind's checked bytes and gives back the
+    kind itself: a subclass would come back as a plain filter without its
+    class or attributes. Refused, naming both."""
+    import copy
+
+    base = getattr(bloomline, kind)
+    extra = {"window": 60.0} if kind == "WindowedBloomFilter" else {}
+    tagged = type("Tagged", (base,), {})(1000, 0.01, **extra)
+    tagged.tag = "mine"
+    tagged.add("a")
+    for what, call in (("a pickle of", pickle.dumps), ("copy.copy of", copy.copy), ("copy.deepcopy of", copy.deepcopy)):
+        with pytest.raises(TypeError, match=f"{what} a Tagged would give back a plain {kind}, without its class"):
+            call(tagged)
+    plain = base(1000, 0.01, **extra)
+    plain.add("a")
+    for back in (pickle.loads(pickle.dumps(plain)), copy.copy(plain), copy.deepcopy(plain)):
+        assert type(back) is base and "a" in back
+
+
+def test_pickle_text_that_is_no_latin_1_is_a_valueerror() -> None:
+    """Protocols 0-2 carry a filter's bytes as latin-1 text: other text is
+    refused as data, not as a codec's error."""
+    from bloomline._pickling import restore
+
+    with pytest.raises(ValueError, match="data is text with characters past U\\+00FF"):
+        restore("\u20ac" * 200)
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("v0_pickle_*.pickle")))
 def test_pickles_that_named_core_from_bytes_still_load(name: str) -> None:
     # Written by bloomline at commit 5fb566b, before pickles named only

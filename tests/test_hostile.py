@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 import struct
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -287,3 +289,88 @@ def test_an_object_whose_init_never_ran_is_refused(cls: type) -> None:
                  lambda: repr(bare), lambda: bare.num_hashes, lambda: cls(10) == bare, lambda: bare.close()):
         with pytest.raises(TypeError, match=r"the filter is not initialised \(call __init__ first\)"):
             call()
+
+
+def test_a_key_nested_past_the_stack_is_a_recursionerror_even_under_a_raised_recursion_limit() -> None:
+    """Each level of a tuple or frozenset key is a C++ frame: a program
+    that raised Python's recursion limit for its own deep code had a deep
+    enough key overflow the C stack (SIGSEGV at 15,000 levels). Past 256
+    levels every route raises RecursionError, naming the key; 256 are taken."""
+    code = """
+import sys
+sys.setrecursionlimit(10**6)
+import bloomline
+deep = 1
+for _ in range(30_000):
+    deep = (deep,)
+f = bloomline.BloomFilter(100, 0.01)
+for name, call in (("add", f.add), ("add_many", lambda k: f.add_many([k])),
+                   ("hash_many", lambda k: bloomline.hash_many([k])), ("frozenset", lambda k: f.add(frozenset([k])))):
+    try:
+        call(deep)
+    except RecursionError as e:
+        print(name, "refused:", e)
+ok = 1
+for _ in range(255):
+    ok = (ok,)
+print("255 levels new:", f.add(ok), "found:", ok in f, "count:", f.insert_count)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert lines == ["add refused: key nests tuples or frozensets more than 256 deep",
+                     "add_many refused: keys nests tuples or frozensets more than 256 deep",
+                     "hash_many refused: keys nests tuples or frozensets more than 256 deep",
+                     "frozenset refused: key nests tuples or frozensets more than 256 deep",
+                     "255 levels new: True found: True count: 1"], r.stdout
+
+
+def test_a_lone_surrogate_is_named_by_every_route() -> None:
+    """A str with no UTF-8 form is a ValueError naming the key and its
+    place, as the NumPy U path names its own (Python's UnicodeEncodeError
+    said neither)."""
+    f = BloomFilter(1000, 0.01)
+    keys = ["fine"] * 999 + ["bad\ud800"]
+    for call, name in ((lambda: f.add("bad\ud800"), "key"), (lambda: "bad\ud800" in f, "key"),
+                       (lambda: f.add(("a", "bad\ud800")), "key\\[1\\]"),
+                       (lambda: f.add_many(keys), "keys\\[999\\]"), (lambda: f.contains_many(keys), "keys\\[999\\]"),
+                       (lambda: f.add_many(np.array(keys)), "keys\\[999\\]")):
+        with pytest.raises(ValueError, match=name + " is not encodable as UTF-8 \\(code point 0xd800\\)"):
+            call()
+    assert f.insert_count == 0
+
+
+def test_hashes_of_hash_many_in_another_layout_are_refused() -> None:
+    """An astype to another byte order keeps the fields' names and the
+    seed's metadata: read raw, the 16 bytes were other hashes (every added
+    key answered absent). Refused, naming the dtype."""
+    f = BloomFilter(1000, 0.01)
+    hashed = bloomline.hash_many([f"k{i}" for i in range(100)])
+    assert f.add_many(hashed).all() and f.contains_many(hashed).all()
+    swapped = hashed.astype(hashed.dtype.newbyteorder(">" if hashed.dtype["h1"].byteorder in "=<" else "<"))
+    for call in (f.contains_many, f.add_many):
+        with pytest.raises(ValueError, match="keys holds hashes of hash_many in another layout"):
+            call(swapped)
+    assert f.insert_count == 100
+
+
+def test_an_insert_count_past_any_filters_count_is_refused() -> None:
+    """A file's insert_count of 2**64 - 1 (header re-signed) loaded, and the
+    next add wrapped it to 0. A count above 2**56 is damage: refused by
+    every reader, and by from_buffer."""
+    f = BloomFilter(1000, 0.01)
+    f.add("a")
+    for count, ok in ((2**64 - 1, False), (2**56 + 1, False), (2**56, True)):
+        buf = bytearray(f.to_bytes())
+        buf[56:64] = struct.pack("<Q", count)
+        data = _resign(buf)
+        if ok:
+            g = BloomFilter.from_bytes(data)
+            with pytest.warns(bloomline.CapacityWarning):  # (it reads as far past its capacity)
+                assert g.add("b")
+            assert g.insert_count == 2**56 + 1
+            continue
+        with pytest.raises(ValueError, match=f"insert_count {count} is past any filter's count"):
+            BloomFilter.from_bytes(data)
+    with pytest.raises(ValueError, match="insert_count"):
+        BloomFilter.from_buffer(bytes(f.nbytes), f.num_bits, f.num_hashes, insert_count=2**56 + 1)

@@ -560,6 +560,70 @@ def test_capacity_warning_names_the_generation() -> None:
         w.add("one more")
 
 
+def test_adds_past_capacity_on_several_threads_warn_each_time_and_leave_the_warning_filters_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The windowed filter (and DedupQueue) gave a generation's warning in
+    place of its filter's own under warnings.catch_warnings, which swaps
+    the filters of the whole process: threads leaving it out of order left
+    CapacityWarning ignored everywhere, for good, and warnings given on
+    other threads meanwhile were lost. Every filter here warns once."""
+    import threading
+    import warnings
+
+    from bloomline import DedupQueue
+
+    shown: list[str] = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *a, **k: shown.append(str(message)))
+    steps, threads = 60, 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", CapacityWarning)
+        before = list(warnings.filters)
+
+        def work(seed: int) -> None:
+            rng = np.random.default_rng(seed)
+            for step in range(steps):
+                w = WindowedBloomFilter(1000, 0.01, window=100, clock=FakeClock(step * 1000.0))
+                w.add_many(rng.integers(0, 2**63, 40_000, dtype=np.uint64), threads=1 + step % 2)
+                q = DedupQueue(BloomFilter(100, 0.01))
+                q.push_many(rng.integers(0, 2**63, 300, dtype=np.uint64).tolist())
+
+        workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(timeout=120)
+        assert warnings.filters == before
+    assert sum("generation" in m for m in shown) == steps * threads  # one a windowed filter
+    assert sum(m.startswith("BloomFilter has taken") for m in shown) == steps * threads  # one a queue
+
+
+def test_a_threaded_batch_that_fails_leaves_what_one_thread_leaves() -> None:
+    """The threaded batch read its keys before the clock, the one-thread
+    batch after: a bad key left a generation started by one and not the
+    other (their bytes differed)."""
+    for call in ("add_many", "contains_many"):
+        made = []
+        for threads in (1, 2):
+            w = WindowedBloomFilter(1000, 0.01, window=100, clock=FakeClock(500.0))
+            with pytest.raises(ValueError, match=r"keys\[1\] is null"):
+                getattr(w, call)(["a", None, "b"], threads=threads)
+            made.append(w.to_bytes())
+        assert made[0] == made[1], call
+
+
+def test_a_threaded_batchs_capacity_warning_points_at_the_callers_line() -> None:
+    """Its warning named windowed.py (one frame too shallow) where the
+    one-thread batch's names the caller."""
+    for threads in (1, 2):
+        w = WindowedBloomFilter(100, 0.01, window=100, clock=FakeClock(250.0))
+        with pytest.warns(CapacityWarning) as got:
+            w.add_many(range(200), threads=threads)
+        with pytest.warns(CapacityWarning) as lines:
+            w2 = WindowedBloomFilter(100, 0.01, window=100, clock=FakeClock(250.0))
+            w2.add_lines(b"\n".join(str(i).encode() for i in range(200)), threads=threads)
+        assert [r.filename for r in (*got, *lines)] == [__file__, __file__], threads
+
+
 # ---- bad parameters -----------------------------------------------------------------
 
 

@@ -103,9 +103,7 @@ namespace bloomline {
 // threads= of the batch calls: 0 means one per CPU.
 inline unsigned parse_threads(pybind11::handle threads) {
     const auto t = static_cast<unsigned>(py_args::to_u64(threads, "threads", 0, kMaxThreads, "[0, 1024]"));
-    if (t != 0) return t;
-    const unsigned cpus = std::thread::hardware_concurrency();
-    return cpus == 0 ? 1 : std::min(cpus, kMaxThreads);
+    return t != 0 ? t : std::min(available_cpus(), kMaxThreads);
 }
 
 }  // namespace bloomline

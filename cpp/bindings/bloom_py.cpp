@@ -50,7 +50,7 @@ whole array (k cache lines, ~3% less memory at 1%).
                py_args::Int seed, py_args::OptInt capacity, py_args::OptFloat error_rate, py_args::Int insert_count) {
                 const Geometry g = parse_geometry(num_bits, num_hashes, layout, seed);
                 const std::uint64_t inserted =
-                    py_args::to_u64(insert_count, "insert_count", 0, ~std::uint64_t{0}, "[0, 2**64)");
+                    py_args::to_u64(insert_count, "insert_count", 0, kMaxCount, "[0, 2**56]");
                 std::uint64_t cap = 0;
                 double rate = 0.0;
                 if (capacity.is_none() && !error_rate.is_none())
@@ -100,6 +100,30 @@ whole array (k cache lines, ~3% less memory at 1%).
         });
     bind_common(cls, "add(key) -> bool\n\nAdd a key. Returns True if it was new (some bit changed), "
                      "False if it may have been seen.");
+
+    // For the Python kinds built on a BloomFilter (a windowed filter's
+    // generations, DedupQueue's seen-set) that give its capacity warning
+    // themselves: warnings.catch_warnings around the add swapped the filters
+    // of the whole process, and two threads leaving it out of order left
+    // CapacityWarning ignored everywhere, for good.
+    m.def(
+        "quiet_capacity",
+        [](H& h, bool quiet) {
+            const bool given = h.capacity_warned;
+            h.capacity_warned = quiet;
+            return given;
+        },
+        py::arg("filter"), py::arg("quiet") = true,
+        "The filter's capacity warning taken as given (quiet: it never warns itself), or as not given yet; "
+        "returns whether it had been.");
+    m.def(
+        "note_capacity",
+        [](H& h) {
+            h.capacity_warned = false;
+            py_filter::note_capacity(h);
+        },
+        py::arg("filter"),
+        "The filter's capacity warning, now, where it is past its capacity (and taken as given from then on).");
 }
 
 }  // namespace bloomline

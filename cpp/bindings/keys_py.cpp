@@ -122,6 +122,21 @@ auto visit_number(PyObject* key, const char* what, OnBytes& on_bytes, OnInt& on_
 
 std::string composite_key(PyObject* key, const char* what);
 
+// A str with no UTF-8 form (a lone surrogate), named as the array paths name
+// theirs: Python's own UnicodeEncodeError says neither the key nor its place.
+[[noreturn]] void not_utf8(PyObject* key, const char* what) {
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) throw_current();
+    PyErr_Clear();
+    Py_UCS4 bad = 0;
+    for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(key); i < n && bad == 0; ++i) {
+        const Py_UCS4 c = PyUnicode_READ_CHAR(key, i);
+        if (c >= 0xD800 && c <= 0xDFFF) bad = c;
+    }
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%x", static_cast<unsigned>(bad));
+    throw_py(PyExc_ValueError, std::string(what) + " is not encodable as UTF-8 (code point " + hex + ")");
+}
+
 // The one reading of a key by the key rules: on_bytes(p, n) for str (its
 // UTF-8), bytes and other buffers, and the tagged forms (floats that are not
 // whole, ints beyond 64 bits, tuples, frozensets: keys.hpp), on_int(v) for
@@ -137,7 +152,7 @@ auto visit_key(PyObject* key, const char* what, OnBytes&& on_bytes, OnInt&& on_i
             return on_bytes(PyUnicode_DATA(key), static_cast<std::size_t>(PyUnicode_GET_LENGTH(key)));
         Py_ssize_t len = 0;
         const char* s = PyUnicode_AsUTF8AndSize(key, &len);
-        if (s == nullptr) throw_current();  // lone surrogates: UnicodeEncodeError
+        if (s == nullptr) not_utf8(key, what);  // (lone surrogates)
         return on_bytes(s, static_cast<std::size_t>(len));
     }
     if (PyBytes_Check(key)) return on_bytes(PyBytes_AS_STRING(key), static_cast<std::size_t>(PyBytes_GET_SIZE(key)));
@@ -205,12 +220,26 @@ namespace {
 // A tuple: kTupleTag, then each element's key bytes after their length (u64
 // LE), in order. A frozenset: kFrozensetTag, then the same for its elements
 // in the byte order of their encodings, so that equal sets are one key. The
-// lengths make the encoding unambiguous; nesting is bounded by Python's
-// recursion limit (a RecursionError, never a crash).
+// lengths make the encoding unambiguous. Nesting is bounded by
+// kMaxKeyNesting and by Python's recursion limit: each level is a C++ frame,
+// and a limit raised for deep Python code (sys.setrecursionlimit) would
+// otherwise let a deep enough key overflow the C stack.
+constexpr int kMaxKeyNesting = 256;
+thread_local int key_nesting = 0;
+
 std::string composite_key(PyObject* key, const char* what) {
+    if (key_nesting >= kMaxKeyNesting) {
+        const std::string root(what, std::strcspn(what, "[ "));  // (key, not key[0][0]... 256 times)
+        throw_py(PyExc_RecursionError, root + " nests tuples or frozensets more than " + std::to_string(kMaxKeyNesting) +
+                                       " deep");
+    }
     if (Py_EnterRecursiveCall(" while reading a tuple or frozenset key") != 0) throw_current();
+    ++key_nesting;
     struct Leave {
-        ~Leave() { Py_LeaveRecursiveCall(); }
+        ~Leave() {
+            --key_nesting;
+            Py_LeaveRecursiveCall();
+        }
     } leave;
     const bool tuple = PyTuple_Check(key);
     std::vector<std::string> parts;
@@ -263,11 +292,18 @@ void raise_value_error(const std::string& msg) { throw_py(PyExc_ValueError, msg)
 
 bool is_ndarray(py::handle keys) { return is_instance(keys.ptr(), numpy_types().ndarray); }
 
-py::dtype hash_dtype(std::uint64_t seed) {
-    // Native-endian: the array holds the core's Hash128 values as they are.
+namespace {
+// Native-endian: the array holds the core's Hash128 values as they are.
+py::list hash_fields() {
     py::list fields;
     fields.append(py::make_tuple("h1", "=u8"));
     fields.append(py::make_tuple("h2", "=u8"));
+    return fields;
+}
+}  // namespace
+
+py::dtype hash_dtype(std::uint64_t seed) {
+    py::list fields = hash_fields();
     py::dict meta;
     meta["bloomline_seed"] = seed;
     return py::module_::import("numpy").attr("dtype")(fields, py::arg("metadata") = meta).cast<py::dtype>();
@@ -282,6 +318,14 @@ bool hash_array_seed(const py::array& arr, std::uint64_t* seed) {
     if (meta.is_none()) return false;
     py::object s = meta.attr("get")("bloomline_seed");
     if (!py::isinstance<py::int_>(s)) return false;
+    // The hashes are read as they lie: h1 then h2, native unsigned 64-bit
+    // (an astype to another byte order or field order keeps the names and
+    // the seed, and read raw would be other hashes).
+    py::object native = py::module_::import("numpy").attr("dtype")(hash_fields());
+    if (!arr.dtype().attr("__eq__")(native).cast<bool>())
+        throw_py(PyExc_ValueError, "keys holds hashes of hash_many in another layout (dtype " +
+                                       py::repr(arr.dtype()).cast<std::string>() +
+                                       "): pass them as hash_many returned them (fields h1, h2, native uint64)");
     *seed = s.cast<std::uint64_t>();
     return true;
 }

@@ -130,6 +130,7 @@ Header parse_header(const unsigned char* in) {
     h.capacity = get<std::uint64_t>(in, 40);
     h.error_rate = bits_double(get<std::uint64_t>(in, 48));
     h.insert_count = get<std::uint64_t>(in, 56);
+    if (h.insert_count > kMaxCount) bad("insert_count " + fmt(h.insert_count) + " is past any filter's count (2**56)");
     if (get<std::uint64_t>(in, 64) != kHeaderSize) bad("payload_offset is not 128");
     h.payload_len = get<std::uint64_t>(in, 72);
     h.fill = get<std::uint64_t>(in, 80);
@@ -312,6 +313,7 @@ Header read_container(const unsigned char* data, std::size_t len, Kind kind, std
         if (end - pos < head) bad(what + fmt(i) + " is truncated");
         const auto record_len = get<std::uint64_t>(data, pos);
         const auto count = get<std::uint64_t>(data, pos + 8);
+        if (count > kMaxCount) bad(what + fmt(i) + " count " + fmt(count) + " is past any filter's count (2**56)");
         const auto number = kind == Kind::windowed ? static_cast<std::int64_t>(get<std::uint64_t>(data, pos + 16)) : 0;
         pos += head;
         if (record_len > end - pos)

@@ -48,8 +48,26 @@ def restore(data: Union[bytes, str]) -> Any:
     (every kind, every check). Protocols 0-2 carry the bytes as latin-1 text
     (_reduce_ex says why)."""
     if isinstance(data, str):
-        data = data.encode("latin-1")
+        try:
+            data = data.encode("latin-1")
+        except UnicodeEncodeError:
+            raise ValueError("data is text with characters past U+00FF: not a filter's bytes as a pickle of "
+                             "protocol 0-2 carries them (one latin-1 character a byte)") from None
     return from_bytes(data)
+
+
+_KINDS: set[type] = set()
+
+
+def _exact_kind(self: Any, what: str) -> None:
+    """A subclass of a kind is refused where its class and attributes would be lost: a pickle or a copy holds
+    the kind's bytes, and gives back the kind itself."""
+    cls = type(self)
+    if cls not in _KINDS:
+        kind = next(k for k in cls.__mro__ if k in _KINDS)
+        raise TypeError(f"{what} a {cls.__name__} would give back a plain {kind.__name__}, without its class "
+                        f"or attributes (a subclass that defines __reduce_ex__, __copy__ and __deepcopy__ pickles and "
+                        "copies its own way)")
 
 
 def _reduce_ex(self: Any, protocol: SupportsIndex) -> tuple[Any, tuple[Union[bytes, str]]]:
@@ -58,6 +76,7 @@ def _reduce_ex(self: Any, protocol: SupportsIndex) -> tuple[Any, tuple[Union[byt
     call to builtins.eval). Protocols 0-2 have no bytes type (pickle would
     write bytes as a call to _codecs.encode, a name outside bloomline), so
     they carry the bytes as latin-1 text, one character per byte."""
+    _exact_kind(self, "a pickle of")
     data: bytes = self.to_bytes()
     return restore, ((data if int(protocol) >= 3 else data.decode("latin-1")),)
 
@@ -67,9 +86,24 @@ def _reduce(self: Any) -> tuple[Any, tuple[Union[bytes, str]]]:
 
 
 def picklable(kind: type) -> None:
-    """Give a filter kind its pickling: its checked bytes, read back by restore."""
+    """Give a filter kind its pickling: its checked bytes, read back by
+    restore; and its copy.copy and copy.deepcopy, refused for a subclass
+    (they give back the kind) as its pickling is."""
+    _KINDS.add(kind)
     setattr(kind, "__reduce_ex__", _reduce_ex)
     setattr(kind, "__reduce__", _reduce)
+    copy_one, copy_deep = getattr(kind, "__copy__"), getattr(kind, "__deepcopy__")
+
+    def __copy__(self: Any) -> Any:
+        _exact_kind(self, "copy.copy of")
+        return copy_one(self)
+
+    def __deepcopy__(self: Any, memo: dict[int, Any]) -> Any:
+        _exact_kind(self, "copy.deepcopy of")
+        return copy_deep(self, memo)
+
+    setattr(kind, "__copy__", __copy__)
+    setattr(kind, "__deepcopy__", __deepcopy__)
     globals()[kind.__name__] = kind
 
 

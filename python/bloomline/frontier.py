@@ -9,13 +9,12 @@ URLs); a URL is never enqueued twice.
 from __future__ import annotations
 
 import collections
-import contextlib
 import threading
-import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any, Hashable, Optional, Union
 
-from ._core import BloomFilter, CapacityWarning
+from . import _core
+from ._core import BloomFilter
 from ._facts import facts
 from ._forks import renew_locks_after_fork
 from ._interrupts import interrupts_held
@@ -30,10 +29,30 @@ def _fresh_lock(q: Any) -> None:
     q._lock = threading.Lock()
 
 
-def _warn_again(caught: Optional[list[Any]]) -> None:
-    """The warnings an add gave while they were kept, given now."""
-    for w in caught or ():
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+class _HeldWarning:
+    """Around an add that may take a fixed filter past its capacity: the
+    filter's warning held, and given by give() once the keys are queued
+    (one raised as an error would come after the add, its answers lost and
+    its keys never queued); after an error, left to a later add. Not
+    warnings.catch_warnings, which swaps the filters of the whole process:
+    two threads leaving it out of order left them changed for good."""
+
+    def __init__(self, seen: Seen, adding: int) -> None:
+        self._filter: Optional[BloomFilter] = None
+        if isinstance(seen, BloomFilter) and seen.capacity and seen.insert_count + adding > seen.capacity:
+            self._filter = None if _core.quiet_capacity(seen) else seen
+
+    def __enter__(self) -> _HeldWarning:
+        return self
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        if kind is not None and self._filter is not None:
+            _core.quiet_capacity(self._filter, False)
+
+    def give(self) -> None:
+        if self._filter is not None:
+            _core.note_capacity(self._filter)
+
 
 Seen = Union[BloomFilter, ScalableBloomFilter]
 """The filter a DedupQueue records its keys in."""
@@ -85,7 +104,7 @@ class DedupQueue:
 
     def push(self, key: Hashable) -> bool:
         """Enqueue key if it was never seen; return whether it was enqueued."""
-        with self._lock, self._warning_after(1) as caught:
+        with self._lock, _HeldWarning(self._seen, 1) as held:
             # Queued first, taken back if it was seen: a Ctrl-C as the add
             # returns leaves the key queued (a repeat at worst), never seen
             # and lost. A key the filter refuses is taken back.
@@ -101,7 +120,7 @@ class DedupQueue:
                 raise
             if not new:
                 self._queue.pop()
-        _warn_again(caught)
+        held.give()
         return new
 
     def push_many(self, keys: Iterable[Any]) -> int:
@@ -109,7 +128,7 @@ class DedupQueue:
         once). Returns how many were enqueued. A Ctrl-C during the call
         comes after the new keys are queued (_interrupts)."""
         items = list(keys)
-        with self._lock, self._warning_after(len(items)) as caught, interrupts_held():
+        with self._lock, _HeldWarning(self._seen, len(items)) as held, interrupts_held():
             try:
                 new = self._seen.add_many(items)
             except Exception as e:  # (its keys new or unanswered are queued first, as push keeps its key)
@@ -117,25 +136,8 @@ class DedupQueue:
                 raise
             fresh = [k for k, is_new in zip(items, new.tolist()) if is_new]
             self._queue.extend(fresh)
-        _warn_again(caught)
+        held.give()
         return len(fresh)
-
-    def _warning_after(self, adding: int) -> contextlib.AbstractContextManager[Optional[list[Any]]]:
-        """Around an add that may take a fixed filter past its capacity: its
-        warning kept until the keys are queued (one raised as an error
-        would come after the add, its answers lost and its keys never
-        queued). Elsewhere, nothing."""
-        seen = self._seen
-        if not isinstance(seen, BloomFilter) or not seen.capacity or seen.insert_count + adding <= seen.capacity:
-            return contextlib.nullcontext()
-        keeping = warnings.catch_warnings(record=True)
-
-        @contextlib.contextmanager
-        def kept() -> Iterator[Optional[list[Any]]]:
-            with keeping as caught:
-                warnings.simplefilter("always", CapacityWarning)
-                yield caught
-        return kept()
 
     def pop(self) -> Any:
         """The oldest enqueued key (IndexError when empty)."""

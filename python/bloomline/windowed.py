@@ -70,8 +70,10 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 import threading
 import time
+import types
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
@@ -96,6 +98,7 @@ Window = Union[float, int, datetime.timedelta]
 """A window's span: seconds (float or int) or a datetime.timedelta."""
 
 _READ = object()  # (_now's "read the clock": any reading, None too, is the clock's)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _T = TypeVar("_T")
 
 
@@ -105,6 +108,17 @@ def _batch_len(keys: Any, otherwise: int) -> int:
         return len(keys)
     except TypeError:
         return otherwise
+
+
+def _callers_level() -> int:
+    """The stacklevel of the first frame outside this package, for a
+    warning given here: the caller's line, through however many of the
+    package's frames the add went (add_many, add_lines, update, a threaded add)."""
+    frame: Optional[types.FrameType] = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _fresh_locks(f: Any) -> None:
@@ -286,16 +300,16 @@ class WindowedBloomFilter(RingParams, SharedFile):
     def _guarded_add(self, gen: BloomFilter, now: int, adding: int, add: Callable[[], _T]) -> _T:
         """add() on the current generation; past its capacity the generation's
         own warning (which cannot name the generation) gives way to ours."""
-        # (once this generation warned, its filter has warned too, silenced: it never warns again)
         if gen.insert_count + adding <= self._capacity or now in self._warned:
             return add()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CapacityWarning)
-            out = add()
+        # (not warnings.catch_warnings: it swaps the filters of the whole process, and two threads leaving it out
+        # of order left CapacityWarning ignored everywhere, for good)
+        _core.quiet_capacity(gen)
+        out = add()
         if gen.insert_count > self._capacity and now not in self._warned:
             self._warned.add(now)
             warnings.warn(_past_capacity(gen, now, self._span, self._window, self._capacity), CapacityWarning,
-                          stacklevel=3)
+                          stacklevel=_callers_level())
         return out
 
     # ---- single keys -----------------------------------------------------------
@@ -342,8 +356,8 @@ class WindowedBloomFilter(RingParams, SharedFile):
             probe = self._live_state(now)[3]
             return self._guarded_add(cur, now, _batch_len(keys, self._capacity + 1),
                                      lambda: probe.add_keys(cur, keys, refresh, nulls))
+        now, cur = self._current(self._now())  # (before the keys are read, as the one-thread path)
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
-        now, cur = self._current(self._now())
         return batch_shaped(valid, threaded_add(self, cur, now, hashed, refresh, threads))
 
     def contains_many(self, keys: Keys, *, threads: int = 1, nulls: Nulls = "raise") -> npt.NDArray[np.bool_]:
@@ -351,9 +365,10 @@ class WindowedBloomFilter(RingParams, SharedFile):
         threads = _core.parse_threads(threads)
         if threads == 1:  # (the keys hashed a slice at a time, as add_many's)
             return self._live_state(self._now())[2].contains_keys(keys, self._seed, nulls)
+        live = self._live(self._now())  # (before the keys are read, as the one-thread path)
         hashed, valid = _core.hash_valid(keys, self._seed, nulls=nulls)
         hit = np.zeros(len(hashed), dtype=bool)
-        for g in self._live(self._now()):
+        for g in live:
             hit |= g.contains_many(hashed, threads=threads)
         return batch_shaped(valid, hit)
 

@@ -30,6 +30,11 @@ constexpr std::uint32_t kMaxHashes = 64;
 // 2**48 bits = 32 TiB: far beyond any single machine, small enough that all
 // size arithmetic stays exact in 64 bits (and in a double).
 constexpr std::uint64_t kMaxBits = std::uint64_t{1} << 48;
+// The most a count of keys (insert_count, a stage's or a generation's) can
+// be: above the estimate from any filter's bits (a full filter of 2**48 bits
+// estimates under 2**54 keys), and 65 of them sum without wrapping. A file
+// or call saying more is damaged, not a count to wrap on the next add.
+constexpr std::uint64_t kMaxCount = std::uint64_t{1} << 56;
 // A scalable chain has at most this many stages (the file format's limit).
 constexpr std::uint32_t kMaxStagesOfChain = 64;
 

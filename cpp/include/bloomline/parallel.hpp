@@ -32,6 +32,10 @@
 #include <utility>
 #include <vector>
 
+#ifdef __linux__
+#include <sched.h>
+#endif
+
 #include "bloomline/common.hpp"
 #include "bloomline/key_source.hpp"
 #include "bloomline/lines.hpp"
@@ -41,6 +45,29 @@ namespace bloomline {
 // The most threads a threaded call runs on (threads= in [0, 1024]; 0 means
 // one per CPU, capped here).
 constexpr unsigned kMaxThreads = 1024;
+
+// The CPUs this process may run on: its affinity mask where the system has
+// one (a container's cpuset, taskset), else every CPU; at least 1.
+inline unsigned available_cpus() {
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 0) return static_cast<unsigned>(n);
+    }
+#endif
+    const unsigned cpus = std::thread::hardware_concurrency();
+    return cpus == 0 ? 1 : cpus;
+}
+
+// The most threads a threaded add runs on: the CPUs available, or 8 where
+// there are fewer. Its sort to owners costs more with every member (the
+// answers step grows with the square of the team, a slot-by-slot add's
+// merge per key with the team), and past the CPUs a member adds only that
+// cost: 1,024 threads on 2 CPUs took 70-100 times one thread. The answers
+// are the same for any team; the floor of 8 keeps a small machine running
+// the partitions a larger one would.
+inline unsigned add_team_limit() { return std::min(kMaxThreads, std::max(available_cpus(), 8u)); }
 
 // First index of part t when n items are cut into `parts` near-equal parts.
 inline std::size_t part_begin(std::size_t n, unsigned parts, unsigned t) {
@@ -491,7 +518,7 @@ void add_by_slot_owner(Src& src, std::size_t n, bool* out, unsigned threads, con
 template <class Filter, class Src>
 void add_parallel(Filter& f, Src& src, std::size_t n, bool* out, unsigned threads) {
     if (threads <= 1) return f.add_keys(src, n, out);
-    f.add_keys_on(src, n, out, std::min(threads, kMaxThreads));
+    f.add_keys_on(src, n, out, std::min(threads, add_team_limit()));
 }
 
 }  // namespace bloomline

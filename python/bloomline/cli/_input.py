@@ -4,6 +4,7 @@ ahead for build, the progress drawn while reading, and Ctrl-C in dedup."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import queue
@@ -23,6 +24,9 @@ from ._errors import PROG, CliError
 
 
 BLOCK = 1 << 20  # bytes read at a time (a larger block is no faster, and costs resident memory)
+# The longest line: a buffer grows to hold a line, and input with no newline
+# (/dev/zero, a binary file) would otherwise grow it until memory ran out.
+MAX_LINE_BYTES = 256 << 20
 
 
 class LineBlocks:
@@ -75,6 +79,9 @@ class LineBlocks:
                 filled = 0
                 while True:
                     if filled == len(buf):  # a line longer than the buffer
+                        if filled >= MAX_LINE_BYTES:
+                            raise CliError(f"{input_name(name)}: a line longer than {format_bytes(MAX_LINE_BYTES)} "
+                                           "(no newline in it: not lines of text?)")
                         grown = bytearray(2 * len(buf))
                         grown[:filled] = buf
                         buf = ring[turn] = grown
@@ -211,14 +218,22 @@ def what_it_is(st: os.stat_result) -> str:
 def filter_bytes(path: str) -> bytes:
     """A filter file's bytes ('-': stdin). A regular file is read as load()
     reads it (under its header lock, so a file that writers share is never
-    half read); a pipe as it comes."""
+    half read); a pipe or a device as a stream load() reads: its header
+    first, checked before more is read (an endless stream, /dev/zero, is
+    refused at once, never read to its end), then the length it names, and
+    nothing may follow."""
     try:
-        if path == "-":
-            return sys.stdin.buffer.read()
-        if stat.S_ISREG(os.stat(path).st_mode):
+        if path != "-" and stat.S_ISREG(os.stat(path).st_mode):
             return _core.read_file(path)
-        with open(path, "rb") as f:
-            return f.read()
+        with contextlib.nullcontext(sys.stdin.buffer) if path == "-" else open(path, "rb") as f:
+            try:
+                data = _core.load_bytes(f)
+            except ValueError as exc:
+                raise CliError(f"{input_name(path)}: {exc}") from None
+            if f.read(1):
+                raise CliError(f"{input_name(path)}: more bytes follow the filter's {len(data)} (one filter a "
+                               "stream)")
+            return data
     except OSError as exc:
         raise CliError(f"cannot read {input_name(path)}: {os.strerror(exc.errno) if exc.errno else exc}") from None
 

@@ -33,13 +33,19 @@ def _positive_int(text: str) -> int:
     except ValueError:
         try:
             exact = Decimal(text.strip())  # exact: 1e6 and 1.5e6 are whole, 1.5 is not
-            if exact.is_finite() and exact == exact.to_integral_value():
+            # (its size from the exponent first: int() of 1e999999999 would write out a billion digits)
+            if exact.is_finite() and exact.adjusted() < 20 and exact == exact.to_integral_value():
                 value = int(exact)
+            elif exact.is_finite() and exact.adjusted() >= 20:
+                value = 2**64
         except InvalidOperation:
             pass
     if value is None or value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r} (1000000, 1_000_000 and 1e6 "
                                          "are all taken)")
+    if value >= 2**64:
+        shown = repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"
+        raise argparse.ArgumentTypeError(f"must be a positive integer below 2**64, got {shown}")
     return value
 
 
