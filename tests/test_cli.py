@@ -364,22 +364,26 @@ def test_dedup_through_redis_into_a_closed_pipe_says_what_it_recorded_but_did_no
 
 def test_sizes_that_cannot_fit_in_memory_are_one_line_not_a_traceback(tmp_path: Path) -> None:
     """demo's and bench's workloads are bounded up front (usage, exit 2), and
-    a MemoryError (here a 700 MB line under a 1.2 GB address-space limit) is
-    one line, exit 1."""
+    a MemoryError (here a 250 MB line under a 400 MB address-space limit) is
+    one line, exit 1, wherever it is raised: the bytes of dedup's output
+    raised pybind11's RuntimeError, a traceback. A line past 256 MiB is
+    refused before memory runs out."""
     import resource
 
     for args in (("demo", "--urls", "1e12"), ("bench", "--keys", "1e12")):
         r = run(*args)
         assert r.returncode == 2 and b"must be at most 1,000,000,000" in r.stderr and r.stderr.count(b"\n") <= 3
     line = tmp_path / "line"
-    with open(line, "wb") as out:
-        out.truncate(700_000_000)  # (sparse: zero bytes, no newline)
-    with open(line, "rb") as data:
-        r = subprocess.run([EXE or "bloomline", "dedup", "-q", "--capacity", "1000"], stdin=data, capture_output=True,
-                           timeout=120, check=False,
-                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (1_200_000_000, 1_200_000_000)))
-    assert (r.returncode, r.stdout) == (1, b"") and r.stderr.startswith(b"bloomline: error: out of memory"), r.stderr
-    assert r.stderr.count(b"\n") == 1
+    for size, limit, said in ((250_000_000, 400_000_000, b"bloomline: error: out of memory"),
+                              (700_000_000, 1_200_000_000, b"bloomline: error: stdin: a line longer than 256.0 MiB")):
+        with open(line, "wb") as out:
+            out.truncate(size)  # (sparse: zero bytes, no newline)
+        with open(line, "rb") as data:
+            r = subprocess.run([EXE or "bloomline", "dedup", "-q", "--capacity", "1000"], stdin=data,
+                               capture_output=True, timeout=120, check=False,
+                               preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+        assert (r.returncode, r.stdout) == (1, b"") and r.stderr.startswith(said), r.stderr
+        assert r.stderr.count(b"\n") == 1
 
 
 def test_bench_runs() -> None:

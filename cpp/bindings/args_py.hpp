@@ -17,6 +17,15 @@ namespace bloomline::py_args {
 
 namespace py = pybind11;
 
+// A bytes object of n bytes (a copy of from, or to be filled): MemoryError
+// where there is no room (py::bytes' own constructor raised RuntimeError,
+// which the CLI showed as a traceback).
+inline py::bytes new_bytes(std::size_t n, const void* from = nullptr) {
+    PyObject* b = PyBytes_FromStringAndSize(static_cast<const char*>(from), static_cast<Py_ssize_t>(n));
+    if (b == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::bytes>(b);
+}
+
 // An int (or an object with __index__) in [lo, hi]; bool and float refused.
 std::uint64_t to_u64(py::handle v, const char* name, std::uint64_t lo, std::uint64_t hi, const char* range);
 // A count such as a capacity: an int, or a float that is a whole number

@@ -46,7 +46,7 @@ void register_chain(py::module_& m) {
                 filters.push_back(h->f.get());
             }
             const std::size_t len = chain_encoded_size(filters);
-            py::bytes out(nullptr, static_cast<py::ssize_t>(len));
+            py::bytes out = py_args::new_bytes(len);
             encode_chain(rule, py_args::to_layout(layout), py_args::to_u64(seed, "seed", 0, ~std::uint64_t{0}, "[0, 2**64)"),
                          filters, counts, reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr())), len);
             return out;

@@ -41,7 +41,7 @@ py::bytes read_path(const std::string& path) {
     py::gil_scoped_release nogil;
     read_whole_file(path, [&out](std::size_t size) {
         py::gil_scoped_acquire gil;
-        out = py::bytes(nullptr, static_cast<py::ssize_t>(size));
+        out = py_args::new_bytes(size);
         return reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
     });
     return out;
@@ -135,7 +135,7 @@ py::bytes read_stream(py::handle file) {
     if (read_total < total)
         throw std::invalid_argument("the file ended after " + std::to_string(read_total) + " of the filter's " +
                                     std::to_string(total) + " bytes (truncated)");
-    return py::bytes(reinterpret_cast<const char*>(whole.data), static_cast<py::ssize_t>(total));
+    return py_args::new_bytes(static_cast<std::size_t>(total), whole.data);
 }
 
 }  // namespace py_files

@@ -442,7 +442,7 @@ template <class T>
 py::bytes to_bytes(const T& f) {
     f.check_open();
     const Header h = header_of(f);
-    py::bytes out(nullptr, static_cast<py::ssize_t>(h.total_size()));
+    py::bytes out = py_args::new_bytes(h.total_size());
     auto* into = reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
     {
         py::gil_scoped_release nogil;  // a snapshot (filter_io.hpp): other threads may add meanwhile

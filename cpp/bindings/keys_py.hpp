@@ -32,6 +32,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "args_py.hpp"
 #include "bloomline/arrow_keys.hpp"
 #include "bloomline/hash_batch.hpp"
 #include "bloomline/keys.hpp"
@@ -568,7 +569,7 @@ inline py::bytes selected_lines(const unsigned char* p, std::size_t n, const Lin
         py::gil_scoped_release nogil;
         select_lines_on(p, n, lines, keep, threads, [&out](std::size_t size) {
             py::gil_scoped_acquire gil;
-            out = py::bytes(nullptr, static_cast<py::ssize_t>(size));
+            out = py_args::new_bytes(size);
             return reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
         });
     }

@@ -287,7 +287,7 @@ void register_window(py::module_& m) {
             const WindowHeader p = window_params(capacity, error_rate, generations, window, layout, seed);
             const std::vector<const BloomFilter*> gens = open_generations(filters);
             const std::size_t len = window_encoded_size(gens);
-            py::bytes out(nullptr, static_cast<py::ssize_t>(len));
+            py::bytes out = py_args::new_bytes(len);
             encode_window(p, gens, counts, numbers, reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr())),
                           len);
             return out;
@@ -307,7 +307,7 @@ void register_window(py::module_& m) {
             std::vector<std::int64_t> nums;
             for (const auto& n : numbers) nums.push_back(n ? *n : kGenerationNone);
             const std::size_t len = window_encoded_size(gens, true);
-            py::bytes out(nullptr, static_cast<py::ssize_t>(len));
+            py::bytes out = py_args::new_bytes(len);
             encode_window_ring(p, gens, counts, nums, reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr())),
                                len);
             return out;
@@ -363,7 +363,7 @@ void register_window(py::module_& m) {
                     py::gil_scoped_release nogil;  // (the lock may wait for another process)
                     w.encode(ring, now, adds, [&out](std::size_t len) {
                         py::gil_scoped_acquire gil;
-                        out = py::bytes(nullptr, static_cast<py::ssize_t>(len));
+                        out = py_args::new_bytes(len);
                         return reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
                     });
                 }
