@@ -124,6 +124,34 @@ def _send(sender: Sender, jobs: list[Any]) -> list[Any]:
     return sender.direct(jobs) if len(jobs) == 1 else sender.run(jobs)
 
 
+def _settle(f: RedisWindowedFilter, parts: list[Part], replies: list[Any], out: AddOutcome, failed: list[Exception],
+            counts: dict[int, int], refresh: bool, making: list[str]) -> None:
+    """One window's replies to f's add: into out and counts, and f's newest generation; a failed reply, or one
+    under another making of the filter than the first reply's (making: [] until then), into failed."""
+    for part, reply in zip(parts, replies):
+        if isinstance(reply, Exception):
+            failed.append(reply)
+            continue
+        answer, count, gen, epoch = reply
+        out.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
+        text = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
+        # One window's commands are all made before its first reply, with the generation and epoch of the adds
+        # before it: a filter lost between two of them was made again by the later one, which its epoch's making
+        # (the text before any '/' or '#') tells. The keys before it are gone: refused.
+        made = text.split("#")[0].split("/")[0]
+        if made and making and made != making[0]:
+            if not failed:
+                failed.append(_redis.ResponseError(f"REMADE {f._w.meta}"))
+            continue
+        making[:] = making or ([made] if made else [])
+        counts[int(gen)] = max(counts.get(int(gen), 0), int(count))
+        # The newest generation f wrote to, or may have (a re-sent chunk's '?'); a refresh=False add answered
+        # "seen" throughout wrote nothing: its generation need not outlive a failover. An answer kept by an older
+        # version says neither.
+        if int(gen) >= f._newest and text and (refresh or NEW in answer or UNSURE in answer):
+            f._newest, f._epoch = int(gen), text
+
+
 class RedisWindowedFilter:
     """Keys seen within the last ``window`` (seconds or a timedelta), shared
     by every process attached to ``key`` (the module doc has the design).
@@ -222,30 +250,6 @@ class RedisWindowedFilter:
     def _error(self, e: Exception) -> Exception:
         return window_error(self, e)
 
-    def _settle(self, parts: list[Part], replies: list[Any], out: AddOutcome, failed: list[Exception],
-                counts: dict[int, int], refresh: bool, making: list[str]) -> None:
-        for part, reply in zip(parts, replies):
-            if isinstance(reply, Exception):
-                failed.append(reply)
-                continue
-            answer, count, gen, epoch = reply
-            out.codes[part.idx[: len(answer)]] = np.frombuffer(answer, dtype=np.uint8)
-            # One window's commands are all made before its first reply, with the generation and epoch of the
-            # adds before it: a filter lost between two of them was made again by the later one, which its
-            # epoch's making (the text before any '/' or '#') tells. The keys before it are gone: refused.
-            made = (epoch.decode() if isinstance(epoch, bytes) else str(epoch)).split("#")[0].split("/")[0]
-            if made and making and made != making[0]:
-                if not failed:
-                    failed.append(_redis.ResponseError(f"REMADE {self._w.meta}"))
-                continue
-            making[:] = making or ([made] if made else [])
-            counts[int(gen)] = max(counts.get(int(gen), 0), int(count))
-            # The newest generation this handle wrote to, or may have (a re-sent chunk's '?'); a refresh=False add
-            # answered "seen" throughout wrote nothing: its generation need not outlive a failover. An answer kept
-            # by an older version says neither.
-            if int(gen) >= self._newest and epoch and (refresh or NEW in answer or UNSURE in answer):
-                self._newest, self._epoch = int(gen), epoch.decode() if isinstance(epoch, bytes) else str(epoch)
-
     def _add(self, make: Callable[[str], Iterable[Part]], n: int, refresh: bool,
              valid: Optional[npt.NDArray[np.bool_]] = None) -> AddOutcome:
         """Send an add's parts, made by make(answer names) (none after a failed window; made again once, under
@@ -259,8 +263,8 @@ class RedisWindowedFilter:
             making: list[str] = []  # the making of the meta the first reply added under
             try:
                 for window in windows(make(names)):
-                    self._settle(window, _send(self._sender, [p.jobs[0] for p in window]), out, failed, counts,
-                                 refresh, making)
+                    _settle(self, window, _send(self._sender, [p.jobs[0] for p in window]), out, failed, counts,
+                            refresh, making)
                     if failed:
                         break
             except Exception as e:  # raised while sending: it carries the facts too

@@ -229,7 +229,7 @@ class RedisBloomDupeFilter(_DupeFilter):
         the dupefilter key holds a chain (made without the setting, or
         imported from scrapy-redis's set)."""
         from ..redis import RedisWindowedFilter
-        from ..redis._names import client_of, tag_of_chain
+        from ..redis._names import client_of
 
         client = client_of(self.server)  # (bytes replies, whatever the caller's client decodes)
         shown = f"BLOOMLINE_RECRAWL_AFTER={window!r}"
@@ -249,28 +249,7 @@ class RedisBloomDupeFilter(_DupeFilter):
                 "fetched once ever); crawls sharing a key must agree on it. Set it as that crawl did, delete that "
                 f"filter (bloomline.redis.RedisStages(url, {self.key!r}).reset()), or use another key "
                 "(SCHEDULER_DUPEFILTER_KEY, BLOOMLINE_REDIS_KEY)")
-        # The settings a stored recrawl filter was made with, named as the
-        # settings (RedisWindowedFilter's own check names its fields).
-        meta = {k.decode(): v.decode() for k, v in
-                client.hgetall(f"{tag_of_chain(self.recrawl_key)}:meta").items()}
-        if meta.get("kind") == "windowed":
-            for setting, field, want in (("BLOOMLINE_RECRAWL_AFTER", "window", window),
-                                         ("BLOOMLINE_CAPACITY", "capacity", capacity),
-                                         ("BLOOMLINE_ERROR_RATE", "error_rate", error_rate),
-                                         ("BLOOMLINE_LAYOUT", "layout", layout)):
-                have: Any = meta.get(field, "")
-                same = (have == str(want)) if field == "layout" else (bool(have) and float(have) == float(want))
-                if not same:
-                    have = have if field == "layout" else float(have or "nan")
-                    raise RecrawlMismatch(
-                        f"the recrawl filter at Redis key {self.recrawl_key!r} was made with {setting}={have!r}, "
-                        f"this crawl has {want!r}: set it as that crawl did, or start anew (it expires by itself at "
-                        "most 1.25x its window, and a second, after its last add)")
-            if meta.get("generations") != str(RECRAWL_GENERATIONS):
-                raise RecrawlMismatch(
-                    f"Redis key {self.recrawl_key!r} holds a windowed filter of {meta.get('generations', '?')} "
-                    f"generations, not a crawl's recrawl filter ({RECRAWL_GENERATIONS}): use another key "
-                    "(SCHEDULER_DUPEFILTER_KEY, BLOOMLINE_REDIS_KEY), or delete that filter")
+        _check_recrawl_made(client, self.recrawl_key, window, capacity, error_rate, layout)
         # The whole error budget: there is no front filter to share it with.
         seen = RedisWindowedFilter(self.server, self.recrawl_key, capacity, error_rate, window=window,
                                    generations=RECRAWL_GENERATIONS, backend=backend, layout=layout, retries=2,
@@ -516,6 +495,34 @@ class RedisBloomDupeFilter(_DupeFilter):
         elif not self.failed:
             logger.info("%s: kept the filter at Redis key %r: a new crawl of this spider skips what it saw (delete "
                         "it with bloomline.redis.RedisStages(url, key).reset())", self.label, self.key)
+
+
+def _check_recrawl_made(client: Any, key: str, window: float, capacity: int, error_rate: float, layout: str) -> None:
+    """A recrawl filter stored at key was made with these settings (and a
+    crawl's generations), or RecrawlMismatch naming the setting
+    (RedisWindowedFilter's own check names its fields)."""
+    from ..redis._names import tag_of_chain  # (here: redis is optional)
+
+    meta = {k.decode(): v.decode() for k, v in client.hgetall(f"{tag_of_chain(key)}:meta").items()}
+    if meta.get("kind") != "windowed":
+        return
+    for setting, field, want in (("BLOOMLINE_RECRAWL_AFTER", "window", window),
+                                 ("BLOOMLINE_CAPACITY", "capacity", capacity),
+                                 ("BLOOMLINE_ERROR_RATE", "error_rate", error_rate),
+                                 ("BLOOMLINE_LAYOUT", "layout", layout)):
+        have: Any = meta.get(field, "")
+        same = (have == str(want)) if field == "layout" else (bool(have) and float(have) == float(want))
+        if not same:
+            have = have if field == "layout" else float(have or "nan")
+            raise RecrawlMismatch(
+                f"the recrawl filter at Redis key {key!r} was made with {setting}={have!r}, this crawl has {want!r}: "
+                "set it as that crawl did, or start anew (it expires by itself at most 1.25x its window, and a "
+                "second, after its last add)")
+    if meta.get("generations") != str(RECRAWL_GENERATIONS):
+        raise RecrawlMismatch(
+            f"Redis key {key!r} holds a windowed filter of {meta.get('generations', '?')} generations, not a crawl's "
+            f"recrawl filter ({RECRAWL_GENERATIONS}): use another key (SCHEDULER_DUPEFILTER_KEY, "
+            "BLOOMLINE_REDIS_KEY), or delete that filter")
 
 
 def _scheduler_of(crawler: Any) -> Any:
