@@ -64,9 +64,9 @@ inline unsigned available_cpus() {
 // there are fewer. Its sort to owners costs more with every member (the
 // answers step grows with the square of the team, a slot-by-slot add's
 // merge per key with the team), and past the CPUs a member adds only that
-// cost: 1,024 threads on 2 CPUs took 70-100 times one thread. The answers
-// are the same for any team; the floor of 8 keeps a small machine running
-// the partitions a larger one would.
+// cost (benchmarks/NOTES.md, "A threaded add's team held to the CPUs"). The
+// answers are the same for any team; the floor of 8 keeps a small machine
+// running the partitions a larger one would.
 inline unsigned add_team_limit() { return std::min(kMaxThreads, std::max(available_cpus(), 8u)); }
 
 // First index of part t when n items are cut into `parts` near-equal parts.
