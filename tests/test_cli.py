@@ -375,7 +375,7 @@ def test_sizes_that_cannot_fit_in_memory_are_one_line_not_a_traceback(tmp_path: 
         assert r.returncode == 2 and b"must be at most 1,000,000,000" in r.stderr and r.stderr.count(b"\n") <= 3
     line = tmp_path / "line"
     for size, limit, said in ((250_000_000, 400_000_000, b"bloomline: error: out of memory"),
-                              (700_000_000, 1_200_000_000, b"bloomline: error: stdin: a line longer than 256.0 MiB")):
+                              (700_000_000, 1_200_000_000, b"bloomline: error: stdin: a line of 256.0 MiB or more")):
         with open(line, "wb") as out:
             out.truncate(size)  # (sparse: zero bytes, no newline)
         with open(line, "rb") as data:
@@ -828,6 +828,13 @@ def test_capacity_refuses_what_is_not_a_positive_whole_number(text: str) -> None
     assert r.returncode == 2 and err.count("\n") == 1 and f"must be a positive integer, got {text!r}" in err
 
 
+@pytest.mark.parametrize("text", ["0e30", "-1e30"])
+def test_capacity_of_zero_or_below_written_large_is_not_called_too_big(text: str) -> None:
+    r = run("params", f"--capacity={text}", "--error-rate", "0.01")
+    err = r.stderr.decode()
+    assert r.returncode == 2 and err.count("\n") == 1 and f"must be a positive integer, got {text!r}" in err, err
+
+
 @pytest.mark.parametrize("text", ["1e999999999", "9e99999999999999", "1e400", "1e20", "9" * 5000])
 def test_capacity_past_any_size_is_one_line_at_once(text: str) -> None:
     """1e999999999 was written out as a billion-digit int (a hang that ate
@@ -856,9 +863,22 @@ def test_an_endless_or_newline_free_input_is_refused_before_memory_runs_out(tmp_
     assert r.returncode == 0 and b"BloomFilter" in r.stdout, r.stderr
     r = run("info", "-", stdin=f.to_bytes() + b"more")
     assert r.returncode == 1 and "stdin: more bytes follow the filter's" in r.stderr.decode(), r.stderr
+    # A header naming a filter of 2**47 bits (16 TiB), and nothing after it: one line naming the input, not an
+    # "out of memory" naming nothing.
+    import struct
+
+    header = bytearray(f.to_bytes()[:128])
+    header[24:32] = struct.pack("<Q", 2**47)  # num_slots
+    header[72:80] = struct.pack("<Q", 2**47 // 8)  # payload_len
+    header[80:88] = struct.pack("<Q", 0)  # fill
+    header[120:128] = struct.pack("<Q", bloomline.murmur3_128(bytes(header[:120])) & (2**64 - 1))
+    r = run("info", "-", stdin=bytes(header))
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1, err
+    assert "stdin: its header names a filter larger than this machine could give" in err, err
     r = run("dedup", "--capacity", "100", "/dev/zero")
     err = r.stderr.decode()
-    assert r.returncode == 1 and err.count("\n") == 1 and "'/dev/zero': a line longer than 256.0 MiB" in err, err
+    assert r.returncode == 1 and err.count("\n") == 1 and "'/dev/zero': a line of 256.0 MiB or more" in err, err
 
 
 def test_saving_onto_a_file_mapped_for_writing_is_one_line_before_any_output(tmp_path: Path) -> None:

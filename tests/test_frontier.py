@@ -57,6 +57,47 @@ def test_fixed_filter_warns_once_past_capacity() -> None:
     assert len(said) == 1 and "past its capacity of 1,000" in str(said[0].message)
 
 
+def test_a_push_while_another_gives_the_warning_keeps_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warning is given after the lock is let go, so another thread may
+    push meanwhile: its add must not warn (as an error, it would come before
+    its key is queued: seen and never queued, lost). A hostile read found
+    that a hold taken per push, and given back by resetting the filter's
+    flag, let exactly that happen."""
+    import threading
+
+    import bloomline.frontier as frontier
+
+    q = DedupQueue(BloomFilter(100, 0.01))
+    q.push_many([f"u{i}" for i in range(100)])  # at its capacity: the next new key passes it
+    giving, pushed = threading.Event(), threading.Event()
+    note = frontier._core.note_capacity
+
+    def slow_note(f: BloomFilter) -> None:
+        giving.set()
+        assert pushed.wait(timeout=30)  # the other thread's push runs now, in full
+        note(f)
+
+    monkeypatch.setattr(frontier._core, "note_capacity", slow_note)
+    outcome: list[object] = []
+
+    def first() -> None:
+        try:
+            q.push("past")
+        except CapacityWarning as e:
+            outcome.append(e)
+
+    with warnings.catch_warnings():  # (this thread's only: the threads below run inside it)
+        warnings.simplefilter("error", CapacityWarning)
+        t = threading.Thread(target=first)
+        t.start()
+        assert giving.wait(timeout=30)
+        assert q.push("other") is True  # no warning here: the first push owes it
+        pushed.set()
+        t.join(timeout=30)
+    assert len(outcome) == 1 and "past its capacity of 100" in str(outcome[0])
+    assert "past" in q and "other" in q and list(q)[-2:] == ["past", "other"]
+
+
 def test_repr_of_a_queue_whose_filter_is_past_telling_says_inf() -> None:
     """A filter with every bit set estimates inf keys: the queue's repr says so (it raised OverflowError)."""
     q = DedupQueue(BloomFilter(10, 0.5))

@@ -768,7 +768,11 @@ void flush_mapped(MappedFile& file, std::uint64_t insert_count, const std::funct
     }
     HeaderLock lock(file);
     Header h = decode_header(file.data(), file.size());
-    h.insert_count += insert_count - file.insert_base;
+    // This handle's new keys since its last flush (fewer: a counting
+    // filter's removes), the sum held in [0, kMaxCount] as a reader takes it.
+    h.insert_count = insert_count >= file.insert_base
+                         ? std::min(kMaxCount, h.insert_count + std::min(kMaxCount, insert_count - file.insert_base))
+                         : h.insert_count - std::min(h.insert_count, file.insert_base - insert_count);
     file.insert_base = insert_count;
     h.fill = count_fill();  // under the header lock: a closing last writer counts a still payload
     if (final) {

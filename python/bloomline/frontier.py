@@ -29,31 +29,6 @@ def _fresh_lock(q: Any) -> None:
     q._lock = threading.Lock()
 
 
-class _HeldWarning:
-    """Around an add that may take a fixed filter past its capacity: the
-    filter's warning held, and given by give() once the keys are queued
-    (one raised as an error would come after the add, its answers lost and
-    its keys never queued); after an error, left to a later add. Not
-    warnings.catch_warnings, which swaps the filters of the whole process:
-    two threads leaving it out of order left them changed for good."""
-
-    def __init__(self, seen: Seen, adding: int) -> None:
-        self._filter: Optional[BloomFilter] = None
-        if isinstance(seen, BloomFilter) and seen.capacity and seen.insert_count + adding > seen.capacity:
-            self._filter = None if _core.quiet_capacity(seen) else seen
-
-    def __enter__(self) -> _HeldWarning:
-        return self
-
-    def __exit__(self, kind: Any, *_: Any) -> None:
-        if kind is not None and self._filter is not None:
-            _core.quiet_capacity(self._filter, False)
-
-    def give(self) -> None:
-        if self._filter is not None:
-            _core.note_capacity(self._filter)
-
-
 Seen = Union[BloomFilter, ScalableBloomFilter]
 """The filter a DedupQueue records its keys in."""
 
@@ -65,7 +40,9 @@ class DedupQueue:
     as needed; ``DedupQueue(BloomFilter(...))`` uses a fixed filter, which
     warns once (``bloomline.CapacityWarning``) when it takes more new keys
     than its capacity, from which point false positives (dropped new URLs)
-    rise above its error rate.
+    rise above its error rate. The queue gives that warning, after the keys
+    are queued: from the first push that could pass its capacity the filter
+    does not warn by itself.
 
     >>> q = DedupQueue()
     >>> q.push("https://a.example/"), q.push("https://a.example/")
@@ -95,6 +72,7 @@ class DedupQueue:
         # for other threads: a pickle taken between them would hold a key
         # seen but never queued (never crawled after a restore).
         self._lock = threading.Lock()
+        self._owes_warning: Optional[bool] = None
         renew_locks_after_fork(self, _fresh_lock)
 
     @property
@@ -104,7 +82,8 @@ class DedupQueue:
 
     def push(self, key: Hashable) -> bool:
         """Enqueue key if it was never seen; return whether it was enqueued."""
-        with self._lock, _HeldWarning(self._seen, 1) as held:
+        with self._lock:
+            self._hold_warning(1)
             # Queued first, taken back if it was seen: a Ctrl-C as the add
             # returns leaves the key queued (a repeat at worst), never seen
             # and lost. A key the filter refuses is taken back.
@@ -120,7 +99,9 @@ class DedupQueue:
                 raise
             if not new:
                 self._queue.pop()
-        held.give()
+            due = self._warning_due()
+        if due is not None:
+            _core.note_capacity(due)
         return new
 
     def push_many(self, keys: Iterable[Any]) -> int:
@@ -128,7 +109,8 @@ class DedupQueue:
         once). Returns how many were enqueued. A Ctrl-C during the call
         comes after the new keys are queued (_interrupts)."""
         items = list(keys)
-        with self._lock, _HeldWarning(self._seen, len(items)) as held, interrupts_held():
+        with self._lock, interrupts_held():
+            self._hold_warning(len(items))
             try:
                 new = self._seen.add_many(items)
             except Exception as e:  # (its keys new or unanswered are queued first, as push keeps its key)
@@ -136,8 +118,33 @@ class DedupQueue:
                 raise
             fresh = [k for k, is_new in zip(items, new.tolist()) if is_new]
             self._queue.extend(fresh)
-        held.give()
+            due = self._warning_due()
+        if due is not None:
+            _core.note_capacity(due)
         return len(fresh)
+
+    # A fixed filter's capacity warning is the queue's to give, once the keys
+    # are queued (one raised as an error by the add would come before, its
+    # answers lost and its keys never queued): from the first add that could
+    # pass its capacity the filter is quiet (_core.quiet_capacity, a flag of
+    # that filter object), and the push that finds it past gives its warning
+    # after letting go of the lock. Not warnings.catch_warnings, which swaps
+    # the warning filters of the whole process: threads leaving it out of
+    # order left them changed for good. _owes_warning (under the lock): None
+    # until the filter is quiet, then whether its warning is still to give.
+
+    def _hold_warning(self, adding: int) -> None:
+        seen = self._seen
+        if (self._owes_warning is None and isinstance(seen, BloomFilter) and seen.capacity
+                and seen.insert_count + adding > seen.capacity):
+            self._owes_warning = not _core.quiet_capacity(seen)
+
+    def _warning_due(self) -> Optional[BloomFilter]:
+        seen = self._seen
+        if self._owes_warning and isinstance(seen, BloomFilter) and seen.insert_count > (seen.capacity or 0):
+            self._owes_warning = False
+            return seen
+        return None
 
     def pop(self) -> Any:
         """The oldest enqueued key (IndexError when empty)."""
@@ -172,6 +179,7 @@ class DedupQueue:
         self._seen = seen
         self._queue = collections.deque(state["queue"])
         self._lock = threading.Lock()
+        self._owes_warning = None
         renew_locks_after_fork(self, _fresh_lock)
 
     def __repr__(self) -> str:

@@ -209,8 +209,11 @@ protected:
     }
 
     // Writer mutex held: a plain read-then-store, no locked instruction.
+    // Held at kMaxCount, what a reader takes (never wrapped, never a file
+    // that does not load).
     void count_inserts(std::uint64_t keys) {
-        insert_count_.store(insert_count_.load(std::memory_order_relaxed) + keys, std::memory_order_relaxed);
+        const std::uint64_t n = insert_count_.load(std::memory_order_relaxed);
+        insert_count_.store(std::min(kMaxCount, n + std::min(kMaxCount, keys)), std::memory_order_relaxed);
     }
 
     // op(h, i) for keys [lo, lo + n) of a source (i counted from lo), through

@@ -24,8 +24,9 @@ from ._errors import PROG, CliError
 
 
 BLOCK = 1 << 20  # bytes read at a time (a larger block is no faster, and costs resident memory)
-# The longest line: a buffer grows to hold a line, and input with no newline
-# (/dev/zero, a binary file) would otherwise grow it until memory ran out.
+# Lines are shorter than this: a buffer grows to hold a line, and input with
+# no newline (/dev/zero, a binary file) would otherwise grow it until memory
+# ran out.
 MAX_LINE_BYTES = 256 << 20
 
 
@@ -80,7 +81,7 @@ class LineBlocks:
                 while True:
                     if filled == len(buf):  # a line longer than the buffer
                         if filled >= MAX_LINE_BYTES:
-                            raise CliError(f"{input_name(name)}: a line longer than {format_bytes(MAX_LINE_BYTES)} "
+                            raise CliError(f"{input_name(name)}: a line of {format_bytes(MAX_LINE_BYTES)} or more "
                                            "(no newline in it: not lines of text?)")
                         grown = bytearray(2 * len(buf))
                         grown[:filled] = buf
@@ -230,6 +231,9 @@ def filter_bytes(path: str) -> bytes:
                 data = _core.load_bytes(f)
             except ValueError as exc:
                 raise CliError(f"{input_name(path)}: {exc}") from None
+            except MemoryError as exc:  # (the length its header names is made before the rest is read)
+                raise CliError(f"{input_name(path)}: its header names a filter larger than this machine could give "
+                               f"({exc}): damaged, or not read") from None
             if f.read(1):
                 raise CliError(f"{input_name(path)}: more bytes follow the filter's {len(data)} (one filter a "
                                "stream)")

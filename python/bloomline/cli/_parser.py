@@ -37,7 +37,7 @@ def _positive_int(text: str) -> int:
             if exact.is_finite() and exact.adjusted() < 20 and exact == exact.to_integral_value():
                 value = int(exact)
             elif exact.is_finite() and exact.adjusted() >= 20:
-                value = 2**64
+                value = 2**64 if exact > 0 else 0  # (0e30 is zero)
         except InvalidOperation:
             pass
     if value is None or value < 1:
