@@ -765,6 +765,26 @@ def _sh(script: str, tmp_path: Path, timeout: float = 60) -> subprocess.Complete
                           check=False)
 
 
+def test_a_closed_stdout_or_stdin_is_one_line_and_never_a_file_of_the_run(tmp_path: Path) -> None:
+    """With stdout closed (`>&-`), the state's lock file took fd 1 and
+    dedup's new lines went into it, the run exiting 0 with the state saved:
+    the lines seen, never written. A closed stdin was a traceback. Each is
+    now one line, exit 1, and no state is saved."""
+    (tmp_path / "keys").write_bytes(b"a\nb\n")
+    r = _sh("bloomline dedup --state s.blf keys >&-", tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and "cannot write the output: Bad file descriptor" in err, err
+    assert not (tmp_path / "s.blf").exists()
+    assert not (tmp_path / "s.blf.lock").exists() or (tmp_path / "s.blf.lock").read_bytes() == b""
+    r = _sh("bloomline dedup --state s.blf keys", tmp_path)
+    assert r.returncode == 0 and r.stdout == b"a\nb\n", r.stderr
+    for command in ("bloomline info - <&-", "bloomline dedup <&-", "bloomline query s.blf <&-", "bloomline info s.blf >&-"):
+        r = _sh(command, tmp_path)
+        err = r.stderr.decode()
+        assert r.returncode == 1 and err.count("\n") == 1 and err.startswith("bloomline: error: "), (command, err)
+        assert "Bad file descriptor" in err, (command, err)
+
+
 PIPE_FORMS = {
     "process substitution": "bloomline build {opt} out.blf <(cat keys.txt)",
     "cat | /dev/stdin": "cat keys.txt | bloomline build {opt} out.blf /dev/stdin",

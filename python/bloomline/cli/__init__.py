@@ -49,7 +49,7 @@ from ._demo import cmd_demo
 from ._errors import PROG, CliError, UsageError
 from ._input import BLOCK, LineBlocks, Progress
 from ._local import cmd_bench, cmd_build, cmd_dedup, cmd_info, cmd_params, cmd_query
-from ._output import OutputError, quiet_stdout, whole_text_writes
+from ._output import OutputError, hold_standard_fds, quiet_stdout, whole_text_writes
 from ._parser import build_parser
 from ._redis import cmd_redis, cmd_redis_module
 
@@ -80,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Errors are one line, ``bloomline: error: ...``, exit status 2 for bad
     usage and 1 for a failure while working; a closed output pipe ends the
     process by SIGPIPE, silently, as coreutils do."""
+    hold_standard_fds()
     parser = build_parser()
     args = parser.parse_args(argv)
     whole_text_writes()

@@ -121,6 +121,30 @@ class WriteBehind:
         self._thread.join()
 
 
+def hold_standard_fds() -> None:
+    """A standard descriptor closed at the start (`>&-`, `<&-`) is held by
+    /dev/null opened the other way, so that no file this run opens takes
+    its number (a state's lock file took fd 1, and dedup's output went into
+    it, saved as seen), and using it fails as a closed one does: reading
+    stdin or writing stdout is EBADF, one line. (Python sets sys.stdin,
+    stdout and stderr to None for a closed one: they are made again over
+    the placeholders.)"""
+    for fd, flags in ((0, os.O_WRONLY), (1, os.O_RDONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            held = os.open(os.devnull, flags)
+            if held != fd:
+                os.dup2(held, fd)
+                os.close(held)
+    if sys.stdin is None:
+        sys.stdin = open(0, encoding="utf-8", closefd=False)
+    if sys.stdout is None:
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+
+
 def whole_text_writes() -> None:
     """Under PYTHONUNBUFFERED (python -u) sys.stdout writes through a raw
     FileIO and drops what a short write leaves; a BufferedWriter between
