@@ -216,6 +216,16 @@ def test_from_buffer_refuses_an_error_rate_without_its_capacity() -> None:
     assert (f.capacity, f.error_rate) == (40, 0.01)
 
 
+def test_from_buffer_names_a_capacity_without_its_error_rate_and_a_strided_payload() -> None:
+    with pytest.raises(TypeError, match=r"capacity needs error_rate .* got capacity=40 and error_rate=None"):
+        BloomFilter.from_buffer(bytes(64), 512, 3, capacity=40)
+    strided = np.zeros(128, dtype=np.uint8)[::2]
+    with pytest.raises(TypeError, match=r"payload must be one contiguous block of bytes, got a non-contiguous "
+                                        r"numpy.ndarray"):
+        BloomFilter.from_buffer(strided, 512, 3)
+    assert BloomFilter.from_buffer(np.ascontiguousarray(strided), 512, 3).bits_set == 0
+
+
 def test_keyword_only_options() -> None:
     with pytest.raises(TypeError):
         BloomFilter(100, 0.01, "standard")  # type: ignore[misc]
@@ -239,6 +249,25 @@ def test_union_and_intersection(layout: str) -> None:
     assert a == make(layout, list(range(1000)))
     assert a.approx_union_count(b) == pytest.approx(1500, rel=0.05)
     assert a.approx_intersection_count(b) == pytest.approx(500, rel=0.1)
+
+
+@pytest.mark.parametrize("kind", [BloomFilter, CountingBloomFilter])
+def test_an_intersection_counts_the_keys_both_hold_not_its_fill(kind: Any, layout: str) -> None:
+    # The AND of two full filters keeps bits that different keys set in each:
+    # its fill says thousands of keys where none are shared. insert_count
+    # (what the capacity warning and a saved file's count read) is the
+    # estimate from both filters and their union instead.
+    a, b = kind(10_000, 0.01, layout=layout), kind(10_000, 0.01, layout=layout)
+    a.add_many(np.arange(10_000, dtype=np.uint64))
+    b.add_many(np.arange(10_000, 20_000, dtype=np.uint64))
+    assert (a & b).approx_count > 1000  # the fill's estimate, as documented
+    assert (a & b).insert_count <= 100
+    c = kind(10_000, 0.01, layout=layout)
+    c.add_many(np.arange(5_000, 15_000, dtype=np.uint64))
+    both = a & c
+    assert both.insert_count == pytest.approx(5_000, rel=0.05)
+    a &= c
+    assert a.insert_count == both.insert_count
 
 
 def test_in_place_operators_return_self(layout: str) -> None:

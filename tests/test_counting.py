@@ -157,6 +157,7 @@ def test_bytes_pickle_and_buffer(layout: str, counter_bits: int) -> None:
     if counter_bits == 16:
         assert arr.dtype == np.dtype("<u2") and int(arr.astype(int).sum()) == f.num_hashes * 301
         assert arr.max() >= 2
+        assert memoryview(f).tolist() == arr.tolist()  # (memoryview reads native formats only)
     elif counter_bits == 8:
         assert arr.dtype == np.uint8 and int(arr.astype(int).sum()) == f.num_hashes * 301
     else:

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -236,6 +237,73 @@ def test_save_over_a_mapped_file(tmp_path: Path) -> None:
     ro = BloomFilter.load(path, mmap=True)
     with pytest.raises(ValueError, match="mapped read-only"):
         ro.save(path)
+
+
+# Holds the header lock of a file (byte 0, what a writer's open takes) for a
+# while, as a writer in the middle of its open or flush does.
+HOLD_HEADER = r"""
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+# Opens the file "r+" (waiting for its header lock), and once told to go on
+# (a line on stdin), adds keys and closes.
+OPEN_AND_ADD = r"""
+import sys, numpy as np, bloomline
+kind = bloomline.WindowedBloomFilter if sys.argv[2] == "windowed" else bloomline.BloomFilter
+extra = {"clock": lambda: 10.0} if sys.argv[2] == "windowed" else {}
+with kind.open(sys.argv[1], "r+", **extra) as f:
+    sys.stdin.readline()
+    f.add_many(np.arange(1000, dtype=np.uint64) + 7_000_000)
+"""
+
+
+@pytest.mark.parametrize("kind", ["bloom", "windowed"])
+def test_a_save_never_replaces_a_file_a_writer_is_opening(kind: str, tmp_path: Path) -> None:
+    # A save checked that no writer had the file mapped, then renamed its new
+    # file over the path. A writer whose open fell between the two mapped the
+    # old file, which the rename unlinked: its adds and its close went there,
+    # and the file at the path never had them (5 of 240 trials of a hostile
+    # read; here the writer is held in its open by the header lock, so the
+    # build before this failed every time). Now the save holds the header
+    # lock over its check and its rename, and a writer that finds the path
+    # renamed once it has that lock opens the new file. Either way, keys
+    # added after the save returned are in the file at the path.
+    path = tmp_path / "f.blf"
+
+    def make() -> Any:
+        if kind == "windowed":
+            return WindowedBloomFilter(10_000, 0.01, window=3600, clock=lambda: 10.0)
+        return BloomFilter(10_000, 0.01)
+
+    if kind == "windowed":
+        make().save(path, shared=True)
+    else:
+        make().save(path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_HEADER, str(path), "1.5"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        holder.stdout.close()
+        writer = subprocess.Popen([sys.executable, "-c", OPEN_AND_ADD, str(path), kind], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.7)  # the writer has opened the file and waits for its header lock
+        try:
+            if kind == "windowed":
+                make().save(path, shared=True)
+            else:
+                make().save(path)
+        except ValueError as e:  # the writer got the lock first and joined: refused, as documented
+            assert "is open for writing through a map" in str(e)
+        out, err = writer.communicate("go\n", timeout=60)
+        assert writer.returncode == 0, err
+    finally:
+        holder.kill()
+        holder.wait()
+    back = WindowedBloomFilter.load(path, clock=lambda: 10.0) if kind == "windowed" else BloomFilter.load(path)
+    assert back.contains_many(np.arange(1000, dtype=np.uint64) + 7_000_000).all()
 
 
 def test_read_only_maps_say_how_they_were_opened(tmp_path: Path) -> None:

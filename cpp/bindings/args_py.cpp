@@ -67,6 +67,15 @@ double to_double(py::handle v, const char* name) {
 BytesView::BytesView(py::handle obj, const char* name) {
     if (PyObject_GetBuffer(obj.ptr(), &view_, PyBUF_SIMPLE) != 0) {
         PyErr_Clear();
+        // A buffer whose bytes are not in one piece (a strided NumPy view)
+        // is named as such: it is bytes-like, just not contiguous.
+        Py_buffer strided;
+        if (PyObject_GetBuffer(obj.ptr(), &strided, PyBUF_FULL_RO) == 0) {
+            PyBuffer_Release(&strided);
+            raise(PyExc_TypeError, std::string(name) + " must be one contiguous block of bytes, got a non-contiguous " +
+                                       py_keys::type_name(obj.ptr()) + " (copy it first: numpy.ascontiguousarray)");
+        }
+        PyErr_Clear();
         raise(PyExc_TypeError, std::string(name) + " must be bytes-like, got " + py_keys::type_name(obj.ptr()));
     }
 }

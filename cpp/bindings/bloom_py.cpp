@@ -57,6 +57,10 @@ whole array (k cache lines, ~3% less memory at 1%).
                     throw py::type_error("error_rate needs capacity (the two go together: the rate is the one at "
                                          "capacity), got error_rate=" + py::repr(error_rate).cast<std::string>() +
                                          " and capacity=None");
+                if (!capacity.is_none() && error_rate.is_none())
+                    throw py::type_error("capacity needs error_rate (the two go together: the rate is the one at "
+                                         "capacity), got capacity=" + py::repr(capacity).cast<std::string>() +
+                                         " and error_rate=None");
                 if (!capacity.is_none()) {
                     cap = py_args::to_count(capacity, "capacity", 1, kMaxBits, "[1, 2**48]");
                     rate = py_args::to_double(error_rate, "error_rate");

@@ -133,8 +133,11 @@ the BloomFilter of the same keys.
             // the packed bytes (two counters per byte, low nibble first).
             const auto* p = f.counters().bytes();
             const auto nbytes = static_cast<py::ssize_t>(f.counters().nbytes());
+            // (memoryview reads only native formats: "H" where native is
+            // little-endian, "<H" where it is not.)
             if (f.counter_bits() == 16)
-                return py::buffer_info(const_cast<unsigned char*>(p), 2, "<H", 1, {nbytes / 2}, {2}, true);
+                return py::buffer_info(const_cast<unsigned char*>(p), 2, kLittleEndianHost ? "H" : "<H", 1,
+                                       {nbytes / 2}, {2}, true);
             return py::buffer_info(const_cast<unsigned char*>(p), 1, "B", 1, {nbytes}, {1}, true);
         });
     bind_common(cls, "add(key) -> bool\n\nAdd a key (one more occurrence). Returns True if it was absent "

@@ -152,8 +152,9 @@ bool comparable(const T& a, const T& b) {
 // its keys are not), then comparable and bit for bit the same.
 template <class T>
 bool same_filter(const T& a, const T& b) {
-    a.check_open();
-    b.check_open();
+    // A closed filter's memory may be gone: it equals itself only, and ==
+    // never raises (a list's `in` and `count` compare with every item).
+    if (a.access() == Access::closed || b.access() == Access::closed) return &a == &b;
     return comparable(a, b) && a.same_content(b);
 }
 
@@ -389,6 +390,13 @@ int checked_getbuffer(PyObject* self, Py_buffer* view, int flags) {
     if (!reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder().holder_constructed()) {
         view->obj = nullptr;
         PyErr_SetString(PyExc_TypeError, "the filter is not initialised (call __init__ first)");
+        return -1;
+    }
+    // A closed filter's memory may be gone: the ValueError of every other
+    // read, where pybind11 would raise BufferError("Error getting buffer").
+    if ((**handle_of<T>(self)).access() == Access::closed) {
+        view->obj = nullptr;
+        PyErr_SetString(PyExc_ValueError, "I/O operation on a closed filter");
         return -1;
     }
     return bound_getbuffer<T>()(self, view, flags);

@@ -34,6 +34,10 @@ FileError::FileError(int err, const std::string& doing, const std::string& path)
 // Is path mapped for writing by some handle (the writers' lock, below)?
 // Then std::invalid_argument naming it.
 void refuse_if_mapped_for_writing(const std::string& path);
+// The same check, made for a save's rename: the descriptor it returns (-1:
+// nothing there) holds the file's header lock shared until it is closed, so
+// no writer opens the file between the check and the rename (below).
+int hold_unmapped_for_replace(const std::string& path);
 
 namespace {
 
@@ -271,12 +275,24 @@ void AtomicFile::write_at(std::size_t offset, const void* data, std::size_t n) {
 void AtomicFile::commit() {
     if (fd_ < 0) throw std::invalid_argument("commit of an AtomicFile that is committed or aborted");
     if (::fsync(fd_) != 0) os_error("cannot fsync the file being saved", path_);
+    // Again: a writer may have opened it while we wrote. Held to the rename:
+    // a writer that opened the old file meanwhile waits for its header lock,
+    // then finds the path names the new file and opens that (open_writer);
+    // checked and then renamed unheld, its later adds went to the unlinked
+    // old file, without a word.
+    int held = -1;
     try {
-        refuse_if_mapped_for_writing(target_);  // again: a writer may have opened it while we wrote
+        held = hold_unmapped_for_replace(target_);
     } catch (...) {
         abort();
         throw;
     }
+    struct Held {
+        int fd;
+        ~Held() {
+            if (fd >= 0) ::close(fd);  // (drops the lock)
+        }
+    } hold{held};
     if (unnamed_) {
         // Named only now, just for the rename: a process killed before this
         // leaves nothing behind, and the window to the rename is two
@@ -387,6 +403,18 @@ bool locked_by_a_writer(int fd, const std::string& path) {
     if (::fcntl(fd, F_OFD_GETLK, &fl) != 0) os_error("cannot test the locks of", path);
     return fl.l_type != F_UNLCK;
 }
+// A writer's open takes the header lock exclusive and joins the writers
+// before it lets go: once this shared hold on the header is had, a writer
+// has either joined (and is seen) or waits for the hold to go.
+bool hold_if_no_writer(int fd, const std::string& path) {
+    try {
+        file_lock(fd, F_RDLCK, kHeaderLockByte, true, path);
+    } catch (const FileError& e) {
+        const int err = e.code().value();  // (a file system without these locks: the test alone, as before)
+        if (err != ENOLCK && err != EINVAL && err != EOPNOTSUPP) throw;
+    }
+    return !locked_by_a_writer(fd, path);
+}
 #else
 // One writer at a time. POSIX record locks (F_SETLK) cannot stand in for
 // OFD locks: they belong to the process, so two handles in one process
@@ -402,9 +430,9 @@ bool locked_by_a_writer(int fd, const std::string& path) {
 // in (with no shared lock the writer count could not be kept true).
 [[noreturn]] void refuse_second_writer(const std::string& path) {
     throw std::invalid_argument("'" + path +
-                                "' is open for writing by another handle, and this build allows one writer per file "
-                                "(it has flock locks only, as on macOS): close that handle first, or share the "
-                                "filter through Redis (bloomline.redis)");
+                                "' is open for writing by another handle (or a save is replacing it at this "
+                                "instant), and this build allows one writer per file (it has flock locks only, as on "
+                                "macOS): close that handle first, or share the filter through Redis (bloomline.redis)");
 }
 bool file_lock(int fd, short type, off_t byte, bool, const std::string& path) {
     if (type == F_UNLCK) {
@@ -420,16 +448,13 @@ bool file_lock(int fd, short type, off_t byte, bool, const std::string& path) {
         os_error("cannot lock", path);
     }
 }
-bool locked_by_a_writer(int fd, const std::string& path) {
-    // A shared flock is refused while a writer holds the exclusive one. (A
-    // writer opening at this instant is refused too: it may try again.)
+// One flock: held shared, it keeps a writer from opening (refused, as a
+// second writer is) until it is let go.
+bool hold_if_no_writer(int fd, const std::string& path) {
     for (;;) {
-        if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
-            ::flock(fd, LOCK_UN);
-            return false;
-        }
+        if (::flock(fd, LOCK_SH | LOCK_NB) == 0) return true;
         if (errno == EINTR) continue;
-        if (errno == EWOULDBLOCK) return true;
+        if (errno == EWOULDBLOCK) return false;
         os_error("cannot test the locks of", path);
     }
 }
@@ -517,21 +542,45 @@ Memory read_file(const std::string& path, std::size_t* size_out) {
 }
 
 void refuse_if_mapped_for_writing(const std::string& path) {
+    const int fd = hold_unmapped_for_replace(path);
+    if (fd >= 0) ::close(fd);
+}
+
+int hold_unmapped_for_replace(const std::string& path) {
     // O_NONBLOCK: should path have become a FIFO meanwhile, the open must not wait for a writer.
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return;  // nothing there (or unreadable: the save will say so)
+    if (fd < 0) return -1;  // nothing there (or unreadable: the save will say so)
     bool locked = false;
     try {
-        locked = locked_by_a_writer(fd, path);
+        locked = !hold_if_no_writer(fd, path);
     } catch (...) {
         ::close(fd);
         throw;
     }
-    ::close(fd);
-    if (locked)
+    if (locked) {
+        ::close(fd);
         throw std::invalid_argument("'" + path +
                                     "' is open for writing through a map (open(path, 'r+')); saving over it would "
                                     "lose that handle's later adds: flush() or close() it, or save elsewhere");
+    }
+    return fd;
+}
+
+std::shared_ptr<MappedFile> open_writer(const std::string& path, std::unique_ptr<HeaderLock>& lock) {
+    // A save that renamed a new file over path between this open and its
+    // header lock left this handle the old, unlinked file: its adds would
+    // reach no one. So the path is checked under the lock, which a save
+    // holds over its rename (hold_unmapped_for_replace), and opened again.
+    constexpr int kTries = 16;
+    for (int i = 0;; ++i) {
+        auto file = std::make_shared<MappedFile>(path, true);
+        lock = std::make_unique<HeaderLock>(*file);
+        if (file->is(path)) return file;
+        lock.reset();
+        if (i + 1 == kTries)
+            throw FileError(EAGAIN, "was replaced by a save " + std::to_string(kTries) + " times while it was opened",
+                            path);
+    }
 }
 
 // ---- a forked child lets go of its parent's writer locks ------------------------
@@ -795,14 +844,12 @@ void flush_mapped(MappedFile& file, std::uint64_t insert_count, const std::funct
 
 template <class T>
 MappedFilter<T> map_filter(const std::string& path, bool writable, bool verify) {
-    auto file = std::make_shared<MappedFile>(path, writable);
-    unsigned char* base = file->data();
+    std::shared_ptr<MappedFile> file;  // (declared first: the locks go before it)
     std::unique_ptr<HeaderLock> lock;
     std::unique_ptr<ReaderLock> reading;
-    if (writable)
-        lock = std::make_unique<HeaderLock>(*file);
-    else
-        reading = std::make_unique<ReaderLock>(file->fd(), path);
+    file = writable ? open_writer(path, lock) : std::make_shared<MappedFile>(path, false);
+    unsigned char* base = file->data();
+    if (!writable) reading = std::make_unique<ReaderLock>(file->fd(), path);
     Header h = decode_header(base, file->size());
     if (h.kind == Kind::windowed)
         throw std::invalid_argument(

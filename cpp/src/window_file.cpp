@@ -41,18 +41,15 @@ std::int64_t place_of(std::int64_t n, std::size_t places) {
 
 }  // namespace
 
-MappedWindow::MappedWindow(const std::string& path, bool writable, bool verify)
-    : file_(std::make_shared<MappedFile>(path, writable)) {
-    unsigned char* base = file_->data();
+MappedWindow::MappedWindow(const std::string& path, bool writable, bool verify) {
     // Writers check and mark the file under the header lock; a read-only map
     // reads it under the readers' share of it (as map_filter does), so that
     // no writer opens, flushes or closes while its header and ring are read.
     std::unique_ptr<HeaderLock> lock;
     std::unique_ptr<ReaderLock> reading;
-    if (writable)
-        lock = std::make_unique<HeaderLock>(*file_);
-    else
-        reading = std::make_unique<ReaderLock>(file_->fd(), path);
+    file_ = writable ? open_writer(path, lock) : std::make_shared<MappedFile>(path, false);
+    unsigned char* base = file_->data();
+    if (!writable) reading = std::make_unique<ReaderLock>(file_->fd(), path);
     std::vector<StageBytes> records;
     params_ = read_window(base, file_->size(), &records);
     if (!params_.ring)

@@ -284,14 +284,18 @@ private:
         const std::uint64_t other_count = o.insert_count();
         std::uint64_t* a = bits_.words();
         const std::uint64_t* b = o.bits_.words();
-        std::uint64_t set = 0;
+        std::uint64_t set = 0, set_before = 0, set_other = 0, set_either = 0;
         for (std::size_t i = 0, n = bits_.nbytes() / 8; i < n; ++i) {
+            const std::uint64_t x = load_le(a + i), y = load_le(b + i);
+            set_before += popcount64(x);
+            set_other += popcount64(y);
+            set_either += popcount64(x | y);
             if (shared_) {
                 atomic_op(a + i, atomic_load(b + i));
                 set += popcount64(atomic_load(a + i));
                 continue;
             }
-            const std::uint64_t v = op(load_le(a + i), load_le(b + i));
+            const std::uint64_t v = op(x, y);
             atomic_store(a + i, to_le64(v));
             set += popcount64(v);
         }
@@ -301,9 +305,18 @@ private:
             return;
         }
         if (copy_of_this) return;
-        // Otherwise the number of adds is unknown; the estimate from the
-        // bits is the best stand-in.
-        insert_count_ = estimate_as_count(approx_count());
+        // Otherwise the number of adds is unknown. A union holds what its
+        // bits say; an intersection's bits say more than it holds (a bit
+        // set by one key in a and another in b survives the AND), so its
+        // count is the estimate from both filters and their union
+        // (approx_intersection), as approx_intersection_count gives it.
+        const auto est = [this](std::uint64_t bits) {
+            return estimate_count(bits, geo_.num_slots, geo_.num_hashes, geo_.layout);
+        };
+        const double after = is_union ? approx_count()
+                                      : std::min(approx_count(), approx_intersection(est(set_before), est(set_other),
+                                                                                     est(set_either)));
+        count_combined(est(set_before), after);
     }
 
     BitArray bits_;

@@ -122,7 +122,8 @@ public:
     // checks compatibility). insert_count counts keys present, not adds, and
     // the keys both hold would count twice: it becomes the estimate from the
     // counters, as BloomFilter's | has it (a union with an empty filter is a
-    // copy, whose count is kept exactly).
+    // copy, whose count is kept exactly; count_combined says how memory
+    // other writers share is counted).
     void union_with(const CountingBloomFilter& o) {
         check_write();
         o.check_open();
@@ -131,33 +132,41 @@ public:
         std::lock_guard<WriterMutex> lock(writer_);
         ensure_counted();
         const bool this_empty = nonzero_.load(std::memory_order_relaxed) == 0;
+        const double before = approx_count();
         const std::uint32_t mx = counters_.max_value();
         for (std::uint64_t i = 0; i < geo_.num_slots; ++i) {
             const std::uint32_t s = counters_.get(i) + o.counters_.get(i);
             counters_.put(i, s < mx ? s : mx);
         }
         recount();
-        if (this_empty)
+        if (this_empty && !shared_)
             insert_count_ = other_count;
         else if (!other_empty)
-            insert_count_ = estimate_as_count(approx_count());
+            count_combined(before, approx_count());
     }
 
     // The intersection of two multisets: the smaller counter of each slot
     // (caller checks compatibility). A counter saturated in both stays
-    // saturated. How many adds it holds is unknown: insert_count becomes the
-    // estimate from the counters, as BloomFilter's & does.
+    // saturated. How many keys it holds is unknown, and its counters say
+    // more than it holds (a counter raised by one key here and another
+    // there survives): insert_count becomes the estimate from both filters
+    // and their union, as BloomFilter's & has it.
     void intersect_with(const CountingBloomFilter& o) {
         check_write();
         o.check_open();
         std::lock_guard<WriterMutex> lock(writer_);
         ensure_counted();
+        const double before = approx_count();
+        std::uint64_t other = 0, either = 0;
         for (std::uint64_t i = 0; i < geo_.num_slots; ++i) {
             const std::uint32_t a = counters_.get(i), b = o.counters_.get(i);
+            other += b != 0;
+            either += (a | b) != 0;
             if (b < a) counters_.put(i, b);
         }
         recount();
-        insert_count_ = estimate_as_count(approx_count());
+        const auto est = [this](std::uint64_t n) { return estimate_count(n, geo_.num_slots, geo_.num_hashes, geo_.layout); };
+        count_combined(before, std::min(approx_count(), approx_intersection(before, est(other), est(either))));
     }
 
     // Counters above zero in either filter (caller checks compatibility):

@@ -210,6 +210,9 @@ private:
     std::string path_;
     bool held_ = false;
 };
+// A file mapped for writing, with its header lock taken: opened again if a
+// save replaced the path before the lock was had (file.cpp says why).
+std::shared_ptr<MappedFile> open_writer(const std::string& path, std::unique_ptr<HeaderLock>& lock);
 // The writers' lock: each writer holds it shared from its open to its final
 // flush. Holding the header lock: is this handle the only writer alive?
 void join_writers(const MappedFile& f);

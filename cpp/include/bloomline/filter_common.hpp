@@ -216,6 +216,24 @@ protected:
         insert_count_.store(std::min(kMaxCount, n + std::min(kMaxCount, keys)), std::memory_order_relaxed);
     }
 
+    // The count after a union or intersection, whose adds are unknown: the
+    // estimate `after` (of the keys it now holds) stands in. Memory that other
+    // writers share (a file mapped "r+" by several handles) holds keys they
+    // count themselves, at their own flushes: there the count moves by the
+    // change of the estimate, `after - before`, so no key counts twice.
+    // Writer mutex held.
+    void count_combined(double before, double after) {
+        if (!shared_) {
+            insert_count_.store(estimate_as_count(after), std::memory_order_relaxed);
+            return;
+        }
+        if (!(before < 1e18) || !(after < 1e18)) return;  // a full filter: nothing to estimate, the count stays
+        const double n = static_cast<double>(insert_count_.load(std::memory_order_relaxed)) + (after - before);
+        const double cap = static_cast<double>(kMaxCount);
+        insert_count_.store(n <= 0 ? 0 : n >= cap ? kMaxCount : static_cast<std::uint64_t>(n + 0.5),
+                            std::memory_order_relaxed);
+    }
+
     // op(h, i) for keys [lo, lo + n) of a source (i counted from lo), through
     // the stream with each key's slots prefetched (Derived::slot_lines): the
     // batch loop of every filter without a loop of its own.

@@ -8,6 +8,12 @@
 
 namespace bloomline {
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+constexpr bool kLittleEndianHost = false;
+#else
+constexpr bool kLittleEndianHost = true;
+#endif
+
 inline std::uint64_t to_le64(std::uint64_t v) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     return __builtin_bswap64(v);
