@@ -218,6 +218,56 @@ def test_tables_of_one_column_and_refusals() -> None:
         f.contains_many(pa.array(["a", "b"]).dictionary_encode())
     with pytest.raises(TypeError, match="dictionary-encoded"):
         f.contains_many(pd.Series(["a", "b"], dtype="category"))
+    # The advice keeps the keys: astype(str) would make the int 101 the str '101'.
+    ids = pd.Series([101, 102, 103])
+    f.add_many(ids)
+    cat = ids.astype("category")
+    with pytest.raises(TypeError, match=r"pandas: series\.astype\(series\.cat\.categories\.dtype\)"):
+        f.contains_many(cat)
+    assert f.contains_many(cat.astype(cat.cat.categories.dtype)).all()
+
+
+def test_an_empty_or_all_null_column_is_nulls_as_a_list_of_them_is() -> None:
+    # Arrow's null type ("n", no buffers), which pyarrow makes of an empty or
+    # all-missing object column, was "not a key type" even with nulls='skip'.
+    pl = pytest.importorskip("polars")
+    f = BloomFilter(1000, 0.01)
+    columns = [pa.nulls(3), pa.chunked_array([pa.nulls(2), pa.nulls(0), pa.nulls(1)], pa.null()),
+               pd.Series([None, None, None], dtype=object), pl.Series([None, None, None]),
+               pa.table({"u": pa.nulls(3)})]
+    for column in columns:
+        assert f.add_many(column, nulls="skip").tolist() == [False] * 3
+        assert f.contains_many(column, nulls="skip").tolist() == [False] * 3
+        with pytest.raises(ValueError, match=r"keys\[0\] is null; pass nulls='skip'"):
+            f.add_many(column)
+    assert f.insert_count == 0 and f.bits_set == 0
+    for empty in (pa.nulls(0), pd.Series([], dtype=object)):
+        assert f.add_many(empty).tolist() == [] and f.contains_many(empty).tolist() == []
+    assert bloomline.hash_many(pa.nulls(0)).shape == (0,)
+
+
+def test_an_object_series_arrow_cannot_hold_is_read_as_a_list() -> None:
+    # An int past 64 bits made pyarrow raise OverflowError, which went out
+    # bare instead of sending the Series to the list path.
+    f = BloomFilter(1000, 0.01)
+    keys = [-1, 2**63, 2**70, 5]
+    assert f.add_many(keys).tolist() == [True, True, True, True]
+    assert f.contains_many(pd.Series(keys)).all() and f.contains_many(pd.Series([2**70, 1])).tolist() == [True, False]
+
+
+def test_a_producer_interrupted_by_ctrl_c_is_a_keyboard_interrupt() -> None:
+    schema = pa.schema([("u", pa.string())])
+
+    def batches(error: BaseException) -> Any:
+        yield pa.record_batch({"u": ["a", "b"]})
+        raise error
+
+    f = BloomFilter(1000, 0.01)
+    with pytest.raises(KeyboardInterrupt):
+        f.add_many(pa.RecordBatchReader.from_batches(schema, batches(KeyboardInterrupt())))
+    with pytest.raises(ValueError, match=r"reading the Arrow stream failed \(.*gone away"):
+        f.add_many(pa.RecordBatchReader.from_batches(schema, batches(ConnectionError("gone away"))))
+    assert f.bits_set == 0
 
 
 def test_malformed_arrays_are_refused_not_read() -> None:

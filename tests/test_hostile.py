@@ -319,8 +319,8 @@ print("255 levels new:", f.add(ok), "found:", ok in f, "count:", f.insert_count)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.splitlines()
     assert lines == ["add refused: key nests tuples or frozensets more than 256 deep",
-                     "add_many refused: keys nests tuples or frozensets more than 256 deep",
-                     "hash_many refused: keys nests tuples or frozensets more than 256 deep",
+                     "add_many refused: keys[0] nests tuples or frozensets more than 256 deep",
+                     "hash_many refused: keys[0] nests tuples or frozensets more than 256 deep",
                      "frozenset refused: key nests tuples or frozensets more than 256 deep",
                      "255 levels new: True found: True count: 1"], r.stdout
 
@@ -376,3 +376,49 @@ def test_an_insert_count_past_any_filters_count_is_refused() -> None:
             BloomFilter.from_bytes(data)
     with pytest.raises(ValueError, match="insert_count"):
         BloomFilter.from_buffer(bytes(f.nbytes), f.num_bits, f.num_hashes, insert_count=2**56 + 1)
+
+
+def test_a_key_whose_conversion_raises_is_converted_once_and_its_error_goes_out_as_raised() -> None:
+    # A batch's failing key was converted again to name it: its code ran
+    # twice, a second try that passed added the key the first refused, and
+    # the caller saw the second error, not the first.
+    calls: list[int] = []
+
+    class Flaky:
+        def __index__(self) -> int:
+            calls.append(1)
+            if len(calls) == 1:
+                raise ConnectionError("transient failure #1")
+            return 42
+
+    f = BloomFilter(1000, 0.01)
+    with pytest.raises(ConnectionError, match="transient failure #1"):
+        f.add_many(["a", Flaky()])
+    assert len(calls) == 1 and 42 not in f and "a" not in f
+    with pytest.raises(TypeError, match=r"^keys\[1\] must be str, bytes-like, int, float, tuple or frozenset, "
+                                        r"got list$"):
+        f.add_many(["a", [1]])  # (the key rules' own errors are named by place)
+    with pytest.raises(TypeError, match=r"^keys\[1\]\[0\] must be str, .* got list$"):
+        f.add_many(["a", ([1],)])
+
+
+def test_timedelta_bool_views_and_wide_buffers_as_lines() -> None:
+    f = BloomFilter(1000, 0.01)
+    # A timedelta64 is an np.integer but no key, as a datetime64 is none.
+    with pytest.raises(TypeError, match=r"keys\[2\] must be str, .* got numpy.timedelta64"):
+        f.add_many(["a", "b", np.timedelta64(5, "s")])
+    # A bool is the key 1 or 0, whatever byte holds it.
+    view = np.array([2, 1, 0, 255], np.uint8).view(bool)
+    f.add_many([True, False])
+    assert f.contains_many(view).tolist() == [True, True, True, True]
+    g = BloomFilter(1000, 0.01)
+    g.add_many(view)
+    assert g == f
+    # Lines are bytes: a U array's UTF-32 bytes split as lines were junk keys.
+    with pytest.raises(TypeError, match=r"data must be a block of bytes \(text lines\), got a numpy.ndarray of "
+                                        r"\d+-byte items"):
+        f.add_lines(np.array(["https://a.example/\nhttps://b.example/"]))
+    with pytest.raises(TypeError, match="data must be one contiguous block of bytes"):
+        f.add_lines(memoryview(b"a\nb\nc\n")[::2])
+    assert f.add_lines(np.frombuffer(b"x\ny\n", dtype=np.uint8)).tolist() == [True, True]
+

@@ -378,7 +378,8 @@ for name, make in cases.items():
 print(json.dumps(out))
 """
 
-NULL = "ValueError: keys[2] is null; pass nulls='skip' to leave null keys out (their answers are False)"
+NULL = ("ValueError: keys[2] is null; pass nulls='skip' to leave null keys out (their answers are False), or drop "
+        "them first where a call takes no nulls= (hash_many, DedupQueue.push_many)")
 NULL_EXPECTED = {
     **{name: ([True, False, False, True], NULL, [True, True, True, False, False, False])
        for name in ("object None", "object NaN", "object pd.NA", "object pd.NaT", "default str", "string python NA",

@@ -321,6 +321,35 @@ def test_shards_are_made_at_full_size(redis_client: object) -> None:
     assert not f.add_many(range(1000)).any() and f.insert_count == new.sum()
 
 
+def test_shards_that_would_leave_one_empty_are_refused_naming_a_count_that_fits(redis_client: object) -> None:
+    # 6 blocks in 4 shards of 2 leaves the 4th empty: its creation failed
+    # inside a script, with Redis's "offset is out of range".
+    blocks = -(-BloomFilter(300, 0.01).num_bits // 512)
+    assert blocks == 6
+    with pytest.raises(ValueError, match=r"shards=4 would leave the last shard empty \(6 blocks of 512 bits, 2 to a "
+                                         r"shard\): pass shards=3"):
+        RedisBloomFilter(redis_client, "empty", 300, 0.01, shards=4)
+    f = RedisBloomFilter(redis_client, "empty", 300, 0.01, shards=3)
+    assert f.add_many(range(100)).sum() >= 99
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("shards", "1", r"1 shards of \d+ bits do not hold num_bits \d+"),
+    ("shard_bits", "512", r"2 shards of 512 bits do not hold num_bits \d+"),
+    ("shard_bits", "1000", r"2 shards of 1000 bits do not hold num_bits \d+"),
+    ("num_hashes", "0", r"num_hashes must be a whole number in \[1, 64\], got '0'"),
+    ("num_bits", "-5", r"num_bits must be a whole number in \[1, 281474976710656\], got '-5'"),
+    ("shards", "two", r"shards must be a whole number in \[1, 281474976710656\], got 'two'"),
+])
+def test_a_meta_damaged_by_hand_names_its_field(redis_client: Any, field: str, value: str, message: str) -> None:
+    # It was an IndexError of a shard that is not there, or a
+    # ZeroDivisionError (num_hashes 0 on the plain backend).
+    RedisBloomFilter(redis_client, "hand", 3000, 0.01, shards=2).add_many(range(100))
+    redis_client.hset("hand:meta", field, value)
+    with pytest.raises(ValueError, match=r"the filter at key 'hand' has a damaged meta: " + message):
+        RedisBloomFilter(redis_client, "hand").contains_many(range(100))
+
+
 def test_attaching_with_another_layout_or_seed_names_the_field(redis_client: object) -> None:
     RedisBloomFilter(redis_client, "g", 1000, 0.01, layout="standard", seed=7)
     with pytest.raises(ValueError, match=r"differs in layout \(stored standard != given blocked\)"):

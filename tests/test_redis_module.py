@@ -220,3 +220,69 @@ def test_a_count_not_written_as_bloomline_writes_one_is_refused(module_server: R
     assert r.get("c") == count.encode() and r.bitcount("s") == 0
     r.set("c", str(2**53 - 1))
     assert add(r, blob, "b")[0] == b"11111"  # (the largest count taken)
+
+
+def test_a_shard_of_another_size_is_refused_whole_and_the_bare_forms_still_run(module_server: RedisServer) -> None:
+    """The adds' mode and HAS carry each shard's size in bytes: a shard
+    truncated, grown, or deleted and made again shorter (a SETRANGE) was read
+    at the size it had, and keys added before read "new" where their blocks
+    still lay in it. The forms without sizes, of an earlier module's AOF,
+    still run unchecked (an AOF must replay)."""
+    r = client(module_server)
+    make_filter(r)
+    size = NUM_BITS // 8
+    blob = positions(np.arange(5, dtype=np.uint64))
+    assert r.execute_command("BLOOMLINE.ADD", "s", "c", "a", 60_000, f"F;bytes={size}", blob)[0] == b"11111"
+    for damaged in (bytes(size // 2), bytes(size + 64)):
+        r.set("s", damaged)
+        with pytest.raises(redis.ResponseError, match=rf"WRONGSIZE s holds {len(damaged)} bytes, not {size}"):
+            r.execute_command("BLOOMLINE.ADD", "s", "c", "b", 60_000, f"F;bytes={size}", blob)
+        with pytest.raises(redis.ResponseError, match="WRONGSIZE s"):
+            r.execute_command("BLOOMLINE.HAS", "s", f"bytes={size}", blob)
+        r.mset({"{c}:stages": 1, "{c}:count": 0, "{c}:sh": damaged})
+        with pytest.raises(redis.ResponseError, match="WRONGSIZE {c}:sh"):
+            r.execute_command("BLOOMLINE.CADD", "{c}:stages", "{c}:count", "{c}:ans", "{c}:sh", 1, 1000, 5000,
+                              f"F;bytes={size}", struct.pack("<I", len(blob)) + blob)
+        assert r.get("s") == damaged and r.get("{c}:sh") == damaged and r.get("{c}:count") == b"0"
+    make_filter(r)
+    assert add(r, blob, "bare")[0] == b"11111"  # ADD shard count answer ttl_ms mode positions
+    assert r.execute_command("BLOOMLINE.HAS", "s", blob) == b"11111"
+    for bad in ("bytes=", "bytes=63", "bytes=100", f"bytes={size},{size}", "bytes=1e4", f"size={size}"):
+        with pytest.raises(redis.ResponseError, match="shard sizes must be"):
+            r.execute_command("BLOOMLINE.HAS", "s", bad, blob)
+        with pytest.raises(redis.ResponseError, match="shard sizes must be"):
+            r.execute_command("BLOOMLINE.ADD", "s", "c", "x", 60_000, "F;" + bad, blob)
+    with pytest.raises(redis.ResponseError, match="mode must be F"):
+        r.execute_command("BLOOMLINE.ADD", "s", "c", "x", 60_000, f"F,bytes={size}", blob)
+
+
+@pytest.mark.parametrize("backend", ["module", "plain"])
+@pytest.mark.parametrize("damage", ["remade shorter", "truncated", "grown"])
+def test_a_filters_shard_at_another_size_is_an_error_never_keys_new_again(
+        module_server: RedisServer, backend: str, damage: str) -> None:
+    # The hostile read's case: a shard deleted and made again shorter, then
+    # the keys added before added again one at a time: the module answered
+    # 78 of 600 "new", and the plain backend refused them all.
+    from bloomline.redis import MissingKeyError, RedisBloomFilter
+
+    r = client(module_server)
+    keys = [f"k{i}".encode() for i in range(3000)]
+    f = RedisBloomFilter(r, "d", 3000, 0.01, backend=backend, shards=1)
+    f.add_many(keys)
+    shard = f.shard_keys()[0]
+    size = r.strlen(shard)
+    if damage == "remade shorter":
+        r.delete(shard)
+        r.setrange(shard, 8 * 64 - 1, b"\0")
+    elif damage == "truncated":
+        r.set(shard, r.getrange(shard, 0, size // 2 - 1))
+    else:
+        r.append(shard, bytes(64))
+    for key in keys[:50]:
+        with pytest.raises(MissingKeyError, match="has the wrong size"):
+            f.add(key)
+    with pytest.raises(MissingKeyError, match="has the wrong size"):
+        f.add_many(keys)
+    with pytest.raises(MissingKeyError, match="has the wrong size"):
+        f.contains_many(keys)
+

@@ -159,6 +159,16 @@ def test_adds_and_lookups_of_batches(window_server: Any, layout: str) -> None:
     assert not redis.Redis.from_url(window_server.url).keys("*")
 
 
+def test_a_meta_whose_sig_was_changed_by_hand_is_called_damaged_not_another_version(window_server: Any) -> None:
+    f = RedisWindowedFilter(window_server.url, "d", 1000, 0.01, window=60)
+    f.add("x")
+    r = redis.Redis.from_url(window_server.url)
+    meta = next(k for k in r.keys("*") if k.endswith(b":meta"))
+    r.hset(meta, "sig", "junk")
+    with pytest.raises(ValueError, match=r"at key 'd' has a damaged meta: its sig 'junk' does not name its parameters"):
+        RedisWindowedFilter(window_server.url, "d", 1000, 0.01, window=60)
+
+
 def test_capacity_warning_names_the_generation(window_server: Any) -> None:
     f = RedisWindowedFilter(window_server.url, "cap", 100, 0.01, window=60, generations=2)
     with pytest.warns(CapacityWarning, match=r"generation \d+ of the windowed filter at 'cap'"):

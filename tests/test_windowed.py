@@ -560,6 +560,14 @@ def test_capacity_warning_names_the_generation() -> None:
         w.add("one more")
 
 
+def test_a_2d_batch_past_capacity_warns_on_the_add_that_crosses_it() -> None:
+    # Its size was len(keys), the rows (2): the add of 1,000 keys into a
+    # generation of capacity 100 went without the warning.
+    w = WindowedBloomFilter(100, 0.01, window=3600, clock=FakeClock(10.0))
+    with pytest.warns(CapacityWarning, match="generation 0 .*past its capacity of 100"):
+        w.add_many(np.arange(1000, dtype=np.uint64).reshape(2, 500))
+
+
 def test_adds_past_capacity_on_several_threads_warn_each_time_and_leave_the_warning_filters_alone(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The windowed filter (and DedupQueue) gave a generation's warning in

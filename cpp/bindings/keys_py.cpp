@@ -25,7 +25,8 @@ const NumpyTypes& numpy_types() {
     NumpyTypes found;
     const std::pair<PyObject**, const char*> fields[] = {{&found.ndarray, "ndarray"},   {&found.generic, "generic"},
                                                          {&found.integer, "integer"},   {&found.bool_, "bool_"},
-                                                         {&found.floating, "floating"}, {&found.longdouble, "longdouble"}};
+                                                         {&found.floating, "floating"}, {&found.longdouble, "longdouble"},
+                                                         {&found.timedelta64, "timedelta64"}};
     for (const auto& field : fields) {
         *field.first = PyObject_GetAttrString(np.ptr(), field.second);
         if (!*field.first) {  // NumPy half imported (by another thread): looked up again next time
@@ -174,6 +175,7 @@ auto visit_key(PyObject* key, const char* what, OnBytes&& on_bytes, OnInt&& on_i
         // are keys (np.str_, np.bytes_ and np.float64 were caught above as
         // str, bytes and float).
         if (is_instance(key, np.bool_)) return on_int(PyObject_IsTrue(key) ? 1 : 0);
+        if (is_instance(key, np.timedelta64)) bad_type(key, what);  // as a datetime64 is
         if (is_instance(key, np.integer)) return index();
         if (is_instance(key, np.floating)) {
             if (is_instance(key, np.longdouble))
@@ -280,9 +282,18 @@ Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what) {
 Hash128 hash_item(PyObject* item, std::uint64_t seed, const char* param, std::size_t index) {
     try {
         return hash_key(item, seed, "key");
-    } catch (py::error_already_set&) {
-        const std::string what = std::string(param) + "[" + std::to_string(index) + "]";
-        return hash_key(item, seed, what.c_str());
+    } catch (py::error_already_set& e) {
+        // The key rules' own errors name the key "key": named again by its
+        // place, the same error. Any other (a key's own __index__ or
+        // __float__ that raised) goes on as it was raised, once: converting
+        // the key again ran its code twice, and a second try that passed
+        // added a key whose first conversion failed.
+        const std::string msg = py::str(e.value());
+        const bool ours = msg.size() > 3 && msg.compare(0, 3, "key") == 0 && (msg[3] == ' ' || msg[3] == '[') &&
+                          (e.matches(PyExc_TypeError) || e.matches(PyExc_ValueError) ||
+                           e.matches(PyExc_RecursionError));
+        if (!ours) throw;
+        throw_py(e.type().ptr(), std::string(param) + "[" + std::to_string(index) + "]" + msg.substr(3));
     }
 }
 
@@ -372,6 +383,14 @@ ArrayKeys prepare_array(py::handle keys, std::uint64_t seed, const char* param) 
     if (!a.arr.dtype().attr("isnative").cast<bool>())
         a.arr = a.arr.attr("astype")(a.arr.dtype().attr("newbyteorder")("="));
     if (!(a.arr.flags() & py::array::c_style)) a.arr = py::module_::import("numpy").attr("ascontiguousarray")(a.arr);
+    if (a.kind == 'b') {
+        // A bool is the key 1 or 0, whatever byte holds it: a view of other
+        // bytes as bool (arr.view(bool)) is True where NumPy says so.
+        const auto* b = static_cast<const unsigned char*>(a.arr.data());
+        const auto n = static_cast<std::size_t>(a.arr.size());
+        if (std::any_of(b, b + n, [](unsigned char c) { return c > 1; }))
+            a.arr = py::array(a.arr.attr("view")("u1").attr("__ne__")(0));
+    }
     a.itemsize = static_cast<std::size_t>(a.arr.itemsize());
     a.n = static_cast<std::size_t>(a.arr.size());
     a.shape.assign(a.arr.shape(), a.arr.shape() + a.arr.ndim());
@@ -524,7 +543,8 @@ Nulls parse_nulls(py::handle nulls) {
 
 std::string null_error(const char* param, std::size_t index) {
     return std::string(param) + "[" + std::to_string(index) +
-           "] is null; pass nulls='skip' to leave null keys out (their answers are False)";
+           "] is null; pass nulls='skip' to leave null keys out (their answers are False), or drop them first "
+           "where a call takes no nulls= (hash_many, DedupQueue.push_many)";
 }
 
 // ---------------------------------------------------------------------------
@@ -589,10 +609,10 @@ std::unique_ptr<ArrowInput> read_arrow(py::handle keys, const char* param) {
         exported = keys.attr(as_array ? "__arrow_c_array__" : "__arrow_c_stream__")();
     } catch (py::error_already_set& e) {
         // pandas exports through pyarrow: without it, or for an object
-        // Series pyarrow cannot convert (mixed types), iterate the Series,
-        // whose errors then name the offending key.
+        // Series pyarrow cannot convert (mixed types, an int past 64 bits),
+        // iterate the Series, whose errors then name the offending key.
         if (e.matches(PyExc_ImportError) || e.matches(PyExc_NotImplementedError) || e.matches(PyExc_TypeError) ||
-            e.matches(PyExc_ValueError))
+            e.matches(PyExc_ValueError) || e.matches(PyExc_OverflowError))
             return nullptr;
         throw;
     }
@@ -613,9 +633,19 @@ std::unique_ptr<ArrowInput> read_arrow(py::handle keys, const char* param) {
             throw_py(PyExc_ValueError, std::string(param) + ": the Arrow stream was already consumed");
         auto failed = [&](int code) {
             const char* why = stream->get_last_error != nullptr ? stream->get_last_error(stream) : nullptr;
-            throw_py(PyExc_ValueError, std::string(param) + ": reading the Arrow stream failed (" +
-                                           (why != nullptr ? std::string(why) : "error " + std::to_string(code)) +
-                                           ")");
+            const std::string text = why != nullptr ? std::string(why) : "error " + std::to_string(code);
+            // A Ctrl-C in a Python producer comes back as its traceback's
+            // text (pyarrow's): raised as KeyboardInterrupt, never a
+            // ValueError a caller skipping bad batches would swallow.
+            if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+            for (std::size_t at = text.find("\nKeyboardInterrupt"); at != std::string::npos;
+                 at = text.find("\nKeyboardInterrupt", at + 1)) {
+                const std::size_t end = at + 18;
+                if (end == text.size() || text[end] == '\n' || text[end] == ':')
+                    throw_py(PyExc_KeyboardInterrupt, std::string(param) + ": the Arrow stream's producer was "
+                                                                           "interrupted");
+            }
+            throw_py(PyExc_ValueError, std::string(param) + ": reading the Arrow stream failed (" + text + ")");
         };
         if (const int rc = stream->get_schema(stream, &in->schema)) failed(rc);
         for (;;) {

@@ -54,6 +54,7 @@ struct NumpyTypes {
     PyObject* bool_ = nullptr;
     PyObject* floating = nullptr;
     PyObject* longdouble = nullptr;
+    PyObject* timedelta64 = nullptr;  // (an np.integer, but a duration: no key)
 };
 const NumpyTypes& numpy_types();
 
@@ -530,10 +531,22 @@ auto with_lines(py::handle data, const char* param, unsigned threads, Body body)
     Py_buffer view{};
     if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
         PyErr_Clear();
-        throw py::type_error(std::string(param) + " must be bytes-like (a block of text lines), got " +
+        Py_buffer strided{};
+        const bool is_buffer = PyObject_GetBuffer(data.ptr(), &strided, PyBUF_FULL_RO) == 0;
+        if (is_buffer) PyBuffer_Release(&strided);
+        PyErr_Clear();
+        throw py::type_error(std::string(param) + (is_buffer ? " must be one contiguous block of bytes (text lines), "
+                                                               "got a non-contiguous "
+                                                             : " must be bytes-like (a block of text lines), got ") +
                              type_name(data.ptr()));
     }
     std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> hold(&view, PyBuffer_Release);
+    // Lines are bytes: a buffer of wider items (a NumPy U or int array, an
+    // array('u')) would be split at its raw bytes, its keys junk.
+    if (view.itemsize != 1)
+        throw py::type_error(std::string(param) + " must be a block of bytes (text lines), got a " +
+                             type_name(data.ptr()) + " of " + std::to_string(view.itemsize) +
+                             "-byte items; pass bytes (for text: '\\n'.join(lines).encode())");
     const auto* p = static_cast<const unsigned char*>(view.buf);
     const auto n = static_cast<std::size_t>(view.len);
     LineSpans lines;

@@ -5,14 +5,14 @@
 // side of each command (its arguments, in order, and how it is retried) is
 // python/bloomline/redis/_module.py; docs/design/redis.md has the protocol.
 //
-//   BLOOMLINE.ADD shard count answer ttl_ms mode positions
+//   BLOOMLINE.ADD shard count answer ttl_ms mode;bytes=<size> positions
 //       test-and-set every key of the batch in one shard, atomically. Reply:
 //       [answer, count]: one byte per key ('1' new, '0' present, '?'
 //       unknown, see below) and the shard's count of new keys afterwards.
 //       The answer is kept under the name `answer` for ttl_ms, and a repeat
 //       of the command (a client re-sending after a dropped reply) gets it
 //       back instead of adding again: a key is new to exactly one caller.
-//   BLOOMLINE.CADD stages count answer shard_1 .. shard_n expected capacity ttl_ms mode positions
+//   BLOOMLINE.CADD stages count answer shard_1 .. shard_n expected capacity ttl_ms mode;bytes=<sizes> positions
 //       the same for a stage of a scalable chain, over all its shards in one
 //       step (its keys share one hash tag): refused with "-STALE m" unless
 //       the string at `stages` is `expected` (the client's idea of the
@@ -21,8 +21,11 @@
 //       and the reply's answer holds only the keys taken (shard 1's in
 //       order, then shard 2's, ...). `positions` is each shard's blob in
 //       turn, each after its length (u32, little-endian).
-//   BLOOMLINE.HAS shard positions
+//   BLOOMLINE.HAS shard bytes=<size> positions
 //       reply: one byte per key, '1' where every bit is set.
+//   bytes=: each shard's size, after the adds' mode (a shard at another
+//       size is "-WRONGSIZE <key> ..."); the forms without it, of an
+//       earlier module, are taken unchecked (an AOF of theirs replays).
 //   BLOOMLINE.WADD, BLOOMLINE.WHAS
 //       a windowed filter's add and lookup over its ring of generations
 //       (below, "a windowed filter").
@@ -408,30 +411,80 @@ bool replay(Ctx* ctx, const std::string& answer_name, const Count& count) {
     return true;
 }
 
-// ttl_ms and mode, shared by both adds; false after an error reply.
-bool parse_add_args(Ctx* ctx, Str* ttl_arg, Str* mode_arg, long long* ttl, bloomline::Apply* mode) {
+bool parse_sizes(Ctx* ctx, const std::string& t, int shards, std::vector<std::size_t>* sizes);
+
+// ttl_ms and mode, shared by both adds; false after an error reply. The
+// mode carries the shards' sizes: "F;bytes=S1,S2,..." (parse_sizes); a
+// bare "F" or "R", of an earlier module's AOF, leaves them unchecked.
+// WADD (shards 0) has its own bytes argument: a bare mode only.
+bool parse_add_args(Ctx* ctx, Str* ttl_arg, Str* mode_arg, int shards, long long* ttl, bloomline::Apply* mode,
+                    std::vector<std::size_t>* sizes) {
     if (StringToLongLong(ttl_arg, ttl) != kOk || *ttl < 1 || *ttl > kMaxTtlMs) {
         reply_error(ctx, "ERR bloomline: ttl_ms must be an integer in [1, 86400000]");
         return false;
     }
     std::size_t len = 0;
     const char* m = StringPtrLen(mode_arg, &len);
-    if (len != 1 || (m[0] != 'F' && m[0] != 'R')) {
+    if (len == 0 || (m[0] != 'F' && m[0] != 'R') || (len > 1 && (m[1] != ';' || shards == 0))) {
         reply_error(ctx, "ERR bloomline: mode must be F (a first send) or R (a re-send)");
         return false;
     }
     *mode = m[0] == 'F' ? bloomline::Apply::add : bloomline::Apply::add_unsure;
+    if (len == 1) {
+        sizes->assign(static_cast<std::size_t>(shards), 0);
+        return true;
+    }
+    return parse_sizes(ctx, std::string(m + 2, len - 2), shards, sizes);
+}
+
+// The shards' sizes in bytes, "bytes=S1,S2,..": one per shard, each whole
+// 64-byte blocks. A shard is read only at the size its filter gave it: one
+// truncated, grown or made again shorter (SETRANGE past a deleted key) read
+// as it is answered keys added before "new". (The forms without sizes, of
+// an AOF written by an earlier module, are read unchecked, as they were.)
+// false after an error reply.
+bool parse_sizes(Ctx* ctx, const std::string& t, int shards, std::vector<std::size_t>* sizes) {
+    std::size_t at = 6;
+    if (t.compare(0, at, "bytes=") != 0) {
+        reply_error(ctx, "ERR bloomline: shard sizes must be bytes=<n>[,<n>...]");
+        return false;
+    }
+    for (int i = 0; i < shards; ++i) {
+        const std::size_t end = std::min(t.find(',', at), t.size());
+        unsigned long long v = 0;
+        bool ok = end > at && end - at <= 10;
+        for (std::size_t j = at; ok && j < end; ++j) {
+            ok = t[j] >= '0' && t[j] <= '9';
+            v = v * 10 + static_cast<unsigned>(t[j] - '0');
+        }
+        if (!ok || v < 64 || v > (1ULL << 29) || v % 64 != 0 || (i + 1 < shards) != (end < t.size())) {
+            reply_error(ctx, "ERR bloomline: shard sizes must be " + std::to_string(shards) +
+                                 " multiples of 64 in [64, 2**29], as bytes=<n>[,<n>...]");
+            return false;
+        }
+        sizes->push_back(static_cast<std::size_t>(v));
+        at = end + 1;
+    }
     return true;
 }
 
+// A shard at its filter's size (want 0: unchecked); false after an error
+// reply, as MISSING is: WRONGSIZE, never read at another size.
+bool shard_of_size(Ctx* ctx, Str* shard_key, std::size_t len, std::size_t want) {
+    if (want == 0 || len == want) return true;
+    reply_error(ctx, "WRONGSIZE " + text(shard_key) + " holds " + std::to_string(len) + " bytes, not " +
+                         std::to_string(want));
+    return false;
+}
+
 // Apply one shard's blob (see apply_positions); false after an error reply.
-bool apply_to_shard(Ctx* ctx, Str* shard_key, const unsigned char* blob, std::size_t blob_len,
+bool apply_to_shard(Ctx* ctx, Str* shard_key, std::size_t want, const unsigned char* blob, std::size_t blob_len,
                     bloomline::Apply mode, std::uint64_t room, std::string* answer, std::size_t* processed,
                     std::uint64_t* news) {
     OpenedKey shard(ctx, shard_key, mode == bloomline::Apply::test ? kRead : kRead | kWrite);
     std::size_t len = 0;
     unsigned char* bytes = string_bytes(ctx, shard, shard_key, mode == bloomline::Apply::test ? kRead : kWrite, &len);
-    if (!bytes) return false;
+    if (!bytes || !shard_of_size(ctx, shard_key, len, want)) return false;
     std::string error;
     if (!bloomline::apply_positions(blob, blob_len, bytes, len, mode, room, answer, processed, news, &error)) {
         reply_error(ctx, error);
@@ -444,13 +497,14 @@ const unsigned char* bytes_of(const Str* s, std::size_t* len) {
     return reinterpret_cast<const unsigned char*>(StringPtrLen(s, len));
 }
 
-// BLOOMLINE.ADD shard count answer ttl_ms mode positions
+// BLOOMLINE.ADD shard count answer ttl_ms mode;bytes=<size> positions
 int cmd_add(Ctx* ctx, Str** argv, int argc) {
     if (argc != 7) return WrongArity(ctx);
     Str *shard = argv[1], *count_key = argv[2];
     long long ttl = 0;
     bloomline::Apply mode{};
-    if (!parse_add_args(ctx, argv[4], argv[5], &ttl, &mode)) return kOk;
+    std::vector<std::size_t> want;
+    if (!parse_add_args(ctx, argv[4], argv[5], 1, &ttl, &mode, &want)) return kOk;
     Count count(ctx, count_key);
     std::string answer_name = text(argv[3]);
     if (!count.read(ctx, count_key) || replay(ctx, answer_name, count)) return kOk;
@@ -459,14 +513,15 @@ int cmd_add(Ctx* ctx, Str** argv, int argc) {
     std::string answer;
     std::size_t processed = 0;
     std::uint64_t news = 0;
-    if (!apply_to_shard(ctx, shard, blob, blob_len, mode, ~std::uint64_t{0}, &answer, &processed, &news)) return kOk;
+    if (!apply_to_shard(ctx, shard, want[0], blob, blob_len, mode, ~std::uint64_t{0}, &answer, &processed, &news))
+        return kOk;
     count.add(static_cast<long long>(news));
     keep_answer(ctx, answer_name, answer, ttl);
     ReplicateVerbatim(ctx);
     return reply_answer(ctx, answer, count.value);
 }
 
-// BLOOMLINE.CADD stages count answer shard_1 .. shard_n expected capacity ttl_ms mode positions
+// BLOOMLINE.CADD stages count answer shard_1 .. shard_n expected capacity ttl_ms mode;bytes=<sizes> positions
 int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
     if (argc < 10) return WrongArity(ctx);
     const int shards = argc - 9;
@@ -474,7 +529,8 @@ int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
     Str** tail = argv + 4 + shards;  // expected capacity ttl_ms mode positions
     long long ttl = 0, capacity = 0, stages = 0;
     bloomline::Apply mode{};
-    if (!parse_add_args(ctx, tail[2], tail[3], &ttl, &mode)) return kOk;
+    std::vector<std::size_t> want;
+    if (!parse_add_args(ctx, tail[2], tail[3], shards, &ttl, &mode, &want)) return kOk;
     Count count(ctx, count_key);
     std::string answer_name = text(argv[3]);
     if (!count.read(ctx, count_key) || replay(ctx, answer_name, count)) return kOk;
@@ -500,7 +556,9 @@ int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
     for (int s = 0; s < shards; ++s) {
         OpenedKey shard(ctx, argv[4 + s], kRead);
         std::size_t shard_len = 0;
-        if (!string_bytes(ctx, shard, argv[4 + s], kRead, &shard_len)) return kOk;
+        if (!string_bytes(ctx, shard, argv[4 + s], kRead, &shard_len) ||
+            !shard_of_size(ctx, argv[4 + s], shard_len, want[s]))
+            return kOk;
         bloomline::PositionRecords records;
         std::string error;
         if (!bloomline::read_positions(blobs[s].first, blobs[s].second, shard_len, &records, &error))
@@ -511,7 +569,8 @@ int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
     std::uint64_t news = 0;
     for (int s = 0; s < shards; ++s) {
         std::size_t processed = 0;
-        if (!apply_to_shard(ctx, argv[4 + s], blobs[s].first, blobs[s].second, mode, room, &answer, &processed, &news))
+        if (!apply_to_shard(ctx, argv[4 + s], want[s], blobs[s].first, blobs[s].second, mode, room, &answer,
+                            &processed, &news))
             return kOk;  // (not reached: every blob was read against its shard above)
         if (news == room) break;
     }
@@ -522,15 +581,18 @@ int cmd_chain_add(Ctx* ctx, Str** argv, int argc) {
     return reply_answer(ctx, answer, count.value);
 }
 
-// BLOOMLINE.HAS shard positions
+// BLOOMLINE.HAS shard bytes=<size> positions   (and, without bytes=, an earlier module's form)
 int cmd_has(Ctx* ctx, Str** argv, int argc) {
-    if (argc != 3) return WrongArity(ctx);
+    if (argc != 3 && argc != 4) return WrongArity(ctx);
+    std::vector<std::size_t> want{0};
+    if (argc == 4 && !parse_sizes(ctx, text(argv[2]), 1, &(want = {}))) return kOk;
     std::size_t blob_len = 0;
-    const unsigned char* blob = bytes_of(argv[2], &blob_len);
+    const unsigned char* blob = bytes_of(argv[argc - 1], &blob_len);
     std::string answer;
     std::size_t processed = 0;
     std::uint64_t news = 0;
-    if (!apply_to_shard(ctx, argv[1], blob, blob_len, bloomline::Apply::test, 0, &answer, &processed, &news))
+    if (!apply_to_shard(ctx, argv[1], want[0], blob, blob_len, bloomline::Apply::test, 0, &answer, &processed,
+                        &news))
         return kOk;
     return ReplyWithStringBuffer(ctx, answer.data(), answer.size());
 }
@@ -874,7 +936,8 @@ int window_add(Ctx* ctx, Str** argv, int argc) {
         *at = tail[10], *made = tail[11], *positions = tail[12];
     long long ttl = 0;
     bloomline::Apply mode{};
-    if (!parse_add_args(ctx, ttl_arg, mode_arg, &ttl, &mode)) return kOk;
+    std::vector<std::size_t> no_sizes;  // (its own bytes argument says the generations' size)
+    if (!parse_add_args(ctx, ttl_arg, mode_arg, 0, &ttl, &mode, &no_sizes)) return kOk;
     const std::size_t size = bytes_arg(tail[2]);
     const double span = span_arg(tail[3]);
     const std::string refresh_text = text(tail[4]);
@@ -1120,7 +1183,7 @@ bool describe_commands(Ctx* ctx) {
     };
     const Described commands[] = {{"bloomline.add", 7, add, "write"},
                                   {"bloomline.cadd", -10, cadd, "write"},
-                                  {"bloomline.has", 3, has, "read fast"},
+                                  {"bloomline.has", -3, has, "read fast"},
                                   {"bloomline.wadd", -(7 + kWindowAddTail), wadd, "write"},
                                   {"bloomline.whas", -(6 + kWindowHasTail), whas, "read"}};
     const bool categories = api("RedisModule_SetCommandACLCategories", &SetCommandACLCategories);
@@ -1166,7 +1229,7 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(Ctx* ct
                     api("RedisModule_CreateString", &CreateString);
     if (!ok) return kErr;
     if (api("RedisModule_IsModuleNameBusy", &IsModuleNameBusy) && IsModuleNameBusy("bloomline")) return kErr;
-    SetModuleAttribs(ctx, "bloomline", 3, kApiVersion1);
+    SetModuleAttribs(ctx, "bloomline", 4, kApiVersion1);
     // Keys (for cluster routing and slot checks): ADD's first three
     // arguments; CADD's from the first to the sixth from the end (its
     // shards); HAS's first.

@@ -16,6 +16,7 @@ bool key_format(const std::string& f, FormatInfo* info) {
     if (f == "U" || f == "Z") return *info = {K::binary64, 0, false}, true;
     if (f == "vu" || f == "vz") return *info = {K::view, 0, false}, true;
     if (f == "b") return *info = {K::boolean, 0, false}, true;
+    if (f == "n") return *info = {K::integer, 8, false}, true;  // (all null: open_column)
     if (f.size() != 1) return false;
     switch (f[0]) {
         case 'c': return *info = {K::integer, 1, true}, true;
@@ -51,7 +52,8 @@ std::string key_column_schema(const ArrowSchema& schema, const ArrowSchema** col
     const std::string cf = format_of(*s);
     if (s->dictionary != nullptr)
         return "a dictionary-encoded (categorical) Arrow column is not supported; decode it first "
-               "(pyarrow: arr.dictionary_decode(); pandas: series.astype(str))";
+               "(pyarrow: arr.dictionary_decode(); pandas: series.astype(series.cat.categories.dtype), which "
+               "keeps its keys, where astype(str) would turn 101 into '101')";
     FormatInfo info{};
     if (key_format(cf, &info)) return {};
     std::string what = "Arrow type '" + cf + "'";
@@ -85,6 +87,11 @@ std::string open_column(const ArrowSchema& schema, const ArrowArray& top, ArrowC
     c.is_signed = info.is_signed;
     c.length = static_cast<std::size_t>(length);
     c.offset = static_cast<std::size_t>(a->offset + extra_offset);
+    if (format_of(*cs) == "n") {  // the null type (an empty or all-missing column): no buffers, every element null
+        c.all_null = true;
+        *out = c;
+        return {};
+    }
     const std::int64_t want = info.kind == ArrowColumn::Kind::view       ? 3
                               : info.kind == ArrowColumn::Kind::binary32 ? 3
                               : info.kind == ArrowColumn::Kind::binary64 ? 3
@@ -139,6 +146,7 @@ std::string open_column(const ArrowSchema& schema, const ArrowArray& top, ArrowC
 }
 
 std::size_t first_null(const ArrowColumn& c) {
+    if (c.all_null) return 0;
     if (c.kind == ArrowColumn::Kind::floating) {  // a NaN is a null too
         for (std::size_t i = 0; i < c.length; ++i)
             if (!c.valid(i)) return i;

@@ -103,7 +103,13 @@ _T = TypeVar("_T")
 
 
 def _batch_len(keys: Any, otherwise: int) -> int:
-    """len(keys), or `otherwise` for keys of no length (an iterator)."""
+    """How many keys the batch holds: every element of an array, whatever
+    its shape (len() of a 2-D array counts its rows, and the add crossing
+    capacity went without its warning); len(keys); or `otherwise` for keys
+    of no length (an iterator)."""
+    size = getattr(keys, "size", None) if hasattr(keys, "shape") else None
+    if isinstance(size, int):
+        return size
     try:
         return len(keys)
     except TypeError:

@@ -80,6 +80,7 @@ struct ArrowColumn {
     std::size_t length = 0;
     std::size_t offset = 0;              // the array's own offset, in elements
     const std::uint8_t* validity = nullptr;  // null: no nulls
+    bool all_null = false;                   // Arrow's null type ("n"): no buffers, every element null
     const void* values = nullptr;        // offsets, views, integers or bits
     const std::uint8_t* data = nullptr;  // binary32/64: the bytes
     const std::uint8_t* const* variadic = nullptr;  // view: the data buffers
@@ -89,6 +90,7 @@ struct ArrowColumn {
     // Not a null: the validity bitmap's bit, and for floats not NaN (a NaN
     // equals nothing, not even itself: it is a missing value, never a key).
     bool valid(std::size_t i) const {
+        if (all_null) return false;
         if (kind == Kind::floating && is_nan(offset + i)) return false;
         if (validity == nullptr) return true;
         const std::size_t b = offset + i;

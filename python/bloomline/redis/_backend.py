@@ -24,7 +24,7 @@ import redis as _redis
 
 from .. import _core
 from ._errors import MissingKeyError, UnknownOutcome, with_facts
-from ._names import FilterKeys, StageGuard, WindowKeys, routable, sibling
+from ._names import FilterKeys, StageGuard, WindowKeys, check_geometry, routable, sibling
 from ._wire import Job, Script, Sender, _error_code
 
 if TYPE_CHECKING:
@@ -503,6 +503,9 @@ class BitsBackend(Backend):
         if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= blocks:
             raise ValueError(f"shards must be an int in [1, {blocks}], got {shards!r}")
         per_shard_blocks = math.ceil(blocks / shards)
+        if math.ceil(blocks / per_shard_blocks) != shards:  # (the creation failed with Redis's "offset is out of range")
+            raise ValueError(f"shards={shards} would leave the last shard empty ({blocks} blocks of 512 bits, "
+                             f"{per_shard_blocks} to a shard): pass shards={math.ceil(blocks / per_shard_blocks)}")
         if per_shard_blocks * 512 > _REDIS_MAX_BITS:
             raise ValueError(f"shards={shards} puts {per_shard_blocks * 512} bits in a shard, over Redis's 2**32")
         return dict(shards=shards, shard_bits=per_shard_blocks * 512)
@@ -511,6 +514,7 @@ class BitsBackend(Backend):
         # Every add reads its count first: a count named by the filter's ident
         # is its identity check (filters made before idents: ":count"). A
         # stage of a chain keeps one count for the stage, its guard's.
+        check_geometry(name, meta)
         total, per = math.ceil(int(meta["num_bits"]) / 512) * 64, int(meta["shard_bits"]) // 8
         shards = tuple(routable(f"{name}:bits:{i}") for i in range(int(meta["shards"])))
         suffix = f":count:{meta['ident']}" if meta.get("ident") else ":count"

@@ -24,23 +24,24 @@ class ModuleBackend(RingScripts, BitsBackend):
     window_form_add = window_form_has = "positions"
 
     def add_job(self, f: FilterKeys, shard: int, answer: str, ttl_ms: int, body: bytes, count: int) -> Job:
-        # BLOOMLINE.ADD shard count answer ttl_ms mode positions
+        # BLOOMLINE.ADD shard count answer ttl_ms mode;bytes=<size> positions
         name = f.shards[shard]
-        return Job(name.encode(), b"BLOOMLINE.ADD", (name, f.counts[shard], answer), (ttl_ms, MODE), body, count,
-                   writes=True)
+        return Job(name.encode(), b"BLOOMLINE.ADD", (name, f.counts[shard], answer),
+                   (ttl_ms, MODE.sized([f.nbytes[shard]])), body, count, writes=True)
 
     def stage_job(self, f: FilterKeys, guard: StageGuard, shards: list[int], keys_per_shard: list[int],
                   answer: str, ttl_ms: int, body: bytes, count: int) -> Job:
-        # BLOOMLINE.CADD stages count answer shard_1 .. shard_n expected capacity ttl_ms mode positions
+        # BLOOMLINE.CADD stages count answer shard_1 .. shard_n expected capacity ttl_ms mode;bytes=<sizes> positions
         return Job(guard.stages.encode(), b"BLOOMLINE.CADD",
                    (guard.stages, guard.count, answer, *(f.shards[s] for s in shards)),
-                   (guard.expected, guard.capacity, ttl_ms, MODE), body, count, writes=True)
+                   (guard.expected, guard.capacity, ttl_ms, MODE.sized([f.nbytes[s] for s in shards])), body, count,
+                   writes=True)
 
     def has_jobs(self, f: FilterKeys, shard: int, body: bytes,
                  count: int) -> tuple[list[Job], Callable[[list[Any]], npt.NDArray[np.bool_]]]:
-        # BLOOMLINE.HAS shard positions
+        # BLOOMLINE.HAS shard bytes=<size> positions
         name = f.shards[shard]
-        job = Job(name.encode(), b"BLOOMLINE.HAS", (name,), (), body, count)
+        job = Job(name.encode(), b"BLOOMLINE.HAS", (name,), (f"bytes={f.nbytes[shard]}",), body, count)
         return [job], lambda replies: np.asarray(np.frombuffer(replies[0], dtype=np.uint8) == NEW)
 
     # -- a windowed filter: BLOOMLINE.WADD and WHAS a chunk (its whole-ring reads: RingScripts) --

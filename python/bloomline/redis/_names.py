@@ -7,6 +7,7 @@ windowed filter's ring)."""
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -199,3 +200,26 @@ class WindowKeys:
     @property
     def generations(self) -> int:
         return len(self.bits) - 1
+
+
+def check_geometry(name: str, meta: dict[str, Any]) -> None:
+    """A stored meta's geometry, as geometry() makes it: its fields whole
+    numbers in range, and its shards exactly those num_bits needs. A meta
+    changed by hand (HSET) is a ValueError naming the field, not an
+    IndexError of a shard that is not there, nor shards read at sizes their
+    filter never had."""
+    def field(key: str, low: int, high: int) -> int:
+        text = str(meta.get(key, ""))
+        value = int(text) if text.isdigit() else -1
+        if not low <= value <= high:
+            raise ValueError(f"the filter at key {name!r} has a damaged meta: {key} must be a whole number in "
+                             f"[{low}, {high}], got {text!r}")
+        return value
+
+    num_bits, shard_bits = field("num_bits", 1, 2**48), field("shard_bits", 512, 2**32)
+    field("num_hashes", 1, 64)
+    shards = field("shards", 1, 2**48)
+    blocks = math.ceil(num_bits / 512)
+    if shard_bits % 512 or shards != math.ceil(blocks * 512 / shard_bits):
+        raise ValueError(f"the filter at key {name!r} has a damaged meta: {shards} shards of {shard_bits} bits do "
+                         f"not hold num_bits {num_bits} as its filter was made")

@@ -18,11 +18,25 @@ from ._plain import PlainBackend
 BACKENDS: dict[str, Backend] = {b.name: b for b in (ModuleBackend(), PlainBackend(), BfBackend())}
 
 
+# The module's version this package speaks (its SetModuleAttribs): 4 sends
+# each shard's size with ADD, CADD and HAS, which 3 does not take. A later
+# module still takes the forms of earlier ones (an AOF of theirs replays).
+MODULE_VERSION = 4
+
+
 def _has_module(node: Any) -> bool:
+    """Whether the server has bloomline's module; ModuleMissing where it has
+    an older one (its commands take fewer arguments)."""
     mods = node.execute_command("MODULE", "LIST")
     for m in mods or []:
-        name = m.get(b"name") if isinstance(m, dict) else (m[1] if len(m) > 1 else None)
+        fields = m if isinstance(m, dict) else dict(zip(m[::2], m[1::2]))
+        name = fields.get(b"name", fields.get("name"))
         if name in (b"bloomline", "bloomline"):
+            ver = fields.get(b"ver", fields.get("ver"))
+            if ver is not None and int(ver) < MODULE_VERSION:
+                raise ModuleMissing(f"the server's bloomline module is version {int(ver)}, older than the version "
+                                    f"{MODULE_VERSION} this bloomline speaks: load the module this package ships on every node "
+                                    f"(redis-server --loadmodule {module_path()})")
             return True
     return False
 
@@ -31,6 +45,8 @@ def server_has_module(client: Any) -> bool:
     node = client.get_nodes()[0].redis_connection if hasattr(client, "get_nodes") else client
     try:
         return _has_module(node)
+    except ModuleMissing:  # an older module: said, never taken for plain Redis
+        raise
     except _redis.ResponseError:  # MODULE LIST refused (ACLs): assume plain Redis
         return False
 
@@ -66,6 +82,8 @@ def replicas_without_module(client: Any) -> list[str]:
             try:
                 if not _has_module(replica):
                     lacking.append(f"{host}:{port}")
+            except ModuleMissing:  # an older module drops the adds it is sent, as none does
+                lacking.append(f"{host}:{port} (an older module)")
             except _redis.RedisError:  # unreachable, or MODULE LIST refused: not known
                 pass
             finally:

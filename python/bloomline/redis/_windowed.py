@@ -226,8 +226,12 @@ class RedisWindowedFilter:
         self._b = window_backend(backend, client, key, recorded=stored.get("backend"))  # the one it was made with
         fields["backend"] = self._b.name
         if stored.get("sig") != f"{params_sig}|{stored.get('ident')}":
-            raise ValueError(f"the windowed filter at key {self._key!r} was made by another version of bloomline "
-                             f"(meta version {stored.get('version', '?')}, this one {META_VERSION}): delete it first")
+            version = stored.get("version", "?")
+            why = (f"was made by another version of bloomline (meta version {version}, this one {META_VERSION})"
+                   if str(version) != str(META_VERSION) else
+                   f"has a damaged meta: its sig {stored.get('sig')!r} does not name its parameters and ident "
+                   f"{stored.get('ident')!r}")
+            raise ValueError(f"the windowed filter at key {self._key!r} {why}: delete it first")
         fields["ident"], fields["sig"] = stored["ident"], str(stored["sig"])
         self._w = WindowKeys(key, meta, bits, gens, params.num_bits, params.num_hashes, layout, seed, nbytes,
                              window_s / g, MARGIN_MS, str(fields["sig"]), _flat(fields))

@@ -70,10 +70,19 @@ _REPLY_ERRORS = (_redis.ResponseError, _redis.exceptions.BusyLoadingError)
 
 
 class _Mode:
-    """Where a write's mode goes among its arguments."""
+    """Where a write's mode goes among its arguments (F or R), with what
+    follows it there (the module's adds: the shards' sizes, MODE.sized)."""
+
+    def __init__(self, suffix: bytes = b"") -> None:
+        self.suffix = suffix
+
+    def sized(self, sizes: Sequence[int]) -> "_Mode":
+        """The module's mode argument with the shards' sizes in bytes, which
+        it checks before reading a shard (cpp/redis/module.cpp)."""
+        return _Mode(b";bytes=" + b",".join(b"%d" % n for n in sizes))
 
     def __repr__(self) -> str:
-        return "MODE"
+        return f"MODE{self.suffix.decode()}"
 
 
 MODE = _Mode()
@@ -127,7 +136,7 @@ def pack(job: Job, *, resend: bool = False, by_text: bool = False) -> bytes:
     else:
         head = [job.command]
     mode = b"R" if resend else b"F"
-    args = (*head, *job.keys, *[mode if a is MODE else a for a in job.args])
+    args = (*head, *job.keys, *[mode + a.suffix if isinstance(a, _Mode) else a for a in job.args])
     count = len(args) + job.body_count
     if _hiredis_pack is not None:
         packed: bytes = _hiredis_pack(args)
