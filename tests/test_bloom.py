@@ -268,6 +268,15 @@ def test_an_intersection_counts_the_keys_both_hold_not_its_fill(kind: Any, layou
     assert both.insert_count == pytest.approx(5_000, rel=0.05)
     a &= c
     assert a.insert_count == both.insert_count
+    # A full filter says nothing of what it holds: the AND is the other
+    # filter's bits, and its count the estimate from them.
+    full = kind(10_000, 0.01, layout=layout)
+    with pytest.warns(bloomline.CapacityWarning):
+        full.add_many(np.arange(1_000_000, 3_000_000, dtype=np.uint64))
+    small = kind(10_000, 0.01, layout=layout)
+    small.add_many(np.arange(500, dtype=np.uint64))
+    assert full.expected_fp_rate == 1.0
+    assert (full & small).insert_count == pytest.approx(500, rel=0.05)
 
 
 def test_in_place_operators_return_self(layout: str) -> None:

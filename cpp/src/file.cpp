@@ -4,6 +4,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>  // SYS_renameat2 (glibc before 2.28 has no wrapper)
+#endif
 
 #include <sys/file.h>
 
@@ -15,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <stdio.h>  // renameatx_np (macOS)
 #include <functional>
 #include <cstring>
 #include <mutex>
@@ -35,9 +39,17 @@ FileError::FileError(int err, const std::string& doing, const std::string& path)
 // Then std::invalid_argument naming it.
 void refuse_if_mapped_for_writing(const std::string& path);
 // The same check, made for a save's rename: the descriptor it returns (-1:
-// nothing there) holds the file's header lock shared until it is closed, so
-// no writer opens the file between the check and the rename (below).
-int hold_unmapped_for_replace(const std::string& path);
+// nothing there) holds the file's header lock until it is closed, so no
+// writer opens the file between the check and the rename (below).
+int hold_unmapped_for_replace(int dir_fd, const std::string& name, const std::string& path);
+
+namespace {
+[[noreturn]] void refuse_mapped(const std::string& path) {
+    throw std::invalid_argument("'" + path +
+                                "' is open for writing through a map (open(path, 'r+')); saving over it would "
+                                "lose that handle's later adds: flush() or close() it, or save elsewhere");
+}
+}  // namespace
 
 namespace {
 
@@ -272,36 +284,39 @@ void AtomicFile::write_at(std::size_t offset, const void* data, std::size_t n) {
     }
 }
 
+namespace {
+
+// renameat, but only where `to` does not exist (EEXIST if it does); where
+// the system or file system cannot tell (ENOSYS, EINVAL), a plain rename.
+int rename_if_absent(int dir_fd, const char* from, const char* to) {
+#if defined(__linux__) && defined(SYS_renameat2)
+    if (::syscall(SYS_renameat2, dir_fd, from, dir_fd, to, 1 /* RENAME_NOREPLACE */) == 0) return 0;
+    if (errno != ENOSYS && errno != EINVAL) return -1;
+#elif defined(__APPLE__) && defined(RENAME_EXCL)
+    if (::renameatx_np(dir_fd, from, dir_fd, to, RENAME_EXCL) == 0) return 0;
+    if (errno != ENOTSUP && errno != EINVAL) return -1;
+#endif
+    return ::renameat(dir_fd, from, dir_fd, to);
+}
+
+}  // namespace
+
 void AtomicFile::commit() {
     if (fd_ < 0) throw std::invalid_argument("commit of an AtomicFile that is committed or aborted");
     if (::fsync(fd_) != 0) os_error("cannot fsync the file being saved", path_);
-    // Again: a writer may have opened it while we wrote. Held to the rename:
-    // a writer that opened the old file meanwhile waits for its header lock,
-    // then finds the path names the new file and opens that (open_writer);
-    // checked and then renamed unheld, its later adds went to the unlinked
-    // old file, without a word.
-    int held = -1;
-    try {
-        held = hold_unmapped_for_replace(target_);
-    } catch (...) {
-        abort();
-        throw;
-    }
-    struct Held {
-        int fd;
-        ~Held() {
-            if (fd >= 0) ::close(fd);  // (drops the lock)
-        }
-    } hold{held};
     if (unnamed_) {
         // Named only now, just for the rename: a process killed before this
-        // leaves nothing behind, and the window to the rename is two
+        // leaves nothing behind, and the window to the rename is a few
         // directory operations. Closed after the rename: its data is
         // fsynced, and the local file systems that have O_TMPFILE report
         // nothing at close (NFS, which may, has no O_TMPFILE).
         const std::string self_fd = "/proc/self/fd/" + std::to_string(fd_);
-        if (::linkat(AT_FDCWD, self_fd.c_str(), dir_fd_, tmp_name_.c_str(), AT_SYMLINK_FOLLOW) != 0)
+        if (::linkat(AT_FDCWD, self_fd.c_str(), dir_fd_, tmp_name_.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+            const int e = errno;
+            abort();
+            errno = e;
             os_error("cannot name the file being saved", path_);
+        }
         named_ = true;
     } else {
         const int fd = fd_;
@@ -313,7 +328,33 @@ void AtomicFile::commit() {
             os_error("cannot close the file being saved", path_);
         }
     }
-    if (::renameat(dir_fd_, tmp_name_.c_str(), dir_fd_, target_name_.c_str()) != 0) {
+    // Again: a writer may have opened it while we wrote. Held to the rename
+    // (hold_unmapped_for_replace): a writer that opens the old file meanwhile
+    // waits for its header lock, then finds the path names the new file and
+    // opens that (open_writer); checked and then renamed unheld, its later
+    // adds went to the unlinked old file, without a word. Where nothing was
+    // there, the rename takes the path only if it is still free: a file
+    // another save put there meanwhile, which a writer may map, is held and
+    // checked first.
+    constexpr int kTries = 16;
+    for (int i = 0;; ++i) {
+        int held = -1;
+        try {
+            held = hold_unmapped_for_replace(dir_fd_, target_name_, target_);
+        } catch (...) {
+            abort();
+            throw;
+        }
+        struct Held {
+            int fd;
+            ~Held() {
+                if (fd >= 0) ::close(fd);  // (drops the lock)
+            }
+        } hold{held};
+        const int rc = held >= 0 ? ::renameat(dir_fd_, tmp_name_.c_str(), dir_fd_, target_name_.c_str())
+                                 : rename_if_absent(dir_fd_, tmp_name_.c_str(), target_name_.c_str());
+        if (rc == 0) break;
+        if (held < 0 && errno == EEXIST && i + 1 < kTries) continue;
         const int e = errno;
         abort();
         errno = e;
@@ -406,15 +447,16 @@ bool locked_by_a_writer(int fd, const std::string& path) {
 // A writer's open takes the header lock exclusive and joins the writers
 // before it lets go: once this shared hold on the header is had, a writer
 // has either joined (and is seen) or waits for the hold to go.
-bool hold_if_no_writer(int fd, const std::string& path) {
+bool hold_if_no_writer(int fd, const std::string& path, bool exclusive) {
     try {
-        file_lock(fd, F_RDLCK, kHeaderLockByte, true, path);
+        file_lock(fd, exclusive ? F_WRLCK : F_RDLCK, kHeaderLockByte, true, path);
     } catch (const FileError& e) {
         const int err = e.code().value();  // (a file system without these locks: the test alone, as before)
         if (err != ENOLCK && err != EINVAL && err != EOPNOTSUPP) throw;
     }
     return !locked_by_a_writer(fd, path);
 }
+bool writer_maps(int fd, const std::string& path) { return locked_by_a_writer(fd, path); }
 #else
 // One writer at a time. POSIX record locks (F_SETLK) cannot stand in for
 // OFD locks: they belong to the process, so two handles in one process
@@ -450,7 +492,7 @@ bool file_lock(int fd, short type, off_t byte, bool, const std::string& path) {
 }
 // One flock: held shared, it keeps a writer from opening (refused, as a
 // second writer is) until it is let go.
-bool hold_if_no_writer(int fd, const std::string& path) {
+bool hold_if_no_writer(int fd, const std::string& path, bool) {
     for (;;) {
         if (::flock(fd, LOCK_SH | LOCK_NB) == 0) return true;
         if (errno == EINTR) continue;
@@ -458,6 +500,7 @@ bool hold_if_no_writer(int fd, const std::string& path) {
         os_error("cannot test the locks of", path);
     }
 }
+bool writer_maps(int fd, const std::string& path) { return !hold_if_no_writer(fd, path, false); }  // (closed next)
 #endif
 
 void write_header(const MappedFile& f, const Header& h) {
@@ -542,28 +585,59 @@ Memory read_file(const std::string& path, std::size_t* size_out) {
 }
 
 void refuse_if_mapped_for_writing(const std::string& path) {
-    const int fd = hold_unmapped_for_replace(path);
-    if (fd >= 0) ::close(fd);
-}
-
-int hold_unmapped_for_replace(const std::string& path) {
     // O_NONBLOCK: should path have become a FIFO meanwhile, the open must not wait for a writer.
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return -1;  // nothing there (or unreadable: the save will say so)
-    bool locked = false;
+    if (fd < 0) return;  // nothing there (or unreadable: the save will say so)
+    bool mapped = false;
     try {
-        locked = !hold_if_no_writer(fd, path);
+        mapped = writer_maps(fd, path);  // (a test, never a wait: this runs before a save writes, the GIL held)
     } catch (...) {
         ::close(fd);
         throw;
     }
-    if (locked) {
+    ::close(fd);
+    if (mapped) refuse_mapped(path);
+}
+
+int hold_unmapped_for_replace(int dir_fd, const std::string& name, const std::string& path) {
+    // (name in dir_fd, the directory the save began in: the working
+    // directory may have changed since; path names it in errors)
+    constexpr int kTries = 16;
+    for (int i = 0; i < kTries; ++i) {
+        // Opened for writing where it may be, for the lock exclusive: two
+        // saves then take turns, and one never renames over a file the other
+        // put there (which a writer may have mapped) while holding the file
+        // it replaced. O_NONBLOCK: should path have become a FIFO meanwhile,
+        // the open must not wait for a writer.
+        bool exclusive = true;
+        int fd = ::openat(dir_fd, name.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0 && (errno == EACCES || errno == EROFS || errno == ETXTBSY)) {
+            exclusive = false;
+            fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        }
+        if (fd < 0) return -1;  // nothing there (or unreadable: the save will say so)
+        bool free = false;
+        struct stat held {}, now {};
+        try {
+            free = hold_if_no_writer(fd, path, exclusive);
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
+        if (!free) {
+            ::close(fd);
+            refuse_mapped(path);
+        }
+        // The file held must be the one at the path still: another save may
+        // have renamed a new one over it before the lock was had.
+        if (::fstat(fd, &held) == 0 && ::fstatat(dir_fd, name.c_str(), &now, 0) == 0 && held.st_dev == now.st_dev &&
+            held.st_ino == now.st_ino)
+            return fd;
         ::close(fd);
-        throw std::invalid_argument("'" + path +
-                                    "' is open for writing through a map (open(path, 'r+')); saving over it would "
-                                    "lose that handle's later adds: flush() or close() it, or save elsewhere");
+        if (::fstatat(dir_fd, name.c_str(), &now, 0) != 0 && errno == ENOENT) return -1;  // gone meanwhile
     }
-    return fd;
+    throw FileError(EAGAIN, "was replaced by other saves " + std::to_string(kTries) + " times while this one checked it",
+                    path);
 }
 
 std::shared_ptr<MappedFile> open_writer(const std::string& path, std::unique_ptr<HeaderLock>& lock) {

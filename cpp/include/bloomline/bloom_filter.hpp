@@ -314,8 +314,8 @@ private:
             return estimate_count(bits, geo_.num_slots, geo_.num_hashes, geo_.layout);
         };
         const double after = is_union ? approx_count()
-                                      : std::min(approx_count(), approx_intersection(est(set_before), est(set_other),
-                                                                                     est(set_either)));
+                                      : intersection_count(approx_count(), est(set_before), est(set_other),
+                                                           est(set_either));
         count_combined(est(set_before), after);
     }
 

@@ -131,6 +131,7 @@ public:
         const std::uint64_t other_count = o.insert_count();
         std::lock_guard<WriterMutex> lock(writer_);
         ensure_counted();
+        if (shared_) recount();  // (other writers' counters since this handle last counted: not this union's)
         const bool this_empty = nonzero_.load(std::memory_order_relaxed) == 0;
         const double before = approx_count();
         const std::uint32_t mx = counters_.max_value();
@@ -156,6 +157,7 @@ public:
         o.check_open();
         std::lock_guard<WriterMutex> lock(writer_);
         ensure_counted();
+        if (shared_) recount();  // (as union_with)
         const double before = approx_count();
         std::uint64_t other = 0, either = 0;
         for (std::uint64_t i = 0; i < geo_.num_slots; ++i) {
@@ -166,7 +168,7 @@ public:
         }
         recount();
         const auto est = [this](std::uint64_t n) { return estimate_count(n, geo_.num_slots, geo_.num_hashes, geo_.layout); };
-        count_combined(before, std::min(approx_count(), approx_intersection(before, est(other), est(either))));
+        count_combined(before, intersection_count(approx_count(), before, est(other), est(either)));
     }
 
     // Counters above zero in either filter (caller checks compatibility):

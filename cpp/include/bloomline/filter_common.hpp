@@ -234,6 +234,14 @@ protected:
                             std::memory_order_relaxed);
     }
 
+    // The keys an intersection holds: |A| + |B| - |A or B| from the estimates,
+    // at most what its own bits say (`fill`, which runs high). A full
+    // operand says nothing (every estimate of it infinite): the fill's.
+    static double intersection_count(double fill, double a, double b, double a_or_b) {
+        if (!(a < 1e300) || !(b < 1e300) || !(a_or_b < 1e300)) return fill;
+        return std::min(fill, approx_intersection(a, b, a_or_b));
+    }
+
     // op(h, i) for keys [lo, lo + n) of a source (i counted from lo), through
     // the stream with each key's slots prefetched (Derived::slot_lines): the
     // batch loop of every filter without a loop of its own.
