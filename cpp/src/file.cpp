@@ -472,9 +472,10 @@ bool writer_maps(int fd, const std::string& path) { return locked_by_a_writer(fd
 // in (with no shared lock the writer count could not be kept true).
 [[noreturn]] void refuse_second_writer(const std::string& path) {
     throw std::invalid_argument("'" + path +
-                                "' is open for writing by another handle (or a save is replacing it at this "
-                                "instant), and this build allows one writer per file (it has flock locks only, as on "
-                                "macOS): close that handle first, or share the filter through Redis (bloomline.redis)");
+                                "' is open for writing by another handle, and this build allows one writer per file "
+                                "(it has flock locks only, as on macOS): close that handle first, or share the "
+                                "filter through Redis (bloomline.redis); a save replacing the file holds it for that "
+                                "instant too: then try again");
 }
 bool file_lock(int fd, short type, off_t byte, bool, const std::string& path) {
     if (type == F_UNLCK) {
