@@ -246,6 +246,25 @@ def test_an_empty_or_all_null_column_is_nulls_as_a_list_of_them_is() -> None:
     assert bloomline.hash_many(pa.nulls(0)).shape == (0,)
 
 
+def test_fixed_size_binary_columns_are_their_bytes_and_struct_columns_are_refused() -> None:
+    # A UUID column (fixed_size_binary(16)) was "not a key type"; a Series
+    # of one-field dicts (a struct column) was read as its field's values.
+    import uuid
+
+    ids = [uuid.UUID(int=i * 7919 + 3).bytes for i in range(1000)]
+    f = BloomFilter(5000, 0.01)
+    f.add_many(ids[:500])
+    column = pa.array(ids, pa.binary(16))
+    assert (bloomline.hash_many(column) == bloomline.hash_many(ids)).all()
+    assert f.contains_many(column).tolist() == f.contains_many(ids).tolist()
+    assert f.contains_many(column.slice(250, 500)).tolist() == f.contains_many(ids[250:750]).tolist()
+    assert f.contains_many(pa.array([ids[0], None], pa.binary(16)), nulls="skip").tolist() == [True, False]
+    for records in (pd.Series([{"a": 1}, {"a": 2}]), pa.array([{"a": 1}])):
+        with pytest.raises(TypeError, match=r"an Arrow struct column \(records, dicts\) is not a key type"):
+            f.contains_many(records)
+    assert f.contains_many(pa.table({"u": column})).sum() == 500  # (a table of one column is its column)
+
+
 def test_an_object_series_arrow_cannot_hold_is_read_as_a_list() -> None:
     # An int past 64 bits made pyarrow raise OverflowError, which went out
     # bare instead of sending the Series to the list path.

@@ -7,6 +7,7 @@ import json
 import os
 import pickle
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -343,6 +344,23 @@ def test_atomic_writer_commits_or_leaves_the_target_alone(tmp_path: Path) -> Non
     with pytest.raises(FileNotFoundError):
         bloomline._core.AtomicWriter(tmp_path / "no-dir" / "f")
 
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+def test_a_file_the_saver_may_replace_but_not_read_is_replaced(tmp_path: Path) -> None:
+    # Mode 0200, a process without root's override: the held save could not
+    # open it, took it for no file at all, and refused to rename over what
+    # was there ("File exists").
+    path = tmp_path / "f.blf"
+    BloomFilter(1000, 0.01).save(path)
+    path.chmod(0o200)
+    code = ("import sys, bloomline; f = bloomline.BloomFilter(1000, 0.01); f.add('new'); f.save(sys.argv[1]); "
+            "print('saved')")
+    r = subprocess.run(["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c", code, str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "saved\n", r.stderr[-2000:]
+    path.chmod(0o600)
+    assert "new" in BloomFilter.load(path)
 
 
 def test_a_relative_save_lands_where_it_began_when_the_directory_changes(tmp_path: Path,

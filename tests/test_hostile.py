@@ -401,6 +401,13 @@ def test_a_key_whose_conversion_raises_is_converted_once_and_its_error_goes_out_
     with pytest.raises(TypeError, match=r"^keys\[1\]\[0\] must be str, .* got list$"):
         f.add_many(["a", ([1],)])
 
+    class Own:  # a key's own error is its own, even when it reads like one of the rules'
+        def __index__(self) -> int:
+            raise ValueError("key of mine is bad")
+
+    with pytest.raises(ValueError, match=r"^key of mine is bad$"):
+        f.add_many(["a", Own()])
+
 
 def test_timedelta_bool_views_and_wide_buffers_as_lines() -> None:
     f = BloomFilter(1000, 0.01)

@@ -45,7 +45,12 @@ namespace {
 
 [[noreturn]] void throw_current() { throw py::error_already_set(); }
 
+// Errors raised here, counted per thread: hash_item tells the key rules'
+// own errors from one a key's own code raised.
+thread_local unsigned long long rule_errors = 0;
+
 [[noreturn]] void throw_py(PyObject* exc_type, const std::string& msg) {
+    ++rule_errors;
     PyErr_SetString(exc_type, msg.c_str());
     throw py::error_already_set();
 }
@@ -280,6 +285,7 @@ Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what) {
 // The name of element i is built only on failure, by hashing again: the
 // same error recurs.
 Hash128 hash_item(PyObject* item, std::uint64_t seed, const char* param, std::size_t index) {
+    const unsigned long long raised_before = rule_errors;
     try {
         return hash_key(item, seed, "key");
     } catch (py::error_already_set& e) {
@@ -289,9 +295,8 @@ Hash128 hash_item(PyObject* item, std::uint64_t seed, const char* param, std::si
         // the key again ran its code twice, and a second try that passed
         // added a key whose first conversion failed.
         const std::string msg = py::str(e.value());
-        const bool ours = msg.size() > 3 && msg.compare(0, 3, "key") == 0 && (msg[3] == ' ' || msg[3] == '[') &&
-                          (e.matches(PyExc_TypeError) || e.matches(PyExc_ValueError) ||
-                           e.matches(PyExc_RecursionError));
+        const bool ours = rule_errors != raised_before && msg.size() > 3 && msg.compare(0, 3, "key") == 0 &&
+                          (msg[3] == ' ' || msg[3] == '[');
         if (!ours) throw;
         throw_py(e.type().ptr(), std::string(param) + "[" + std::to_string(index) + "]" + msg.substr(3));
     }
@@ -659,6 +664,13 @@ std::unique_ptr<ArrowInput> read_arrow(py::handle keys, const char* param) {
     const ArrowSchema* column = nullptr;
     const std::string type_error = key_column_schema(in->schema, &column);
     if (!type_error.empty()) throw_py(PyExc_TypeError, std::string(param) + ": " + type_error);
+    // A table or record batch of one column is its column; a struct column
+    // (a Series of dicts, a StructArray) exports the same way, and its one
+    // field read as the keys would make {"a": 1} the key 1 without a word.
+    if (column != &in->schema && !PyObject_HasAttrString(keys.ptr(), "num_columns") &&
+        !PyObject_HasAttrString(keys.ptr(), "columns"))
+        throw_py(PyExc_TypeError, std::string(param) + ": an Arrow struct column (records, dicts) is not a key type; "
+                                                       "pass the field that holds the keys");
     for (const ArrowArray& a : in->arrays) {
         ArrowColumn c;
         const std::string error = open_column(in->schema, a, &c);

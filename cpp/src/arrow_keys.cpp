@@ -17,6 +17,12 @@ bool key_format(const std::string& f, FormatInfo* info) {
     if (f == "vu" || f == "vz") return *info = {K::view, 0, false}, true;
     if (f == "b") return *info = {K::boolean, 0, false}, true;
     if (f == "n") return *info = {K::integer, 8, false}, true;  // (all null: open_column)
+    if (f.size() > 2 && f.compare(0, 2, "w:") == 0 && f.size() <= 12 &&
+        f.find_first_not_of("0123456789", 2) == std::string::npos) {  // fixed-size binary, "w:16"
+        const unsigned long long w = std::stoull(f.substr(2));
+        if (w < 1 || w > (1u << 30)) return false;
+        return *info = {K::fixed, static_cast<unsigned>(w), false}, true;
+    }
     if (f.size() != 1) return false;
     switch (f[0]) {
         case 'c': return *info = {K::integer, 1, true}, true;

@@ -40,7 +40,10 @@ FileError::FileError(int err, const std::string& doing, const std::string& path)
 void refuse_if_mapped_for_writing(const std::string& path);
 // The same check, made for a save's rename: the descriptor it returns (-1:
 // nothing there) holds the file's header lock until it is closed, so no
-// writer opens the file between the check and the rename (below).
+// writer opens the file between the check and the rename (below). kUnheld:
+// a file the saver may replace but cannot open (mode 0200, not root), which
+// no writer of this user maps: replaced unheld, as before the hold.
+constexpr int kUnheld = -2;
 int hold_unmapped_for_replace(int dir_fd, const std::string& name, const std::string& path);
 
 namespace {
@@ -336,7 +339,7 @@ void AtomicFile::commit() {
     // there, the rename takes the path only if it is still free: a file
     // another save put there meanwhile, which a writer may map, is held and
     // checked first.
-    constexpr int kTries = 16;
+    constexpr int kTries = 10000;  // (as hold_unmapped_for_replace's: each try follows another save)
     for (int i = 0;; ++i) {
         int held = -1;
         try {
@@ -351,10 +354,10 @@ void AtomicFile::commit() {
                 if (fd >= 0) ::close(fd);  // (drops the lock)
             }
         } hold{held};
-        const int rc = held >= 0 ? ::renameat(dir_fd_, tmp_name_.c_str(), dir_fd_, target_name_.c_str())
-                                 : rename_if_absent(dir_fd_, tmp_name_.c_str(), target_name_.c_str());
+        const int rc = held == -1 ? rename_if_absent(dir_fd_, tmp_name_.c_str(), target_name_.c_str())
+                                  : ::renameat(dir_fd_, tmp_name_.c_str(), dir_fd_, target_name_.c_str());
         if (rc == 0) break;
-        if (held < 0 && errno == EEXIST && i + 1 < kTries) continue;
+        if (held == -1 && errno == EEXIST && i + 1 < kTries) continue;
         const int e = errno;
         abort();
         errno = e;
@@ -602,8 +605,10 @@ void refuse_if_mapped_for_writing(const std::string& path) {
 
 int hold_unmapped_for_replace(int dir_fd, const std::string& name, const std::string& path) {
     // (name in dir_fd, the directory the save began in: the working
-    // directory may have changed since; path names it in errors)
-    constexpr int kTries = 16;
+    // directory may have changed since; path names it in errors.) Each try
+    // after the first follows another save that replaced the file: progress,
+    // so the bound is far past any number of saves at once.
+    constexpr int kTries = 10000;
     for (int i = 0; i < kTries; ++i) {
         // Opened for writing where it may be, for the lock exclusive: two
         // saves then take turns, and one never renames over a file the other
@@ -616,7 +621,7 @@ int hold_unmapped_for_replace(int dir_fd, const std::string& name, const std::st
             exclusive = false;
             fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         }
-        if (fd < 0) return -1;  // nothing there (or unreadable: the save will say so)
+        if (fd < 0) return errno == ENOENT ? -1 : kUnheld;  // nothing there; or not ours to open (write-only)
         bool free = false;
         struct stat held {}, now {};
         try {

@@ -73,9 +73,9 @@ namespace bloomline {
 
 // One Arrow array (a chunk) as keys.
 struct ArrowColumn {
-    enum class Kind { binary32, binary64, view, integer, boolean, floating };
+    enum class Kind { binary32, binary64, view, fixed, integer, boolean, floating };
     Kind kind = Kind::binary32;
-    unsigned width = 0;  // integers and floats: bytes per value
+    unsigned width = 0;  // integers, floats and fixed-size binary: bytes per value
     bool is_signed = false;
     std::size_t length = 0;
     std::size_t offset = 0;              // the array's own offset, in elements
@@ -142,6 +142,8 @@ inline ByteSpan bytes_at(const ArrowColumn& c, std::size_t j) {
             const auto* o = static_cast<const std::int64_t*>(c.values);
             return {c.data + o[j], static_cast<std::size_t>(o[j + 1] - o[j])};
         }
+        case ArrowColumn::Kind::fixed:  // fixed-size binary (a UUID column): width bytes each, back to back
+            return {static_cast<const std::uint8_t*>(c.values) + j * c.width, c.width};
         default: {  // view: the bytes inline (up to 12), else in a data buffer
             const auto* v = static_cast<const std::uint8_t*>(c.values) + 16 * j;
             std::int32_t len, buf, off;
@@ -190,6 +192,7 @@ struct ArrowKeys {
             case ArrowColumn::Kind::binary32: return offsets_range(static_cast<const std::int32_t*>(c->values) + j, m, out);
             case ArrowColumn::Kind::binary64: return offsets_range(static_cast<const std::int64_t*>(c->values) + j, m, out);
             case ArrowColumn::Kind::view:
+            case ArrowColumn::Kind::fixed:
             case ArrowColumn::Kind::boolean:
             case ArrowColumn::Kind::floating:
                 for (std::size_t i = 0; i < m; ++i) out[i] = (*this)(first + i);
