@@ -82,6 +82,15 @@ t("counting contains_many uint64", lambda: cf.contains_many(ints[: n // 10]))
 bf = BloomFilter(n, 0.01)
 t("blocked add_many uint64, threads=2", lambda: bf.add_many(ints, threads=2))
 t("blocked contains_many uint64, threads=2", lambda: bf.contains_many(ints, threads=2))
+# Set algebra on filters of n keys (each counts its operands' bits since the
+# counts after | and & were mended), and a bool batch (checked for bytes
+# other than 0 and 1 since bool views were mended).
+other = BloomFilter(n, 0.01)
+other.add_many(ints[: n // 2])
+t("union |, two filters", lambda: bf | other)
+t("intersection &, two filters", lambda: bf & other)
+bools = rng.integers(0, 2, size=n, dtype=np.uint8).astype(bool)
+t("add_many bool array", lambda: BloomFilter(16, 0.01).add_many(bools))
 # Exports of a filter 10x the keys (a snapshot since the exports round).
 import os, tempfile
 big.add_many(ints)

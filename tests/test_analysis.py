@@ -113,20 +113,43 @@ def test_pandas_round_trip_keeps_types() -> None:
 
 
 def test_bad_arguments() -> None:
-    with pytest.raises(ValueError, match="probes must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="probes must be a whole number >= 1, got 0"):
         fp_experiment(probes=0)
-    with pytest.raises(ValueError, match="probes must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="probes must be a whole number >= 1, got 0"):
         bits_per_key_experiment(probes=0)
-    with pytest.raises(ValueError, match="trials must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="trials must be a whole number >= 1, got 0"):
         bits_per_key_experiment(trials=0)
-    with pytest.raises(ValueError, match="fills must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="fills must be finite numbers >= 0, got -1"):
         fp_experiment(fills=[-1], probes=10)
     with pytest.raises(ValueError, match="capacities is empty"):
         fp_experiment(capacities=[], probes=10)
     with pytest.raises(ValueError, match="num_hashes is empty"):
         bits_per_key_experiment(num_hashes=[], probes=10)
-    with pytest.raises(ValueError, match="bits_per_key must be > 0, got 0"):
+    with pytest.raises(ValueError, match="bits_per_key must be finite numbers > 0, got 0"):
         bits_per_key_experiment(bits_per_key=[0], probes=10)
+
+
+def test_arguments_are_never_truncated_and_an_endless_fill_is_refused() -> None:
+    # probes=1.9 ran 1 probe, trials=2.7 two trials, num_hashes=[2.5] k=2;
+    # NaN and inf were bare conversion errors; a fill of 1e9 at capacity 100
+    # started 1e11 adds; a layouts string was read letter by letter.
+    for call, name, value in ((lambda: fp_experiment(probes=1.9), "probes", "1.9"),
+                              (lambda: fp_experiment(probes=10, trials=2.7), "trials", "2.7"),
+                              (lambda: fp_experiment(probes=float("nan")), "probes", "nan"),
+                              (lambda: bits_per_key_experiment(probes=10, num_hashes=[2.5]), "num_hashes", "2.5"),
+                              (lambda: fp_experiment(probes=10, seed=-1), "seed", "-1")):
+        with pytest.raises(ValueError, match=rf"^{name} must be a whole number >= \d, got {value}$"):
+            call()
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="fills must be finite numbers >= 0"):
+            fp_experiment(fills=[bad], probes=10)
+        with pytest.raises(ValueError, match="bits_per_key must be finite numbers > 0"):
+            bits_per_key_experiment(bits_per_key=[bad], probes=10)
+    with pytest.raises(ValueError, match=r"a fill of 1e\+09 at capacity 100 is 100,000,000,000 keys a filter"):
+        fp_experiment(capacities=[100], fills=[1e9], probes=10)
+    with pytest.raises(TypeError, match=r"layouts must be a list of values, got the str 'blocked' \(pass \['blocked'\]\)"):
+        fp_experiment(layouts="blocked", probes=10)  # type: ignore[arg-type]
+    assert len(fp_experiment(capacities=[1000], fills=[1.0], probes=1e3, trials=2.0)) >= 1  # (1e3 is whole)
 
 
 def _series_labels(ax: object) -> list[str]:

@@ -277,6 +277,10 @@ def test_an_intersection_counts_the_keys_both_hold_not_its_fill(kind: Any, layou
     small.add_many(np.arange(500, dtype=np.uint64))
     assert full.expected_fp_rate == 1.0
     assert (full & small).insert_count == pytest.approx(500, rel=0.05)
+    # ... and of the keys two full filters share, nothing can be said: NaN,
+    # as approx_jaccard says, not a confident 0.
+    assert math.isnan(full.approx_intersection_count(full.copy()))
+    assert math.isnan(full.approx_intersection_count(small)) and math.isnan(full.approx_jaccard(small))
 
 
 def test_in_place_operators_return_self(layout: str) -> None:

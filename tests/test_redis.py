@@ -501,3 +501,25 @@ def test_a_flushed_script_is_loaded_again_and_a_generator_is_not_lost(redis_serv
     assert chain.add_many([1, 2]).tolist() == [True, True]
     client.script_flush()
     assert chain.add_many([2, 3]).tolist() == [False, True]
+
+
+def test_a_notebook_display_never_waits_on_the_server(tmp_path: Any) -> None:
+    # The display read approx_count, fill_ratio and expected_fp_rate, each a
+    # round trip with every retry: some 40 s a count with the server killed,
+    # without end with it stopped. It shows what the handle knows instead.
+    from bloomline.redis import RedisWindowedFilter
+
+    server = RedisServer(tmp_path)
+    try:
+        client = redis.Redis(host="127.0.0.1", port=server.port)
+        f = RedisBloomFilter(client, "shown<b>", 1000, 0.01)
+        w = RedisWindowedFilter(client, "window", 1000, 0.01, window=60)
+        f.add("x")
+    finally:
+        server.stop()
+    start = time.monotonic()
+    shown = f._repr_html_() + w._repr_html_()
+    assert time.monotonic() - start < 2.0
+    assert "shown&lt;b&gt;" in shown and "<td>RedisWindowedFilter</td>" in shown
+    assert shown.count("not read by a display") == 2
+

@@ -148,7 +148,11 @@ std::uint64_t estimate_as_count(double estimate) {
     return estimate < 1e18 ? static_cast<std::uint64_t>(estimate + 0.5) : 0;
 }
 
-double approx_intersection(double a, double b, double a_or_b) { return std::max(0.0, a + b - a_or_b); }
+double approx_intersection(double a, double b, double a_or_b) {
+    // A full filter says nothing: NaN, not a confident 0 (inf + inf - inf).
+    if (!std::isfinite(a) || !std::isfinite(b) || !std::isfinite(a_or_b)) return std::numeric_limits<double>::quiet_NaN();
+    return std::max(0.0, a + b - a_or_b);
+}
 
 double approx_jaccard(double a, double b, double a_or_b) {
     if (a_or_b == 0) return 1.0;

@@ -297,17 +297,33 @@ def _result(rows: list[dict[str, Any]]) -> FPResult:
 
 
 def _grid(name: str, values: Iterable[Any]) -> list[Any]:
+    if isinstance(values, (str, bytes)):  # (its letters would be the grid)
+        raise TypeError(f"{name} must be a list of values, got the {type(values).__name__} {values!r} "
+                        f"(pass [{values!r}])")
     out = list(values)
     if not out:
         raise ValueError(f"{name} is empty: give at least one value")
     return out
 
 
+def _whole(name: str, value: Any, low: int) -> int:
+    """A count the caller gave: a whole number (1e5 is taken) of at least
+    low, never truncated (2.7 trials is an error, not 2)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a whole number, got {type(value).__name__}")
+    if not math.isfinite(value) or value != int(value) or value < low:
+        raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
+    return int(value)
+
+
 def _check_counts(probes: int, trials: int) -> None:
-    if int(probes) < 1:
-        raise ValueError(f"probes must be >= 1, got {probes}")
-    if int(trials) < 1:
-        raise ValueError(f"trials must be >= 1, got {trials}")
+    _whole("probes", probes, 1)
+    _whole("trials", trials, 1)
+
+
+# Keys one filter of an experiment takes at most: past it a fill runs for hours
+# (a fill of 1e9 at capacity 100 asked for 1e11 adds) and says nothing more.
+MAX_KEYS = 2**31
 
 
 def fp_experiment(
@@ -332,9 +348,9 @@ def fp_experiment(
     capacities, error_rates = _grid("capacities", capacities), _grid("error_rates", error_rates)
     layouts, fills = _grid("layouts", layouts), sorted(_grid("fills", fills))
     for fill in fills:
-        if fill < 0:
-            raise ValueError(f"fills must be >= 0, got {fill}")
-    rng = np.random.default_rng(seed)
+        if not (isinstance(fill, (int, float, np.integer, np.floating)) and math.isfinite(fill) and fill >= 0):
+            raise ValueError(f"fills must be finite numbers >= 0, got {fill!r}")
+    rng = np.random.default_rng(_whole("seed", seed, 0))
     rows: list[dict[str, Any]] = []
     for given in capacities:
         # (checked as the filters check it: 1e5 is taken, 1.5 refused, never truncated)
@@ -344,6 +360,9 @@ def fp_experiment(
             for layout in layouts:
                 for fill in fills:
                     n = int(round(fill * capacity))
+                    if n > MAX_KEYS:
+                        raise ValueError(f"fills: a fill of {fill:g} at capacity {capacity:,} is {n:,} keys a "
+                                         f"filter, past the {MAX_KEYS:,} an experiment takes")
                     row = _row(lambda s: BloomFilter(capacity, float(error_rate), layout=layout, seed=s),
                                n, int(probes), int(trials), rng)
                     row.update(capacity=capacity, error_rate=error_rate, layout=layout, fill=fill, keys=n,
@@ -370,13 +389,14 @@ def bits_per_key_experiment(
     reports its actual m and m / keys.
     """
     _check_counts(probes, trials)
-    if int(keys) < 1:
-        raise ValueError(f"keys must be >= 1, got {keys}")
+    _whole("keys", keys, 1)
     layouts, bpks, ks = _grid("layouts", layouts), _grid("bits_per_key", bits_per_key), _grid("num_hashes", num_hashes)
     for bpk in bpks:
-        if not bpk > 0:
-            raise ValueError(f"bits_per_key must be > 0, got {bpk}")
-    rng = np.random.default_rng(seed)
+        if not (isinstance(bpk, (int, float, np.integer, np.floating)) and math.isfinite(bpk) and bpk > 0):
+            raise ValueError(f"bits_per_key must be finite numbers > 0, got {bpk!r}")
+    for k in ks:
+        _whole("num_hashes", k, 1)
+    rng = np.random.default_rng(_whole("seed", seed, 0))
     rows: list[dict[str, Any]] = []
     for layout in layouts:
         for bpk in bpks:

@@ -48,6 +48,20 @@ def filter_html(f: Filter) -> str:
     )
 
 
+def remote_filter_html(f: object, facts: list[tuple[str, object]]) -> str:
+    """HTML for a filter kept in Redis: its own facts, known here. Its counts
+    are not read: each is a round trip, and a display that waited on a server
+    down (every retry: some 40 s a count) or stopped would hold the notebook."""
+    html = import_module("html")
+    rows = [("kind", type(f).__name__), *facts,
+            ("counts", "not read by a display: approx_count, fill_ratio and expected_fp_rate ask the server")]
+    body = "".join(
+        f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+        for k, v in rows
+    )
+    return f"<div class='bloomline-filter'><table>{body}</table></div>"
+
+
 # The C++ kinds get their _repr_html_ here, from above them (the bindings
 # import nothing of the package); the Python kinds define it as a method.
 for _kind in (BloomFilter, CountingBloomFilter):

@@ -5,9 +5,12 @@
 //
 // Index: enhanced double hashing (Dillinger & Manolios 2004, as in Kirsch &
 // Mitzenmacher's "less hashing, same performance"): g_0 = h1,
-// g_i = g_(i-1) + y_(i-1), y_i = y_(i-1) + i, y_0 = h2; the cubic term
-// breaks the cycles plain double hashing has when h2 is small. Each g_i is
-// mapped onto [0, m) by multiply-shift (no %): any m works.
+// g_i = g_(i-1) + y_(i-1), y_i = y_(i-1) + i, y_0 = h2. Each g_i is mapped
+// onto [0, m) by multiply-shift (no %): any m works. Under multiply-shift the
+// cubic term changes only bits it drops, so this is plain double hashing in
+// effect, and small filters and tiny rates see more false positives than the
+// formula (docs/design/layouts.md, "Known defect": mending it moves every
+// key's slots, so it waits for an index version in the format).
 //
 // A key touches k cache lines, so batches use the stream's several-lines
 // shape (stream.hpp, LinesPerKey) with each key's lines prefetched.

@@ -65,8 +65,8 @@ std::uint64_t estimate_as_count(double estimate);
 // (estimate_count; A or B is the union of the two filters),
 //   |A and B| = |A| + |B| - |A or B|, clipped at 0 (inclusion-exclusion),
 //   Jaccard   = |A and B| / |A or B|,
-// 1 for two empty sets (the same set), NaN when the union is full (every bit
-// set: nothing can be estimated).
+// 1 for two empty sets (the same set), NaN (both) when a filter or the union
+// is full (every bit set: nothing can be estimated).
 double approx_intersection(double a, double b, double a_or_b);
 double approx_jaccard(double a, double b, double a_or_b);
 

@@ -15,7 +15,7 @@ import redis as _redis
 from .. import _core
 from .._core import BloomFilter, CapacityWarning
 from .._facts import batch_shaped, with_facts
-from ..display import filter_html
+from ..display import remote_filter_html
 from ._backend import NEW, AddOutcome, gone, settle_adds, settle_lookups
 from ._errors import MissingKeyError, NotDurable
 from ._handle import Expiring, Handle
@@ -401,7 +401,9 @@ class RedisBloomFilter(Expiring):
         return list(self._h.keys.shards)
 
     def _repr_html_(self) -> str:
-        return filter_html(self)
+        return remote_filter_html(self, [("key", self.key), ("backend", self.backend), ("layout", self.layout),
+                                         ("capacity", f"{self.capacity:,}"), ("error rate", f"{self.error_rate:g}"),
+                                         ("num_bits", f"{self.num_bits:,}"), ("num_hashes", self.num_hashes)])
 
     def __repr__(self) -> str:
         return (f"<RedisBloomFilter key={self.key!r} backend='{self.backend}' capacity={self.capacity} "

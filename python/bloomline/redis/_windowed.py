@@ -88,6 +88,7 @@ from .. import _core, optimal_params
 from .._core import CapacityWarning
 from .._facts import batch_shaped, with_facts
 from .._window_parts import _check_error_rate, _check_generations, check_refresh, generation_rate
+from ..display import remote_filter_html
 from ..windowed import WindowedBloomFilter
 from ._backend import NEW, ONE, UNSURE, AddOutcome, Part, windows
 from ._durable import replicated
@@ -533,6 +534,12 @@ class RedisWindowedFilter:
         pattern = "".join("\\" + c if c in "*?[]\\" else c for c in self._answers) + "*"
         delete_matching(self._sender.client, [pattern])
         self._newest = -1  # this handle's next add makes the filter again; other handles' adds are refused
+
+    def _repr_html_(self) -> str:
+        return remote_filter_html(self, [("key", self.key), ("backend", self.backend), ("layout", self.layout),
+                                         ("window", f"{self.window:g} s in {self.generations} generations"),
+                                         ("capacity", f"{self.capacity:,} a generation"),
+                                         ("error rate", f"{self.error_rate:g}")])
 
     def __repr__(self) -> str:
         return (f"<RedisWindowedFilter key={self._key!r} backend='{self.backend}' capacity={self._capacity} "
