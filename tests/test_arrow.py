@@ -259,10 +259,14 @@ def test_fixed_size_binary_columns_are_their_bytes_and_struct_columns_are_refuse
     assert f.contains_many(column).tolist() == f.contains_many(ids).tolist()
     assert f.contains_many(column.slice(250, 500)).tolist() == f.contains_many(ids[250:750]).tolist()
     assert f.contains_many(pa.array([ids[0], None], pa.binary(16)), nulls="skip").tolist() == [True, False]
-    for records in (pd.Series([{"a": 1}, {"a": 2}]), pa.array([{"a": 1}])):
+    pl = pytest.importorskip("polars")
+    for records in (pd.Series([{"a": 1}, {"a": 2}]), pa.array([{"a": 1}]), pa.chunked_array([pa.array([{"a": 1}])]),
+                    pl.Series([{"a": 1}])):
         with pytest.raises(TypeError, match=r"an Arrow struct column \(records, dicts\) is not a key type"):
             f.contains_many(records)
     assert f.contains_many(pa.table({"u": column})).sum() == 500  # (a table of one column is its column)
+    batches = pa.table({"u": column}).to_batches(max_chunksize=300)
+    assert f.contains_many(pa.RecordBatchReader.from_batches(batches[0].schema, batches)).sum() == 500
 
 
 def test_an_object_series_arrow_cannot_hold_is_read_as_a_list() -> None:

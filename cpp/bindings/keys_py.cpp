@@ -664,11 +664,12 @@ std::unique_ptr<ArrowInput> read_arrow(py::handle keys, const char* param) {
     const ArrowSchema* column = nullptr;
     const std::string type_error = key_column_schema(in->schema, &column);
     if (!type_error.empty()) throw_py(PyExc_TypeError, std::string(param) + ": " + type_error);
-    // A table or record batch of one column is its column; a struct column
-    // (a Series of dicts, a StructArray) exports the same way, and its one
-    // field read as the keys would make {"a": 1} the key 1 without a word.
-    if (column != &in->schema && !PyObject_HasAttrString(keys.ptr(), "num_columns") &&
-        !PyObject_HasAttrString(keys.ptr(), "columns"))
+    // A table, record batch or stream of them, of one column, is its column;
+    // a struct column (a Series of dicts, a StructArray) exports the same
+    // way, and its one field read as the keys would make {"a": 1} the key 1
+    // without a word. Tables say what they are (a schema, or columns).
+    if (column != &in->schema && !PyObject_HasAttrString(keys.ptr(), "schema") &&
+        !PyObject_HasAttrString(keys.ptr(), "num_columns") && !PyObject_HasAttrString(keys.ptr(), "columns"))
         throw_py(PyExc_TypeError, std::string(param) + ": an Arrow struct column (records, dicts) is not a key type; "
                                                        "pass the field that holds the keys");
     for (const ArrowArray& a : in->arrays) {
