@@ -145,11 +145,15 @@ def test_arguments_are_never_truncated_and_an_endless_fill_is_refused() -> None:
             fp_experiment(fills=[bad], probes=10)
         with pytest.raises(ValueError, match="bits_per_key must be finite numbers > 0"):
             bits_per_key_experiment(bits_per_key=[bad], probes=10)
-    with pytest.raises(ValueError, match=r"a fill of 1e\+09 at capacity 100 is 100,000,000,000 keys a filter"):
+    with pytest.raises(ValueError, match=r"a fill of 1000000000.0 at capacity 100 is 100,000,000,000 keys a filter"):
         fp_experiment(capacities=[100], fills=[1e9], probes=10)
     with pytest.raises(TypeError, match=r"layouts must be a list of values, got the str 'blocked' \(pass \['blocked'\]\)"):
         fp_experiment(layouts="blocked", probes=10)  # type: ignore[arg-type]
     assert len(fp_experiment(capacities=[1000], fills=[1.0], probes=1e3, trials=2.0)) >= 1  # (1e3 is whole)
+    with pytest.raises(TypeError, match=r"capacities must be a list of values, got the int 1000"):
+        fp_experiment(capacities=1000, probes=10)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"keys must be at most 2,147,483,648"):
+        bits_per_key_experiment(keys=2**40, probes=10)
 
 
 def _series_labels(ax: object) -> list[str]:

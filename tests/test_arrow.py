@@ -261,7 +261,7 @@ def test_fixed_size_binary_columns_are_their_bytes_and_struct_columns_are_refuse
     assert f.contains_many(pa.array([ids[0], None], pa.binary(16)), nulls="skip").tolist() == [True, False]
     pl = pytest.importorskip("polars")
     for records in (pd.Series([{"a": 1}, {"a": 2}]), pa.array([{"a": 1}]), pa.chunked_array([pa.array([{"a": 1}])]),
-                    pl.Series([{"a": 1}])):
+                    pl.Series([{"a": 1}]), pd.Series([{"a": 1}, {"a": 2}], index=["schema", "columns"])):
         with pytest.raises(TypeError, match=r"an Arrow struct column \(records, dicts\) is not a key type"):
             f.contains_many(records)
     assert f.contains_many(pa.table({"u": column})).sum() == 500  # (a table of one column is its column)

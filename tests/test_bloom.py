@@ -280,6 +280,10 @@ def test_an_intersection_counts_the_keys_both_hold_not_its_fill(kind: Any, layou
     # ... and of the keys two full filters share, nothing can be said: NaN,
     # as approx_jaccard says, not a confident 0.
     assert math.isnan(full.approx_intersection_count(full.copy()))
+    # A union or AND that comes out full keeps its operands' count, never 0
+    # (which would call it empty and keep its capacity warning quiet).
+    assert (full | small).insert_count == full.insert_count > 10_000
+    assert (full & full.copy()).insert_count == full.insert_count
     assert math.isnan(full.approx_intersection_count(small)) and math.isnan(full.approx_jaccard(small))
 
 

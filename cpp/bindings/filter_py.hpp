@@ -705,7 +705,9 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
             [](const H& a, const H& b) {
                 return approx_intersection(a->approx_count(), b->approx_count(), approx_union_count(*a, *b));
             },
-            py::arg("other"), "Estimated number of keys in both filters: |A| + |B| - |A or B|, each estimated from the fill.")
+            py::arg("other"),
+            "Estimated number of keys in both filters: |A| + |B| - |A or B|, each estimated from the fill (at least "
+            "0; NaN when a filter or their union is full: nothing can be estimated).")
         .def(
             "approx_jaccard",
             [](const H& a, const H& b) {

@@ -45,13 +45,18 @@ namespace {
 
 [[noreturn]] void throw_current() { throw py::error_already_set(); }
 
-// Errors raised here, counted per thread: hash_item tells the key rules'
-// own errors from one a key's own code raised.
-thread_local unsigned long long rule_errors = 0;
+// The last error raised here, per thread: hash_item tells the key rules'
+// own error from one a key's own code raised (which may have called
+// bloomline itself, and caught or passed on what it raised), by identity.
+// (Compared while the error is held, so the object is the one made here.)
+thread_local const PyObject* last_rule_error = nullptr;
 
 [[noreturn]] void throw_py(PyObject* exc_type, const std::string& msg) {
-    ++rule_errors;
-    PyErr_SetString(exc_type, msg.c_str());
+    PyObject* exc = PyObject_CallFunction(exc_type, "s", msg.c_str());
+    if (exc == nullptr) throw py::error_already_set();  // (no memory for it: that error instead)
+    last_rule_error = exc;
+    PyErr_SetObject(exc_type, exc);
+    Py_DECREF(exc);
     throw py::error_already_set();
 }
 
@@ -285,7 +290,6 @@ Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what) {
 // The name of element i is built only on failure, by hashing again: the
 // same error recurs.
 Hash128 hash_item(PyObject* item, std::uint64_t seed, const char* param, std::size_t index) {
-    const unsigned long long raised_before = rule_errors;
     try {
         return hash_key(item, seed, "key");
     } catch (py::error_already_set& e) {
@@ -295,7 +299,7 @@ Hash128 hash_item(PyObject* item, std::uint64_t seed, const char* param, std::si
         // the key again ran its code twice, and a second try that passed
         // added a key whose first conversion failed.
         const std::string msg = py::str(e.value());
-        const bool ours = rule_errors != raised_before && msg.size() > 3 && msg.compare(0, 3, "key") == 0 &&
+        const bool ours = e.value().ptr() == last_rule_error && msg.size() > 3 && msg.compare(0, 3, "key") == 0 &&
                           (msg[3] == ' ' || msg[3] == '[');
         if (!ours) throw;
         throw_py(e.type().ptr(), std::string(param) + "[" + std::to_string(index) + "]" + msg.substr(3));
@@ -667,9 +671,14 @@ std::unique_ptr<ArrowInput> read_arrow(py::handle keys, const char* param) {
     // A table, record batch or stream of them, of one column, is its column;
     // a struct column (a Series of dicts, a StructArray) exports the same
     // way, and its one field read as the keys would make {"a": 1} the key 1
-    // without a word. Tables say what they are (a schema, or columns).
-    if (column != &in->schema && !PyObject_HasAttrString(keys.ptr(), "schema") &&
-        !PyObject_HasAttrString(keys.ptr(), "num_columns") && !PyObject_HasAttrString(keys.ptr(), "columns"))
+    // without a word. Tables say what they are: their type has a schema or
+    // columns (the type's, not the object's: a pandas Series answers
+    // attributes from its index labels). A producer whose type says neither
+    // is taken for a column.
+    auto type_has = [&keys](const char* name) {
+        return PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(keys.ptr())), name) != 0;
+    };
+    if (column != &in->schema && !type_has("schema") && !type_has("num_columns") && !type_has("columns"))
         throw_py(PyExc_TypeError, std::string(param) + ": an Arrow struct column (records, dicts) is not a key type; "
                                                        "pass the field that holds the keys");
     for (const ArrowArray& a : in->arrays) {

@@ -617,11 +617,15 @@ int hold_unmapped_for_replace(int dir_fd, const std::string& name, const std::st
         // the open must not wait for a writer.
         bool exclusive = true;
         int fd = ::openat(dir_fd, name.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
-        if (fd < 0 && (errno == EACCES || errno == EROFS || errno == ETXTBSY)) {
+        if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS || errno == ETXTBSY)) {
             exclusive = false;
             fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         }
-        if (fd < 0) return errno == ENOENT ? -1 : kUnheld;  // nothing there; or not ours to open (write-only)
+        if (fd < 0 && errno == ENOENT) return -1;                       // nothing there
+        if (fd < 0 && (errno == EACCES || errno == EPERM)) return kUnheld;  // ours to replace, not to open
+        // Anything else (no descriptor left, no memory) leaves the file
+        // unchecked: a save that went on could rename over a writer's file.
+        if (fd < 0) os_error("cannot check for writers before replacing", path);
         bool free = false;
         struct stat held {}, now {};
         try {

@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._core import BloomFilter, CapacityWarning
+from ._experiment_args import MAX_KEYS, check_counts, finite, grid, seed_of, whole
 from ._optional import install_hint
 from .sizing import BLOCK_BITS, false_positive_rate, optimal_params
 
@@ -296,34 +297,6 @@ def _result(rows: list[dict[str, Any]]) -> FPResult:
     return FPResult(**{name: np.array([r[name] for r in rows], dtype=t) for name, t in _TYPES.items()})
 
 
-def _grid(name: str, values: Iterable[Any]) -> list[Any]:
-    if isinstance(values, (str, bytes)):  # (its letters would be the grid)
-        raise TypeError(f"{name} must be a list of values, got the {type(values).__name__} {values!r} "
-                        f"(pass [{values!r}])")
-    out = list(values)
-    if not out:
-        raise ValueError(f"{name} is empty: give at least one value")
-    return out
-
-
-def _whole(name: str, value: Any, low: int) -> int:
-    """A count the caller gave: a whole number (1e5 is taken) of at least
-    low, never truncated (2.7 trials is an error, not 2)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a whole number, got {type(value).__name__}")
-    if not math.isfinite(value) or value != int(value) or value < low:
-        raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
-    return int(value)
-
-
-def _check_counts(probes: int, trials: int) -> None:
-    _whole("probes", probes, 1)
-    _whole("trials", trials, 1)
-
-
-# Keys one filter of an experiment takes at most: past it a fill runs for hours
-# (a fill of 1e9 at capacity 100 asked for 1e11 adds) and says nothing more.
-MAX_KEYS = 2**31
 
 
 def fp_experiment(
@@ -334,7 +307,7 @@ def fp_experiment(
     *,
     probes: int = 200_000,
     trials: int = 5,
-    seed: int = 0,
+    seed: Optional[int] = 0,
 ) -> FPResult:
     """Measured false-positive rate against theory, for every combination.
 
@@ -344,13 +317,19 @@ def fp_experiment(
     capacity) with its own keys and seed, then probed with ``probes`` fresh
     keys. ``seed`` makes it repeatable.
     """
-    _check_counts(probes, trials)
-    capacities, error_rates = _grid("capacities", capacities), _grid("error_rates", error_rates)
-    layouts, fills = _grid("layouts", layouts), sorted(_grid("fills", fills))
+    check_counts(probes, trials)
+    capacities, error_rates = grid("capacities", capacities), grid("error_rates", error_rates)
+    layouts, fills = grid("layouts", layouts), sorted(grid("fills", fills))
     for fill in fills:
-        if not (isinstance(fill, (int, float, np.integer, np.floating)) and math.isfinite(fill) and fill >= 0):
-            raise ValueError(f"fills must be finite numbers >= 0, got {fill!r}")
-    rng = np.random.default_rng(_whole("seed", seed, 0))
+        finite("fills", fill, 0, above=False)
+    for given in capacities:  # (every row's size checked before the first row runs)
+        optimal_params(given, 0.5)
+        for fill in fills:
+            if round(fill * int(given)) > MAX_KEYS:
+                raise ValueError(f"fills: a fill of {fill!r} at capacity {int(given):,} is "
+                                 f"{round(fill * int(given)):,} keys a filter, past the {MAX_KEYS:,} an experiment "
+                                 "takes")
+    rng = np.random.default_rng(seed_of(seed))
     rows: list[dict[str, Any]] = []
     for given in capacities:
         # (checked as the filters check it: 1e5 is taken, 1.5 refused, never truncated)
@@ -360,9 +339,6 @@ def fp_experiment(
             for layout in layouts:
                 for fill in fills:
                     n = int(round(fill * capacity))
-                    if n > MAX_KEYS:
-                        raise ValueError(f"fills: a fill of {fill:g} at capacity {capacity:,} is {n:,} keys a "
-                                         f"filter, past the {MAX_KEYS:,} an experiment takes")
                     row = _row(lambda s: BloomFilter(capacity, float(error_rate), layout=layout, seed=s),
                                n, int(probes), int(trials), rng)
                     row.update(capacity=capacity, error_rate=error_rate, layout=layout, fill=fill, keys=n,
@@ -379,7 +355,7 @@ def bits_per_key_experiment(
     keys: int = 100_000,
     probes: int = 200_000,
     trials: int = 5,
-    seed: int = 0,
+    seed: Optional[int] = 0,
 ) -> FPResult:
     """Measured vs theory for explicit geometries: for each layout, bits
     per key and k, ``trials`` filters of m bits each hold ``keys`` keys.
@@ -388,15 +364,15 @@ def bits_per_key_experiment(
     that rounded up to whole 512-bit blocks for the blocked layout; each row
     reports its actual m and m / keys.
     """
-    _check_counts(probes, trials)
-    _whole("keys", keys, 1)
-    layouts, bpks, ks = _grid("layouts", layouts), _grid("bits_per_key", bits_per_key), _grid("num_hashes", num_hashes)
+    check_counts(probes, trials)
+    if whole("keys", keys, 1) > MAX_KEYS:
+        raise ValueError(f"keys must be at most {MAX_KEYS:,} (keys a filter of an experiment), got {keys!r}")
+    layouts, bpks, ks = grid("layouts", layouts), grid("bits_per_key", bits_per_key), grid("num_hashes", num_hashes)
     for bpk in bpks:
-        if not (isinstance(bpk, (int, float, np.integer, np.floating)) and math.isfinite(bpk) and bpk > 0):
-            raise ValueError(f"bits_per_key must be finite numbers > 0, got {bpk!r}")
+        finite("bits_per_key", bpk, 0, above=True)
     for k in ks:
-        _whole("num_hashes", k, 1)
-    rng = np.random.default_rng(_whole("seed", seed, 0))
+        whole("num_hashes", k, 1)
+    rng = np.random.default_rng(seed_of(seed))
     rows: list[dict[str, Any]] = []
     for layout in layouts:
         for bpk in bpks:

@@ -30,7 +30,7 @@ from ._numpy import np
 from ._pickling import picklable
 from ._shared_chain import add_shared
 from ._stores import ChainMismatch, DirectoryStages, MemoryStages, SharedStageStore, StageAdd, StagesInUse, StageStore
-from .display import filter_html
+from .display import filter_html, remote_filter_html
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -510,6 +510,10 @@ class ScalableBloomFilter(_ChainFacts):
         self.close()
 
     def _repr_html_(self) -> str:
+        if type(self._store).__module__.startswith("bloomline.redis"):  # (its counts are the server's to give)
+            return remote_filter_html(self, [("store", type(self._store).__name__), ("layout", self.layout),
+                                             ("initial capacity", f"{self.initial_capacity:,}"),
+                                             ("error rate", f"{self.error_rate:g}")])
         return filter_html(self)
 
     def __eq__(self, other: object) -> bool:

@@ -316,7 +316,8 @@ private:
         const double after = is_union ? approx_count()
                                       : intersection_count(approx_count(), est(set_before), est(set_other),
                                                            est(set_either));
-        count_combined(est(set_before), after);
+        const std::uint64_t mine = insert_count();
+        count_combined(est(set_before), after, is_union ? std::max(mine, other_count) : std::min(mine, other_count));
     }
 
     BitArray bits_;

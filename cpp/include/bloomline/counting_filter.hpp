@@ -143,7 +143,7 @@ public:
         if (this_empty && !shared_)
             insert_count_ = other_count;
         else if (!other_empty)
-            count_combined(before, approx_count());
+            count_combined(before, approx_count(), std::max(insert_count(), other_count));
     }
 
     // The intersection of two multisets: the smaller counter of each slot
@@ -168,7 +168,8 @@ public:
         }
         recount();
         const auto est = [this](std::uint64_t n) { return estimate_count(n, geo_.num_slots, geo_.num_hashes, geo_.layout); };
-        count_combined(before, intersection_count(approx_count(), before, est(other), est(either)));
+        count_combined(before, intersection_count(approx_count(), before, est(other), est(either)),
+                       std::min(insert_count(), o.insert_count()));
     }
 
     // Counters above zero in either filter (caller checks compatibility):

@@ -222,9 +222,13 @@ protected:
     // count themselves, at their own flushes: there the count moves by the
     // change of the estimate, `after - before`, so no key counts twice.
     // Writer mutex held.
-    void count_combined(double before, double after) {
+    // A result with every bit set says nothing of its keys: it keeps
+    // `full_count` (the larger of the operands' counts for a union, the
+    // smaller for an intersection), not 0, which would call it empty.
+    void count_combined(double before, double after, std::uint64_t full_count) {
         if (!shared_) {
-            insert_count_.store(estimate_as_count(after), std::memory_order_relaxed);
+            insert_count_.store(after < 1e18 ? estimate_as_count(after) : std::min(kMaxCount, full_count),
+                                std::memory_order_relaxed);
             return;
         }
         if (!(before < 1e18) || !(after < 1e18)) return;  // a full filter: nothing to estimate, the count stays
