@@ -48,7 +48,8 @@ namespace {
 // The last error raised here, per thread: hash_item tells the key rules'
 // own error from one a key's own code raised (which may have called
 // bloomline itself, and caught or passed on what it raised), by identity.
-// (Compared while the error is held, so the object is the one made here.)
+// hash_item clears it first: an error raised and freed before could share
+// its address with a key's own error made later (CI saw it).
 thread_local const PyObject* last_rule_error = nullptr;
 
 [[noreturn]] void throw_py(PyObject* exc_type, const std::string& msg) {
@@ -290,6 +291,7 @@ Hash128 hash_key(PyObject* key, std::uint64_t seed, const char* what) {
 // The name of element i is built only on failure, by hashing again: the
 // same error recurs.
 Hash128 hash_item(PyObject* item, std::uint64_t seed, const char* param, std::size_t index) {
+    last_rule_error = nullptr;
     try {
         return hash_key(item, seed, "key");
     } catch (py::error_already_set& e) {
