@@ -16,6 +16,15 @@ from ._protocol import Filter
 from ._units import format_bytes
 
 
+def _rows_html(rows: list[tuple[str, object]]) -> str:
+    """A filter's facts as table rows, each escaped."""
+    html = import_module("html")
+    return "".join(
+        f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+        for k, v in rows
+    )
+
+
 def filter_html(f: Filter) -> str:
     """HTML for a filter: what it is, how full, what it costs in false positives."""
     html = import_module("html")  # (at first use: its entity table is no part of import bloomline)
@@ -29,7 +38,7 @@ def filter_html(f: Filter) -> str:
     colour = "#2e7d32" if not load > 0.9 else ("#f9a825" if load <= 1.0 else "#c62828")
     bar = max(0.0, min(1.0, fill))
     keys = f"{approx:,.0f}" if math.isfinite(approx) else "inf (full)"
-    rows = [
+    rows: list[tuple[str, object]] = [
         ("kind", type(f).__name__),
         ("layout", f.layout),
         ("memory", format_bytes(f.nbytes)),
@@ -37,10 +46,7 @@ def filter_html(f: Filter) -> str:
         ("fill", f"{fill:.1%}"),
         ("expected FP now", f"{f.expected_fp_rate:.3g}" + (f" (target {target:g} at capacity)" if target else "")),
     ]
-    body = "".join(
-        f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
-        for k, v in rows
-    )
+    body = _rows_html(rows)
     return (
         f"<div class='bloomline-filter'><table>{body}</table>"
         f"<div style='width:240px;height:10px;border:1px solid #999;margin-top:4px' title='fill {bar:.1%}'>"
@@ -52,13 +58,9 @@ def remote_filter_html(f: object, facts: list[tuple[str, object]]) -> str:
     """HTML for a filter kept in Redis: its own facts, known here. Its counts
     are not read: each is a round trip, and a display that waited on a server
     down (every retry: some 40 s a count) or stopped would hold the notebook."""
-    html = import_module("html")
     rows = [("kind", type(f).__name__), *facts,
             ("counts", "not read by a display: approx_count, fill_ratio and expected_fp_rate ask the server")]
-    body = "".join(
-        f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
-        for k, v in rows
-    )
+    body = _rows_html(rows)
     return f"<div class='bloomline-filter'><table>{body}</table></div>"
 
 
