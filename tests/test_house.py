@@ -106,17 +106,21 @@ def test_core_files_include_only_their_floor_and_those_below(name: str) -> None:
         assert floors[f"include/bloomline/{inc}"] <= own, f"{name} (floor {own}) includes {inc}"
 
 
-def test_one_home_for_the_blocked_layout() -> None:
-    """The blocked layout's offsets (the remix powers, the top 9 bits) and
-    its block choice are computed in its class's files only: every other
-    file asks BlockedLayout."""
-    home = {"include/bloomline/layout_blocked.hpp", "src/layout_blocked.cpp"}
+def test_one_home_for_each_layouts_index() -> None:
+    """A key's positions are computed in its layout's class only: the
+    blocked offsets (the top 9 bits of the remix powers) and block choice in
+    BlockedLayout's files, the standard slots in StandardLayout's; the
+    remix powers are defined once, in common.hpp. Every other file asks the
+    layouts (or index.hpp's for_each_slot)."""
+    homes = {"include/bloomline/layout_blocked.hpp", "src/layout_blocked.cpp", "include/bloomline/layout_standard.hpp"}
     for name in core_files() + [str(p.relative_to(CORE)) for p in CORE.glob("bindings/*")]:
-        if name in home:
+        if name in homes:
             continue
         text = (CORE / name).read_text()
-        for pattern in ("kRemixPowers", ">> 55", "kBlockRemix", "mul_hi(h.h1", "mul_hi(h1"):
-            assert pattern not in text, f"{name} computes the blocked layout itself ({pattern!r})"
+        for pattern in (">> 55", "mul_hi(h.h1", "mul_hi(h1", "kRemixPowers.p[", "kRemix)"):
+            assert pattern not in text, f"{name} computes a layout's index itself ({pattern!r})"
+    common = (CORE / "include/bloomline/common.hpp").read_text()
+    assert "struct RemixPowers" in common and "kRemixPowers{}" in common
 
 
 def test_one_batch_reader() -> None:

@@ -72,13 +72,25 @@ def test_known_vectors_are_the_reference_and_ours() -> None:
         assert bloomline.murmur3_128(data, seed) == h1 | h2 << 64, (seed, data)
 
 
-def test_positions_are_those_recorded_at_format_version_1() -> None:
-    """Files and Redis shards hold bits at these positions: they never change."""
+def _check_positions(name: str, standard_is: str) -> int:
     rows = 0
-    for line in (DATA / "positions_v1.txt").read_text().splitlines():
+    for line in (DATA / name).read_text().splitlines():
         layout, m, k, seed, key, positions = line.split()
+        layout = standard_is if layout == "standard" else layout
         data = b"" if key == "-" else bytes.fromhex(key)
         got = bloomline.key_positions([data], int(m), int(k), layout=layout, seed=int(seed))  # type: ignore[arg-type]
-        assert got[0].tolist() == [int(p) for p in positions.split(",")], line
+        assert got[0].tolist() == [int(p) for p in positions.split(",")], (name, line)
         rows += 1
-    assert rows == 42
+    return rows
+
+
+def test_positions_are_those_recorded_at_format_version_1() -> None:
+    """Files and Redis shards hold bits at these positions: they never
+    change. The file's "standard" is the first index, "standard-v1" now."""
+    assert _check_positions("positions_v1.txt", "standard-v1") == 42
+
+
+def test_positions_of_the_standard_layouts_second_index_are_its_definitions() -> None:
+    """positions_layout2.txt is written from the index's definition
+    (tests/data/make_vectors.py), not from bloomline's index."""
+    assert _check_positions("positions_layout2.txt", "standard") == 21

@@ -748,7 +748,7 @@ void bind_common(py::class_<Handle<T>>& cls, const char* add_doc) {
         .def_property_readonly(
             "num_hashes", [](const H& h) { return h->geometry().num_hashes; }, "k, the slots per key.")
         .def_property_readonly(
-            "layout", [](const H& h) { return layout_name(h->geometry().layout); }, "'blocked' or 'standard'.")
+            "layout", [](const H& h) { return layout_name(h->geometry().layout); }, "'blocked' or 'standard' ('standard-v1': the standard layout's first index, of filters made with it).")
         .def_property_readonly(
             "seed", [](const H& h) { return h->geometry().seed; }, "Hash seed.")
         .def_property_readonly(

@@ -110,7 +110,7 @@ Header parse_header(const unsigned char* in) {
     if (kind < 1 || kind > 4) bad("unknown kind code " + std::to_string(kind));
     h.kind = static_cast<Kind>(kind);
     const auto layout = get<std::uint8_t>(in, 11);
-    if (layout > 1) bad("unknown layout code " + std::to_string(layout));
+    if (layout > kMaxLayoutCode) bad("unknown layout code " + std::to_string(layout));
     h.layout = static_cast<Layout>(layout);
     const auto hash_id = get<std::uint8_t>(in, 12);
     if (hash_id != kHashMurmur3) bad("unknown hash id " + std::to_string(hash_id));

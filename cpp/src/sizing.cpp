@@ -63,7 +63,7 @@ std::uint32_t optimal_num_hashes(std::uint64_t num_bits, double n, Layout layout
     if (!(n > 0) || !std::isfinite(n)) throw std::invalid_argument("n must be > 0, got " + fmt(n));
     check_geometry(num_bits, 1, layout);
     const double m = static_cast<double>(num_bits);
-    if (layout == Layout::standard) {
+    if (is_standard(layout)) {
         const double k = std::round(m / n * kLn2);
         return static_cast<std::uint32_t>(std::clamp(k, 1.0, static_cast<double>(kMaxHashes)));
     }
@@ -87,7 +87,7 @@ Params optimal_params(double capacity, double error_rate, Layout layout) {
     if (m_formula > static_cast<double>(kMaxBits)) throw too_big(m_formula);
 
     Params p{};
-    if (layout == Layout::standard) {
+    if (is_standard(layout)) {
         // The formula's m with k rounded to an integer can miss p by a hair
         // (1.004% at 1%); grow m by 0.05% steps until the rate is met.
         double m = std::max(1.0, m_formula);
@@ -139,7 +139,7 @@ double estimate_count(std::uint64_t bits_set, std::uint64_t num_bits, std::uint3
     if (bits_set == num_bits) return std::numeric_limits<double>::infinity();
     const double m = static_cast<double>(num_bits);
     const double log_empty = std::log1p(-static_cast<double>(bits_set) / m);
-    if (layout == Layout::standard) return -(m / num_hashes) * log_empty;
+    if (is_standard(layout)) return -(m / num_hashes) * log_empty;
     const double new_bits_per_key = -std::expm1(num_hashes * std::log1p(-1.0 / kBlockBits));
     return -(m / kBlockBits) * log_empty / new_bits_per_key;
 }

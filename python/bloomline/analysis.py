@@ -245,7 +245,7 @@ def fp_rate_from_bits(bf: BloomFilter) -> float:
     with replacement, as the blocked index does). Unlike the a-priori
     formula, it knows which bits these keys happened to set."""
     k = bf.num_hashes
-    if bf.layout == "standard":
+    if bf.layout != "blocked":  # (either index of the standard layout)
         return float((bf.bits_set / bf.num_bits) ** k)
     per_block = _POPCOUNT[np.asarray(bf)].reshape(-1, BLOCK_BITS // 8).sum(axis=1, dtype=np.float64)
     return float(np.mean((per_block / BLOCK_BITS) ** k))
@@ -408,7 +408,7 @@ def _colours(count: int) -> list[Any]:
     return [cmap(i % cmap.N) for i in range(count)]
 
 
-_LAYOUT_STYLE = {"blocked": ("o", "-"), "standard": ("s", "--")}
+_LAYOUT_STYLE = {"blocked": ("o", "-"), "standard": ("s", "--"), "standard-v1": ("^", ":")}
 
 
 def _measured(ax: Any, x: Any, y: Any, lo: Any, hi: Any, hits: Any, colour: Any, marker: str) -> Any:

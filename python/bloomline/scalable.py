@@ -26,6 +26,7 @@ from . import _core, _forks
 from ._core import BloomFilter, ChainRule
 from ._facts import batch_shaped
 from ._interrupts import interrupts_held
+from ._layouts import LAYOUTS, layout_matches
 from ._numpy import np
 from ._pickling import picklable
 from ._shared_chain import add_shared
@@ -95,7 +96,7 @@ class _ChainFacts:
 
     @property
     def layout(self) -> Layout:
-        """"blocked" or "standard": the bit layout of every stage."""
+        """"blocked" or "standard" ("standard-v1": the standard layout's first index): the bit layout of every stage."""
         return self._layout
 
     @property
@@ -214,7 +215,7 @@ class ScalableBloomFilter(_ChainFacts):
         on_grow: Callable[[ScalableBloomFilter], None] | None = None,
     ) -> None:
         self._rule = ChainRule(initial_capacity, error_rate, growth, tightening)  # checks all four
-        if layout not in ("blocked", "standard"):
+        if layout not in LAYOUTS:
             raise ValueError(f"layout must be 'blocked' or 'standard', got {layout!r}")
         self._layout: Layout = layout
         _core.hash_many((), seed)  # checks seed: an int in [0, 2**64)
@@ -229,7 +230,8 @@ class ScalableBloomFilter(_ChainFacts):
         _forks.renew_locks_after_fork(self, lambda chain: setattr(chain, "_lock", threading.RLock()))
         self._stages: list[BloomFilter] = []
         self._counts: list[int] = []  # new keys taken by each stage
-        self._store.attach_chain(self._rule, self._layout, self._seed)  # (a shared store checks it, keeps it)
+        # (a shared store checks it, keeps it; "standard" takes a chain of the first index)
+        self._layout = self._store.attach_chain(self._rule, self._layout, self._seed)
         self._reload()  # the store's stages (checked), or a first one
 
     # ---- stages ---------------------------------------------------------------
@@ -239,6 +241,8 @@ class ScalableBloomFilter(_ChainFacts):
 
     def _check_stage(self, i: int, stage: BloomFilter) -> None:
         capacity, rate = self._stage_params(i)
+        if i == 0 and layout_matches(stage.layout, self._layout):
+            self._layout = stage.layout  # (a chain made with the standard layout's first index keeps it)
         for field, have, want in (("capacity", stage.capacity, capacity), ("error_rate", stage.error_rate, rate),
                                   ("layout", stage.layout, self._layout), ("seed", stage.seed, self._seed)):
             if have != want:

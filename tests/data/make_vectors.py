@@ -7,8 +7,14 @@ and the C++ tests (tests/cpp) check the same files.
   signed=False) == h1 | h2 << 64); data "-" is empty.
 - positions_v1.txt: `layout num_bits num_hashes seed key_hex pos,pos,...`
   per line, from bloomline.key_positions when the format was at version 1.
-  Files, pickles and Redis shards hold bits at these positions: a change
-  to them is a format break, not a refactor.
+  Its "standard" rows are the standard layout's first index, now named
+  "standard-v1" (layout code 0). Files, pickles and Redis shards hold bits
+  at these positions: a change to them is a format break, not a refactor.
+- positions_layout2.txt: the same for the standard layout's second index
+  (layout code 2), written from its definition here (slot i is the high
+  64 bits of ((h1 + h2 * R**(i+1)) mod 2**64) * m, R the 64-bit golden
+  ratio) and each key's hash (bloomline.murmur3_128, itself held to mmh3),
+  not from bloomline's index.
 - key_forms_v1.txt: `seed form literal bytes_hex h1_hex h2_hex` per line
   (tab-separated) for floats, ints beyond 64 bits, tuples and frozensets:
   the key's bytes by the key rules (docs/FORMAT.md, "Keys"), from
@@ -46,16 +52,34 @@ def murmur3_lines() -> list[str]:
     return lines
 
 
+GEOMETRIES = [("blocked", 512 * 100, 7, 0), ("blocked", 2**20, 10, 7), ("blocked", 512 * 3, 1, 2**40 + 3),
+              ("standard", 1_000_003, 7, 0), ("standard", 10**6, 3, 2**40 + 3), ("standard", 64, 16, 7)]
+POSITION_KEYS = [b"", b"golden-0", b"golden-999", *URLS, (2**64 - 1).to_bytes(8, "little")]
+
+
 def positions_lines() -> list[str]:
-    geometries = [("blocked", 512 * 100, 7, 0), ("blocked", 2**20, 10, 7), ("blocked", 512 * 3, 1, 2**40 + 3),
-                  ("standard", 1_000_003, 7, 0), ("standard", 10**6, 3, 2**40 + 3), ("standard", 64, 16, 7)]
-    keys = [b"", b"golden-0", b"golden-999", *URLS, (2**64 - 1).to_bytes(8, "little")]
     lines = []
-    for layout, m, k, seed in geometries:
-        pos = bloomline.key_positions(keys, m, k, layout=layout, seed=seed)
-        for key, row in zip(keys, pos):
+    for layout, m, k, seed in GEOMETRIES:
+        # (written when "standard" named the first index; it is "standard-v1" now)
+        pos = bloomline.key_positions(POSITION_KEYS, m, k, layout="standard-v1" if layout == "standard" else layout,
+                                      seed=seed)
+        for key, row in zip(POSITION_KEYS, pos):
             lines.append(f"{layout} {m} {k} {seed} {key.hex() or '-'} {','.join(str(int(p)) for p in row)}")
     return lines
+
+
+REMIX = 0x9E3779B97F4A7C15
+
+
+def standard_slots(data: bytes, m: int, k: int, seed: int) -> list[int]:
+    h = bloomline.murmur3_128(data, seed)  # (held to mmh3 by murmur3_x64_128.txt; mmh3 takes 32-bit seeds only)
+    h1, h2 = h & (2**64 - 1), h >> 64
+    return [((h1 + h2 * pow(REMIX, i + 1, 2**64)) % 2**64 * m) >> 64 for i in range(k)]
+
+
+def positions_layout2_lines() -> list[str]:
+    return [f"standard {m} {k} {seed} {key.hex() or '-'} {','.join(map(str, standard_slots(key, m, k, seed)))}"
+            for layout, m, k, seed in GEOMETRIES if layout == "standard" for key in POSITION_KEYS]
 
 
 FLOAT_TAG, BIG_INT_TAG, TUPLE_TAG, FROZENSET_TAG = b"\xf8", b"\xf9", b"\xfa", b"\xfb"
@@ -117,7 +141,7 @@ def key_forms_lines() -> list[str]:
 
 def main() -> None:
     for name, make in (("murmur3_x64_128.txt", murmur3_lines), ("positions_v1.txt", positions_lines),
-                       ("key_forms_v1.txt", key_forms_lines)):
+                       ("key_forms_v1.txt", key_forms_lines), ("positions_layout2.txt", positions_layout2_lines)):
         if not (HERE / name).exists():
             (HERE / name).write_text("\n".join(make()) + "\n")
 

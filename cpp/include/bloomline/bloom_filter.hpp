@@ -253,14 +253,14 @@ private:
     // Are all of a key's bits set?
     static bool probe_at(const Geometry& g, const std::uint64_t* words, const Hash128& h) {
         if (g.layout == Layout::blocked) return BlockedLayout::contains(words, g.num_blocks(), g.num_hashes, h);
-        return StandardLayout::contains(words, g.num_slots, g.num_hashes, h);
+        return StandardLayout::contains(words, g.num_slots, g.num_hashes, h, g.layout);
     }
 
     // Sets a key's bits, looking first (writer mutex held; with shared, each
     // bit by an atomic fetch-or); returns how many were clear.
     static unsigned add_at(const Geometry& g, std::uint64_t* words, const Hash128& h, bool shared) {
         if (g.layout == Layout::blocked) return BlockedLayout::set(words, g.num_blocks(), g.num_hashes, h, shared);
-        return StandardLayout::set(words, g.num_slots, g.num_hashes, h, shared);
+        return StandardLayout::set(words, g.num_slots, g.num_hashes, h, g.layout, shared);
     }
 
     // Under the writer mutex: plain read-then-store, no locked instruction.

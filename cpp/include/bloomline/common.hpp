@@ -14,11 +14,19 @@
 
 namespace bloomline {
 
-// How the k positions of a key are spread over the array.
+// How the k positions of a key are spread over the array. The value is the
+// file format's layout code (docs/FORMAT.md).
 //  - standard: k positions anywhere in [0, m) (k cache lines per key).
 //  - blocked:  all k positions in one 512-bit, 64-byte-aligned block
 //              (one cache line per key; 3% more memory at 1%, sizing.hpp).
-enum class Layout : std::uint8_t { standard = 0, blocked = 1 };
+//  - standard_v1: the standard layout's first index, kept so that filters
+//    made with it still answer; it runs above its rate on small filters and
+//    at tiny rates (layout_standard.hpp). Never chosen by default.
+enum class Layout : std::uint8_t { standard_v1 = 0, blocked = 1, standard = 2 };
+constexpr std::uint8_t kMaxLayoutCode = 2;
+
+// Both indexes of the standard layout share its storage and its maths.
+constexpr bool is_standard(Layout l) { return l != Layout::blocked; }
 
 constexpr unsigned kBlockBits = 512;   // one cache line
 constexpr unsigned kBlockBytes = kBlockBits / 8;
@@ -55,11 +63,16 @@ struct AddCounts {
     }
 };
 
-inline const char* layout_name(Layout l) { return l == Layout::blocked ? "blocked" : "standard"; }
+inline const char* layout_name(Layout l) {
+    return l == Layout::blocked ? "blocked" : l == Layout::standard ? "standard" : "standard-v1";
+}
 
+// "standard-v1" is taken too, to make a filter that matches one made with
+// the first index; errors name the two a user chooses between.
 inline Layout parse_layout(const std::string& s) {
     if (s == "blocked") return Layout::blocked;
     if (s == "standard") return Layout::standard;
+    if (s == "standard-v1") return Layout::standard_v1;
     throw std::invalid_argument("layout must be 'blocked' or 'standard', got '" + s + "'");
 }
 
@@ -78,6 +91,22 @@ inline std::uint64_t mul_hi(std::uint64_t a, std::uint64_t b) {
     return hi_hi + (hi_lo >> 32) + (cross >> 32);
 #endif
 }
+
+// The remix powers, kRemix^(i+1) mod 2^64 for i < 64: k fixed odd multipliers that
+// draw a key's k positions from one 64-bit hash, each by an independent
+// multiply (no chain of k), for the blocked offsets and the standard slots.
+constexpr std::uint64_t kRemix = 0x9E3779B97F4A7C15ULL;  // the 64-bit golden ratio; odd: a bijection
+struct RemixPowers {
+    std::uint64_t p[kMaxHashes];
+    constexpr RemixPowers() : p() {
+        std::uint64_t x = 1;
+        for (std::uint32_t i = 0; i < kMaxHashes; ++i) {
+            x *= kRemix;
+            p[i] = x;
+        }
+    }
+};
+inline constexpr RemixPowers kRemixPowers{};
 
 // A spinning waiter's pause: it lets the other hyperthread run and keeps the
 // loop from flooding the memory system with loads.

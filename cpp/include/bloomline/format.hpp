@@ -13,7 +13,7 @@
 //    10     1  kind: 1 BloomFilter, 2 CountingBloomFilter, 3 ScalableBloomFilter,
 //              4 WindowedBloomFilter (kinds 3 and 4 reuse some fields; see
 //              docs/FORMAT.md)
-//    11     1  layout: 0 standard, 1 blocked
+//    11     1  layout: 0 standard-v1 (the first index), 1 blocked, 2 standard
 //    12     1  hash_id: 1 = MurmurHash3_x64_128
 //    13     1  slot_bits: 1 for bits; 4, 8 or 16 for counters
 //    14     2  header_size = 128

@@ -37,7 +37,7 @@ inline void for_each_slot(const Geometry& g, const Hash128& h, F&& f) {
     if (g.layout == Layout::blocked)
         BlockedLayout::for_each_slot(g.num_blocks(), g.num_hashes, h, f);
     else
-        StandardLayout::for_each_slot(g.num_slots, g.num_hashes, h, f);
+        StandardLayout::for_each_slot(g.num_slots, g.num_hashes, h, g.layout, f);
 }
 
 }  // namespace bloomline

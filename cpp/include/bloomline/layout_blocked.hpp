@@ -53,22 +53,7 @@ namespace bloomline {
 
 enum class AddForm : std::uint8_t { blind, look_first, shared };
 
-constexpr std::uint64_t kBlockRemix = 0x9E3779B97F4A7C15ULL;  // odd: a bijection on 64 bits
 
-// kRemixPowers[i] = kBlockRemix^(i+1) mod 2^64, so offset i is the top 9 bits
-// of h2 * kBlockRemix^(i+1): the same values as multiplying again and again,
-// but k independent multiplies instead of a chain of k (3 cycles each).
-struct RemixPowers {
-    std::uint64_t p[kMaxHashes];
-    constexpr RemixPowers() : p() {
-        std::uint64_t x = 1;
-        for (std::uint32_t i = 0; i < kMaxHashes; ++i) {
-            x *= kBlockRemix;
-            p[i] = x;
-        }
-    }
-};
-inline constexpr RemixPowers kRemixPowers{};
 
 class BlockedLayout {
 public:

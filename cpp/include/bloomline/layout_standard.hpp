@@ -3,14 +3,19 @@
 // layout's (layout_blocked.hpp); the filters, the Redis encoders
 // (positions.hpp) and the sizing maths call it.
 //
-// Index: enhanced double hashing (Dillinger & Manolios 2004, as in Kirsch &
-// Mitzenmacher's "less hashing, same performance"): g_0 = h1,
-// g_i = g_(i-1) + y_(i-1), y_i = y_(i-1) + i, y_0 = h2. Each g_i is mapped
-// onto [0, m) by multiply-shift (no %): any m works. Under multiply-shift the
-// cubic term changes only bits it drops, so this is plain double hashing in
-// effect, and small filters and tiny rates see more false positives than the
-// formula (docs/design/layouts.md, "Known defect": mending it moves every
-// key's slots, so it waits for an index version in the format).
+// Index (layout code 2): slot i is mul_hi(h1 + h2 * R^(i+1), m), R the odd
+// remix constant (common.hpp): k independent multiplies of the key's second
+// hash, shifted by its first, each mapped onto [0, m) by multiply-shift (no
+// %: any m works). Every pair of slots is as independent as two draws, so
+// the rate is the formula's on small filters and at tiny rates too.
+//
+// The first index (Layout::standard_v1, code 0), kept for the filters made
+// with it: enhanced double hashing (g_0 = h1, g_i = g_(i-1) + y_(i-1),
+// y_i = y_(i-1) + i, y_0 = h2), each g_i mapped by multiply-shift. The cubic
+// step changes only low bits that multiply-shift drops, so it is plain
+// double hashing in effect: a key whose h2 lies near a fraction of small
+// denominator has its k slots on a few bits, about 3 / (m k) more false
+// positives than the formula (docs/design/layouts.md has the figures).
 //
 // A key touches k cache lines, so batches use the stream's several-lines
 // shape (stream.hpp, LinesPerKey) with each key's lines prefetched.
@@ -27,22 +32,28 @@ namespace bloomline {
 
 class StandardLayout {
 public:
-    // f(slot) for each of the k slots of a key, in [0, num_slots).
+    // f(slot) for each of the k slots of a key, in [0, num_slots), by the
+    // index of `layout` (standard or standard_v1).
     template <class F>
-    static void for_each_slot(std::uint64_t num_slots, std::uint32_t k, const Hash128& h, F&& f) {
-        std::uint64_t x = h.h1, y = h.h2;
-        f(mul_hi(x, num_slots));
-        for (std::uint32_t i = 1; i < k; ++i) {
-            x += y;
-            y += i;
+    static void for_each_slot(std::uint64_t num_slots, std::uint32_t k, const Hash128& h, Layout layout, F&& f) {
+        if (layout == Layout::standard_v1) {
+            std::uint64_t x = h.h1, y = h.h2;
             f(mul_hi(x, num_slots));
+            for (std::uint32_t i = 1; i < k; ++i) {
+                x += y;
+                y += i;
+                f(mul_hi(x, num_slots));
+            }
+            return;
         }
+        for (std::uint32_t i = 0; i < k; ++i) f(mul_hi(h.h1 + h.h2 * kRemixPowers.p[i], num_slots));
     }
 
     // Are all of a key's bits set?
-    static bool contains(const std::uint64_t* words, std::uint64_t num_bits, std::uint32_t k, const Hash128& h) {
+    static bool contains(const std::uint64_t* words, std::uint64_t num_bits, std::uint32_t k, const Hash128& h,
+                         Layout layout) {
         bool all = true;
-        for_each_slot(num_bits, k, h, [&](std::uint64_t s) { all = all && test_bit(words, s); });
+        for_each_slot(num_bits, k, h, layout, [&](std::uint64_t s) { all = all && test_bit(words, s); });
         return all;
     }
 
@@ -50,12 +61,12 @@ public:
     // bit by an atomic fetch-or, for memory other processes write at the
     // same time); returns how many were clear.
     static unsigned set(std::uint64_t* words, std::uint64_t num_bits, std::uint32_t k, const Hash128& h,
-                        bool shared) {
+                        Layout layout, bool shared) {
         unsigned changed = 0;
         if (shared)
-            for_each_slot(num_bits, k, h, [&](std::uint64_t s) { changed += set_bit_shared(words, s); });
+            for_each_slot(num_bits, k, h, layout, [&](std::uint64_t s) { changed += set_bit_shared(words, s); });
         else
-            for_each_slot(num_bits, k, h, [&](std::uint64_t s) { changed += set_bit(words, s); });
+            for_each_slot(num_bits, k, h, layout, [&](std::uint64_t s) { changed += set_bit(words, s); });
         return changed;
     }
 

@@ -250,7 +250,7 @@ private:
         const Geometry& g = f.geometry();
         const std::uint64_t* words = f.bits().words();
         if (g.layout == Layout::blocked) return BlockedLayout::contains(words, g.num_blocks(), g.num_hashes, h);
-        return StandardLayout::contains(words, g.num_slots, g.num_hashes, h);
+        return StandardLayout::contains(words, g.num_slots, g.num_hashes, h, g.layout);
     }
     void check_compatible(const BloomFilter& cur) const {
         if (gens_.empty()) return;

@@ -490,7 +490,7 @@ class BitsBackend(Backend):
     # -- making a filter (the same keys for both bits backends) ---------------------------
 
     def geometry(self, num_bits: int, layout: Layout, shards: Optional[int], shard_bits: int) -> dict[str, int]:
-        if layout == "standard":  # a key's bits spread over the whole array: one string
+        if layout != "blocked":  # standard: a key's bits spread over the whole array: one string
             if math.ceil(num_bits / 512) * 512 > _REDIS_MAX_BITS:
                 raise ValueError(f"layout 'standard' keeps every bit in one Redis string, at most 2**32 bits; this "
                                  f"filter needs {num_bits} (use layout 'blocked', which shards)")

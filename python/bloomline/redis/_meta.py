@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import optimal_params
+from .._layouts import layout_matches
 from ._backend import gone
 from ._errors import EvictionWarning, MissingKeyError
 from ._names import FilterKeys
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
     from .._core import Layout
 
 META_VERSION = 2
+"""The meta's version for blocked and standard-v1 filters (what bloomline
+before 2026-11-30 reads too); a filter of the standard layout's second index
+is recorded at META_VERSION + 1, so that such a bloomline refuses it instead
+of reading its bits by the first index (stored_layout)."""
 DEFAULT_SHARD_BITS = 2**31  # 256 MB: far under Redis's 512 MB string limit
 """Bits per Redis string (shard) unless shard_bits says otherwise: 2**31 bits, 256 MB."""
 FIELDS = ("kind", "layout", "capacity", "error_rate", "seed", "shards", "num_bits", "num_hashes", "shard_bits")
@@ -49,6 +54,29 @@ _MARK_READY = Script("""
 if redis.call('HGET', KEYS[1], 'state') == 'creating' then redis.call('HSET', KEYS[1], 'state', 'ready') end
 return 1
 """)
+
+
+def stored_layout(layout: str, version: int) -> tuple[str, int]:
+    """How a meta of base version `version` records `layout`: "standard"
+    (the second index) at version + 1, which older bloomline refuses;
+    "standard-v1" as "standard" at `version`, as older bloomline wrote it."""
+    if layout == "standard":
+        return "standard", version + 1
+    return ("standard" if layout == "standard-v1" else layout), version
+
+
+def read_layout(meta: dict[str, str], version: int, what: str) -> dict[str, str]:
+    """meta (of base version `version`) with its layout as a name: a
+    "standard" at `version` is "standard-v1". Another version is refused
+    (ValueError naming it and `what`)."""
+    have = meta.get("version")
+    if have == str(version) and meta.get("layout") == "standard":
+        meta["layout"] = "standard-v1"
+    elif have != str(version) and (have != str(version + 1) or meta.get("layout") != "standard"):
+        raise ValueError(f"{what} has meta version {have!r}; this bloomline reads version {version} (and "
+                         f"{version + 1} for the standard layout) (copy it with an older bloomline's to_filter(), "
+                         "then from_filter() here)")
+    return meta
 
 
 def plan(capacity: int, error_rate: float, layout: Layout, seed: int, shards: Optional[int], shard_bits: int,
@@ -108,11 +136,7 @@ def read(sender: Sender, meta_key: str) -> Optional[dict[str, str]]:
     meta = as_dict(sender.call(meta_key, b"HGETALL", meta_key))
     if not meta:
         return None
-    if meta.get("version") != str(META_VERSION):
-        raise ValueError(f"{meta_key!r} holds a filter of meta version {meta.get('version')!r}; this bloomline "
-                         f"reads version {META_VERSION} (copy it with an older bloomline's to_filter(), then "
-                         "from_filter() here)")
-    return meta
+    return read_layout(meta, META_VERSION, f"{meta_key!r}")
 
 
 def check(name: str, stored: dict[str, str], wanted: dict[str, Any]) -> None:
@@ -121,7 +145,8 @@ def check(name: str, stored: dict[str, str], wanted: dict[str, Any]) -> None:
         if field not in wanted:
             continue
         have, want = stored.get(field, ""), wanted[field]
-        same = float(have) == float(want) if field == "error_rate" else str(have) == str(want)
+        same = (float(have) == float(want) if field == "error_rate" else
+                layout_matches(have, str(want)) if field == "layout" else str(have) == str(want))
         if not same:
             shown = f"{float(have)!r} != given {want!r}" if field == "error_rate" else f"{have} != given {want}"
             raise ValueError(f"the filter at key {name!r} differs in {field} (stored {shown})")
@@ -158,8 +183,10 @@ def open_filter(sender: Sender, name: str, new: Optional[dict[str, Any]], wanted
                 f"data remains ({left[0]!r}{' and more' if len(left) > 1 else ''}): made anew, its bits would be "
                 f"lost. Drop it (RedisBloomFilter.drop(redis, {name!r})) to start over", key=meta_key)
         if meta is None:
-            fields = dict(new, version=META_VERSION, state="creating")
-            meta = as_dict(sender.script(_CLAIM, [meta_key], [x for kv in fields.items() for x in kv]))
+            layout, version = stored_layout(new["layout"], META_VERSION)
+            fields = dict(new, layout=layout, version=version, state="creating")
+            meta = read_layout(as_dict(sender.script(_CLAIM, [meta_key], [x for kv in fields.items() for x in kv])),
+                               META_VERSION, f"{meta_key!r}")
     check(name, meta, wanted)
     keys = keys_of(name, meta)
     if meta.get("state") == "creating":

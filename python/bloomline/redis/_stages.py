@@ -17,7 +17,7 @@ node), so each step below is one atomic command:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +29,8 @@ from ._durable import replicated
 from ._errors import MissingKeyError, UnknownOutcome
 from ._filter import RedisBloomFilter
 from ._handle import Expiring, Handle
-from ._meta import META_VERSION, as_dict, delete_matching, eviction_policy, keys_of, plan
+from .._layouts import layout_matches
+from ._meta import META_VERSION, as_dict, delete_matching, eviction_policy, keys_of, plan, read_layout, stored_layout
 from ._names import StageGuard, batch_ids, client_of, refuse_other_kinds, tag_of_chain
 from ._registry import BACKENDS, check_name, new_backend
 from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Script, Sender, _error_code
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 # KEYS: stages, the chain's meta, the stage's meta, its count, shard_1 .. shard_n
 # ARGV: index, n, bytes of each shard, then m and the stage meta's m
 #       arguments (field, value, ...), then the chain meta's (for stage 0)
+_CHAIN_VERSION = 1  # the chain hash's version (its layout, stored_layout: 2 for the standard layout's second index)
+
 _GROW = Script("""
 local index = tonumber(ARGV[1])
 local have = redis.call('GET', KEYS[1])
@@ -214,25 +217,31 @@ class RedisStages(Expiring):
         """The chain's parameters as Redis holds them (initial_capacity,
         error_rate, growth, tightening, layout, seed; for an imported chain
         the fingerprint rule), or None if there is no chain."""
-        return as_dict(self._sender.call(self.chain_key, b"HGETALL", self.chain_key)) or None
+        info = as_dict(self._sender.call(self.chain_key, b"HGETALL", self.chain_key))
+        return read_layout(info, _CHAIN_VERSION, f"the chain at {self._key!r}") if info else None
 
     def set_info(self, **fields: Any) -> None:
         """Add fields to the chain's parameters (an import's fingerprint rule)."""
         self._sender.call(self.chain_key, b"HSET", self.chain_key, *(x for kv in fields.items() for x in kv))
 
-    def attach_chain(self, rule: Any, layout: Layout, seed: int) -> None:
+    def attach_chain(self, rule: Any, layout: Layout, seed: int) -> Layout:
         """Keep the chain's parameters (written with its first stage) and
         check them against those Redis holds: ChainMismatch names a field
-        that differs (a stage's own parameters are checked by the chain)."""
+        that differs (a stage's own parameters are checked by the chain).
+        The chain's layout: "standard" takes a chain of the first index."""
         self._chain = {"initial_capacity": rule.initial_capacity, "error_rate": repr(rule.error_rate),
                        "growth": rule.growth, "tightening": repr(rule.tightening), "layout": layout, "seed": seed}
         stored = self.info()
         for field, wanted in self._chain.items():
             if stored is not None and field in stored:
                 have = stored[field]
-                same = float(have) == float(wanted) if field in ("error_rate", "tightening") else have == str(wanted)
+                same = (float(have) == float(wanted) if field in ("error_rate", "tightening") else
+                        layout_matches(have, str(wanted)) if field == "layout" else have == str(wanted))
                 if not same:
                     raise ChainMismatch(0, field, have, wanted, None, chain=stored)
+        if stored is not None and "layout" in stored:
+            self._chain["layout"] = stored["layout"]
+        return cast("Layout", self._chain["layout"])
 
     def stage_count(self) -> int:
         """How many stages the chain has in Redis now."""
@@ -308,8 +317,11 @@ class RedisStages(Expiring):
         # A new stage takes the chain's backend (its first stage's): a chain never switches.
         meta["backend"] = self._handles[0].backend.name if self._handles else new_backend(self._backend, self._r).name
         keys = keys_of(name, meta)
-        fields = [x for kv in dict(meta, version=META_VERSION, state="ready").items() for x in kv]
-        chain = [x for kv in dict(self._chain, version=1, backend=meta["backend"]).items() for x in kv]
+        stage_layout, stage_version = stored_layout(meta["layout"], META_VERSION)
+        fields = [x for kv in dict(meta, layout=stage_layout, version=stage_version, state="ready").items() for x in kv]
+        chain_layout, chain_version = stored_layout(self._chain["layout"], _CHAIN_VERSION)
+        chain = [x for kv in dict(self._chain, layout=chain_layout, version=chain_version,
+                                  backend=meta["backend"]).items() for x in kv]
         try:
             self._sender.script(_GROW, [self._count_key, self.chain_key, keys.meta, keys.counts[0], *keys.shards],
                                 [index, len(keys.shards), *keys.nbytes, len(fields), *fields, *chain])

@@ -17,20 +17,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import redis as _redis
 
+from .._layouts import layout_matches
 from .._window_parts import window_seconds
 from ._errors import MissingKeyError
-from ._meta import as_dict, delete_matching
+from ._meta import as_dict, delete_matching, read_layout
 from ._names import client_of, tag_of_chain
 from ._wire import Script, Sender, _error_code
 
 if TYPE_CHECKING:
+    from .._core import Layout
     from ._windowed import RedisWindowedFilter
 
-__all__ = ["MARGIN_MS", "META_VERSION", "delete_windowed", "reattach", "redis_window", "run_reattaching", "window_error"]
+__all__ = ["MARGIN_MS", "META_VERSION", "delete_windowed", "params_sig_of", "reattach", "redis_window", "run_reattaching",
+           "stored_window_layout", "window_error"]
 
 
 def _flat(fields: dict[str, Any]) -> tuple[str, ...]:
@@ -107,6 +110,24 @@ def _claim(sender: Sender, keys: list[str], args: list[Any], error: Callable[[Ex
 
 # The parameters an attaching handle must match, in the meta's words.
 _COMPARED = ("kind", "capacity", "error_rate", "window", "generations", "layout", "seed")
+
+
+def params_sig_of(fields: dict[str, Any]) -> str:
+    """The parameters part of a meta's sig (then `|` and the ident)."""
+    return "|".join(str(fields[f]) for f in (*_COMPARED, "num_bits", "num_hashes", "version"))
+
+
+def stored_window_layout(key: str, stored: dict[str, str], layout: Layout) -> Layout:
+    """The layout a handle asking for `layout` takes of the windowed filter
+    stored at key: its own where "standard" finds one of the first index;
+    ValueError where they differ. (Another kind or version: the checks after
+    say so.)"""
+    if stored.get("kind") != "windowed" or stored.get("version") not in (str(META_VERSION), str(META_VERSION + 1)):
+        return layout
+    have = read_layout(dict(stored), META_VERSION, f"the windowed filter at {key!r}")["layout"]
+    if not layout_matches(have, layout):
+        raise ValueError(f"the windowed filter at key {key!r} differs in layout (stored {have} != given {layout})")
+    return cast("Layout", have)
 
 
 def _check(key: str, stored: dict[str, str], wanted: dict[str, Any]) -> None:

@@ -93,11 +93,11 @@ from ..windowed import WindowedBloomFilter
 from ._backend import NEW, ONE, UNSURE, AddOutcome, Part, windows
 from ._durable import replicated
 from ._errors import NotDurable, UnknownOutcome
-from ._meta import delete_matching, eviction_policy
+from ._meta import delete_matching, eviction_policy, stored_layout
 from ._names import WindowKeys, batch_ids, client_of, refuse_other_kinds, tag_of_chain
 from ._registry import window_backend
 from ._window_meta import (_COMPARED, _REDIS_MAX_BITS, MARGIN_MS, META_VERSION, _check, _claim, _flat, delete_windowed,
-                           reattach, redis_window, run_reattaching, window_error)
+                           params_sig_of, reattach, redis_window, run_reattaching, stored_window_layout, window_error)
 from ._window_travel import file_bytes, upload
 from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Sender
 
@@ -205,10 +205,11 @@ class RedisWindowedFilter:
         self._policy = eviction_policy(client)
         self._capacity, self._error_rate, self._window = int(capacity), rate, window_s
         base = tag_of_chain(key)
-        fields = {"kind": "windowed", "version": META_VERSION, "capacity": int(capacity), "error_rate": repr(rate),
-                  "window": repr(window_s), "generations": g, "layout": layout, "seed": seed,
+        stored_as, version = stored_layout(layout, META_VERSION)
+        fields = {"kind": "windowed", "version": version, "capacity": int(capacity), "error_rate": repr(rate),
+                  "window": repr(window_s), "generations": g, "layout": stored_as, "seed": seed,
                   "num_bits": params.num_bits, "num_hashes": params.num_hashes, "backend": self._b.name}
-        params_sig = "|".join(str(fields[f]) for f in (*_COMPARED, "num_bits", "num_hashes", "version"))
+        params_sig = params_sig_of(fields)
         # ident: this making of the filter (a meta made here gets a new one; an
         # attach takes the stored one). Every script compares it: a handle of a
         # filter dropped and made again since is refused (REPLACED), and a meta
@@ -223,13 +224,16 @@ class RedisWindowedFilter:
         bits, gens = (tuple(f"{base}:w:{what}:{i}" for i in range(g + 1)) for what in ("bits", "gen"))
         stored = _claim(self._sender, [meta, *bits, *gens], [life_ms, repr(window_s / g), g + 1, *_flat(fields)],
                         self._error)
+        layout = stored_window_layout(key, stored, layout)  # ("standard" takes a filter of the first index)
+        fields["layout"], fields["version"] = stored_layout(layout, META_VERSION)
+        params_sig = params_sig_of(fields)
         _check(key, stored, fields)
         self._b = window_backend(backend, client, key, recorded=stored.get("backend"))  # the one it was made with
         fields["backend"] = self._b.name
         if stored.get("sig") != f"{params_sig}|{stored.get('ident')}":
-            version = stored.get("version", "?")
-            why = (f"was made by another version of bloomline (meta version {version}, this one {META_VERSION})"
-                   if str(version) != str(META_VERSION) else
+            have_version = stored.get("version", "?")
+            why = (f"was made by another version of bloomline (meta version {have_version}, this one "
+                   f"{fields['version']})" if str(have_version) != str(fields["version"]) else
                    f"has a damaged meta: its sig {stored.get('sig')!r} does not name its parameters and ident "
                    f"{stored.get('ident')!r}")
             raise ValueError(f"the windowed filter at key {self._key!r} {why}: delete it first")
