@@ -190,3 +190,30 @@ def test_a_redis_chain_of_the_first_index_keeps_it(redis_server: Any) -> None:
     new.add_many(keys)
     assert r.hget("{chain2}:chain", "version") == b"2"
     assert ScalableBloomFilter(1000, 0.01, layout="standard", store=RedisStages(r, "chain2")).layout == "standard"
+
+
+def test_a_crawls_recrawl_file_of_the_first_index_resumes_under_layout_standard(tmp_path: Path) -> None:
+    pytest.importorskip("scrapy")
+    from scrapy.settings import Settings
+
+    from bloomline.scrapy import dupefilter as d
+
+    job = tmp_path / "job"
+    f = d.BloomDupeFilter(str(job), recrawl_after=3600.0, capacity=1000, layout="standard")
+    f.close()
+    # The file as a crawl before the second index left it: its filter of the first index.
+    made = WindowedBloomFilter.load(job / d.RECRAWL_FILE)
+    old = WindowedBloomFilter(made.capacity, made.error_rate, window=made.window, generations=made.generations,
+                              layout="standard-v1")
+    old.add_many([b"a", b"b"])
+    old.save(job / d.RECRAWL_FILE)
+    settings = Settings({"JOBDIR": str(job), "BLOOMLINE_RECRAWL_AFTER": 3600, "BLOOMLINE_CAPACITY": 1000,
+                         "BLOOMLINE_LAYOUT": "standard"})
+    again = d.BloomDupeFilter.from_settings(settings)
+    assert again.seen.layout == "standard-v1"
+    assert again.has_fingerprint(b"a") and again.has_fingerprint(b"b") and again.record_fingerprint(b"c")
+    again.close()
+    # A crawl with another layout is told the setting that crawl had, one the settings take.
+    settings.set("BLOOMLINE_LAYOUT", "blocked")
+    with pytest.raises(ValueError, match=r"was made with BLOOMLINE_LAYOUT='standard', this crawl has 'blocked'"):
+        d.BloomDupeFilter.from_settings(settings)

@@ -11,7 +11,7 @@ filter of either index, and the handle then uses the one it was made with.
 
 from __future__ import annotations
 
-__all__ = ["LAYOUTS", "layout_matches"]
+__all__ = ["LAYOUTS", "layout_matches", "setting_layout"]
 
 LAYOUTS = ("blocked", "standard", "standard-v1")
 
@@ -19,3 +19,10 @@ LAYOUTS = ("blocked", "standard", "standard-v1")
 def layout_matches(stored: str, wanted: str) -> bool:
     """Does a filter made with layout `stored` answer a request for `wanted`?"""
     return stored == wanted or (wanted == "standard" and stored == "standard-v1")
+
+
+def setting_layout(layout: str) -> str:
+    """The name a setting takes for a filter of `layout` ("standard" for
+    either index: Scrapy's BLOOMLINE_LAYOUT names the two it chooses
+    between), for messages that say how to match a stored filter."""
+    return "standard" if layout == "standard-v1" else layout

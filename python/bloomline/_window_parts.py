@@ -315,7 +315,8 @@ class RingParams:
 
     @property
     def layout(self) -> Layout:
-        """"blocked" or "standard": the bit layout of every generation."""
+        """"blocked" or "standard" ("standard-v1": the standard layout's first index): the bit layout of every
+        generation."""
         return self._layout
 
     @property

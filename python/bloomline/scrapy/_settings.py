@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 from scrapy.utils.misc import load_object
 
 from .._core import ChainRule
+from .._layouts import setting_layout
 from .._window_parts import generation_rate
 from ..sizing import optimal_params
 from ..scalable import ChainMismatch
@@ -195,12 +196,12 @@ def _mismatch(where: str, error: ChainMismatch, settings: Any, share: float) -> 
     per_rate = ChainRule(1000, 0.01, GROWTH, TIGHTENING).stage_error_rate(0) / 0.01  # stage 0's share of the rate
     if error.index == 0 and stage is not None and stage.capacity is not None and stage.error_rate is not None:
         made = (f"BLOOMLINE_CAPACITY={stage.capacity}, BLOOMLINE_ERROR_RATE={stage.error_rate / per_rate / share:g}, "
-                f"BLOOMLINE_LAYOUT={stage.layout!r}")
+                f"BLOOMLINE_LAYOUT={setting_layout(stage.layout)!r}")
     elif error.chain is not None and {"initial_capacity", "error_rate", "layout"} <= error.chain.keys():
         # the chain's own parameters, as Redis keeps them (the chain's rate: the settings' share)
         made = (f"BLOOMLINE_CAPACITY={error.chain['initial_capacity']}, "
                 f"BLOOMLINE_ERROR_RATE={float(error.chain['error_rate']) / share:g}, "
-                f"BLOOMLINE_LAYOUT={error.chain['layout']!r}")
+                f"BLOOMLINE_LAYOUT={setting_layout(error.chain['layout'])!r}")
     else:  # pragma: no cover - stage 0 matched, a later one did not: a chain made by other code
         made = f"other parameters ({error})"
     now = (f"BLOOMLINE_CAPACITY={settings.get('BLOOMLINE_CAPACITY', DEFAULT_CAPACITY)!r}, BLOOMLINE_ERROR_RATE="

@@ -100,7 +100,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Union, cast
 from scrapy.http import Request
 from scrapy.utils.job import job_dir
 
-from .._layouts import layout_matches
+from .._layouts import setting_layout
 from .._stores import DirectoryLock
 from ..scalable import ChainMismatch, DirectoryStages, ScalableBloomFilter, StagesInUse
 from ..windowed import WindowedBloomFilter
@@ -255,8 +255,8 @@ class BloomDupeFilter(_DupeFilter):
         for setting, have, want in (("BLOOMLINE_RECRAWL_AFTER", kept.window, made.window),
                                     ("BLOOMLINE_CAPACITY", kept.capacity, made.capacity),
                                     ("BLOOMLINE_ERROR_RATE", kept.error_rate, made.error_rate),
-                                    ("BLOOMLINE_LAYOUT", kept.layout, made.layout)):
-            if have != want and not (setting == "BLOOMLINE_LAYOUT" and layout_matches(str(have), str(want))):
+                                    ("BLOOMLINE_LAYOUT", setting_layout(kept.layout), made.layout)):
+            if have != want:  # (the layout as the setting names it: "standard" for either index)
                 raise RecrawlMismatch(f"{self._recrawl_file} was made with {setting}={have!r}, this crawl has "
                                       f"{want!r}: set it as that crawl did, or remove the file to start anew")
         return kept
