@@ -82,8 +82,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default="benchmarks/standard_index.json")
     a = ap.parse_args()
-    out: dict[str, Any] = {"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
-                           "bloomline": bloomline.__version__, "numpy": np.__version__}
+    out: dict[str, Any] = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {}  # (a part not re-run stays)
+    out.update(machine=platform.processor() or platform.machine(), python=platform.python_version(),
+               bloomline=bloomline.__version__, numpy=np.__version__)
     if a.rates:
         out["rates"] = []
         for capacity, error_rate, filters, probes in CELLS:

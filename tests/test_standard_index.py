@@ -11,6 +11,7 @@ attaches to it with its index.
 
 from __future__ import annotations
 
+import math
 import pickle
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,31 @@ def test_a_small_standard_filter_meets_its_rate_and_the_first_index_did_not() ->
     assert v1 >= 1.6e-4, v1
 
 
+@pytest.mark.parametrize(("capacity", "error_rate"), [(1, 0.01), (10, 1e-4), (10, 0.01), (100, 1e-4), (1000, 1e-6)])
+def test_small_standard_filters_are_sized_by_the_exact_rate(capacity: int, error_rate: float) -> None:
+    """The textbook rate under-counts on small filters (1.12x at capacity 10
+    and 1e-4); the second index is sized, and reports expected_fp_rate, by
+    the exact occupancy rate (sizing.false_positive_rate(formula="exact"),
+    computed there in 120-digit decimals), and the first keeps its sizes."""
+    from bloomline.sizing import false_positive_rate
+
+    p, v1 = bloomline.optimal_params(capacity, error_rate, "standard"), bloomline.optimal_params(capacity, error_rate,
+                                                                                                 "standard-v1")
+    exact = false_positive_rate(capacity, p.num_bits, p.num_hashes, "standard", formula="exact")
+    assert exact <= error_rate
+    assert p.expected_fp_rate == pytest.approx(exact, rel=1e-9)
+    # the first index's sizes are the textbook's, as its filters were made
+    assert false_positive_rate(capacity, v1.num_bits, v1.num_hashes, "standard", formula="textbook") <= error_rate
+    assert p.num_bits >= v1.num_bits
+    f = BloomFilter(capacity, error_rate, layout="standard")
+    f.add_many(range(capacity))
+    # (an estimated count between two whole ones: the rate between theirs)
+    lo, w = math.floor(f.approx_count), f.approx_count - math.floor(f.approx_count)
+    at = [false_positive_rate(n, f.num_bits, f.num_hashes, "standard", formula="exact") if n else 0.0
+          for n in (lo, lo + 1)]
+    assert f.expected_fp_rate == pytest.approx((1 - w) * at[0] + w * at[1], rel=1e-9)
+
+
 def test_a_new_standard_filter_writes_layout_code_2_and_keeps_its_index_through_every_copy(tmp_path: Path) -> None:
     keys = [f"k{i}" for i in range(2000)]
     for layout, code in (("standard", 2), ("standard-v1", 0), ("blocked", 1)):
@@ -60,10 +86,9 @@ def test_a_new_standard_filter_writes_layout_code_2_and_keeps_its_index_through_
             assert again == f
             assert again.contains_many(keys).all()
     # The two indexes put one key's bits in other places.
-    a, b = BloomFilter(2000, 0.001, layout="standard"), BloomFilter(2000, 0.001, layout="standard-v1")
+    a, b = BloomFilter.from_params(28_756, 10, layout="standard"), BloomFilter.from_params(28_756, 10, layout="standard-v1")
     a.add("x")
     b.add("x")
-    assert a.num_bits == b.num_bits and a.num_hashes == b.num_hashes
     assert bytes(memoryview(a)) != bytes(memoryview(b))
 
 
@@ -118,7 +143,9 @@ def test_a_chain_or_a_window_of_the_first_index_keeps_it(tmp_path: Path) -> None
 def test_layout_names_in_errors_and_stubs() -> None:
     with pytest.raises(ValueError, match=r"layout must be 'blocked' or 'standard', got 'standard-v2'"):
         BloomFilter(10, 0.01, layout="standard-v2")  # type: ignore[arg-type]
-    assert bloomline.optimal_params(1000, 0.01, "standard-v1") == bloomline.optimal_params(1000, 0.01, "standard")
+    # One sizing for both indexes on large filters (the textbook rate); see test_small_standard_filters_are_sized_by_the_exact_rate.
+    big_v1, big = bloomline.optimal_params(10**6, 0.01, "standard-v1"), bloomline.optimal_params(10**6, 0.01, "standard")
+    assert (big_v1.num_bits, big_v1.num_hashes) == (big.num_bits, big.num_hashes)
     stubs = (Path(bloomline.__file__).parent / "_core.pyi").read_text()
     assert 'Layout: TypeAlias = Literal["blocked", "standard", "standard-v1"]' in stubs
 
@@ -217,3 +244,19 @@ def test_a_crawls_recrawl_file_of_the_first_index_resumes_under_layout_standard(
     settings.set("BLOOMLINE_LAYOUT", "blocked")
     with pytest.raises(ValueError, match=r"was made with BLOOMLINE_LAYOUT='standard', this crawl has 'blocked'"):
         d.BloomDupeFilter.from_settings(settings)
+
+
+@pytest.mark.parametrize(("num_bits", "num_hashes"), [(16, 64), (20, 64), (24, 64), (30, 64), (64, 13)])
+def test_expected_rate_of_a_filter_with_fewer_bits_than_hashes_is_a_probability(num_bits: int, num_hashes: int) -> None:
+    from bloomline.sizing import false_positive_rate
+
+    f = BloomFilter.from_params(num_bits, num_hashes, layout="standard")
+    for i in range(3):
+        f.add(f"x{i}")
+        n = f.approx_count
+        rate = f.expected_fp_rate
+        assert 0.0 <= rate <= 1.0
+        if math.isfinite(n) and n == int(n):
+            assert rate == pytest.approx(false_positive_rate(int(n), num_bits, num_hashes, "standard", formula="exact"))
+    assert bloomline._core.expected_rate(2, num_bits, num_hashes, "standard") == pytest.approx(
+        false_positive_rate(2, num_bits, num_hashes, "standard", formula="exact"), rel=1e-9)

@@ -34,6 +34,18 @@ void register_sizing(py::module_& m) {
         },
         py::arg("n"), py::arg("num_bits"), py::arg("num_hashes"), py::arg("layout") = "blocked");
     m.def(
+        "expected_rate",
+        [](py_args::Float n, py_args::Int num_bits, py_args::Int num_hashes, py_args::LayoutName layout) {
+            return expected_rate(py_args::to_double(n, "n"),
+                                 py_args::to_u64(num_bits, "num_bits", 1, kMaxBits, "[1, 2**48]"),
+                                 static_cast<std::uint32_t>(
+                                     py_args::to_u64(num_hashes, "num_hashes", 1, kMaxHashes, "[1, 64]")),
+                                 py_args::to_layout(layout));
+        },
+        py::arg("n"), py::arg("num_bits"), py::arg("num_hashes"), py::arg("layout") = "blocked",
+        "The rate a filter of this geometry holding n keys reports as expected_fp_rate (exact on small standard "
+        "filters of the second index, else false_positive_rate's).");
+    m.def(
         "optimal_num_hashes",
         [](py_args::Int num_bits, py_args::Float n, py_args::LayoutName layout) {
             return optimal_num_hashes(py_args::to_u64(num_bits, "num_bits", 1, kMaxBits, "[1, 2**48]"),

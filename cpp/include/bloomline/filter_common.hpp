@@ -198,7 +198,7 @@ public:
     double expected_fp_rate() const {
         const double n = static_cast<const Derived*>(this)->approx_count();
         if (!(n < 1e300)) return 1.0;
-        return false_positive_rate(n, geo_.num_slots, geo_.num_hashes, geo_.layout);
+        return expected_rate(n, geo_.num_slots, geo_.num_hashes, geo_.layout);
     }
 
 protected:

@@ -275,7 +275,7 @@ class RedisBloomFilter(Expiring):
     def expected_fp_rate(self) -> float:
         """The false-positive rate at the current fill (from approx_count; 1.0 once full)."""
         n = self.approx_count
-        return 1.0 if math.isinf(n) else _core.false_positive_rate(n, self.num_bits, self.num_hashes, self.layout)
+        return 1.0 if math.isinf(n) else _core.expected_rate(n, self.num_bits, self.num_hashes, self.layout)
 
     # ---- interop with local filters ----------------------------------------------------
 

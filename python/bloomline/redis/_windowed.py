@@ -103,6 +103,7 @@ from ._wire import DEFAULT_RETRIES, DEFAULT_WAIT_TIMEOUT_MS, Job, Sender
 
 if TYPE_CHECKING:
     from .._core import BloomFilter, Keys, Layout, Nulls
+    from ..sizing import Params
     from ..windowed import Window
 
 __all__ = ["RedisWindowedFilter", "delete_windowed"]
@@ -153,6 +154,17 @@ def _settle(f: RedisWindowedFilter, parts: list[Part], replies: list[Any], out: 
             f._newest, f._epoch = int(gen), text
 
 
+def _generation_size(capacity: int, error_rate: float, rate: float, g: int, layout: Layout) -> tuple[Params, int]:
+    """One generation's parameters, sized as the local class sizes one
+    (checks capacity and layout), and its bytes: at most one Redis string."""
+    params = optimal_params(capacity, generation_rate(rate, g), layout)
+    nbytes = math.ceil(params.num_bits / 512) * 64
+    if nbytes * 8 > _REDIS_MAX_BITS:
+        raise ValueError(f"capacity={capacity} at error_rate={error_rate} needs {params.num_bits} bits per "
+                         "generation, over the 2**32 of one Redis string: a smaller capacity or a higher error_rate")
+    return params, nbytes
+
+
 class RedisWindowedFilter:
     """Keys seen within the last ``window`` (seconds or a timedelta), shared
     by every process attached to ``key`` (the module doc has the design).
@@ -191,13 +203,7 @@ class RedisWindowedFilter:
         rate = _check_error_rate(error_rate)
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
             raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
-        # Each generation sized as the local class sizes one (checks capacity and layout).
-        params = optimal_params(capacity, generation_rate(rate, g), layout)
-        nbytes = math.ceil(params.num_bits / 512) * 64
-        if nbytes * 8 > _REDIS_MAX_BITS:
-            raise ValueError(f"capacity={capacity} at error_rate={error_rate} needs {params.num_bits} bits per "
-                             "generation, over the 2**32 of one Redis string: a smaller capacity or a higher "
-                             "error_rate")
+        params, nbytes = _generation_size(capacity, error_rate, rate, g, layout)
         client = client_of(redis)
         self._b = window_backend(backend, client, key)
         self._sender = Sender(client, retries=retries, answer_ttl_ms=answer_ttl_ms, wait_replicas=wait_replicas,
@@ -224,7 +230,10 @@ class RedisWindowedFilter:
         bits, gens = (tuple(f"{base}:w:{what}:{i}" for i in range(g + 1)) for what in ("bits", "gen"))
         stored = _claim(self._sender, [meta, *bits, *gens], [life_ms, repr(window_s / g), g + 1, *_flat(fields)],
                         self._error)
-        layout = stored_window_layout(key, stored, layout)  # ("standard" takes a filter of the first index)
+        kept = stored_window_layout(key, stored, layout)  # ("standard" takes a filter of the first index)
+        if kept != layout:  # (sized as that index sizes: its own num_bits on small filters)
+            layout, (params, nbytes) = kept, _generation_size(capacity, error_rate, rate, g, kept)
+            fields.update(num_bits=params.num_bits, num_hashes=params.num_hashes)
         fields["layout"], fields["version"] = stored_layout(layout, META_VERSION)
         params_sig = params_sig_of(fields)
         _check(key, stored, fields)
@@ -438,7 +447,7 @@ class RedisWindowedFilter:
         miss = 1.0
         for _s, _n, _c, ones in self._live()[1]:
             n = _core.estimate_count(ones, w.num_bits, w.num_hashes, w.layout)
-            miss *= 1.0 - (1.0 if math.isinf(n) else _core.false_positive_rate(n, w.num_bits, w.num_hashes, w.layout))
+            miss *= 1.0 - (1.0 if math.isinf(n) else _core.expected_rate(n, w.num_bits, w.num_hashes, w.layout))
         return 1.0 - miss
 
     @property
