@@ -83,7 +83,7 @@ whole array (k cache lines, ~3% less memory at 1%).
             py::arg("layout") = "blocked", py::arg("seed") = 0, py::arg("capacity") = py::none(),
             py::arg("error_rate") = py::none(), py::arg("insert_count") = 0,
             "A filter holding a copy of raw bits (bit i = bit i % 8 of byte i // 8, as memoryview(bf) shows them); "
-            "payload must be exactly nbytes long. Bits of a standard filter made before 2026-11-30 take "
+            "payload must be exactly nbytes long. Bits of a standard filter made by a bloomline before the layout's second index take "
             "layout='standard-v1', the index they were set by. insert_count: the adds that found their key new, as its source "
             "counted them (a filter copied from Redis).")
         .def_property_readonly(

@@ -45,7 +45,7 @@ Nulls: TypeAlias = Literal["raise", "skip"]
 """What a batch does with a null (None, NaN, an Arrow null): "raise" ValueError, or "skip" it (its answer is False)."""
 Layout: TypeAlias = Literal["blocked", "standard", "standard-v1"]
 """Where a key's bits go: "blocked" (all in one 512-bit block: one cache line) or "standard" (over the whole array).
-"standard-v1" is the standard layout's first index: filters saved with it before 2026-11-30 load as it."""
+"standard-v1" is the standard layout's first index: standard filters saved by an earlier bloomline load as it."""
 StrPath: TypeAlias = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
 """A file path: str, bytes or os.PathLike."""
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 META_VERSION = 2
 """The meta's version for blocked and standard-v1 filters (what bloomline
-before 2026-11-30 reads too); a filter of the standard layout's second index
+before the second index reads too); a filter of the standard layout's second index
 is recorded at META_VERSION + 1, so that such a bloomline refuses it instead
 of reading its bits by the first index (stored_layout)."""
 DEFAULT_SHARD_BITS = 2**31  # 256 MB: far under Redis's 512 MB string limit

@@ -498,7 +498,7 @@ class RedisWindowedFilter:
     @property
     def layout(self) -> Layout:
         """"blocked" or "standard", as recorded when the filter was made ("standard-v1": the standard layout's
-        first index, of a filter made before 2026-11-30)."""
+        first index, of a filter made by an earlier bloomline)."""
         return self._w.layout
 
     @property
