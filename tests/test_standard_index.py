@@ -260,3 +260,24 @@ def test_expected_rate_of_a_filter_with_fewer_bits_than_hashes_is_a_probability(
             assert rate == pytest.approx(false_positive_rate(int(n), num_bits, num_hashes, "standard", formula="exact"))
     assert bloomline._core.expected_rate(2, num_bits, num_hashes, "standard") == pytest.approx(
         false_positive_rate(2, num_bits, num_hashes, "standard", formula="exact"), rel=1e-9)
+
+
+def test_a_filter_kept_by_the_servers_own_bloom_commands_records_its_layout_as_given(tmp_path: Path) -> None:
+    """backend="bf": the server's filter, read by no index of ours, stays at
+    meta version 2 (an older bloomline attaches) and says "standard"."""
+    redis = pytest.importorskip("redis")
+    from conftest import RedisServer, redisbloom_path
+
+    from bloomline.redis import RedisBloomFilter
+
+    server = RedisServer(tmp_path, "--loadmodule", redisbloom_path())
+    try:
+        r = redis.Redis(host="127.0.0.1", port=server.port)
+        f = RedisBloomFilter(r, "bf", 1000, 0.01, layout="standard", backend="bf")
+        f.add_many(["a", "b"])
+        assert r.hget("bf:meta", "version") == b"2" and r.hget("bf:meta", "layout") == b"standard"
+        again = RedisBloomFilter(r, "bf", 1000, 0.01, layout="standard")
+        assert again.layout == "standard" and again.contains_many(["a", "b"]).all()
+        r.close()
+    finally:
+        server.stop()

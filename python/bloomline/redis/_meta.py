@@ -56,10 +56,14 @@ return 1
 """)
 
 
-def stored_layout(layout: str, version: int) -> tuple[str, int]:
+def stored_layout(layout: str, version: int, kind: str = "") -> tuple[str, int]:
     """How a meta of base version `version` records `layout`: "standard"
     (the second index) at version + 1, which older bloomline refuses;
-    "standard-v1" as "standard" at `version`, as older bloomline wrote it."""
+    "standard-v1" as "standard" at `version`, as older bloomline wrote it.
+    A filter of kind "bf" (the server's own) records the name as given at
+    `version`: no index of ours reads its bits."""
+    if kind == "bf":
+        return layout, version
     if layout == "standard":
         return "standard", version + 1
     return ("standard" if layout == "standard-v1" else layout), version
@@ -70,6 +74,8 @@ def read_layout(meta: dict[str, str], version: int, what: str) -> dict[str, str]
     "standard" at `version` is "standard-v1". Another version is refused
     (ValueError naming it and `what`)."""
     have = meta.get("version")
+    if meta.get("kind") == "bf" and have == str(version):
+        return meta
     if have == str(version) and meta.get("layout") == "standard":
         meta["layout"] = "standard-v1"
     elif have != str(version) and (have != str(version + 1) or meta.get("layout") != "standard"):
@@ -183,7 +189,7 @@ def open_filter(sender: Sender, name: str, new: Optional[dict[str, Any]], wanted
                 f"data remains ({left[0]!r}{' and more' if len(left) > 1 else ''}): made anew, its bits would be "
                 f"lost. Drop it (RedisBloomFilter.drop(redis, {name!r})) to start over", key=meta_key)
         if meta is None:
-            layout, version = stored_layout(new["layout"], META_VERSION)
+            layout, version = stored_layout(new["layout"], META_VERSION, new["kind"])
             fields = dict(new, layout=layout, version=version, state="creating")
             meta = read_layout(as_dict(sender.script(_CLAIM, [meta_key], [x for kv in fields.items() for x in kv])),
                                META_VERSION, f"{meta_key!r}")
