@@ -108,6 +108,7 @@ class Backend:
     max_keys: ClassVar[int]  # keys per command: one command holds the server for a bounded time
     no_stages: ClassVar[str] = ""  # why it keeps no chain's stages, where it keeps none
     no_windows: ClassVar[str] = "it keeps no windowed filters"  # why, where it keeps none (plain does)
+    our_index: ClassVar[bool] = True  # its bits set by our index, which the meta's layout names (_meta.stored_layout)
 
     # -- making a filter -------------------------------------------------------------------
 
@@ -178,9 +179,8 @@ class Backend:
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
     def window_live_job(self, w: WindowKeys, newest: int = -1, epoch: str = "") -> Job:
-        """The current generation's number and, for each live generation,
-        [slot, number, count, bits set], read at the server's time (newest,
-        epoch: as a lookup's)."""
+        """The current generation's number and, for each live generation, [slot, number, count, bits set],
+        read at the server's time (newest, epoch: as a lookup's)."""
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
     def window_dump_job(self, w: WindowKeys, newest: int = -1, epoch: str = "") -> Job:
@@ -196,8 +196,8 @@ class Backend:
         """Every generation deleted, with the meta's records of them, in one step (its epoch marked cleared)."""
         raise ValueError(f"backend {self.name!r} cannot keep a RedisWindowedFilter: {self.no_windows}")
 
-    # A single key (add, in): one part, made without the batch's arrays.
     def add_one(self, f: FilterKeys, key: Any, batch_id: str, ttl_ms: int) -> Part:
+        """A single key (add, in): one part, made without the batch's arrays."""
         raise NotImplementedError
 
     def has_one(self, f: FilterKeys, key: Any) -> Part:

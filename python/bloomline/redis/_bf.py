@@ -68,6 +68,7 @@ class BfBackend(Backend):
     kinds = ("bf",)
     max_keys = 20_000  # one command holds the server briefly (benchmarks/NOTES.md, "Redis")
     no_stages = "it grows by itself (BF.RESERVE ... EXPANSION): use a RedisBloomFilter, not a chain's stages"
+    our_index = False  # (the server sets its bits: the meta's layout names no index of ours)
     no_windows = ("the server's own Bloom filters have no generations to expire: pass backend 'plain' (or 'auto'), "
                   "whose scripts run on any Redis")
 

@@ -56,13 +56,19 @@ return 1
 """)
 
 
+def _our_index(kind: str) -> bool:
+    """Are a filter of this meta kind's bits set by our index? (Not the
+    server's own, 'bf'; a kind no backend keeps, a windowed filter's: yes.)"""
+    return not any(kind in b.kinds and not b.our_index for b in BACKENDS.values())
+
+
 def stored_layout(layout: str, version: int, kind: str = "") -> tuple[str, int]:
     """How a meta of base version `version` records `layout`: "standard"
     (the second index) at version + 1, which older bloomline refuses;
     "standard-v1" as "standard" at `version`, as older bloomline wrote it.
-    A filter of kind "bf" (the server's own) records the name as given at
-    `version`: no index of ours reads its bits."""
-    if kind == "bf":
+    A filter of a kind whose bits no index of ours sets (the server's own,
+    Backend.our_index) records the name as given at `version`."""
+    if not _our_index(kind):
         return layout, version
     if layout == "standard":
         return "standard", version + 1
@@ -74,7 +80,7 @@ def read_layout(meta: dict[str, str], version: int, what: str) -> dict[str, str]
     "standard" at `version` is "standard-v1". Another version is refused
     (ValueError naming it and `what`)."""
     have = meta.get("version")
-    if meta.get("kind") == "bf" and have == str(version):
+    if have == str(version) and not _our_index(meta.get("kind", "")):
         return meta
     if have == str(version) and meta.get("layout") == "standard":
         meta["layout"] = "standard-v1"
