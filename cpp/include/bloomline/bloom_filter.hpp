@@ -100,7 +100,9 @@ public:
             });
             return;
         }
-        slot_stream<false>(src, lo, n, [&, g, words](const Hash128& h, std::size_t i) { out[i] = probe_at(g, words, h); });
+        kept_slot_stream<false>(src, lo, n, [&, words](const std::uint64_t* slots, unsigned k, std::size_t i) {
+            out[i] = StandardLayout::all_set(words, slots, k);
+        });
     }
 
     // Adds of keys [0, n) of a source, in order; out[i] (out may be null) is
@@ -125,8 +127,9 @@ public:
                                                       shared ? AddForm::shared : form_, o);
                 });
             } else {
-                slot_stream<true>(src, start, m, [&, g, words, shared](const Hash128& h, std::size_t i) {
-                    const bool is_new = counts.count(add_at(g, words, h, shared));
+                kept_slot_stream<true>(src, start, m, [&, words, shared](const std::uint64_t* slots, unsigned k,
+                                                                        std::size_t i) {
+                    const bool is_new = counts.count(StandardLayout::set_slots(words, slots, k, shared));
                     if (o) o[i] = is_new;
                 });
             }
@@ -239,11 +242,11 @@ public:
         return bits_set_;
     }
 
-    // The lines key h touches (the slot stream's prefetch).
+    // The line slot s is in, and the lines key h touches (the slot stream's prefetch).
+    const void* slot_address(std::uint64_t s) const { return bits_.words() + (s >> 6); }
     unsigned slot_lines(const Hash128& h, const void** addrs) const {
-        const std::uint64_t* words = bits_.words();
         unsigned n = 0;
-        for_each_slot(geo_, h, [&](std::uint64_t s) { addrs[n++] = words + (s >> 6); });
+        for_each_slot(geo_, h, [&](std::uint64_t s) { addrs[n++] = slot_address(s); });
         return n;
     }
 

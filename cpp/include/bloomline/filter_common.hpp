@@ -262,6 +262,36 @@ protected:
         });
     }
 
+    // As slot_stream, but each key's slots are drawn once, when its lines are
+    // asked for, and kept in a ring until op(slots, count, i) uses them: the
+    // index is not run twice a key (Derived::slot_address(slot): the line).
+    template <bool kWrite, class Src, class Op>
+    void kept_slot_stream(Src& src, std::size_t lo, std::size_t n, Op&& op) const {
+        const Derived& self = *static_cast<const Derived*>(this);
+        constexpr std::size_t kRing = 8;  // keys asked for and not yet used: at most ahead + unit
+        static_assert(kRing >= LinesPerKey::ahead + LinesPerKey::unit, "the ring holds every key in flight");
+        std::uint64_t slots[kRing][kMaxHashes];
+        unsigned counts[kRing];
+        std::size_t asked = 0;
+        auto lines = [&](const Hash128& h, const void** addrs) {
+            std::uint64_t* mine = slots[asked % kRing];
+            unsigned c = 0;
+            for_each_slot(geo_, h, [&](std::uint64_t s) {
+                mine[c] = s;
+                addrs[c++] = self.slot_address(s);
+            });
+            counts[asked++ % kRing] = c;
+            return c;
+        };
+        with_batch_keys(src, lo, [&](const BatchKeys& keys) {
+            with_stream_source<LinesPerKey>(keys, [&](auto& s) {
+                stream<LinesPerKey, kWrite>(s, n, lines, [&](const Hash128*, std::size_t m, std::size_t first) {
+                    for (std::size_t i = first; i < first + m; ++i) op(slots[i % kRing], counts[i % kRing], i);
+                });
+            });
+        });
+    }
+
     // Batch adds of n keys in chunks of kWriterChunk, each under the writer
     // mutex: chunk(start, m) adds keys [start, start + m).
     template <class Chunk>

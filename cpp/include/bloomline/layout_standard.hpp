@@ -18,7 +18,8 @@
 // positives than the formula (docs/design/layouts.md has the figures).
 //
 // A key touches k cache lines, so batches use the stream's several-lines
-// shape (stream.hpp, LinesPerKey) with each key's lines prefetched.
+// shape (stream.hpp, LinesPerKey) with each key's lines prefetched, and its
+// slots kept from there for the test or set (all_set, set_slots).
 #pragma once
 
 #include <cmath>
@@ -67,6 +68,22 @@ public:
             for_each_slot(num_bits, k, h, layout, [&](std::uint64_t s) { changed += set_bit_shared(words, s); });
         else
             for_each_slot(num_bits, k, h, layout, [&](std::uint64_t s) { changed += set_bit(words, s); });
+        return changed;
+    }
+
+    // A key's slots drawn already (a batch's, kept from its prefetch): are
+    // all of its bits set? / set them (as set: returns how many were clear).
+    static bool all_set(const std::uint64_t* words, const std::uint64_t* slots, unsigned k) {
+        bool all = true;
+        for (unsigned i = 0; i < k; ++i) all = all && test_bit(words, slots[i]);
+        return all;
+    }
+    static unsigned set_slots(std::uint64_t* words, const std::uint64_t* slots, unsigned k, bool shared) {
+        unsigned changed = 0;
+        if (shared)
+            for (unsigned i = 0; i < k; ++i) changed += set_bit_shared(words, slots[i]);
+        else
+            for (unsigned i = 0; i < k; ++i) changed += set_bit(words, slots[i]);
         return changed;
     }
 
