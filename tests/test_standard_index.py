@@ -264,7 +264,7 @@ def test_expected_rate_of_a_filter_with_fewer_bits_than_hashes_is_a_probability(
 
 def test_a_filter_kept_by_the_servers_own_bloom_commands_records_its_layout_as_given(tmp_path: Path) -> None:
     """backend="bf": the server's filter, read by no index of ours, stays at
-    meta version 2 (an older bloomline attaches) and says "standard"."""
+    meta version 2 and says "standard" (an older bloomline attaches)."""
     redis = pytest.importorskip("redis")
     from conftest import RedisServer, redisbloom_path
 
@@ -278,6 +278,11 @@ def test_a_filter_kept_by_the_servers_own_bloom_commands_records_its_layout_as_g
         assert r.hget("bf:meta", "version") == b"2" and r.hget("bf:meta", "layout") == b"standard"
         again = RedisBloomFilter(r, "bf", 1000, 0.01, layout="standard")
         assert again.layout == "standard" and again.contains_many(["a", "b"]).all()
+        # One made from a first-index filter is recorded as older bloomline wrote it, and attaches either way.
+        RedisBloomFilter(r, "bf1", 1000, 0.01, layout="standard-v1", backend="bf")
+        assert r.hget("bf1:meta", "version") == b"2" and r.hget("bf1:meta", "layout") == b"standard"
+        for asked in ("standard", "standard-v1"):
+            assert RedisBloomFilter(r, "bf1", 1000, 0.01, layout=asked).layout == "standard"  # type: ignore[arg-type]
         r.close()
     finally:
         server.stop()

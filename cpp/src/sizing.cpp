@@ -35,31 +35,43 @@ std::pair<std::uint32_t, double> best_k(double n, double m, Layout layout) {
 // draws, exactly: E[(X/m)^k], X the bits the n k draws set. The textbook
 // (1 - e^(-kn/m))^k takes the bits as independent and falls short on small
 // filters (1.12x at capacity 10 and 1e-4), which the standard layout's
-// second index would show (docs/design/sizing.md). Two walks over draws,
-// every term positive: p[j], the chance that j of k given bits are set once
-// the n k draws are made, and q[r], that a probe's k draws land on r
-// distinct bits; a probe's r bits are all set with sum_j p[j] C(j,r)/C(k,r).
-// n k^2 steps: used while that is at most kExactSteps, past which the two
-// agree to far better than the 0.05% steps of the sizing.
-constexpr double kExactSteps = 1e6;
-
-bool exact_applies(double n, std::uint32_t k, Layout layout) {
-    return layout == Layout::standard && n * k * k <= kExactSteps;
-}
-
+// second index would show (docs/design/sizing.md). Every term positive, so
+// doubles hold it: p[j], the chance that j of K given bits are set once the
+// n k draws are made (one draw's step raised to the n k-th power by
+// squaring: K^3 log(n k), whatever n), and q[r], that a probe's k draws land
+// on r distinct bits; a probe's r bits are all set with sum_j p[j] C(j,r)/C(K,r).
+// A probe's bits are at most K = min(k, m) distinct, so K given bits do.
 double exact_standard_rate(std::uint64_t n, double m, std::uint32_t k) {
-    // A probe's bits are at most min(k, m) distinct, so that many given bits
-    // are walked (every step's chance then at most 1, and every term >= 0).
     const std::uint32_t K = static_cast<std::uint32_t>(std::min(static_cast<double>(k), std::floor(m)));
-    std::vector<double> p(K + 1, 0.0), q(K + 1, 0.0);
+    const std::size_t W = K + 1;
+    // step[r * W + c]: from r of the K bits set to c, upper triangular: one
+    // draw sets one more with chance (K - r) / m.
+    std::vector<double> step(W * W, 0.0), square(W * W), p(W, 0.0), next(W), q(W, 0.0);
+    for (std::uint32_t r = 0; r <= K; ++r) {
+        const double more = static_cast<double>(K - r) / m;
+        step[r * W + r] = 1 - more;
+        if (r < K) step[r * W + r + 1] = more;
+    }
     p[0] = q[0] = 1;
-    const std::uint64_t draws = n * k;
-    for (std::uint64_t d = 0; d < draws; ++d)
-        for (std::uint32_t j = static_cast<std::uint32_t>(std::min<std::uint64_t>(d, K - 1)) + 1; j-- > 0;) {
-            const double moved = p[j] * static_cast<double>(K - j) / m;
-            p[j] -= moved;
-            p[j + 1] += moved;
+    for (std::uint64_t draws = n * k; draws != 0; draws >>= 1) {
+        if (draws & 1) {
+            for (std::size_t c = 0; c < W; ++c) {
+                double sum = 0;
+                for (std::size_t r = 0; r <= c; ++r) sum += p[r] * step[r * W + c];
+                next[c] = sum;
+            }
+            p.swap(next);
         }
+        if (draws > 1) {
+            for (std::size_t r = 0; r < W; ++r)
+                for (std::size_t c = r; c < W; ++c) {
+                    double sum = 0;
+                    for (std::size_t i = r; i <= c; ++i) sum += step[r * W + i] * step[i * W + c];
+                    square[r * W + c] = sum;
+                }
+            step.swap(square);
+        }
+    }
     for (std::uint32_t d = 0; d < k; ++d)
         for (std::uint32_t r = std::min(d, K) + 1; r-- > 0;) {
             if (r == K) continue;  // (every bit there is hit: the next draw repeats one)
@@ -109,7 +121,7 @@ double false_positive_rate(double n, std::uint64_t num_bits, std::uint32_t num_h
 }
 
 double expected_rate(double n, std::uint64_t num_bits, std::uint32_t num_hashes, Layout layout) {
-    if (n >= 0 && exact_applies(std::floor(n) + 1, num_hashes, layout)) {
+    if (layout == Layout::standard && n >= 0 && n <= static_cast<double>(kMaxCount)) {
         // An estimated count between two whole ones: the rate between theirs.
         check_geometry(num_bits, num_hashes, layout);
         const double m = static_cast<double>(num_bits), lo = std::floor(n), w = n - lo;
@@ -152,20 +164,18 @@ Params optimal_params(double capacity, double error_rate, Layout layout) {
     if (is_standard(layout)) {
         // The formula's m with k rounded to an integer can miss p by a hair
         // (1.004% at 1%); grow m by 0.05% steps until the rate is met. Then,
-        // on a small filter of the second index, on from there until the
-        // exact rate (never under the textbook's) is met too.
+        // for the second index, on from there until the exact rate (never
+        // under the textbook's) is met too.
         double m = std::max(1.0, m_formula);
         for (const bool exact : {false, true}) {
-            if (exact && !exact_applies(n, p.num_hashes, layout)) break;
+            if (exact && layout != Layout::standard) break;
             for (;;) {
                 const double k_real = m / n * kLn2;
                 const std::uint32_t k_lo = static_cast<std::uint32_t>(std::clamp(std::floor(k_real), 1.0, 64.0));
                 const std::uint32_t k_hi = static_cast<std::uint32_t>(std::clamp(std::ceil(k_real), 1.0, 64.0));
-                // (both k by one formula: exact where the larger allows it)
-                const bool by_exact = exact && exact_applies(n, k_hi, layout);
                 auto rate = [&](std::uint32_t k) {
-                    return by_exact ? exact_standard_rate(static_cast<std::uint64_t>(n), m, k)
-                                    : StandardLayout::fp_rate(n, m, k);
+                    return exact ? exact_standard_rate(static_cast<std::uint64_t>(n), m, k)
+                                 : StandardLayout::fp_rate(n, m, k);
                 };
                 const double f_lo = rate(k_lo), f_hi = k_hi == k_lo ? f_lo : rate(k_hi);
                 const std::uint32_t k = f_hi < f_lo ? k_hi : k_lo;

@@ -47,9 +47,9 @@ double false_positive_rate(double n, std::uint64_t num_bits, std::uint32_t num_h
 
 // The rate a filter of this geometry gives with n keys, as its
 // expected_fp_rate says and as its sizing holds it: for the standard
-// layout's second index on a small filter the exact rate (n k^2 at most
-// 1e6; an n between whole counts takes the rate between theirs), which the
-// textbook under-counts; else false_positive_rate.
+// layout's second index the exact rate (an n between whole counts takes the
+// rate between theirs), which the textbook under-counts on small filters;
+// else false_positive_rate.
 double expected_rate(double n, std::uint64_t num_bits, std::uint32_t num_hashes, Layout layout);
 
 // The k that minimises the false-positive rate for n keys in num_bits.

@@ -67,9 +67,10 @@ def stored_layout(layout: str, version: int, kind: str = "") -> tuple[str, int]:
     (the second index) at version + 1, which older bloomline refuses;
     "standard-v1" as "standard" at `version`, as older bloomline wrote it.
     A filter of a kind whose bits no index of ours sets (the server's own,
-    Backend.our_index) records the name as given at `version`."""
+    Backend.our_index) records either as "standard" at `version`, as older
+    bloomline wrote it."""
     if not _our_index(kind):
-        return layout, version
+        return ("standard" if layout == "standard-v1" else layout), version
     if layout == "standard":
         return "standard", version + 1
     return ("standard" if layout == "standard-v1" else layout), version
@@ -158,10 +159,19 @@ def check(name: str, stored: dict[str, str], wanted: dict[str, Any]) -> None:
             continue
         have, want = stored.get(field, ""), wanted[field]
         same = (float(have) == float(want) if field == "error_rate" else
-                layout_matches(have, str(want)) if field == "layout" else str(have) == str(want))
+                _layout_answers(stored, str(want)) if field == "layout" else str(have) == str(want))
         if not same:
             shown = f"{float(have)!r} != given {want!r}" if field == "error_rate" else f"{have} != given {want}"
             raise ValueError(f"the filter at key {name!r} differs in {field} (stored {shown})")
+
+
+def _layout_answers(stored: dict[str, str], want: str) -> bool:
+    """Does the stored filter answer a request for layout `want`? The
+    server's own ('bf'): by the name it records for it."""
+    kind, have = stored.get("kind", ""), stored.get("layout", "")
+    if not _our_index(kind):
+        return have == stored_layout(want, META_VERSION, kind)[0]
+    return layout_matches(have, want)
 
 
 def _exist(sender: Sender, names: Sequence[str]) -> list[bool]:
