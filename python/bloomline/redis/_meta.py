@@ -69,9 +69,7 @@ def stored_layout(layout: str, version: int, kind: str = "") -> tuple[str, int]:
     A filter of a kind whose bits no index of ours sets (the server's own,
     Backend.our_index) records either as "standard" at `version`, as older
     bloomline wrote it."""
-    if not _our_index(kind):
-        return ("standard" if layout == "standard-v1" else layout), version
-    if layout == "standard":
+    if layout == "standard" and _our_index(kind):
         return "standard", version + 1
     return ("standard" if layout == "standard-v1" else layout), version
 
