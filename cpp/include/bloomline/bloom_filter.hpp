@@ -100,7 +100,7 @@ public:
             });
             return;
         }
-        kept_slot_stream<false>(src, lo, n, [&, words](const std::uint64_t* slots, unsigned k, std::size_t i) {
+        slot_stream<false>(src, lo, n, [&, words](const std::uint64_t* slots, unsigned k, std::size_t i) {
             out[i] = StandardLayout::all_set(words, slots, k);
         });
     }
@@ -127,7 +127,7 @@ public:
                                                       shared ? AddForm::shared : form_, o);
                 });
             } else {
-                kept_slot_stream<true>(src, start, m, [&, words, shared](const std::uint64_t* slots, unsigned k,
+                slot_stream<true>(src, start, m, [&, words, shared](const std::uint64_t* slots, unsigned k,
                                                                         std::size_t i) {
                     const bool is_new = counts.count(StandardLayout::set_slots(words, slots, k, shared));
                     if (o) o[i] = is_new;
@@ -242,7 +242,8 @@ public:
         return bits_set_;
     }
 
-    // The line slot s is in, and the lines key h touches (the slot stream's prefetch).
+    // The line slot s is in (the slot stream's prefetch), and the lines key h
+    // touches (a windowed filter's, window_ring.hpp).
     const void* slot_address(std::uint64_t s) const { return bits_.words() + (s >> 6); }
     unsigned slot_lines(const Hash128& h, const void** addrs) const {
         unsigned n = 0;

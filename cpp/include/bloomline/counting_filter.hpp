@@ -73,7 +73,7 @@ public:
         std::lock_guard<WriterMutex> lock(writer_);
         check_write();
         ensure_counted();
-        return add_one(h);
+        return add_one(SlotsOfHash{geo_, h});
     }
 
     // Remove one occurrence. False (and nothing changed) when the key is
@@ -85,7 +85,7 @@ public:
         std::lock_guard<WriterMutex> lock(writer_);
         check_write();
         ensure_counted();
-        return remove_one(h);
+        return remove_one(SlotsOfHash{geo_, h});
     }
 
     bool contains(const Hash128& h) const { return count(h) > 0; }
@@ -94,27 +94,31 @@ public:
     // was added (minus removed), unless a counter saturated.
     std::uint32_t count(const Hash128& h) const {
         check_open();
-        return min_count(h);
+        return min_count(SlotsOfHash{geo_, h});
     }
 
     // ---- batches (same shape as BloomFilter's) ------------------------
     template <class Src>
     void add_keys(Src& src, std::size_t n, bool* out) {
-        write_keys(src, n, out, [this](const Hash128& h) { return add_one(h); });
+        write_keys(src, n, out, [this](const KeptSlots& s) { return add_one(s); });
     }
     template <class Src>
     void remove_keys(Src& src, std::size_t n, bool* out) {
-        write_keys(src, n, out, [this](const Hash128& h) { return remove_one(h); });
+        write_keys(src, n, out, [this](const KeptSlots& s) { return remove_one(s); });
     }
     template <class Src>
     void contains_keys(Src& src, std::size_t lo, std::size_t n, bool* out) const {
         check_open();
-        slot_stream<false>(src, lo, n, [&](const Hash128& h, std::size_t i) { out[i] = min_count(h) > 0; });
+        slot_stream<false>(src, lo, n, [&](const std::uint64_t* s, unsigned k, std::size_t i) {
+            out[i] = min_count(KeptSlots{s, k}) > 0;
+        });
     }
     template <class Src>
     void count_keys(Src& src, std::size_t lo, std::size_t n, std::uint32_t* out) const {
         check_open();
-        slot_stream<false>(src, lo, n, [&](const Hash128& h, std::size_t i) { out[i] = min_count(h); });
+        slot_stream<false>(src, lo, n, [&](const std::uint64_t* s, unsigned k, std::size_t i) {
+            out[i] = min_count(KeptSlots{s, k});
+        });
     }
 
     // ---- whole filter ----------------------------------------------------
@@ -277,19 +281,16 @@ public:
         return nonzero_.load(std::memory_order_relaxed);
     }
 
-    // The lines key h touches (the slot stream's prefetch).
-    unsigned slot_lines(const Hash128& h, const void** addrs) const {
-        unsigned n = 0;
-        for_each_slot(geo_, h, [&](std::uint64_t s) { addrs[n++] = counters_.address_of(s); });
-        return n;
-    }
+    // The line slot s is in (the slot stream's prefetch).
+    const void* slot_address(std::uint64_t s) const { return counters_.address_of(s); }
 
 private:
     friend class FilterCommon<CountingBloomFilter>;
 
-    std::uint32_t min_count(const Hash128& h) const {
+    template <class Slots>
+    std::uint32_t min_count(const Slots& slots) const {
         std::uint32_t m = counters_.max_value();
-        for_each_slot(geo_, h, [&](std::uint64_t s) {
+        slots.each([&](std::uint64_t s) {
             const std::uint32_t c = counters_.get(s);
             m = c < m ? c : m;
         });
@@ -301,8 +302,8 @@ private:
     void write_keys(Src& src, std::size_t n, bool* out, Op&& op) {
         locked_chunks(n, [&](std::size_t start, std::size_t m) {
             ensure_counted();
-            slot_stream<true>(src, start, m, [&](const Hash128& h, std::size_t i) {
-                const bool r = op(h);
+            slot_stream<true>(src, start, m, [&](const std::uint64_t* s, unsigned k, std::size_t i) {
+                const bool r = op(KeptSlots{s, k});
                 if (out) out[start + i] = r;
             });
         });
@@ -310,11 +311,12 @@ private:
 
     // Writer mutex held. With shared memory each counter takes one atomic
     // step (counters.hpp), so another process's concurrent step is not lost.
-    bool add_one(const Hash128& h) {
+    template <class Slots>
+    bool add_one(const Slots& slots) {
         const std::uint32_t mx = counters_.max_value();
         bool was_absent = false;
         std::int64_t nonzero = 0, saturated = 0;
-        for_each_slot(geo_, h, [&](std::uint64_t s) {
+        slots.each([&](std::uint64_t s) {
             if (shared_) {
                 const std::uint32_t c = counters_.step(s, +1, mx, mx);
                 was_absent = was_absent || c == 0;
@@ -338,11 +340,12 @@ private:
         return was_absent;
     }
 
-    bool remove_one(const Hash128& h) {
-        if (min_count(h) == 0) return false;
+    template <class Slots>
+    bool remove_one(const Slots& slots) {
+        if (min_count(slots) == 0) return false;
         const std::uint32_t mx = counters_.max_value();
         std::int64_t zeroed = 0;
-        for_each_slot(geo_, h, [&](std::uint64_t s) {
+        slots.each([&](std::uint64_t s) {
             if (shared_) {
                 // Saturated counters stick; a counter another writer took to
                 // 0 meanwhile stays 0.

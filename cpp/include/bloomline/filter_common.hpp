@@ -3,7 +3,7 @@
 // used and written, and the writer mutex; and what follows from those alone:
 // the false-positive rate at the current fill and the batch loop over slots.
 // BloomFilter and CountingBloomFilter derive from it (CRTP: each supplies
-// approx_count() and slot_lines()).
+// approx_count() and slot_address()).
 //
 // Filters know nothing of files: a mapped file (file.hpp) gives a filter its
 // memory and, when it is mapped read-only, makes it read-only here; closing
@@ -246,27 +246,13 @@ protected:
         return std::min(fill, approx_intersection(a, b, a_or_b));
     }
 
-    // op(h, i) for keys [lo, lo + n) of a source (i counted from lo), through
-    // the stream with each key's slots prefetched (Derived::slot_lines): the
-    // batch loop of every filter without a loop of its own.
+    // op(slots, count, i) for keys [lo, lo + n) of a source (i counted from
+    // lo), through the stream with each key's lines prefetched
+    // (Derived::slot_address(slot): the line a slot is in): the batch loop of
+    // every filter without a loop of its own. A key's slots are drawn once,
+    // when its lines are asked for, and kept in a ring until op uses them.
     template <bool kWrite, class Src, class Op>
     void slot_stream(Src& src, std::size_t lo, std::size_t n, Op&& op) const {
-        const Derived& self = *static_cast<const Derived*>(this);
-        auto lines = [&self](const Hash128& h, const void** addrs) { return self.slot_lines(h, addrs); };
-        with_batch_keys(src, lo, [&](const BatchKeys& keys) {
-            with_stream_source<LinesPerKey>(keys, [&](auto& s) {
-                stream<LinesPerKey, kWrite>(s, n, lines, [&](const Hash128* h, std::size_t m, std::size_t first) {
-                    for (std::size_t i = 0; i < m; ++i) op(h[i], first + i);
-                });
-            });
-        });
-    }
-
-    // As slot_stream, but each key's slots are drawn once, when its lines are
-    // asked for, and kept in a ring until op(slots, count, i) uses them: the
-    // index is not run twice a key (Derived::slot_address(slot): the line).
-    template <bool kWrite, class Src, class Op>
-    void kept_slot_stream(Src& src, std::size_t lo, std::size_t n, Op&& op) const {
         const Derived& self = *static_cast<const Derived*>(this);
         constexpr std::size_t kRing = 8;  // keys asked for and not yet used: at most ahead + unit
         static_assert(kRing >= LinesPerKey::ahead + LinesPerKey::unit, "the ring holds every key in flight");

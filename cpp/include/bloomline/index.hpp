@@ -40,4 +40,22 @@ inline void for_each_slot(const Geometry& g, const Hash128& h, F&& f) {
         StandardLayout::for_each_slot(g.num_slots, g.num_hashes, h, g.layout, f);
 }
 
+// A key's slots as the per-key code walks them, each(f) calling f(slot):
+// drawn from its hash (a single call), or kept from a batch's prefetch
+// (FilterCommon::slot_stream), so the index runs once a key.
+struct SlotsOfHash {
+    const Geometry& g;
+    const Hash128& h;
+    template <class F>
+    void each(F&& f) const { for_each_slot(g, h, f); }
+};
+struct KeptSlots {
+    const std::uint64_t* slots;
+    unsigned count;
+    template <class F>
+    void each(F&& f) const {
+        for (unsigned i = 0; i < count; ++i) f(slots[i]);
+    }
+};
+
 }  // namespace bloomline
