@@ -90,11 +90,10 @@ class StageStore(Protocol):
 
     shared: bool
 
-    def attach_chain(self, rule: ChainRule, layout: Layout, seed: int) -> Layout:
+    def attach_chain(self, rule: ChainRule, layout: Layout, seed: int) -> None:
         """The chain's parameters, before its stages are read: a store that
         keeps them (RedisStages, with its first stage) checks them against
-        what it holds (ChainMismatch). Returns the chain's layout: the one
-        it holds where "standard" was asked of a chain of "standard-v1"."""
+        what it holds (ChainMismatch)."""
         ...
 
     def stages(self) -> list[tuple[BloomFilter, int]]:
@@ -140,8 +139,8 @@ class _LocalStages:
     shared = False
     _made = 0
 
-    def attach_chain(self, rule: ChainRule, layout: Layout, seed: int) -> Layout:
-        return layout  # the stages' own parameters say it (checked by the chain)
+    def attach_chain(self, rule: ChainRule, layout: Layout, seed: int) -> None:
+        pass  # the stages' own parameters say it (checked by the chain)
 
     def add_to_last(self, index: int, stage: BloomFilter, keys: Any) -> StageAdd:
         return StageAdd(stage.add_many(keys))

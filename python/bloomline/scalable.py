@@ -230,8 +230,7 @@ class ScalableBloomFilter(_ChainFacts):
         _forks.renew_locks_after_fork(self, lambda chain: setattr(chain, "_lock", threading.RLock()))
         self._stages: list[BloomFilter] = []
         self._counts: list[int] = []  # new keys taken by each stage
-        # (a shared store checks it, keeps it; "standard" takes a chain of the first index)
-        self._layout = self._store.attach_chain(self._rule, self._layout, self._seed)
+        self._store.attach_chain(self._rule, self._layout, self._seed)  # (a shared store checks it, keeps it)
         self._reload()  # the store's stages (checked), or a first one
 
     # ---- stages ---------------------------------------------------------------
@@ -242,7 +241,7 @@ class ScalableBloomFilter(_ChainFacts):
     def _check_stage(self, i: int, stage: BloomFilter) -> None:
         capacity, rate = self._stage_params(i)
         if i == 0 and layout_matches(stage.layout, self._layout):
-            self._layout = stage.layout  # (a chain made with the standard layout's first index keeps it)
+            self._layout = stage.layout  # (a chain made with the standard layout's first index keeps it, in any store)
         for field, have, want in (("capacity", stage.capacity, capacity), ("error_rate", stage.error_rate, rate),
                                   ("layout", stage.layout, self._layout), ("seed", stage.seed, self._seed)):
             if have != want:

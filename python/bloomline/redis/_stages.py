@@ -17,7 +17,7 @@ node), so each step below is one atomic command:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -224,11 +224,12 @@ class RedisStages(Expiring):
         """Add fields to the chain's parameters (an import's fingerprint rule)."""
         self._sender.call(self.chain_key, b"HSET", self.chain_key, *(x for kv in fields.items() for x in kv))
 
-    def attach_chain(self, rule: Any, layout: Layout, seed: int) -> Layout:
+    def attach_chain(self, rule: Any, layout: Layout, seed: int) -> None:
         """Keep the chain's parameters (written with its first stage) and
         check them against those Redis holds: ChainMismatch names a field
-        that differs (a stage's own parameters are checked by the chain).
-        The chain's layout: "standard" takes a chain of the first index."""
+        that differs (a stage's own parameters are checked by the chain;
+        "standard" takes a chain of the first index, whose stage 0 then says
+        which it is)."""
         self._chain = {"initial_capacity": rule.initial_capacity, "error_rate": repr(rule.error_rate),
                        "growth": rule.growth, "tightening": repr(rule.tightening), "layout": layout, "seed": seed}
         stored = self.info()
@@ -241,7 +242,6 @@ class RedisStages(Expiring):
                     raise ChainMismatch(0, field, have, wanted, None, chain=stored)
         if stored is not None and "layout" in stored:
             self._chain["layout"] = stored["layout"]
-        return cast("Layout", self._chain["layout"])
 
     def stage_count(self) -> int:
         """How many stages the chain has in Redis now."""
